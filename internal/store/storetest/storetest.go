@@ -1,0 +1,86 @@
+// Package storetest runs tests against every storage engine: a real SQLite
+// file and a real rqlite node. Every storage and flow test uses Each, so the
+// same suite passes on both engines (like River's driver tests). With
+// CI=true a missing rqlite fails the run instead of skipping.
+package storetest
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ballet/ballet/internal/rqlitetest"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/store/rqlite"
+	"github.com/ballet/ballet/internal/store/sqlite"
+)
+
+// Engines lists the engine names Each runs.
+var Engines = []string{"sqlite", "rqlite"}
+
+// Each runs fn once per engine as a parallel subtest, each on a fresh,
+// migrated database.
+func Each(t *testing.T, fn func(t *testing.T, s store.Store)) {
+	t.Helper()
+	for _, engine := range Engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			fn(t, Open(t, engine))
+		})
+	}
+}
+
+// Open returns a fresh, migrated store of the named engine, closed when the
+// test ends.
+func Open(t testing.TB, engine string) store.Store {
+	t.Helper()
+	ctx := context.Background()
+	var s store.Store
+	switch engine {
+	case "sqlite":
+		db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "core.db"))
+		if err != nil {
+			t.Fatalf("open sqlite: %v", err)
+		}
+		s = db
+	case "rqlite":
+		c := rqlitetest.Start(t, 1)
+		db, err := rqlite.Open(ctx, rqlite.Options{URLs: c.URLs()})
+		if err != nil {
+			t.Fatalf("open rqlite: %v", err)
+		}
+		s = db
+	default:
+		t.Fatalf("unknown engine %q", engine)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := store.Migrate(ctx, s, time.Now()); err != nil {
+		t.Fatalf("migrate %s: %v", engine, err)
+	}
+	return s
+}
+
+// Address names another connection to the same database as s (for a child
+// process, or a second Core instance): it returns the engine and the
+// address, a file path for SQLite or the node URLs for rqlite.
+func Address(t testing.TB, s store.Store) (engine, addr string) {
+	t.Helper()
+	switch db := s.(type) {
+	case *sqlite.Store:
+		return "sqlite", db.Path()
+	case *rqlite.Store:
+		return "rqlite", strings.Join(db.URLs(), ",")
+	}
+	t.Fatalf("unknown store %T", s)
+	return "", ""
+}
+
+// OpenAddress opens a store from Address's result, without migrating.
+func OpenAddress(ctx context.Context, engine, addr string) (store.Store, error) {
+	if engine == "rqlite" {
+		return rqlite.Open(ctx, rqlite.Options{URLs: strings.Split(addr, ",")})
+	}
+	return sqlite.Open(ctx, addr)
+}

@@ -1,0 +1,171 @@
+// Package transition writes state changes the way ADR-0016 requires: read,
+// decide in pure code, then commit one atomic batch holding the optimistic
+// update(s) with their lost-race guards, the event(s) and the jobs the change
+// causes. A change without its event, or an event without its change, cannot
+// be committed: they are one batch.
+package transition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/job"
+	"github.com/ballet/ballet/internal/store"
+)
+
+// Guard is the statement that fails the batch when the statement right
+// before it changed no row (the lost-race guard, DESIGN.md "Storage").
+var Guard = store.Stmt(`INSERT INTO race_guard (lost) SELECT 1 WHERE changes() = 0`)
+
+// Transition is one state change.
+type Transition struct {
+	// Events are the change's events, usually exactly one. At least one is
+	// required. ID and OccurredAt are filled in when empty.
+	Events []event.Event
+	// Guarded statements must each change at least one row, or the batch
+	// is a lost race: typically UPDATE … WHERE id = ? AND version = ?, or an
+	// INSERT … ON CONFLICT DO NOTHING that must not have conflicted.
+	Guarded []store.Statement
+	// Statements run unguarded after the guarded ones (inserts of new
+	// rows, for instance; a conflict there fails the batch).
+	Statements []store.Statement
+	// Jobs are enqueued in the same batch.
+	Jobs []job.Spec
+}
+
+// Committed describes a transition that was written.
+type Committed struct {
+	Events  []event.Event
+	HasJobs bool
+}
+
+// Applier commits transitions.
+type Applier struct {
+	Store store.Store
+	Clock clock.Clock
+	// Attempts bounds how often Do re-reads after a lost race (default 10).
+	Attempts int
+	// Resends bounds how often a batch whose outcome was unknown is sent
+	// again (default 5).
+	Resends int
+	// OnCommit, if set, is called after every committed transition (to wake
+	// the job orchestrator and the event feed).
+	OnCommit func(Committed)
+}
+
+// ErrGaveUp is returned by Do when every attempt lost its race.
+var ErrGaveUp = errors.New("transition gave up")
+
+// Batch returns the statements of t in the order they are executed: the
+// events first (so that a re-sent batch that had committed fails at once on
+// the event's unique id), then each guarded statement followed by the guard,
+// then the other statements, then the job inserts. ids for jobs come from
+// newID.
+func (t *Transition) Batch(now time.Time, newID func() string) ([]store.Statement, error) {
+	if len(t.Events) == 0 {
+		return nil, errors.New("transition without an event: every change must record one")
+	}
+	var out []store.Statement
+	for i := range t.Events {
+		e := &t.Events[i]
+		if e.ID == "" {
+			e.ID = newID()
+		}
+		if e.OccurredAt.IsZero() {
+			e.OccurredAt = now
+		}
+		if err := e.Validate(); err != nil {
+			return nil, err
+		}
+		out = append(out, e.Insert())
+	}
+	for _, g := range t.Guarded {
+		out = append(out, g, Guard)
+	}
+	out = append(out, t.Statements...)
+	for _, j := range t.Jobs {
+		st, err := j.Insert(newID(), now)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// NewID returns a new UUIDv7.
+func NewID() string { return uuid.Must(uuid.NewV7()).String() }
+
+// Apply commits t once. A lost race returns an error matching
+// store.ErrLostRace. A batch whose outcome was unknown is sent again, as is:
+// if the first send had committed, the second fails on the event's unique
+// id, which proves the commit; if it had not, the second send applies it
+// (the version checks make a double application impossible).
+func (a *Applier) Apply(ctx context.Context, t *Transition) error {
+	batch, err := t.Batch(a.Clock.Now(), NewID)
+	if err != nil {
+		return err
+	}
+	resends := a.Resends
+	if resends <= 0 {
+		resends = 5
+	}
+	_, err = a.Store.Exec(ctx, batch...)
+	for i := 0; errors.Is(err, store.ErrUnknownOutcome) && i < resends; i++ {
+		if werr := a.wait(ctx, time.Duration(100*(1<<i))*time.Millisecond); werr != nil {
+			return fmt.Errorf("%w (while resolving: %w)", err, werr)
+		}
+		_, err = a.Store.Exec(ctx, batch...)
+		if store.UniqueOn(err, "events.id") {
+			err = nil // the earlier send had committed
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("apply %s: %w", t.Events[0].Type, err)
+	}
+	if a.OnCommit != nil {
+		a.OnCommit(Committed{Events: t.Events, HasJobs: len(t.Jobs) > 0})
+	}
+	return nil
+}
+
+func (a *Applier) wait(ctx context.Context, d time.Duration) error {
+	tm := a.Clock.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-tm.C():
+		return nil
+	}
+}
+
+// Do runs read-decide-write until it commits: decide reads what it needs
+// and returns the transition to apply (nil: nothing to do). On a lost race
+// it is called again, on a fresh read, at most Attempts times.
+func (a *Applier) Do(ctx context.Context, decide func(ctx context.Context) (*Transition, error)) (*Transition, error) {
+	attempts := a.Attempts
+	if attempts <= 0 {
+		attempts = 10
+	}
+	for i := 0; i < attempts; i++ {
+		t, err := decide(ctx)
+		if err != nil || t == nil {
+			return nil, err
+		}
+		err = a.Apply(ctx, t)
+		if err == nil {
+			return t, nil
+		}
+		if !errors.Is(err, store.ErrLostRace) {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("%w after %d lost races: %w", ErrGaveUp, attempts, store.ErrLostRace)
+}

@@ -1,0 +1,354 @@
+package transition_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/job"
+	"github.com/ballet/ballet/internal/keys"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/transition"
+)
+
+var start = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+
+// setup creates a widgets table: a tracked entity with a version.
+func setup(t *testing.T, s store.Store) *transition.Applier {
+	t.Helper()
+	if _, err := s.Exec(context.Background(),
+		store.Stmt(`CREATE TABLE widgets (id TEXT PRIMARY KEY, state TEXT NOT NULL, version INTEGER NOT NULL)`)); err != nil {
+		t.Fatal(err)
+	}
+	return &transition.Applier{Store: s, Clock: clock.NewFake(start)}
+}
+
+func createWidget(t *testing.T, a *transition.Applier, id string) {
+	t.Helper()
+	err := a.Apply(context.Background(), &transition.Transition{
+		Events:     []event.Event{widgetEvent(id, "widget.created", 1)},
+		Statements: []store.Statement{store.Stmt(`INSERT INTO widgets (id, state, version) VALUES (?, 'new', 1)`, id)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func widgetEvent(id, typ string, version int64) event.Event {
+	e := event.Event{OrganizationID: "org1", ProjectID: "p1", EntityType: "widget", EntityID: id, Type: typ,
+		Payload: []byte(fmt.Sprintf(`{"version":%d}`, version))}
+	e.SetActor(event.System)
+	return e
+}
+
+// bump returns the transition that moves a widget from version v to v+1.
+func bump(id string, v int64, state string) *transition.Transition {
+	return &transition.Transition{
+		Events:  []event.Event{widgetEvent(id, "widget.state_changed", v+1)},
+		Guarded: []store.Statement{store.Stmt(`UPDATE widgets SET state = ?, version = version + 1 WHERE id = ? AND version = ?`, state, id, v)},
+		Jobs:    []job.Spec{{Kind: "widget.follow_up", Payload: map[string]any{"id": id, "version": v + 1}}},
+	}
+}
+
+func readWidget(t *testing.T, s store.Store, id string) (state string, version int64) {
+	t.Helper()
+	rows, err := s.Query(context.Background(), `SELECT state, version FROM widgets WHERE id = ?`, id)
+	if err != nil || rows.Len() != 1 {
+		t.Fatalf("read widget %s: %v (%d rows)", id, err, rows.Len())
+	}
+	if err := rows.Scan(0, &state, &version); err != nil {
+		t.Fatal(err)
+	}
+	return state, version
+}
+
+func count(t *testing.T, s store.Store, q string, args ...any) int64 {
+	t.Helper()
+	rows, err := s.Query(context.Background(), q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := rows.Scan(0, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestLostRaceCommitsNothing(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		a := setup(t, s)
+		createWidget(t, a, "w1")
+		if err := a.Apply(context.Background(), bump("w1", 1, "first")); err != nil {
+			t.Fatal(err)
+		}
+		events, jobs := count(t, s, `SELECT COUNT(*) FROM events`), count(t, s, `SELECT COUNT(*) FROM jobs`)
+		// A stale version: the update matches nothing.
+		err := a.Apply(context.Background(), bump("w1", 1, "stale"))
+		if !errors.Is(err, store.ErrLostRace) {
+			t.Fatalf("want ErrLostRace, got %v", err)
+		}
+		if state, v := readWidget(t, s, "w1"); state != "first" || v != 2 {
+			t.Fatalf("widget changed by a lost race: %s v%d", state, v)
+		}
+		if e, j := count(t, s, `SELECT COUNT(*) FROM events`), count(t, s, `SELECT COUNT(*) FROM jobs`); e != events || j != jobs {
+			t.Fatalf("a lost race committed events %d→%d, jobs %d→%d", events, e, jobs, j)
+		}
+		if n := count(t, s, `SELECT COUNT(*) FROM race_guard`); n != 0 {
+			t.Fatalf("race_guard holds %d rows", n)
+		}
+	})
+}
+
+func TestOtherErrorsAreNotLostRaces(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		a := setup(t, s)
+		createWidget(t, a, "w1")
+		err := a.Apply(context.Background(), &transition.Transition{
+			Events:     []event.Event{widgetEvent("w1", "widget.created", 1)},
+			Statements: []store.Statement{store.Stmt(`INSERT INTO widgets (id, state, version) VALUES (?, 'new', 1)`, "w1")},
+		})
+		if err == nil || errors.Is(err, store.ErrLostRace) || !errors.Is(err, store.ErrUnique) {
+			t.Fatalf("want a unique violation that is not a lost race, got %v", err)
+		}
+		if n := count(t, s, `SELECT COUNT(*) FROM events`); n != 1 {
+			t.Fatalf("%d events, want 1", n)
+		}
+	})
+}
+
+func TestTransitionNeedsAnEvent(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		a := setup(t, s)
+		err := a.Apply(context.Background(), &transition.Transition{
+			Statements: []store.Statement{store.Stmt(`INSERT INTO widgets (id, state, version) VALUES ('w', 'new', 1)`)},
+		})
+		if err == nil {
+			t.Fatal("a change without an event was accepted")
+		}
+		bad := widgetEvent("w", "gadget.created", 1) // type must be <entity>.<change>
+		err = a.Apply(context.Background(), &transition.Transition{Events: []event.Event{bad}})
+		if err == nil {
+			t.Fatal("an event whose type does not name its entity was accepted")
+		}
+		if n := count(t, s, `SELECT COUNT(*) FROM widgets`); n != 0 {
+			t.Fatalf("rejected transitions wrote %d widgets", n)
+		}
+	})
+}
+
+// TestConcurrentWritersSeqGapless runs many writers that race on a few
+// widgets. Every committed change has exactly one event; seq is gapless and
+// in commit order (each widget's versions appear in increasing seq order);
+// lost races left no trace.
+func TestConcurrentWritersSeqGapless(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		a := setup(t, s)
+		a.Attempts = 1000
+		ctx := context.Background()
+		widgets := []string{"a", "b", "c"}
+		for _, w := range widgets {
+			createWidget(t, a, w)
+		}
+		const writers, each = 8, 15
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		lost, tried := 0, 0
+		for g := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					id := widgets[(g+i)%len(widgets)]
+					_, err := a.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
+						rows, err := s.Query(ctx, `SELECT version FROM widgets WHERE id = ?`, id)
+						if err != nil {
+							return nil, err
+						}
+						var v int64
+						if err := rows.Scan(0, &v); err != nil {
+							return nil, err
+						}
+						// Also send one doomed stale write per round.
+						mu.Lock()
+						tried++
+						mu.Unlock()
+						if err := a.Apply(ctx, bump(id, v-1, "stale")); errors.Is(err, store.ErrLostRace) {
+							mu.Lock()
+							lost++
+							mu.Unlock()
+						} else {
+							return nil, fmt.Errorf("stale write: %v", err)
+						}
+						return bump(id, v, fmt.Sprintf("g%d-%d", g, i)), nil
+					})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		total := writers*each + len(widgets)
+		evs, err := event.List(ctx, s, event.Filter{Limit: event.MaxLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != total {
+			t.Fatalf("%d events, want %d (one per committed change)", len(evs), total)
+		}
+		last := map[string]int64{}
+		for i, e := range evs {
+			if e.Seq != int64(i+1) {
+				t.Fatalf("seq gap: event %d has seq %d", i, e.Seq)
+			}
+			var p struct{ Version int64 }
+			if err := json.Unmarshal(e.Payload, &p); err != nil {
+				t.Fatal(err)
+			}
+			if p.Version != last[e.EntityID]+1 {
+				t.Fatalf("widget %s: version %d after %d: seq is not in commit order", e.EntityID, p.Version, last[e.EntityID])
+			}
+			last[e.EntityID] = p.Version
+		}
+		for _, w := range widgets {
+			if _, v := readWidget(t, s, w); v != last[w] {
+				t.Fatalf("widget %s at version %d but its events reach %d", w, v, last[w])
+			}
+		}
+		if n := count(t, s, `SELECT COUNT(*) FROM jobs`); n != writers*each {
+			t.Fatalf("%d jobs, want %d", n, writers*each)
+		}
+		if lost != tried || tried < writers*each {
+			t.Fatalf("%d of %d stale writes lost", lost, tried)
+		}
+	})
+}
+
+// unknownOutcome wraps a store so that the first Exec reports an unknown
+// outcome, after committing (commitFirst) or without.
+type unknownOutcome struct {
+	store.Store
+	commitFirst bool
+	mu          sync.Mutex
+	calls       int
+}
+
+func (u *unknownOutcome) Exec(ctx context.Context, batch ...store.Statement) ([]store.Result, error) {
+	u.mu.Lock()
+	u.calls++
+	first := u.calls == 1
+	u.mu.Unlock()
+	if first {
+		if u.commitFirst {
+			if _, err := u.Store.Exec(ctx, batch...); err != nil {
+				return nil, err
+			}
+		}
+		return nil, fmt.Errorf("%w: connection reset", store.ErrUnknownOutcome)
+	}
+	return u.Store.Exec(ctx, batch...)
+}
+
+func TestUnknownOutcomeIsResolvedWithoutDoubleApply(t *testing.T) {
+	for _, commitFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("committed=%v", commitFirst), func(t *testing.T) {
+			storetest.Each(t, func(t *testing.T, s store.Store) {
+				base := setup(t, s)
+				createWidget(t, base, "w1")
+				flaky := &unknownOutcome{Store: s, commitFirst: commitFirst}
+				fc := clock.NewFake(start)
+				a := &transition.Applier{Store: flaky, Clock: fc}
+				done := make(chan error, 1)
+				go func() { done <- a.Apply(context.Background(), bump("w1", 1, "once")) }()
+				fc.BlockUntil(1) // the resend waits on a backoff timer
+				fc.Advance(time.Second)
+				if err := <-done; err != nil {
+					t.Fatalf("apply: %v", err)
+				}
+				if flaky.calls != 2 {
+					t.Fatalf("%d sends, want 2", flaky.calls)
+				}
+				if state, v := readWidget(t, s, "w1"); state != "once" || v != 2 {
+					t.Fatalf("widget %s v%d, want once v2", state, v)
+				}
+				if n := count(t, s, `SELECT COUNT(*) FROM events WHERE type = 'widget.state_changed'`); n != 1 {
+					t.Fatalf("%d events for one change", n)
+				}
+				if n := count(t, s, `SELECT COUNT(*) FROM jobs`); n != 1 {
+					t.Fatalf("%d jobs for one change", n)
+				}
+			})
+		})
+	}
+}
+
+func TestDoGivesUpAfterBoundedLostRaces(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		a := setup(t, s)
+		a.Attempts = 3
+		createWidget(t, a, "w1")
+		calls := 0
+		_, err := a.Do(context.Background(), func(context.Context) (*transition.Transition, error) {
+			calls++
+			return bump("w1", 0, "never"), nil
+		})
+		if !errors.Is(err, transition.ErrGaveUp) || !errors.Is(err, store.ErrLostRace) || calls != 3 {
+			t.Fatalf("err %v after %d calls", err, calls)
+		}
+	})
+}
+
+func TestItemKeysAreUniqueUnderConcurrency(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		a := setup(t, s)
+		a.Attempts = 100
+		ctx := context.Background()
+		const n = 12
+		var wg sync.WaitGroup
+		nums := make([]int64, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var got int64
+				_, err := a.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
+					alloc, err := keys.Next(ctx, s, "p1")
+					if err != nil {
+						return nil, err
+					}
+					got = alloc.Number
+					id := keys.Item("ACME", alloc.Number)
+					return &transition.Transition{
+						Events:     []event.Event{widgetEvent(id, "widget.created", 1)},
+						Guarded:    []store.Statement{alloc.Take},
+						Statements: []store.Statement{store.Stmt(`INSERT INTO widgets (id, state, version) VALUES (?, 'new', 1)`, id)},
+					}, nil
+				})
+				if err != nil {
+					t.Error(err)
+				}
+				nums[i] = got
+			}()
+		}
+		wg.Wait()
+		sort.Slice(nums, func(i, j int) bool { return nums[i] < nums[j] })
+		for i, v := range nums {
+			if v != int64(i+1) {
+				t.Fatalf("allocated %v, want 1..%d each once", nums, n)
+			}
+		}
+	})
+}
