@@ -2,7 +2,8 @@
 // 127.0.0.1) for tests. The rqlited binary is built once per machine by
 // scripts/rqlited.sh and cached; see Binary.
 //
-// Every node runs in its own process group with low Raft timeouts, keeps its
+// Every node runs in its own process group with foreign keys enforced
+// (-fk) and low Raft timeouts, keeps its
 // data in a t.TempDir and its output in a log file inside its data folder.
 // The processes are killed when the test ends, and their log tails are
 // printed if the test failed.
@@ -38,9 +39,11 @@ const (
 	logTail = 40
 )
 
-// Low Raft timeouts: a single node is ready in ~250 ms, and a leader is
-// re-elected quickly after a kill.
-var raftFlags = []string{
+// Node flags. -fk enforces foreign keys like the SQLite engine
+// (rqlited leaves them off by default). Low Raft timeouts: a single node is
+// ready in ~250 ms, and a leader is re-elected quickly after a kill.
+var nodeFlags = []string{
+	"-fk",
 	"-raft-election-timeout", "150ms",
 	"-raft-timeout", "150ms",
 	"-raft-leader-lease-timeout", "100ms",
@@ -252,7 +255,7 @@ func (c *Cluster) spawnLocked(nd *Node) error {
 		return err
 	}
 	args := []string{"-node-id", nd.ID, "-http-addr", nd.HTTPAddr, "-raft-addr", nd.RaftAddr}
-	args = append(args, raftFlags...)
+	args = append(args, nodeFlags...)
 	if nd.join != "" {
 		args = append(args, "-join", nd.join)
 	}

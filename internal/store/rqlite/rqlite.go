@@ -31,6 +31,9 @@
 // including []byte (rqlite does not carry blobs faithfully), is refused
 // before sending.
 //
+// Deployment: start rqlited with -fk. The SQLite engine enforces foreign
+// keys, and rqlited does not unless told to.
+//
 // rqlite traps handled here (all seen with v8.43.4): rqlite turns a string
 // parameter that looks like a hex blob literal (x'…') into a BLOB, so such
 // strings are sent as CAST(x'…' AS TEXT) of their exact bytes; float64

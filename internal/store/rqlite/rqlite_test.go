@@ -179,7 +179,7 @@ func TestEngine(t *testing.T) {
 		exec(t, s, store.Stmt(`CREATE TABLE vals (k INTEGER PRIMARY KEY, i INTEGER, r REAL, s TEXT, u)`))
 		type row struct {
 			i, r, s, u any // what is stored
-			want      []any
+			want       []any
 		}
 		rows := []row{
 			{int64(9007199254740993), 1.5, "héllo ☃ 𝄞 中文 \u0000 end", nil,
@@ -291,6 +291,17 @@ func TestEngine(t *testing.T) {
 		_, err = s.Exec(t.Context(), store.Stmt(`INSERT INTO atom (id, v) VALUES (?)`, 1, 2))
 		if err == nil {
 			t.Fatal("wrong argument count accepted")
+		}
+	})
+
+	t.Run("foreign keys enforced", func(t *testing.T) {
+		exec(t, s,
+			store.Stmt(`CREATE TABLE parent (id INTEGER PRIMARY KEY)`),
+			store.Stmt(`CREATE TABLE child (id INTEGER PRIMARY KEY, parent INTEGER REFERENCES parent (id))`))
+		_, err := s.Exec(t.Context(), store.Stmt(`INSERT INTO child (id, parent) VALUES (?, ?)`, 1, 9))
+		var se *store.SQLError
+		if !errors.As(err, &se) || !strings.Contains(se.Message, "FOREIGN KEY") {
+			t.Fatalf("orphan insert: %v", err)
 		}
 	})
 
