@@ -13,8 +13,16 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt: files above are not formatted"; exit 1; }
 	go vet ./...
 
+# Short runs of every fuzz target (package:Target); a longer run is
+# `go test -run='^$$' -fuzz=Target -fuzztime=5m ./path`.
+FUZZ_TARGETS := internal/keys:FuzzParseItem internal/config:FuzzParse
+FUZZTIME ?= 5s
 fuzz:
-	@echo "short fuzz runs"
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$fn ($$pkg, $(FUZZTIME))"; \
+		go test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=$(FUZZTIME) ./$$pkg; \
+	done
 
 run:
 	go run ./cmd/ballet serve

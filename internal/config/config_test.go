@@ -75,3 +75,21 @@ func TestRqliteURLs(t *testing.T) {
 		t.Fatalf("urls %v", u)
 	}
 }
+
+func FuzzParse(f *testing.F) {
+	f.Add("[storage]\npath = \"x.db\"\n")
+	f.Add("[jobs]\nlease = \"5m\"\nconcurrency = 2\n")
+	f.Add("[leader]\nttl = \"1s\"\nrenew = \"2s\"\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		cfg, err := Parse(text, "fuzz")
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("empty error message")
+			}
+			return
+		}
+		if verr := cfg.Validate(); verr != nil {
+			t.Fatalf("accepted an invalid config: %v", verr)
+		}
+	})
+}

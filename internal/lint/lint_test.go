@@ -1,0 +1,92 @@
+// Package lint holds repository-wide checks: every package has a doc
+// comment, and packages import only what their layer allows.
+package lint
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func root(t *testing.T) string {
+	dir, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// packages returns every non-test package directory with its files parsed.
+func packages(t *testing.T) map[string][]string {
+	out := map[string][]string{}
+	r := root(t)
+	filepath.WalkDir(r, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "bench" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && p != r {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go") {
+			rel, _ := filepath.Rel(r, filepath.Dir(p))
+			out[rel] = append(out[rel], p)
+		}
+		return nil
+	})
+	return out
+}
+
+func TestEveryPackageHasADocComment(t *testing.T) {
+	for dir, files := range packages(t) {
+		documented := false
+		for _, f := range files {
+			af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ParseComments|parser.PackageClauseOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if af.Doc != nil && strings.TrimSpace(af.Doc.Text()) != "" {
+				documented = true
+			}
+		}
+		if !documented {
+			t.Errorf("package %s has no doc comment", dir)
+		}
+	}
+}
+
+// TestImportBoundaries keeps the layers apart: pure and low-level packages
+// must not reach up into wiring, HTTP or engines.
+func TestImportBoundaries(t *testing.T) {
+	forbidden := map[string][]string{
+		"internal/store":      {"internal/store/sqlite", "internal/store/rqlite", "internal/transition", "internal/job", "internal/event", "net/http"},
+		"internal/event":      {"internal/store/sqlite", "internal/store/rqlite", "internal/job", "internal/transition", "net/http"},
+		"internal/job":        {"internal/store/sqlite", "internal/store/rqlite", "internal/transition", "internal/core", "net/http"},
+		"internal/transition": {"internal/store/sqlite", "internal/store/rqlite", "internal/core", "net/http"},
+		"internal/keys":       {"internal/store/sqlite", "internal/store/rqlite", "net/http"},
+		"internal/clock":      {"github.com/ballet/ballet/"},
+		"internal/config":     {"github.com/ballet/ballet/"},
+	}
+	for dir, files := range packages(t) {
+		bad, ok := forbidden[dir]
+		if !ok {
+			continue
+		}
+		for _, f := range files {
+			af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range af.Imports {
+				path := strings.Trim(imp.Path.Value, `"`)
+				for _, b := range bad {
+					if path == b || strings.HasSuffix(path, "/"+b) || (strings.HasSuffix(b, "/") && strings.HasPrefix(path, b)) {
+						t.Errorf("%s imports %s", f, path)
+					}
+				}
+			}
+		}
+	}
+}
