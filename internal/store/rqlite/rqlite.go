@@ -24,9 +24,12 @@
 // leader.
 //
 // Values. Responses are decoded with json.Number and converted exactly:
-// integral numbers become int64, others float64 (and float64 for columns
-// with REAL affinity, where SQLite returns a REAL). Rows therefore hold
-// int64, float64, string or nil, like the SQLite engine. Arguments may be
+// integral numbers become int64, others float64, and every number of a
+// column whose type rqlite reports as REAL (REAL affinity) becomes float64,
+// as SQLite returns it. Rows therefore hold int64, float64, string or nil,
+// like the SQLite engine, with one difference JSON cannot avoid: an
+// integral REAL (3.0) in an untyped column or expression reads back as
+// int64 3 (Scan into *float64 works either way). Arguments may be
 // nil, string, int, int64, float64 or bool (sent as 1 or 0); anything else,
 // including []byte (rqlite does not carry blobs faithfully), is refused
 // before sending.
