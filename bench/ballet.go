@@ -317,7 +317,7 @@ func (b *bench) balletLatency(ctx context.Context, st store.Store, samples int) 
 		for o.Running() > 0 {
 			time.Sleep(200 * time.Microsecond)
 		}
-		time.Sleep(b.o.pause)
+		b.idle(b.o.pause)
 	}
 	return out, nil
 }

@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"runtime"
@@ -39,6 +40,7 @@ type options struct {
 	jobsRqlite   int
 	samples      int
 	pause        time.Duration
+	jitter       time.Duration
 	riverConns   int
 	dir          string
 	rqlited      string
@@ -54,11 +56,12 @@ func parseFlags() (*options, error) {
 	flag.IntVar(&o.warmup, "warmup", 200, "untimed operations per writer before each throughput measurement")
 	flag.IntVar(&o.writers, "writers", 8, "concurrent writers in the concurrent throughput measurements")
 	flag.IntVar(&o.slots, "slots", 8, "job slots: Ballet orchestrator Concurrency and River MaxWorkers")
-	flag.IntVar(&o.jobs, "n", 5000, "no-op jobs drained per job-throughput measurement (Ballet SQLite, River at 1 ms cooldown)")
+	flag.IntVar(&o.jobs, "n", 10000, "no-op jobs drained per job-throughput measurement (Ballet SQLite, River at 1 ms cooldown)")
 	flag.IntVar(&o.jobsRiverDef, "n-river-default", 1000, "no-op jobs drained by River with its default FetchCooldown (slow: ~80 jobs/s)")
 	flag.IntVar(&o.jobsRqlite, "n-rqlite", 1000, "no-op jobs drained on the 3-node rqlite cluster")
 	flag.IntVar(&o.samples, "samples", 300, "enqueue-to-start latency samples per system")
 	flag.DurationVar(&o.pause, "pause", 20*time.Millisecond, "idle pause between latency samples (River with a longer FetchCooldown waits cooldown+10ms, so its insert-notify limiter has reset)")
+	flag.DurationVar(&o.jitter, "jitter", 50*time.Millisecond, "random extra pause in [0, jitter) between latency samples, so that samples do not phase-lock with River's 50 ms notification poll")
 	flag.IntVar(&o.riverConns, "river-conns", 1, "River's database/sql pool size (riversqlite's docs recommend 1)")
 	flag.StringVar(&o.dir, "dir", "", "parent folder for the temporary databases and rqlite data (default: the system temp folder)")
 	flag.StringVar(&o.rqlited, "rqlited", "", "rqlited binary (default $BALLET_RQLITED or ${XDG_CACHE_HOME:-~/.cache}/ballet/bin/rqlited-v8.43.4)")
@@ -217,6 +220,16 @@ func (b *bench) tempDir(name string) (string, error) {
 	return dir, os.MkdirAll(dir, 0o755)
 }
 
+// idle sleeps between latency samples: at least base, plus a random
+// jitter.
+func (b *bench) idle(base time.Duration) {
+	d := base
+	if b.o.jitter > 0 {
+		d += rand.N(b.o.jitter)
+	}
+	time.Sleep(d)
+}
+
 func progress(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 }
@@ -268,6 +281,7 @@ func settings(o *options) map[string]any {
 		"jobs_rqlite":     o.jobsRqlite,
 		"latency_samples": o.samples,
 		"latency_pause":   o.pause.String(),
+		"latency_jitter":  o.jitter.String(),
 		"river_pool_size": o.riverConns,
 		"sqlite":          "WAL, synchronous=NORMAL, busy_timeout=10000, foreign_keys=ON, BEGIN IMMEDIATE; fresh file per measurement",
 	}

@@ -259,7 +259,7 @@ func (b *bench) riverLatencyOnce(ctx context.Context, cooldown time.Duration, na
 		if i >= warm {
 			out = append(out, t1.Sub(t0))
 		}
-		time.Sleep(pause)
+		b.idle(pause)
 	}
 	return out, nil
 }
@@ -277,7 +277,7 @@ func (b *bench) riverLatency(ctx context.Context) error {
 			return fmt.Errorf("%s: %w", v.label, err)
 		}
 		r := latencyResult(v.id, "River SQLite", "enqueue-to-start latency, "+v.label, s)
-		r.Note = fmt.Sprintf("pause between samples %s", max(b.o.pause, v.cooldown+10*time.Millisecond))
+		r.Note = fmt.Sprintf("pause between samples %s + U[0, %s)", max(b.o.pause, v.cooldown+10*time.Millisecond), b.o.jitter)
 		b.rep.add(r)
 	}
 	return nil

@@ -93,7 +93,9 @@ func TestFreshServeCreatesDatabaseAndAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var e struct{ Error struct{ Code, Message string } }
+	var e struct {
+		Error struct{ Code, Message string }
+	}
 	json.NewDecoder(resp.Body).Decode(&e)
 	resp.Body.Close()
 	if resp.StatusCode != 404 || e.Error.Code != "not_found" {
