@@ -23,6 +23,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -47,11 +48,12 @@ type options struct {
 	jsonPath     string
 	cpuProfile   string
 	verbose      bool
+	whatIf       bool
 }
 
 func parseFlags() (*options, error) {
 	o := &options{}
-	only := flag.String("only", "", "run only these groups, comma-separated: sqlite (Ballet on SQLite), river, rqlite (Ballet on rqlite); default all")
+	only := flag.String("only", "", "run only these groups, comma-separated: sqlite (Ballet on SQLite), river, rqlite (Ballet on rqlite), each optionally narrowed to one section with :tx, :jobs or :latency (e.g. sqlite:jobs); default all")
 	flag.DurationVar(&o.duration, "duration", 3*time.Second, "length of each transition / insert throughput measurement")
 	flag.IntVar(&o.warmup, "warmup", 200, "untimed operations per writer before each throughput measurement")
 	flag.IntVar(&o.writers, "writers", 8, "concurrent writers in the concurrent throughput measurements")
@@ -67,6 +69,7 @@ func parseFlags() (*options, error) {
 	flag.StringVar(&o.rqlited, "rqlited", "", "rqlited binary (default $BALLET_RQLITED or ${XDG_CACHE_HOME:-~/.cache}/ballet/bin/rqlited-v8.43.4)")
 	flag.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (inspect with: go tool pprof -top FILE)")
+	flag.BoolVar(&o.whatIf, "whatif", false, "also drain the jobs with bench/whatif's copy of the orchestrator that has the proposed claim query (not product code)")
 	flag.BoolVar(&o.verbose, "v", false, "log warnings from Ballet's orchestrator and River to stderr")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -78,12 +81,15 @@ func parseFlags() (*options, error) {
 	}
 	for _, g := range strings.Split(*only, ",") {
 		g = strings.TrimSpace(g)
-		switch g {
-		case "sqlite", "river", "rqlite":
+		group, section, _ := strings.Cut(g, ":")
+		okGroup := group == "sqlite" || group == "river" || group == "rqlite"
+		okSection := section == "" || section == "tx" || section == "jobs" || section == "latency" && group != "rqlite"
+		switch {
+		case g == "":
+		case okGroup && okSection:
 			o.only[g] = true
-		case "":
 		default:
-			return nil, fmt.Errorf("-only %q: want sqlite, river or rqlite (comma-separated)", g)
+			return nil, fmt.Errorf("-only %q: want sqlite, river or rqlite, optionally with :tx, :jobs or :latency (rqlite: :tx, :jobs), comma-separated", g)
 		}
 	}
 	if o.writers < 1 || o.slots < 1 || o.jobs < 1 || o.jobsRiverDef < 1 || o.jobsRqlite < 1 || o.samples < 1 || o.riverConns < 1 {
@@ -160,21 +166,22 @@ func run() (code int) {
 	ctx := context.Background()
 	start := time.Now()
 	steps := []struct {
-		group string
-		name  string
-		fn    func(context.Context) error
+		group, section string
+		name           string
+		fn             func(context.Context) error
 	}{
-		{"sqlite", "Ballet SQLite transitions", b.balletSQLiteTransitions},
-		{"river", "River SQLite inserts", b.riverInserts},
-		{"sqlite", "Ballet SQLite job throughput", b.balletSQLiteJobs},
-		{"river", "River SQLite job throughput", b.riverJobs},
-		{"sqlite", "Ballet SQLite latency", b.balletSQLiteLatency},
-		{"river", "River SQLite latency", b.riverLatency},
-		{"rqlite", "Ballet rqlite", b.rqlite},
+		{"sqlite", "tx", "Ballet SQLite transitions", b.balletSQLiteTransitions},
+		{"river", "tx", "River SQLite inserts", b.riverInserts},
+		{"sqlite", "jobs", "Ballet SQLite job throughput", b.balletSQLiteJobs},
+		{"river", "jobs", "River SQLite job throughput", b.riverJobs},
+		{"sqlite", "latency", "Ballet SQLite latency", b.balletSQLiteLatency},
+		{"river", "latency", "River SQLite latency", b.riverLatency},
+		{"rqlite", "tx", "Ballet rqlite transitions", b.rqliteTransitions},
+		{"rqlite", "jobs", "Ballet rqlite job throughput", b.rqliteJobs},
 	}
 	failed := false
 	for _, s := range steps {
-		if !o.only[s.group] {
+		if !o.only[s.group] && !o.only[s.group+":"+s.section] {
 			continue
 		}
 		progress("== %s", s.name)
@@ -265,11 +272,10 @@ func machine() Machine {
 
 func settings(o *options) map[string]any {
 	only := []string{}
-	for _, g := range []string{"sqlite", "river", "rqlite"} {
-		if o.only[g] {
-			only = append(only, g)
-		}
+	for g := range o.only {
+		only = append(only, g)
 	}
+	sort.Strings(only)
 	return map[string]any{
 		"only":            only,
 		"duration":        o.duration.String(),
@@ -283,6 +289,7 @@ func settings(o *options) map[string]any {
 		"latency_pause":   o.pause.String(),
 		"latency_jitter":  o.jitter.String(),
 		"river_pool_size": o.riverConns,
+		"whatif":          o.whatIf,
 		"sqlite":          "WAL, synchronous=NORMAL, busy_timeout=10000, foreign_keys=ON, BEGIN IMMEDIATE; fresh file per measurement",
 	}
 }

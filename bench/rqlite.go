@@ -22,8 +22,10 @@ import (
 // rqliteVersion is the release the project runs against.
 const rqliteVersion = "v8.43.4"
 
-// The same low Raft timeouts internal/rqlitetest uses.
+// The node flags internal/rqlitetest uses: -fk enforces foreign keys like
+// the SQLite engine; low Raft timeouts.
 var raftFlags = []string{
+	"-fk",
 	"-raft-election-timeout", "150ms",
 	"-raft-timeout", "150ms",
 	"-raft-leader-lease-timeout", "100ms",
@@ -357,7 +359,7 @@ func (b *bench) withRqlite(ctx context.Context, bin string, n int, name string, 
 	return fn(st)
 }
 
-func (b *bench) rqlite(ctx context.Context) error {
+func (b *bench) rqliteTransitions(ctx context.Context) error {
 	bin, err := rqlitedPath(b.o.rqlited)
 	if err != nil {
 		return err
@@ -378,8 +380,16 @@ func (b *bench) rqlite(ctx context.Context) error {
 			}
 		}
 	}
+	return nil
+}
+
+func (b *bench) rqliteJobs(ctx context.Context) error {
+	bin, err := rqlitedPath(b.o.rqlited)
+	if err != nil {
+		return err
+	}
 	return b.withRqlite(ctx, bin, 3, "rqlite3-jobs", func(st *rqlite.Store) error {
-		el, err := b.balletJobs(ctx, st, b.o.jobsRqlite, 200)
+		el, err := b.balletJobs(ctx, st, b.o.jobsRqlite, 200, false)
 		if err != nil {
 			return err
 		}

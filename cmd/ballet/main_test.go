@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"syscall"
@@ -141,7 +142,7 @@ func TestConfigCommandPrintsEffectiveConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("printed config does not parse back: %v\n%s", err, out)
 	}
-	if cfg != config.Default() {
+	if !reflect.DeepEqual(cfg, config.Default()) {
 		t.Fatalf("printed config differs from the defaults:\n%s", out)
 	}
 }

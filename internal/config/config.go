@@ -38,7 +38,20 @@ type Config struct {
 	Jobs       Jobs       `toml:"jobs"`
 	Reconciler Reconciler `toml:"reconciler"`
 	Leader     Leader     `toml:"leader"`
+	Auth       Auth       `toml:"auth"`
 	Log        Log        `toml:"log"`
+}
+
+// Auth configures authentication.
+type Auth struct {
+	// BootstrapToken is a platform-admin token (BALLET_BOOTSTRAP_TOKEN
+	// overrides it). When neither is set, first start generates one into
+	// BootstrapTokenFile.
+	BootstrapToken     string   `toml:"bootstrap_token"`
+	BootstrapTokenFile string   `toml:"bootstrap_token_file"` // default: bootstrap-token next to storage.path
+	OIDCIssuer         string   `toml:"oidc_issuer"`          // empty: no OIDC
+	OIDCAudience       string   `toml:"oidc_audience"`
+	PlatformAdmins     []string `toml:"platform_admins"` // OIDC subjects
 }
 
 // Storage selects and configures the storage engine.
@@ -94,6 +107,7 @@ func Default() Config {
 			BackoffCap: Duration{10 * time.Minute}, MaxAttempts: 20, ShutdownGrace: Duration{30 * time.Second}},
 		Reconciler: Reconciler{Interval: Duration{time.Minute}, Slack: Duration{5 * time.Minute}},
 		Leader:     Leader{TTL: Duration{15 * time.Second}, Renew: Duration{5 * time.Second}},
+		Auth:       Auth{PlatformAdmins: []string{}},
 		Log:        Log{Level: "info", Format: "text"},
 	}
 }
@@ -192,6 +206,17 @@ func (c Config) Validate() error {
 	if c.Leader.Renew.Duration >= c.Leader.TTL.Duration && c.Leader.TTL.Duration > 0 {
 		bad("leader.renew", "%s must be shorter than leader.ttl (%s)", c.Leader.Renew, c.Leader.TTL)
 	}
+	if c.Auth.OIDCIssuer != "" {
+		if !strings.HasPrefix(c.Auth.OIDCIssuer, "https://") && !strings.HasPrefix(c.Auth.OIDCIssuer, "http://") {
+			bad("auth.oidc_issuer", "%q must be an http(s) URL", c.Auth.OIDCIssuer)
+		}
+		if c.Auth.OIDCAudience == "" {
+			bad("auth.oidc_audience", "must be set when auth.oidc_issuer is")
+		}
+	}
+	if t := c.Auth.BootstrapToken; t != "" && len(t) < 16 {
+		bad("auth.bootstrap_token", "must be at least 16 characters")
+	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
@@ -220,6 +245,9 @@ func (s Storage) URLs() []string {
 func Write(w io.Writer, cfg Config) error {
 	if cfg.Storage.Password != "" {
 		cfg.Storage.Password = "********"
+	}
+	if cfg.Auth.BootstrapToken != "" {
+		cfg.Auth.BootstrapToken = "********"
 	}
 	if err := toml.NewEncoder(w).Encode(cfg); err != nil {
 		return fmt.Errorf("write config: %w", err)

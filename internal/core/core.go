@@ -13,12 +13,15 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/ballet/ballet/internal/access"
+	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/config"
 	"github.com/ballet/ballet/internal/job"
@@ -27,6 +30,7 @@ import (
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/rqlite"
 	"github.com/ballet/ballet/internal/store/sqlite"
+	"github.com/ballet/ballet/internal/tracker"
 	"github.com/ballet/ballet/internal/transition"
 )
 
@@ -41,24 +45,37 @@ type Core struct {
 	Jobs     *job.Orchestrator
 	Elector  *leader.Elector // nil on SQLite: the single process always leads
 	Registry *prometheus.Registry
+	Auth     *auth.Authenticator
+	Tracker  *tracker.Service
+	API      *server.API
 
 	listener net.Listener
 	http     *http.Server
 	leading  func() bool
 }
 
-// Open opens the store, applies migrations and builds every component.
+// Open opens the configured store, applies migrations and builds every
+// component.
 func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Core, error) {
-	c := &Core{Config: cfg, Log: log, Clock: clock.Real{}, ID: instanceID(), Registry: prometheus.NewRegistry()}
 	st, err := openStore(ctx, cfg.Storage)
 	if err != nil {
 		return nil, err
 	}
-	c.Store = st
-	if err := store.Migrate(ctx, st, c.Clock.Now()); err != nil {
+	if err := store.Migrate(ctx, st, time.Now().UTC()); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("migrate %s database: %w", st.Engine(), err)
 	}
+	c, err := New(cfg, log, st)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// New builds a Core around an open, migrated store (tests pass their own).
+func New(cfg config.Config, log *slog.Logger, st store.Store) (*Core, error) {
+	c := &Core{Config: cfg, Log: log, Clock: clock.Real{}, ID: instanceID(), Registry: prometheus.NewRegistry(), Store: st}
 	c.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	c.Jobs = job.NewOrchestrator(st, c.Clock, log.With("component", "jobs"), job.Config{
 		Concurrency: cfg.Jobs.Concurrency, Lease: cfg.Jobs.Lease.Duration, Poll: cfg.Jobs.Poll.Duration,
@@ -70,6 +87,9 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Core, erro
 			c.Jobs.Notify()
 		}
 	}}
+	if err := c.openAPI(cfg); err != nil {
+		return nil, err
+	}
 	c.leading = func() bool { return true }
 	if st.Engine() == "rqlite" {
 		c.Elector = leader.New(st, c.Clock, log.With("component", "leader"), "core", c.ID, cfg.Leader.TTL.Duration, cfg.Leader.Renew.Duration)
@@ -84,6 +104,26 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Core, erro
 		return 0
 	}))
 	return c, nil
+}
+
+// openAPI sets up authentication, the tracker and the REST routes.
+func (c *Core) openAPI(cfg config.Config) error {
+	tokenFile := cfg.Auth.BootstrapTokenFile
+	if tokenFile == "" {
+		tokenFile = filepath.Join(filepath.Dir(cfg.Storage.Path), "bootstrap-token")
+	}
+	bootstrap, generated, err := auth.Bootstrap(cfg.Auth.BootstrapToken, tokenFile)
+	if err != nil {
+		return fmt.Errorf("bootstrap token: %w", err)
+	}
+	if generated {
+		c.Log.Warn("generated a platform-admin bootstrap token: use it as a Bearer token (keep it secret)", "file", tokenFile)
+	}
+	c.Auth = auth.NewAuthenticator(c.Store, c.Clock, bootstrap, cfg.Auth.PlatformAdmins, auth.OIDCConfig{Issuer: cfg.Auth.OIDCIssuer, Audience: cfg.Auth.OIDCAudience})
+	c.Tracker = tracker.New(c.Store, c.Applier, c.Clock)
+	c.API = server.NewAPI(c.Log.With("component", "api"), c.Auth, &access.Resolver{Store: c.Store}, cfg.HTTP.MaxBodyBytes)
+	c.API.Add((&server.Tenancy{T: c.Tracker}).Routes()...)
+	return nil
 }
 
 func openStore(ctx context.Context, cfg config.Storage) (store.Store, error) {
@@ -130,6 +170,13 @@ func (p pinger) Ping(ctx context.Context) error {
 	return err
 }
 
+// Handler returns Core's HTTP handler.
+func (c *Core) Handler() http.Handler {
+	return server.New(c.Log.With("component", "http"), pinger{c.Store}, c.Registry, func() map[string]any {
+		return map[string]any{"engine": c.Store.Engine(), "instance": c.ID, "leader": c.leading()}
+	}, c.API)
+}
+
 // Run serves HTTP and, while this instance leads, runs the orchestrator,
 // until ctx ends; then it shuts down gracefully.
 func (c *Core) Run(ctx context.Context) error {
@@ -138,10 +185,7 @@ func (c *Core) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	srv := server.New(c.Log.With("component", "http"), pinger{c.Store}, c.Registry, func() map[string]any {
-		return map[string]any{"engine": c.Store.Engine(), "instance": c.ID, "leader": c.leading()}
-	})
-	c.http = &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(c.Log.Handler(), slog.LevelWarn)}
+	c.http = &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(c.Log.Handler(), slog.LevelWarn)}
 	var wg sync.WaitGroup
 	errc := make(chan error, 1)
 	wg.Add(1)

@@ -220,7 +220,9 @@ func TestTwoInstancesOneLeader(t *testing.T) {
 			if prev.finished != 0 {
 				t.Errorf("job %s ran again after it finished", e.job)
 			}
-			if e.started < prev.started+jobLease.Milliseconds() {
+			// The lease counts from the claim, a moment before the handler
+			// recorded its start: allow that moment.
+			if e.started < prev.started+jobLease.Milliseconds()-250 {
 				t.Errorf("job %s re-claimed %d ms after its first start, before the %v lease ran out", e.job, e.started-prev.started, jobLease)
 			}
 			if e.instance != b.id {

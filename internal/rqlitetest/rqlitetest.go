@@ -23,7 +23,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -149,8 +148,8 @@ func (c *Cluster) URLs() []string {
 	return out
 }
 
-// Leader returns the node that currently leads, waiting (bounded) until
-// the running nodes agree that one does.
+// Leader returns the node that currently leads, as a running node's
+// /nodes reports it, waiting (bounded) until one names a live leader.
 func (c *Cluster) Leader(t testing.TB) *Node {
 	t.Helper()
 	deadline := time.Now().Add(maxWait)
@@ -263,7 +262,7 @@ func (c *Cluster) spawnLocked(nd *Node) error {
 	cmd := exec.Command(c.bin, args...)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownProcessGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return err
@@ -285,8 +284,7 @@ func (c *Cluster) killLocked(nd *Node) {
 		return
 	}
 	if nd.alive() {
-		_ = syscall.Kill(-nd.cmd.Process.Pid, syscall.SIGKILL)
-		_ = nd.cmd.Process.Kill()
+		killGroup(nd.cmd)
 	}
 	<-nd.done
 }
@@ -367,30 +365,36 @@ func (nd *Node) waitReady() error {
 	}
 }
 
-// waitMembers waits until the leader lists n reachable voters.
+// waitMembers waits until every node's own Raft configuration lists n
+// voters. The leader knows a joined node first; a follower that does not
+// know it yet could not form a majority with it if the leader died now.
 func (c *Cluster) waitMembers(t testing.TB, n int) {
 	t.Helper()
 	if n == 1 {
 		return
 	}
 	deadline := time.Now().Add(maxWait)
-	var last string
 	for {
-		l := c.Leader(t)
-		nodes, err := nodesOf(l)
-		if err == nil {
-			ok := 0
+		last := ""
+		for _, nd := range c.Nodes {
+			nodes, err := nodesOf(nd)
+			if err != nil {
+				last = err.Error()
+				break
+			}
+			voters := 0
 			for _, m := range nodes {
 				if m.Voter && m.Reachable {
-					ok++
+					voters++
 				}
 			}
-			if ok == n {
-				return
+			if voters != n {
+				last = fmt.Sprintf("%s sees %d of %d voters", nd.ID, voters, n)
+				break
 			}
-			last = fmt.Sprintf("%d of %d voters reachable", ok, n)
-		} else {
-			last = err.Error()
+		}
+		if last == "" {
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("rqlitetest: cluster did not form after %s: %s%s", maxWait, last, c.tails())

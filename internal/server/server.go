@@ -29,8 +29,13 @@ type Server struct {
 
 // New returns the handler. info, if set, adds fields to /readyz (engine,
 // leadership).
-func New(log *slog.Logger, db Pinger, reg *prometheus.Registry, info func() map[string]any) *Server {
+func New(log *slog.Logger, db Pinger, reg *prometheus.Registry, info func() map[string]any, api *API) *Server {
 	s := &Server{log: log, db: db, mux: http.NewServeMux(), info: info}
+	if api != nil {
+		api.Register(s.mux)
+		doc := api.OpenAPI()
+		s.mux.HandleFunc("GET /api/v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) { WriteJSON(w, http.StatusOK, doc) })
+	}
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))

@@ -153,6 +153,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if s.client == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 32
+		if tr.DialContext != nil {
+			tr.DialContext = checkedDial(tr.DialContext)
+		} else {
+			tr.DialContext = checkedDial((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+		}
 		s.client = &http.Client{
 			Transport: tr,
 			// rqlite never redirects without ?redirect, and following a
@@ -370,6 +375,18 @@ type attempt struct {
 }
 
 func (s *Store) do(ctx context.Context, base, path string, body []byte) attempt {
+	for try := 0; ; try++ {
+		a := s.doOnce(ctx, base, path, body)
+		// The node had closed the kept-alive connection before the request
+		// was put on it: nothing was sent. Try once more on a new one.
+		if a.err != nil && !a.sent && try < 2 && closedIdle(a.err) && ctx.Err() == nil {
+			continue
+		}
+		return a
+	}
+}
+
+func (s *Store) doOnce(ctx context.Context, base, path string, body []byte) attempt {
 	if err := ctx.Err(); err != nil {
 		return attempt{err: err}
 	}
@@ -391,7 +408,7 @@ func (s *Store) do(ctx context.Context, base, path string, body []byte) attempt 
 	if err != nil {
 		// The transport re-dials by itself only when nothing was written,
 		// so a final dial error means the node never saw the request.
-		return attempt{err: err, sent: gotConn.Load() && !isDialError(err)}
+		return attempt{err: err, sent: gotConn.Load() && !isDialError(err) && !closedIdle(err)}
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -399,6 +416,14 @@ func (s *Store) do(ctx context.Context, base, path string, body []byte) attempt 
 		return attempt{err: fmt.Errorf("read response: %w", err), sent: true}
 	}
 	return attempt{status: resp.StatusCode, body: b, sent: true}
+}
+
+// closedIdle reports net/http's errServerClosedIdle: the connection's read
+// loop saw the node close it before this request was registered on it, so
+// the request was not sent (net/http retries that by itself only for
+// idempotent methods).
+func closedIdle(err error) bool {
+	return strings.Contains(err.Error(), "http: server closed idle connection")
 }
 
 // retryableStatus reports whether an HTTP error status says the cluster

@@ -3,6 +3,7 @@ package rqlite
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -501,6 +502,93 @@ func TestUnknownOutcome(t *testing.T) {
 				t.Fatalf("server saw %d requests", hits.Load())
 			}
 		})
+	}
+}
+
+// TestStaleConnection: a node that closed the kept-alive connection (it
+// restarted) must not turn the next write into an unknown outcome; nothing
+// was sent on the dead connection.
+func TestStaleConnection(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	var srv *httptest.Server
+	srv = fake(t, func(w http.ResponseWriter, r *http.Request, body string) {
+		hits.Add(1)
+		io.WriteString(w, `{"results":[{"rows_affected":1}]}`)
+	})
+	s, err := Open(t.Context(), Options{URLs: []string{srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 100 {
+		srv.CloseClientConnections() // the node drops the idle connection
+		// Let the kernel deliver the close. If the write overtakes it, the
+		// node resets a request it may have read: an unknown outcome, as
+		// it must be.
+		time.Sleep(2 * time.Millisecond)
+		if err := insert(s, t.Context()); err != nil {
+			t.Fatalf("write %d after the node closed the idle connection: %v", i, err)
+		}
+	}
+	if hits.Load() != 100 {
+		t.Fatalf("%d writes arrived, want 100", hits.Load())
+	}
+}
+
+// TestPeerClosed checks the socket look-up behind checkedConn: a write on
+// a connection the node has closed is refused with nothing written.
+func TestPeerClosed(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	dial := checkedDial((&net.Dialer{}).DialContext)
+	pair := func() (net.Conn, net.Conn) {
+		c, err := dial(t.Context(), "tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, srv
+	}
+	c, srv := pair()
+	defer c.Close()
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatalf("write on a live connection: %v", err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(srv, buf); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Write([]byte("x")); err != nil { // data waiting is not a close
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if peerClosed(c.(checkedConn).Conn) {
+		t.Fatal("pending data taken for a close")
+	}
+	if _, err := io.ReadFull(c, buf[:1]); err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	deadline := time.Now().Add(2 * time.Second)
+	for !peerClosed(c.(checkedConn).Conn) {
+		if time.Now().After(deadline) {
+			t.Fatal("close not seen")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n, err := c.Write([]byte("request")); n != 0 || !errors.Is(err, errPeerClosed) {
+		t.Fatalf("write on a closed connection: %d %v", n, err)
+	}
+	if !closedIdle(fmt.Errorf("Post %q: %w", "http://x", errors.New("http: server closed idle connection"))) {
+		t.Fatal("closedIdle")
 	}
 }
 

@@ -1,0 +1,330 @@
+// Package whatif is a copy of internal/job's Orchestrator (as of this
+// benchmark's writing) with one change: the claim query reads pending and
+// expired-lease jobs through two index-ordered, LIMITed subqueries joined by
+// UNION ALL instead of one OR, which SQLite answers by reading and sorting
+// every due job. It exists only so that bench can measure the proposed fix
+// next to the product code; it is not used by Ballet. Metrics are dropped.
+package whatif
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/job"
+	"github.com/ballet/ballet/internal/store"
+)
+
+// Orchestrator claims due jobs optimistically and runs their handlers.
+// Several orchestrators may share one database: a claim is an optimistic
+// update, and finishing is guarded by the claim's attempt number, so a late
+// finisher cannot overwrite a job that was re-claimed after its lease ran
+// out.
+type Orchestrator struct {
+	store    store.Store
+	clock    clock.Clock
+	log      *slog.Logger
+	cfg      job.Config
+	owner    string
+	handlers map[string]job.Handler
+
+	wake chan struct{}
+
+	mu      sync.Mutex
+	running int
+	wg      sync.WaitGroup
+}
+
+// NewOrchestrator returns an orchestrator; owner names this instance in
+// claims.
+func NewOrchestrator(s store.Store, c clock.Clock, log *slog.Logger, cfg job.Config, owner string) *Orchestrator {
+	d := job.DefaultConfig()
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = d.Concurrency
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = d.Lease
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = d.Poll
+	}
+	if cfg.BackoffCap <= 0 {
+		cfg.BackoffCap = d.BackoffCap
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = d.ShutdownGrace
+	}
+	return &Orchestrator{
+		store: s, clock: c, log: log, cfg: cfg, owner: owner,
+		handlers: map[string]job.Handler{},
+		wake:     make(chan struct{}, 1),
+	}
+}
+
+// Handle registers the handler for a kind. Register before Run.
+func (o *Orchestrator) Handle(kind string, h job.Handler) { o.handlers[kind] = h }
+
+// Notify wakes the orchestrator at once, e.g. after a batch enqueued jobs
+// in this process.
+func (o *Orchestrator) Notify() {
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Running returns how many handlers run now.
+func (o *Orchestrator) Running() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.running
+}
+
+// Run claims and runs jobs until ctx is cancelled. Then it stops claiming,
+// lets running handlers finish for up to ShutdownGrace, cancels the rest
+// (their jobs are claimed again when the lease runs out) and returns.
+func (o *Orchestrator) Run(ctx context.Context) error {
+	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHandlers()
+	for {
+		free := o.cfg.Concurrency - o.Running()
+		full := false
+		if free > 0 && ctx.Err() == nil {
+			n, err := o.claim(ctx, handlerCtx, free)
+			if err != nil && ctx.Err() == nil {
+				o.log.Error("claim jobs", "err", err)
+			}
+			full = n == free
+		}
+		if full {
+			continue // there may be more due jobs
+		}
+		t := o.clock.NewTimer(o.sleep(ctx))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			o.shutdown(cancelHandlers)
+			return nil
+		case <-o.wake:
+		case <-t.C():
+		}
+		t.Stop()
+	}
+}
+
+// minSleep keeps the loop from spinning on a job that another orchestrator
+// is claiming at this moment.
+const minSleep = 5 * time.Millisecond
+
+// sleep returns how long the loop may sleep: until the next job is due or
+// a lease runs out, at most Poll.
+func (o *Orchestrator) sleep(ctx context.Context) time.Duration {
+	if o.Running() >= o.cfg.Concurrency {
+		return o.cfg.Poll
+	}
+	rows, err := o.store.Query(ctx, `SELECT MIN(t) FROM (
+    SELECT MIN(run_at) AS t FROM jobs WHERE status = 'pending'
+    UNION ALL
+    SELECT MIN(lease_until) AS t FROM jobs WHERE status = 'running')`)
+	if err != nil || rows.Len() == 0 || rows.Values[0][0] == nil {
+		return o.cfg.Poll
+	}
+	var next int64
+	if err := rows.Scan(0, &next); err != nil {
+		return o.cfg.Poll
+	}
+	d := time.UnixMilli(next).Sub(o.clock.Now())
+	return min(max(d, minSleep), o.cfg.Poll)
+}
+
+func (o *Orchestrator) shutdown(cancelHandlers context.CancelFunc) {
+	done := make(chan struct{})
+	go func() { o.wg.Wait(); close(done) }()
+	grace := o.clock.NewTimer(o.cfg.ShutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-done:
+		return
+	case <-grace.C():
+	}
+	o.log.Warn("shutdown grace over: cancelling running job handlers", "running", o.Running())
+	cancelHandlers()
+	<-done
+}
+
+// candidate is a job that looked claimable when read.
+type candidate struct {
+	job     job.Job
+	status  string
+	attempt int
+}
+
+// claim claims up to n due jobs and starts their handlers. It returns how
+// many it claimed.
+func (o *Orchestrator) claim(ctx, handlerCtx context.Context, n int) (int, error) {
+	now := o.clock.Now()
+	ms := now.UnixMilli()
+	rows, err := o.store.Query(ctx, ClaimQuery, ms, n, ms, n, n)
+	if err != nil {
+		return 0, fmt.Errorf("read due jobs: %w", err)
+	}
+	if rows.Len() == 0 {
+		return 0, nil
+	}
+	cands := make([]candidate, rows.Len())
+	batch := make([]store.Statement, len(cands))
+	leaseUntil := now.Add(o.cfg.Lease).UnixMilli()
+	for i := range cands {
+		c := &cands[i]
+		var payload string
+		var runAt int64
+		if err := rows.Scan(i, &c.job.ID, &c.job.Kind, &payload, &c.status, &c.attempt, &c.job.MaxAttempts, &c.job.DedupeKey, &runAt); err != nil {
+			return 0, err
+		}
+		c.job.Payload = []byte(payload)
+		c.job.RunAt = time.UnixMilli(runAt).UTC()
+		c.job.Attempt = c.attempt + 1
+		switch {
+		case c.status == job.StatusRunning && c.attempt >= c.job.MaxAttempts:
+			// Its last attempt's holder vanished: no attempts are left.
+			batch[i] = store.Stmt(`UPDATE jobs SET status = 'dead', last_error = ?, lease_until = NULL, finished_at = ?, updated_at = ?
+WHERE id = ? AND status = 'running' AND attempt = ? AND lease_until <= ?`,
+				fmt.Sprintf("lease expired during attempt %d of %d", c.attempt, c.job.MaxAttempts), ms, ms, c.job.ID, c.attempt, ms)
+		case c.status == job.StatusRunning:
+			batch[i] = store.Stmt(`UPDATE jobs SET attempt = attempt + 1, lease_until = ?, claimed_by = ?, updated_at = ?
+WHERE id = ? AND status = 'running' AND attempt = ? AND lease_until <= ?`,
+				leaseUntil, o.owner, ms, c.job.ID, c.attempt, ms)
+		default:
+			batch[i] = store.Stmt(`UPDATE jobs SET status = 'running', attempt = attempt + 1, lease_until = ?, claimed_by = ?, updated_at = ?
+WHERE id = ? AND status = 'pending' AND attempt = ?`,
+				leaseUntil, o.owner, ms, c.job.ID, c.attempt)
+		}
+	}
+	res, err := o.store.Exec(ctx, batch...)
+	if err != nil {
+		// On an unknown outcome the claims may have landed: their leases run
+		// out and the jobs are claimed again, so nothing is lost.
+		return 0, fmt.Errorf("claim jobs: %w", err)
+	}
+	claimed := 0
+	for i, c := range cands {
+		if res[i].RowsAffected != 1 {
+			continue // another orchestrator got it first
+		}
+		if c.status == job.StatusRunning && c.attempt >= c.job.MaxAttempts {
+			o.log.Warn("job dead: lease expired on its last attempt", "job", c.job.ID, "kind", c.job.Kind, "attempt", c.attempt)
+			continue
+		}
+		claimed++
+		o.start(handlerCtx, c.job)
+	}
+	return claimed, nil
+}
+
+func (o *Orchestrator) start(ctx context.Context, j job.Job) {
+	o.mu.Lock()
+	o.running++
+	o.mu.Unlock()
+	o.wg.Add(1)
+	go func() {
+		defer o.wg.Done()
+		o.execute(ctx, &j)
+		o.mu.Lock()
+		o.running--
+		o.mu.Unlock()
+		o.Notify() // a slot is free
+	}()
+}
+
+func (o *Orchestrator) execute(ctx context.Context, j *job.Job) {
+	err := o.call(ctx, j)
+	if err := o.finish(context.WithoutCancel(ctx), j, err); err != nil {
+		o.log.Error("finish job", "job", j.ID, "kind", j.Kind, "err", err)
+	}
+}
+
+// call runs the handler, turning a panic into a permanent error.
+func (o *Orchestrator) call(ctx context.Context, j *job.Job) (err error) {
+	h, ok := o.handlers[j.Kind]
+	if !ok {
+		return job.Permanent(fmt.Errorf("no handler for job kind %q", j.Kind))
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = job.Permanent(fmt.Errorf("handler panicked: %v", r))
+		}
+	}()
+	hctx, cancel := context.WithTimeout(ctx, o.cfg.Lease)
+	defer cancel()
+	return h(hctx, j)
+}
+
+// finish records the handler's result, guarded by the claim: if the job was
+// re-claimed meanwhile (its lease ran out), nothing is overwritten.
+func (o *Orchestrator) finish(ctx context.Context, j *job.Job, herr error) error {
+	now := o.clock.Now()
+	ms := now.UnixMilli()
+	var st store.Statement
+	var result string
+	switch {
+	case herr == nil:
+		result = "done"
+		st = store.Stmt(`UPDATE jobs SET status = 'done', lease_until = NULL, finished_at = ?, updated_at = ?
+WHERE id = ? AND status = 'running' AND attempt = ?`, ms, ms, j.ID, j.Attempt)
+	case job.IsPermanent(herr) || j.Attempt >= j.MaxAttempts:
+		result = "dead"
+		st = store.Stmt(`UPDATE jobs SET status = 'dead', last_error = ?, lease_until = NULL, finished_at = ?, updated_at = ?
+WHERE id = ? AND status = 'running' AND attempt = ?`, truncate(herr.Error()), ms, ms, j.ID, j.Attempt)
+	default:
+		result = "retry"
+		runAt := now.Add(job.Backoff(j.Attempt, o.cfg.BackoffCap)).UnixMilli()
+		st = store.Stmt(`UPDATE jobs SET status = 'pending', run_at = ?, last_error = ?, lease_until = NULL, updated_at = ?
+WHERE id = ? AND status = 'running' AND attempt = ?`, runAt, truncate(herr.Error()), ms, j.ID, j.Attempt)
+	}
+	res, err := o.store.Exec(ctx, st)
+	if err != nil {
+		if errors.Is(err, store.ErrUnknownOutcome) {
+			// If it did not land, the lease runs out and the job runs again.
+			return fmt.Errorf("record %s for job %s: %w", result, j.ID, err)
+		}
+		return fmt.Errorf("record %s for job %s: %w", result, j.ID, err)
+	}
+	if res[0].RowsAffected != 1 {
+		o.log.Warn("job was re-claimed by someone else: result discarded", "job", j.ID, "kind", j.Kind, "attempt", j.Attempt, "result", result)
+		return nil
+	}
+	if herr != nil {
+		o.log.Warn("job failed", "job", j.ID, "kind", j.Kind, "attempt", j.Attempt, "result", result, "err", herr)
+	}
+	return nil
+}
+
+func truncate(s string) string {
+	const max = 4000
+	if len(s) > max {
+		return s[:max] + "…"
+	}
+	return s
+}
+
+// ClaimQuery is the proposed due-jobs read: each branch walks its index in
+// order and stops after n rows. It needs the id in the indexes to avoid a
+// sort of all due jobs with equal run_at (see ProposedIndexes).
+const ClaimQuery = `SELECT * FROM (SELECT id, kind, payload, status, attempt, max_attempts, COALESCE(dedupe_key, ''), run_at FROM jobs
+    WHERE status = 'pending' AND run_at <= ? ORDER BY run_at, id LIMIT ?)
+UNION ALL
+SELECT * FROM (SELECT id, kind, payload, status, attempt, max_attempts, COALESCE(dedupe_key, ''), run_at FROM jobs
+    WHERE status = 'running' AND lease_until <= ? ORDER BY lease_until, id LIMIT ?)
+ORDER BY run_at, id LIMIT ?`
+
+// ProposedIndexes replace the migration's jobs_pending and jobs_leased.
+var ProposedIndexes = []string{
+	`DROP INDEX jobs_pending`,
+	`CREATE INDEX jobs_pending ON jobs (status, run_at, id)`,
+	`DROP INDEX jobs_leased`,
+	`CREATE INDEX jobs_leased ON jobs (status, lease_until, id)`,
+}

@@ -1,0 +1,169 @@
+// Package apitest runs Core's HTTP API over a real store for tests: a whole
+// Core (core.New) behind an httptest server on 127.0.0.1, with helpers to
+// call it as the bootstrap admin or as a principal holding a given role.
+package apitest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+
+	"strings"
+	"testing"
+
+	"github.com/ballet/ballet/internal/auth"
+	"github.com/ballet/ballet/internal/config"
+	"github.com/ballet/ballet/internal/core"
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/store"
+)
+
+// BootstrapToken is the platform-admin token of every test Core.
+const BootstrapToken = "test-bootstrap-token-0123456789"
+
+// Env is a running API.
+type Env struct {
+	T     testing.TB
+	Core  *core.Core
+	Store store.Store
+	URL   string
+	logs *lockedWriter
+}
+
+// New starts Core's API on s. cfg may adjust the defaults.
+func New(t testing.TB, s store.Store, adjust ...func(*config.Config)) *Env {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Auth.BootstrapToken = BootstrapToken
+	cfg.Auth.BootstrapTokenFile = t.TempDir() + "/bootstrap-token"
+	for _, f := range adjust {
+		f(&cfg)
+	}
+	logs := &lockedWriter{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c, err := core.New(cfg, log, s)
+	if err != nil {
+		t.Fatalf("core: %v", err)
+	}
+	srv := httptest.NewServer(c.Handler())
+	t.Cleanup(srv.Close)
+	return &Env{T: t, Core: c, Store: s, URL: srv.URL, logs: logs}
+}
+
+// Response is an API answer.
+type Response struct {
+	Status int
+	Body   []byte
+}
+
+// JSON decodes the body into v (failing the test on error).
+func (r *Response) JSON(t testing.TB, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		t.Fatalf("decode %s: %v", r.Body, err)
+	}
+}
+
+// Map decodes the body as a JSON object.
+func (r *Response) Map(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	r.JSON(t, &m)
+	return m
+}
+
+// ErrorCode returns error.code of an error body.
+func (r *Response) ErrorCode() string {
+	var e struct{ Error struct{ Code string } }
+	_ = json.Unmarshal(r.Body, &e)
+	return e.Error.Code
+}
+
+// Do calls the API. body may be nil, a string/[]byte (sent as is) or any
+// value (sent as JSON). token "" sends no Authorization header.
+func (e *Env) Do(token, method, path string, body any) *Response {
+	e.T.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			e.T.Fatal(err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, e.URL+path, rd)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return &Response{Status: resp.StatusCode, Body: b}
+}
+
+// Must calls the API and fails the test unless the status is want.
+func (e *Env) Must(want int, token, method, path string, body any) *Response {
+	e.T.Helper()
+	r := e.Do(token, method, path, body)
+	if r.Status != want {
+		e.T.Fatalf("%s %s: status %d, want %d: %s", method, path, r.Status, want, r.Body)
+	}
+	return r
+}
+
+// Admin calls the API as the platform admin.
+func (e *Env) Admin(want int, method, path string, body any) *Response {
+	e.T.Helper()
+	return e.Must(want, BootstrapToken, method, path, body)
+}
+
+// RoleToken returns an API token that holds role in the organization
+// (role "platform_admin" for a platform-wide admin token).
+func (e *Env) RoleToken(orgID, role string) string {
+	e.T.Helper()
+	actor := event.Actor{Kind: event.ActorHuman, Sub: "bootstrap"}
+	secret, _, tr := auth.Issue(actor, auth.KindAPI, "test "+role, orgID, role, nil, nil, e.Core.Clock.Now())
+	if err := e.Core.Applier.Apply(context.Background(), tr); err != nil {
+		e.T.Fatal(err)
+	}
+	return secret
+}
+
+// Org creates an organization and returns its id.
+func (e *Env) Org(slug string) string {
+	e.T.Helper()
+	var o struct{ ID string }
+	e.Admin(201, "POST", "/api/v1/orgs", map[string]any{"slug": slug, "name": "Org " + slug}).JSON(e.T, &o)
+	return o.ID
+}
+
+// Project creates a project (with a plain-git repository) and returns its id.
+func (e *Env) Project(org, key string) string {
+	e.T.Helper()
+	var p struct{ ID string }
+	e.Admin(201, "POST", "/api/v1/orgs/"+org+"/projects", map[string]any{"key": key, "name": "Project " + key,
+		"repository": map[string]any{"forge": "git", "url": "/srv/git/" + strings.ToLower(key) + ".git"}}).JSON(e.T, &p)
+	return p.ID
+}
+
+// Logs returns what Core logged so far (tests check secrets stay out).
+func (e *Env) Logs() string { return e.logs.String() }

@@ -1,0 +1,88 @@
+// Package apperr is Ballet's one application error type: a machine code, a
+// human message and optional details (for example every invalid field).
+// Domain code returns these; the HTTP layer maps codes to statuses in one
+// table and logs only internal errors.
+package apperr
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Codes.
+const (
+	Invalid         = "invalid"         // 400: bad input
+	Unauthenticated = "unauthenticated" // 401
+	Forbidden       = "forbidden"       // 403
+	NotFound        = "not_found"       // 404
+	Conflict        = "conflict"        // 409: stale version, state does not allow it, duplicate
+	TooLarge        = "too_large"       // 413
+	Unprocessable   = "unprocessable"   // 422: well-formed but not allowed (e.g. a cycle)
+	Unavailable     = "unavailable"     // 503
+	Internal        = "internal"        // 500
+)
+
+// Error is an application error.
+type Error struct {
+	Code    string
+	Message string
+	Details []FieldError
+}
+
+// FieldError names one problem with one input field.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string {
+	if len(e.Details) == 0 {
+		return e.Message
+	}
+	return fmt.Sprintf("%s (%d problems)", e.Message, len(e.Details))
+}
+
+// New returns an Error with a formatted message.
+func New(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Fields returns an Invalid error listing every field problem.
+func Fields(problems []FieldError) *Error {
+	if len(problems) == 1 {
+		return &Error{Code: Invalid, Message: problems[0].Field + ": " + problems[0].Message, Details: problems}
+	}
+	return &Error{Code: Invalid, Message: fmt.Sprintf("%d invalid fields", len(problems)), Details: problems}
+}
+
+// Code returns err's code, Internal for anything that is not an *Error.
+func Code(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return Internal
+}
+
+// Validator collects field problems.
+type Validator struct{ Problems []FieldError }
+
+// Add records a problem.
+func (v *Validator) Add(field, format string, args ...any) {
+	v.Problems = append(v.Problems, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// Check records a problem when ok is false.
+func (v *Validator) Check(ok bool, field, format string, args ...any) {
+	if !ok {
+		v.Add(field, format, args...)
+	}
+}
+
+// Err returns the collected problems as one error, or nil.
+func (v *Validator) Err() error {
+	if len(v.Problems) == 0 {
+		return nil
+	}
+	return Fields(v.Problems)
+}

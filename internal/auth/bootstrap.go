@@ -1,0 +1,59 @@
+package auth
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// EnvBootstrapToken overrides [auth] bootstrap_token.
+const EnvBootstrapToken = "BALLET_BOOTSTRAP_TOKEN"
+
+// Bootstrap returns the platform-admin bootstrap token: the environment
+// variable, else the configured value, else the one stored in file, else a
+// new one written to file (mode 0600). generated tells the caller to log
+// where it is (never the token itself).
+func Bootstrap(configured, file string) (token string, generated bool, err error) {
+	if t := strings.TrimSpace(os.Getenv(EnvBootstrapToken)); t != "" {
+		if len(t) < 16 {
+			return "", false, fmt.Errorf("%s must be at least 16 characters", EnvBootstrapToken)
+		}
+		return t, false, nil
+	}
+	if configured != "" {
+		return configured, false, nil
+	}
+	b, err := os.ReadFile(file)
+	switch {
+	case err == nil:
+		t := strings.TrimSpace(string(b))
+		if len(t) < 16 {
+			return "", false, fmt.Errorf("bootstrap token file %s holds no usable token (delete it to generate a new one)", file)
+		}
+		return t, false, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return "", false, fmt.Errorf("read bootstrap token: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o750); err != nil {
+		return "", false, fmt.Errorf("create folder for %s: %w", file, err)
+	}
+	secret, _ := NewSecret()
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		if errors.Is(err, fs.ErrExist) { // another instance wrote it meanwhile
+			return Bootstrap(configured, file)
+		}
+		return "", false, fmt.Errorf("write bootstrap token: %w", err)
+	}
+	if _, err := f.WriteString(secret + "\n"); err != nil {
+		f.Close()
+		return "", false, fmt.Errorf("write bootstrap token: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return "", false, fmt.Errorf("write bootstrap token: %w", err)
+	}
+	return secret, true, nil
+}

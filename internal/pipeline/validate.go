@@ -1,0 +1,256 @@
+package pipeline
+
+import (
+	"strings"
+	"unicode/utf8"
+)
+
+// Validate checks a definition against the rules of the specification and
+// returns every problem, ordered by path:
+//
+//   - max_iterations outside 1–20 (0 is "not written": the default 3);
+//   - no stages;
+//   - a missing, invalid or duplicate stage id;
+//   - a missing or unknown kind, an unknown adapter or action, a platform
+//     stage without action;
+//   - fields that do not belong to the stage's kind: adapter, model, skills,
+//     instructions and timeout_minutes belong to agent stages, action to
+//     platform stages;
+//   - a negative timeout_minutes (or one above a week), an empty or repeated
+//     skill, a string that is not valid UTF-8;
+//   - a next entry that leads to neither a stage id nor $done, $failed or
+//     $question;
+//   - stages that can never be reached from the first one, following every
+//     outcome's resolved target;
+//   - a pipeline whose first stage can never reach $done, and reachable stages
+//     from which $done can no longer be reached.
+//
+// The graph checks (the last two) run only when ids and targets are sound,
+// so that one typo is not reported three times.
+func Validate(d Definition) []Problem {
+	var ps []Problem
+	add := func(p Problem) { ps = append(ps, p) }
+	if d.MaxIterations != 0 && (d.MaxIterations < MinMaxIterations || d.MaxIterations > MaxMaxIterations) {
+		add(problemf(CodeMaxIterationsRange, "max_iterations", "max_iterations is %d; it must be between %d and %d", d.MaxIterations, MinMaxIterations, MaxMaxIterations))
+	}
+	if len(d.Stages) == 0 {
+		add(problemf(CodeEmptyPipeline, "stages", "the pipeline has no stages; it needs at least one"))
+		sortProblems(ps)
+		return ps
+	}
+
+	graphOK := true
+	first := map[string]int{} // id → index of its first stage
+	for i, s := range d.Stages {
+		p := stagePath(i)
+		if !utf8.ValidString(s.ID) {
+			add(problemf(CodeInvalidText, p+".id", "the stage id is not valid UTF-8 text"))
+			graphOK = false
+			continue
+		}
+		switch j, dup := first[s.ID]; {
+		case s.ID == "":
+			add(problemf(CodeMissingField, p+".id", "stage %d has no id", i+1))
+			graphOK = false
+		case dup:
+			add(problemf(CodeDuplicateID, p+".id", "stage id %q is already used by stages[%d]; stage ids must be unique", s.ID, j))
+			graphOK = false
+		default:
+			first[s.ID] = i
+			if !idRE.MatchString(s.ID) {
+				add(problemf(CodeInvalidID, p+".id", "stage id %q is invalid: it must be a lowercase letter followed by up to 31 lowercase letters, digits, \"_\" or \"-\"", s.ID))
+			}
+		}
+	}
+
+	for i, s := range d.Stages {
+		p := stagePath(i)
+		name := stageName(s, i)
+		texts := []struct{ field, value string }{
+			{"name", s.Name}, {"kind", s.Kind}, {"adapter", s.Adapter}, {"model", s.Model},
+			{"instructions", s.Instructions}, {"action", s.Action},
+			{"next.done", s.Next.Done}, {"next.failed", s.Next.Failed}, {"next.blocked", s.Next.Blocked},
+		}
+		badText := map[string]bool{}
+		for _, t := range texts {
+			if !utf8.ValidString(t.value) {
+				add(problemf(CodeInvalidText, p+"."+t.field, "%s of %s is not valid UTF-8 text", t.field, name))
+				badText[t.field] = true
+			}
+		}
+		for j, sk := range s.Skills {
+			if !utf8.ValidString(sk) {
+				add(problemf(CodeInvalidText, p+".skills["+itoa(j)+"]", "a skill of %s is not valid UTF-8 text", name))
+				badText["skills"] = true
+			}
+		}
+
+		notAllowed := func(field string, written bool) {
+			if written {
+				add(problemf(CodeFieldNotAllowed, p+"."+field, "%s is not allowed on %s, which is a %s stage; %s", field, name, s.Kind, belongs[field]))
+			}
+		}
+		switch s.Kind {
+		case "":
+			add(problemf(CodeMissingField, p+".kind", "%s has no kind; use agent, human or platform", name))
+		case KindAgent:
+			switch s.Adapter {
+			case "", AdapterClaudeCode, AdapterOpenCode:
+			default:
+				if !badText["adapter"] {
+					add(problemf(CodeUnknownAdapter, p+".adapter", "adapter %q of %s is unknown; use claude-code (the default) or opencode", s.Adapter, name))
+				}
+			}
+			notAllowed("action", s.Action != "")
+			checkSkills(&ps, p, name, s.Skills, badText["skills"])
+			if s.TimeoutMinutes < 0 || s.TimeoutMinutes > MaxTimeoutMinutes {
+				add(problemf(CodeInvalidTimeout, p+".timeout_minutes", "timeout_minutes of %s is %d; it must be between 1 and %d, or 0 for the default (two hours)", name, s.TimeoutMinutes, MaxTimeoutMinutes))
+			}
+		case KindHuman, KindPlatform:
+			notAllowed("adapter", s.Adapter != "")
+			notAllowed("model", s.Model != "")
+			notAllowed("skills", len(s.Skills) > 0)
+			notAllowed("instructions", s.Instructions != "")
+			notAllowed("timeout_minutes", s.TimeoutMinutes != 0)
+			if s.Kind == KindHuman {
+				notAllowed("action", s.Action != "")
+				break
+			}
+			switch s.Action {
+			case "":
+				add(problemf(CodeMissingField, p+".action", "%s is a platform stage without action; use action: merge", name))
+			case ActionMerge:
+			default:
+				if !badText["action"] {
+					add(problemf(CodeUnknownAction, p+".action", "action %q of %s is unknown; use merge", s.Action, name))
+				}
+			}
+		default:
+			if !badText["kind"] {
+				add(problemf(CodeUnknownKind, p+".kind", "kind %q of %s is unknown; use agent, human or platform", s.Kind, name))
+			}
+		}
+
+		for _, o := range Outcomes() {
+			t := s.Next.Get(o)
+			if t == "" || IsSpecialTarget(t) || badText["next."+o] {
+				continue
+			}
+			if _, ok := first[t]; ok {
+				continue
+			}
+			graphOK = false
+			if strings.HasPrefix(t, "$") {
+				add(problemf(CodeUnknownTarget, p+".next."+o, "%s of %s leads to %q, which is unknown; the special targets are $done, $failed and $question", o, name, t))
+			} else {
+				add(problemf(CodeUnknownTarget, p+".next."+o, "%s of %s leads to %q, which is neither a stage id nor $done, $failed or $question", o, name, t))
+			}
+		}
+	}
+
+	if graphOK {
+		ps = append(ps, checkGraph(d, first)...)
+	}
+	sortProblems(ps)
+	return ps
+}
+
+var belongs = map[string]string{
+	"adapter":         "adapter belongs to agent stages",
+	"model":           "model belongs to agent stages",
+	"skills":          "skills belong to agent stages",
+	"instructions":    "instructions belong to agent stages",
+	"timeout_minutes": "timeout_minutes belongs to agent stages",
+	"action":          "action belongs to platform stages",
+}
+
+func checkSkills(ps *[]Problem, p, name string, skills []string, badText bool) {
+	seen := map[string]bool{}
+	for j, sk := range skills {
+		sp := p + ".skills[" + itoa(j) + "]"
+		switch {
+		case strings.TrimSpace(sk) == "":
+			*ps = append(*ps, problemf(CodeInvalidSkill, sp, "skill %d of %s is empty; name a project skill", j+1, name))
+		case seen[sk]:
+			*ps = append(*ps, problemf(CodeDuplicateSkill, sp, "skill %q is listed twice in %s", sk, name))
+		}
+		if !badText {
+			seen[sk] = true
+		}
+	}
+}
+
+// checkGraph reports unreachable stages and missing paths to $done; every id
+// is unique and every target known.
+func checkGraph(d Definition, index map[string]int) []Problem {
+	n := len(d.Stages)
+	succ := make([][]int, n)
+	toDone := make([]bool, n)
+	for i := range d.Stages {
+		for _, o := range Outcomes() {
+			t, _ := d.target(i, o)
+			if t == TargetDone {
+				toDone[i] = true
+			} else if j, ok := index[t]; ok {
+				succ[i] = append(succ[i], j)
+			}
+		}
+	}
+	// Forward: reachable from the first stage.
+	reached := make([]bool, n)
+	reached[0] = true
+	queue := []int{0}
+	for len(queue) > 0 {
+		i := queue[0]
+		queue = queue[1:]
+		for _, j := range succ[i] {
+			if !reached[j] {
+				reached[j] = true
+				queue = append(queue, j)
+			}
+		}
+	}
+	// Backward: stages from which $done can be reached (fixpoint).
+	good := append([]bool(nil), toDone...)
+	for changed := true; changed; {
+		changed = false
+		for i := range d.Stages {
+			if good[i] {
+				continue
+			}
+			for _, j := range succ[i] {
+				if good[j] {
+					good[i], changed = true, true
+					break
+				}
+			}
+		}
+	}
+
+	var ps []Problem
+	firstName := stageName(d.Stages[0], 0)
+	for i, s := range d.Stages {
+		if !reached[i] {
+			ps = append(ps, problemf(CodeUnreachableStage, stagePath(i), "%s can never be reached: no outcome of any stage reachable from the first stage %q leads to it", stageName(s, i), d.Stages[0].ID))
+		}
+	}
+	if !good[0] {
+		ps = append(ps, problemf(CodeNoPathToDone, "stages", "the pipeline can never reach $done: no path from the first stage, %s, leads to $done", firstName))
+		return ps
+	}
+	for i, s := range d.Stages {
+		if reached[i] && !good[i] {
+			ps = append(ps, problemf(CodeNoPathToDone, stagePath(i), "once a ticket enters %s it can never reach $done: no path from it leads to $done", stageName(s, i)))
+		}
+	}
+	return ps
+}
+
+// stageName names a stage in messages: `stage "review"`, or by position
+// when it has no usable id.
+func stageName(s Stage, i int) string {
+	if s.ID != "" && utf8.ValidString(s.ID) {
+		return "stage " + quote(s.ID)
+	}
+	return "stage " + itoa(i+1)
+}

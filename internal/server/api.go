@@ -1,0 +1,246 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/ballet/ballet/internal/access"
+	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/auth"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/transition"
+)
+
+// Authenticator resolves a bearer credential.
+type Authenticator interface {
+	Authenticate(ctx context.Context, header string) (*auth.Principal, error)
+}
+
+// Route is one REST endpoint. The route table drives the mux, the OpenAPI
+// document and the authorization tests, so the three cannot drift apart.
+type Route struct {
+	Method  string
+	Path    string // net/http pattern path, e.g. /api/v1/items/{item}
+	Perm    access.Permission
+	Summary string
+	// Request and Response are zero values of the body types, for the
+	// OpenAPI document (nil: no body).
+	Request  any
+	Response any
+	Status   int // success status (200 when 0)
+	Handle   func(r *Request) (any, error)
+}
+
+// Request is a request after authentication.
+type Request struct {
+	*http.Request
+	Principal *auth.Principal
+	api       *API
+	route     *Route
+	checked   bool
+}
+
+// API serves the REST endpoints under /api/v1.
+type API struct {
+	log     *slog.Logger
+	authn   Authenticator
+	access  *access.Resolver
+	maxBody int64
+	routes  []*Route
+}
+
+// NewAPI returns an API; add routes with Add, then Register it on a mux.
+func NewAPI(log *slog.Logger, authn Authenticator, res *access.Resolver, maxBody int64) *API {
+	return &API{log: log, authn: authn, access: res, maxBody: maxBody}
+}
+
+// Add adds routes.
+func (a *API) Add(routes ...*Route) { a.routes = append(a.routes, routes...) }
+
+// Routes returns the route table.
+func (a *API) Routes() []*Route { return a.routes }
+
+// Register installs every route on mux.
+func (a *API) Register(mux *http.ServeMux) {
+	for _, rt := range a.routes {
+		mux.Handle(rt.Method+" "+rt.Path, a.handler(rt))
+	}
+}
+
+func (a *API) handler(rt *Route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
+		p, err := a.authn.Authenticate(hr.Context(), hr.Header.Get("Authorization"))
+		if err != nil {
+			if apperr.Code(err) == apperr.Unauthenticated {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="ballet"`)
+			}
+			a.writeErr(w, hr, err)
+			return
+		}
+		if rt.Perm == access.PlatformAdmin && !p.PlatformAdmin {
+			a.writeErr(w, hr, apperr.New(apperr.Forbidden, "only a platform admin may do this"))
+			return
+		}
+		r := &Request{Request: hr, Principal: p, api: a, route: rt}
+		if hr.Body != nil {
+			hr.Body = http.MaxBytesReader(w, hr.Body, a.maxBody)
+		}
+		out, err := rt.Handle(r)
+		if err == nil && !r.checked && rt.Perm != access.PlatformAdmin {
+			err = fmt.Errorf("route %s %s returned without an access check", rt.Method, rt.Path)
+		}
+		if err != nil {
+			a.writeErr(w, hr, err)
+			return
+		}
+		status := rt.Status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		if out == nil {
+			w.WriteHeader(status)
+			return
+		}
+		WriteJSON(w, status, out)
+	})
+}
+
+// Check verifies that the caller holds the route's permission in the
+// organization (and project, if set). Every handler calls it (or Authorize
+// for a different permission) once it knows the scope; the framework
+// refuses to answer a route that did not.
+func (r *Request) Check(orgID, projectID string) error {
+	return r.Authorize(r.route.Perm, orgID, projectID)
+}
+
+// Authorize checks a specific permission.
+func (r *Request) Authorize(perm access.Permission, orgID, projectID string) error {
+	r.checked = true
+	return r.api.access.Check(r.Context(), r.Principal, perm, orgID, projectID)
+}
+
+// Checked marks a route whose scope is the caller itself (for example its
+// own tokens), after the handler has filtered by the caller.
+func (r *Request) Checked() { r.checked = true }
+
+// Decode reads a JSON body strictly into v: unknown fields, wrong types,
+// trailing data and oversized bodies are errors naming the problem.
+func (r *Request) Decode(v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return apperr.New(apperr.Invalid, "Content-Type must be application/json, not %q", ct)
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err, r.api.maxBody)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return decodeError(err, r.api.maxBody)
+		}
+		return apperr.New(apperr.Invalid, "request body must hold exactly one JSON object")
+	}
+	return nil
+}
+
+func decodeError(err error, limit int64) error {
+	var (
+		mbe *http.MaxBytesError
+		se  *json.SyntaxError
+		te  *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &mbe):
+		return apperr.New(apperr.TooLarge, "request body exceeds %d bytes", limit)
+	case errors.Is(err, io.EOF):
+		return apperr.New(apperr.Invalid, "request body is empty: a JSON object is required")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return apperr.New(apperr.Invalid, "malformed JSON: the body ends too early")
+	case errors.As(err, &se):
+		return apperr.New(apperr.Invalid, "malformed JSON at byte %d: %s", se.Offset, se.Error())
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			return apperr.New(apperr.Invalid, "the body must be a JSON object, not %s", te.Value)
+		}
+		return apperr.Fields([]apperr.FieldError{{Field: field, Message: fmt.Sprintf("must be %s, not %s", jsonType(te.Type.String()), te.Value)}})
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return apperr.Fields([]apperr.FieldError{{Field: name, Message: "unknown field"}})
+	}
+	return apperr.New(apperr.Invalid, "malformed JSON: %v", err)
+}
+
+func jsonType(goType string) string {
+	switch strings.TrimPrefix(goType, "*") {
+	case "string":
+		return "a string"
+	case "int", "int64", "int32":
+		return "an integer"
+	case "float64":
+		return "a number"
+	case "bool":
+		return "true or false"
+	}
+	if strings.HasPrefix(goType, "[]") {
+		return "an array"
+	}
+	return "an object"
+}
+
+// QueryInt reads an optional integer query parameter within [min, max].
+func (r *Request) QueryInt(name string, def, min, max int64) (int64, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < min || n > max {
+		return 0, apperr.Fields([]apperr.FieldError{{Field: name, Message: fmt.Sprintf("must be an integer from %d to %d, not %q", min, max, s)}})
+	}
+	return n, nil
+}
+
+var statusOf = map[string]int{
+	apperr.Invalid:         http.StatusBadRequest,
+	apperr.Unauthenticated: http.StatusUnauthorized,
+	apperr.Forbidden:       http.StatusForbidden,
+	apperr.NotFound:        http.StatusNotFound,
+	apperr.Conflict:        http.StatusConflict,
+	apperr.TooLarge:        http.StatusRequestEntityTooLarge,
+	apperr.Unprocessable:   http.StatusUnprocessableEntity,
+	apperr.Unavailable:     http.StatusServiceUnavailable,
+	apperr.Internal:        http.StatusInternalServerError,
+}
+
+// writeErr maps an error to its status; only internal errors are logged.
+func (a *API) writeErr(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *apperr.Error
+	switch {
+	case errors.As(err, &ae):
+	case errors.Is(err, transition.ErrGaveUp) || errors.Is(err, store.ErrLostRace):
+		ae = apperr.New(apperr.Conflict, "the resource changed concurrently; read it again and retry")
+	case errors.Is(err, context.Canceled):
+		return
+	default:
+		a.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		ae = apperr.New(apperr.Internal, "internal error")
+	}
+	status := statusOf[ae.Code]
+	if status == 0 {
+		status = http.StatusInternalServerError
+	}
+	var details any
+	if len(ae.Details) > 0 {
+		details = ae.Details
+	}
+	WriteJSON(w, status, ErrorBody{Error: ErrorDetail{Code: ae.Code, Message: ae.Message, Details: details}})
+}

@@ -1,0 +1,224 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/ballet/ballet/internal/access"
+	"github.com/ballet/ballet/internal/tracker"
+)
+
+// Tenancy serves organizations, projects, members and the platform.
+type Tenancy struct {
+	T *tracker.Service
+}
+
+// OrganizationList is the body of GET /orgs.
+type OrganizationList struct {
+	Organizations []tracker.Organization `json:"organizations"`
+}
+
+// ProjectList is the body of GET /orgs/{org}/projects.
+type ProjectList struct {
+	Projects []tracker.Project `json:"projects"`
+}
+
+// MemberList is the body of GET …/members.
+type MemberList struct {
+	Members []tracker.Member `json:"members"`
+}
+
+// Routes returns the tenancy endpoints.
+func (h *Tenancy) Routes() []*Route {
+	return []*Route{
+		{Method: "POST", Path: "/api/v1/orgs", Perm: access.PlatformAdmin, Summary: "Create an organization",
+			Request: tracker.OrganizationCreate{}, Response: tracker.Organization{}, Status: http.StatusCreated, Handle: h.createOrg},
+		{Method: "GET", Path: "/api/v1/orgs", Perm: access.Authenticated, Summary: "List the organizations the caller belongs to (all for platform admins)",
+			Response: OrganizationList{}, Handle: h.listOrgs},
+		{Method: "GET", Path: "/api/v1/orgs/{org}", Perm: access.TrackerRead, Summary: "Get an organization by slug or id",
+			Response: tracker.Organization{}, Handle: h.getOrg},
+		{Method: "POST", Path: "/api/v1/orgs/{org}/projects", Perm: access.ProjectUpdate, Summary: "Create a project (organization admins)",
+			Request: tracker.ProjectCreate{}, Response: tracker.Project{}, Status: http.StatusCreated, Handle: h.createProject},
+		{Method: "GET", Path: "/api/v1/orgs/{org}/projects", Perm: access.TrackerRead, Summary: "List an organization's projects",
+			Response: ProjectList{}, Handle: h.listProjects},
+		{Method: "GET", Path: "/api/v1/projects/{project}", Perm: access.TrackerRead, Summary: "Get a project by key or id",
+			Response: tracker.Project{}, Handle: h.getProject},
+		{Method: "PATCH", Path: "/api/v1/projects/{project}", Perm: access.ProjectUpdate, Summary: "Update a project's settings (optimistic: send the version read)",
+			Request: tracker.ProjectUpdate{}, Response: tracker.Project{}, Handle: h.updateProject},
+		{Method: "GET", Path: "/api/v1/orgs/{org}/members", Perm: access.TrackerRead, Summary: "List an organization's members",
+			Response: MemberList{}, Handle: h.listOrgMembers},
+		{Method: "PUT", Path: "/api/v1/orgs/{org}/members/{subject}", Perm: access.MemberManage, Summary: "Set a subject's role in the organization",
+			Request: tracker.MemberSet{}, Response: tracker.Member{}, Handle: h.setOrgMember},
+		{Method: "DELETE", Path: "/api/v1/orgs/{org}/members/{subject}", Perm: access.MemberManage, Summary: "Remove a subject from the organization",
+			Status: http.StatusNoContent, Handle: h.removeOrgMember},
+		{Method: "GET", Path: "/api/v1/projects/{project}/members", Perm: access.TrackerRead, Summary: "List a project's role overrides",
+			Response: MemberList{}, Handle: h.listProjectMembers},
+		{Method: "PUT", Path: "/api/v1/projects/{project}/members/{subject}", Perm: access.MemberManage, Summary: "Override a subject's role in one project",
+			Request: tracker.MemberSet{}, Response: tracker.Member{}, Handle: h.setProjectMember},
+		{Method: "DELETE", Path: "/api/v1/projects/{project}/members/{subject}", Perm: access.MemberManage, Summary: "Remove a project role override",
+			Status: http.StatusNoContent, Handle: h.removeProjectMember},
+		{Method: "GET", Path: "/api/v1/platform", Perm: access.Authenticated, Summary: "Read the platform switches",
+			Response: tracker.Platform{}, Handle: h.getPlatform},
+		{Method: "PATCH", Path: "/api/v1/platform", Perm: access.PlatformAdmin, Summary: "Set the platform-wide concurrency limit",
+			Request: tracker.PlatformUpdate{}, Response: tracker.Platform{}, Handle: h.updatePlatform},
+		{Method: "POST", Path: "/api/v1/platform/pause", Perm: access.PlatformAdmin, Summary: "Pull the kill switch: pause the whole platform",
+			Response: tracker.Platform{}, Handle: h.pausePlatform(true)},
+		{Method: "POST", Path: "/api/v1/platform/resume", Perm: access.PlatformAdmin, Summary: "Release the kill switch",
+			Response: tracker.Platform{}, Handle: h.pausePlatform(false)},
+	}
+}
+
+func (h *Tenancy) createOrg(r *Request) (any, error) {
+	var in tracker.OrganizationCreate
+	if err := r.Decode(&in); err != nil {
+		return nil, err
+	}
+	return h.T.CreateOrganization(r.Context(), r.Principal.Actor(), in)
+}
+
+func (h *Tenancy) listOrgs(r *Request) (any, error) {
+	r.Checked() // filtered to the caller's memberships below
+	p := r.Principal
+	if orgID, _, ok := p.TokenRole(); ok && !p.PlatformAdmin {
+		o, err := h.T.FindOrganization(r.Context(), orgID)
+		if err != nil || orgID == "" {
+			return OrganizationList{Organizations: []tracker.Organization{}}, nil
+		}
+		return OrganizationList{Organizations: []tracker.Organization{o}}, nil
+	}
+	orgs, err := h.T.ListOrganizations(r.Context(), p.Subject, p.PlatformAdmin)
+	return OrganizationList{Organizations: orgs}, err
+}
+
+// org resolves {org} and checks the route's permission there.
+func (h *Tenancy) org(r *Request) (tracker.Organization, error) {
+	o, err := h.T.FindOrganization(r.Context(), r.PathValue("org"))
+	if err != nil {
+		r.Checked()
+		return o, err
+	}
+	return o, r.Check(o.ID, "")
+}
+
+// project resolves {project} and checks the route's permission there.
+func (h *Tenancy) project(r *Request) (tracker.Project, error) {
+	p, err := h.T.FindProject(r.Context(), r.PathValue("project"))
+	if err != nil {
+		r.Checked()
+		return p, err
+	}
+	return p, r.Check(p.OrganizationID, p.ID)
+}
+
+func (h *Tenancy) getOrg(r *Request) (any, error) { return h.org(r) }
+
+func (h *Tenancy) createProject(r *Request) (any, error) {
+	o, err := h.org(r)
+	if err != nil {
+		return nil, err
+	}
+	var in tracker.ProjectCreate
+	if err := r.Decode(&in); err != nil {
+		return nil, err
+	}
+	return h.T.CreateProject(r.Context(), r.Principal.Actor(), o.ID, in)
+}
+
+func (h *Tenancy) listProjects(r *Request) (any, error) {
+	o, err := h.org(r)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := h.T.ListProjects(r.Context(), o.ID)
+	return ProjectList{Projects: ps}, err
+}
+
+func (h *Tenancy) getProject(r *Request) (any, error) { return h.project(r) }
+
+func (h *Tenancy) updateProject(r *Request) (any, error) {
+	p, err := h.project(r)
+	if err != nil {
+		return nil, err
+	}
+	var in tracker.ProjectUpdate
+	if err := r.Decode(&in); err != nil {
+		return nil, err
+	}
+	return h.T.UpdateProject(r.Context(), r.Principal.Actor(), p, in)
+}
+
+func (h *Tenancy) listOrgMembers(r *Request) (any, error) {
+	o, err := h.org(r)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := h.T.ListMembers(r.Context(), o.ID, "")
+	return MemberList{Members: ms}, err
+}
+
+func (h *Tenancy) setOrgMember(r *Request) (any, error) {
+	o, err := h.org(r)
+	if err != nil {
+		return nil, err
+	}
+	var in tracker.MemberSet
+	if err := r.Decode(&in); err != nil {
+		return nil, err
+	}
+	return h.T.SetMember(r.Context(), r.Principal.Actor(), o.ID, "", r.PathValue("subject"), in)
+}
+
+func (h *Tenancy) removeOrgMember(r *Request) (any, error) {
+	o, err := h.org(r)
+	if err != nil {
+		return nil, err
+	}
+	return nil, h.T.RemoveMember(r.Context(), r.Principal.Actor(), o.ID, "", r.PathValue("subject"))
+}
+
+func (h *Tenancy) listProjectMembers(r *Request) (any, error) {
+	p, err := h.project(r)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := h.T.ListMembers(r.Context(), p.OrganizationID, p.ID)
+	return MemberList{Members: ms}, err
+}
+
+func (h *Tenancy) setProjectMember(r *Request) (any, error) {
+	p, err := h.project(r)
+	if err != nil {
+		return nil, err
+	}
+	var in tracker.MemberSet
+	if err := r.Decode(&in); err != nil {
+		return nil, err
+	}
+	return h.T.SetMember(r.Context(), r.Principal.Actor(), p.OrganizationID, p.ID, r.PathValue("subject"), in)
+}
+
+func (h *Tenancy) removeProjectMember(r *Request) (any, error) {
+	p, err := h.project(r)
+	if err != nil {
+		return nil, err
+	}
+	return nil, h.T.RemoveMember(r.Context(), r.Principal.Actor(), p.OrganizationID, p.ID, r.PathValue("subject"))
+}
+
+func (h *Tenancy) getPlatform(r *Request) (any, error) {
+	r.Checked() // any authenticated caller may read the switches
+	return h.T.GetPlatform(r.Context())
+}
+
+func (h *Tenancy) updatePlatform(r *Request) (any, error) {
+	var in tracker.PlatformUpdate
+	if err := r.Decode(&in); err != nil {
+		return nil, err
+	}
+	return h.T.UpdatePlatform(r.Context(), r.Principal.Actor(), in)
+}
+
+func (h *Tenancy) pausePlatform(paused bool) func(*Request) (any, error) {
+	return func(r *Request) (any, error) {
+		return h.T.SetPlatformPaused(r.Context(), r.Principal.Actor(), paused)
+	}
+}

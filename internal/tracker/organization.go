@@ -1,0 +1,104 @@
+package tracker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/transition"
+)
+
+// Organization is a tenant.
+type Organization struct {
+	ID        string    `json:"id"`
+	Slug      string    `json:"slug"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	Version   int64     `json:"version"`
+}
+
+// OrganizationCreate is the body of POST /orgs.
+type OrganizationCreate struct {
+	Slug string `json:"slug"`
+	Name string `json:"name"`
+}
+
+var slugRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{1,38}[a-z0-9]$`)
+
+func (c OrganizationCreate) validate() error {
+	var v apperr.Validator
+	v.Check(slugRE.MatchString(c.Slug), "slug", "%q must be 3–40 lower-case letters, digits or dashes, not starting or ending with a dash", c.Slug)
+	v.Check(strings.TrimSpace(c.Name) != "" && len(c.Name) <= 200, "name", "must be 1–200 characters")
+	return v.Err()
+}
+
+const orgColumns = `id, slug, name, created_at, updated_at, version`
+
+func scanOrg(rows *store.Rows, i int) (Organization, error) {
+	var o Organization
+	var c, u int64
+	err := rows.Scan(i, &o.ID, &o.Slug, &o.Name, &c, &u, &o.Version)
+	o.CreatedAt, o.UpdatedAt = ms(c), ms(u)
+	return o, err
+}
+
+// CreateOrganization creates an organization. Its members are then set
+// with SetMember.
+func (s *Service) CreateOrganization(ctx context.Context, actor event.Actor, in OrganizationCreate) (Organization, error) {
+	if err := in.validate(); err != nil {
+		return Organization{}, err
+	}
+	now := s.Clock.Now()
+	o := Organization{ID: transition.NewID(), Slug: in.Slug, Name: strings.TrimSpace(in.Name), CreatedAt: now, UpdatedAt: now, Version: 1}
+	payload, _ := json.Marshal(o)
+	t := &transition.Transition{
+		Events: []event.Event{newEvent(actor, o.ID, "", "organization", o.ID, "created", payload)},
+		Statements: []store.Statement{store.Stmt(`INSERT INTO organizations (`+orgColumns+`) VALUES (?, ?, ?, ?, ?, 1)`,
+			o.ID, o.Slug, o.Name, now.UnixMilli(), now.UnixMilli())},
+	}
+	if err := s.Applier.Apply(ctx, t); err != nil {
+		if store.UniqueOn(err, "organizations.slug") {
+			return Organization{}, apperr.New(apperr.Conflict, "an organization with slug %q exists", in.Slug)
+		}
+		return Organization{}, err
+	}
+	return o, nil
+}
+
+// FindOrganization finds an organization by slug or id.
+func (s *Service) FindOrganization(ctx context.Context, ref string) (Organization, error) {
+	rows, err := one(ctx, s.Store, fmt.Sprintf("organization %q", ref), `SELECT `+orgColumns+` FROM organizations WHERE slug = ? OR id = ?`, ref, ref)
+	if err != nil {
+		return Organization{}, err
+	}
+	return scanOrg(rows, 0)
+}
+
+// ListOrganizations lists every organization (all: platform admins) or
+// those the subject has a role in.
+func (s *Service) ListOrganizations(ctx context.Context, subject string, all bool) ([]Organization, error) {
+	q := `SELECT ` + orgColumns + ` FROM organizations ORDER BY slug`
+	var args []any
+	if !all {
+		q = `SELECT ` + orgColumns + ` FROM organizations WHERE id IN (SELECT organization_id FROM memberships WHERE subject = ?) ORDER BY slug`
+		args = append(args, subject)
+	}
+	rows, err := s.Store.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list organizations: %w", err)
+	}
+	out := make([]Organization, rows.Len())
+	for i := range out {
+		if out[i], err = scanOrg(rows, i); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

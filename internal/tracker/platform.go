@@ -1,0 +1,99 @@
+package tracker
+
+import (
+	"context"
+	"encoding/json"
+
+	"time"
+
+	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/transition"
+)
+
+// Platform holds the platform-wide switches.
+type Platform struct {
+	Paused           bool      `json:"paused"` // the kill switch
+	ConcurrencyLimit int       `json:"concurrency_limit"`
+	UpdatedAt        time.Time `json:"updated_at"`
+	Version          int64     `json:"version"`
+}
+
+// PlatformUpdate is the body of PATCH /platform.
+type PlatformUpdate struct {
+	Version          int64 `json:"version"`
+	ConcurrencyLimit *int  `json:"concurrency_limit,omitempty"`
+}
+
+// GetPlatform reads the platform row.
+func (s *Service) GetPlatform(ctx context.Context) (Platform, error) {
+	rows, err := one(ctx, s.Store, "platform", `SELECT paused, concurrency_limit, updated_at, version FROM platform WHERE id = 1`)
+	if err != nil {
+		return Platform{}, err
+	}
+	var p Platform
+	var u int64
+	if err := rows.Scan(0, &p.Paused, &p.ConcurrencyLimit, &u, &p.Version); err != nil {
+		return Platform{}, err
+	}
+	p.UpdatedAt = ms(u)
+	return p, nil
+}
+
+// SetPlatformPaused pulls or releases the kill switch. Pausing a paused
+// platform changes nothing.
+func (s *Service) SetPlatformPaused(ctx context.Context, actor event.Actor, paused bool) (Platform, error) {
+	var out Platform
+	_, err := s.Applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
+		p, err := s.GetPlatform(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out = p
+		if p.Paused == paused {
+			return nil, nil
+		}
+		now := s.Clock.Now()
+		change := "resumed"
+		if paused {
+			change = "paused"
+		}
+		out.Paused, out.UpdatedAt, out.Version = paused, now, p.Version+1
+		return &transition.Transition{
+			Events: []event.Event{newEvent(actor, "", "", "platform", "platform", change, []byte(`{}`))},
+			Guarded: []store.Statement{store.Stmt(`UPDATE platform SET paused = ?, updated_at = ?, version = version + 1 WHERE id = 1 AND version = ?`,
+				paused, now.UnixMilli(), p.Version)},
+		}, nil
+	})
+	return out, err
+}
+
+// UpdatePlatform changes the global concurrency limit.
+func (s *Service) UpdatePlatform(ctx context.Context, actor event.Actor, in PlatformUpdate) (Platform, error) {
+	var v apperr.Validator
+	v.Check(in.Version >= 1, "version", "is required: the version you read")
+	v.Check(in.ConcurrencyLimit != nil, "concurrency_limit", "is required")
+	if in.ConcurrencyLimit != nil {
+		v.Check(*in.ConcurrencyLimit >= 0 && *in.ConcurrencyLimit <= 10000, "concurrency_limit", "%d is outside 0 … 10000 (0: no limit)", *in.ConcurrencyLimit)
+	}
+	if err := v.Err(); err != nil {
+		return Platform{}, err
+	}
+	p, err := s.GetPlatform(ctx)
+	if err != nil {
+		return Platform{}, err
+	}
+	now := s.Clock.Now()
+	payload, _ := json.Marshal(map[string]any{"changes": map[string]any{"concurrency_limit": *in.ConcurrencyLimit}})
+	err = s.Applier.Apply(ctx, &transition.Transition{
+		Events: []event.Event{newEvent(actor, "", "", "platform", "platform", "updated", payload)},
+		Guarded: []store.Statement{store.Stmt(`UPDATE platform SET concurrency_limit = ?, updated_at = ?, version = version + 1 WHERE id = 1 AND version = ?`,
+			*in.ConcurrencyLimit, now.UnixMilli(), in.Version)},
+	})
+	if err != nil {
+		return Platform{}, stale(err, "the platform")
+	}
+	p.ConcurrencyLimit, p.UpdatedAt, p.Version = *in.ConcurrencyLimit, now, in.Version+1
+	return p, nil
+}

@@ -1,0 +1,328 @@
+package tracker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/keys"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/transition"
+)
+
+// Repository is where a project's code lives.
+type Repository struct {
+	Forge          string `json:"forge"` // git, gitea or github
+	URL            string `json:"url"`
+	DefaultBranch  string `json:"default_branch"`
+	CredentialsRef string `json:"credentials_ref"` // name of a secret, never the secret
+}
+
+// MergePolicy decides how the merge stage merges (ADR-0008).
+type MergePolicy struct {
+	Mode              string   `json:"mode"` // auto or manual
+	RequiredApprovals int      `json:"required_approvals"`
+	RequiredChecks    []string `json:"required_checks"`
+}
+
+// Budgets limit spend in USD; null means no limit.
+type Budgets struct {
+	PerTicketUSD *float64 `json:"per_ticket_usd"`
+	PerDayUSD    *float64 `json:"per_day_usd"`
+}
+
+// Project is a tracker and pipeline scope within an organization.
+type Project struct {
+	ID               string      `json:"id"`
+	OrganizationID   string      `json:"organization_id"`
+	Key              string      `json:"key"`
+	Name             string      `json:"name"`
+	Repository       *Repository `json:"repository"`
+	MergePolicy      MergePolicy `json:"merge_policy"`
+	ConcurrencyLimit int         `json:"concurrency_limit"` // 0: no project limit
+	Budgets          Budgets     `json:"budgets"`
+	TicketTypes      []string    `json:"ticket_types"`
+	Paused           bool        `json:"paused"`
+	CreatedAt        time.Time   `json:"created_at"`
+	UpdatedAt        time.Time   `json:"updated_at"`
+	Version          int64       `json:"version"`
+}
+
+// ProjectCreate is the body of POST /orgs/{org}/projects.
+type ProjectCreate struct {
+	Key              string       `json:"key"`
+	Name             string       `json:"name"`
+	Repository       *Repository  `json:"repository,omitempty"`
+	MergePolicy      *MergePolicy `json:"merge_policy,omitempty"`
+	ConcurrencyLimit *int         `json:"concurrency_limit,omitempty"`
+	Budgets          *Budgets     `json:"budgets,omitempty"`
+	TicketTypes      []string     `json:"ticket_types,omitempty"`
+}
+
+// ProjectUpdate is the body of PATCH /projects/{project}: absent fields
+// stay; version is the one read.
+type ProjectUpdate struct {
+	Version          int64                `json:"version"`
+	Name             *string              `json:"name,omitempty"`
+	Repository       Nullable[Repository] `json:"repository,omitempty"`
+	MergePolicy      *MergePolicy         `json:"merge_policy,omitempty"`
+	ConcurrencyLimit *int                 `json:"concurrency_limit,omitempty"`
+	Budgets          *Budgets             `json:"budgets,omitempty"`
+	TicketTypes      []string             `json:"ticket_types,omitempty"`
+	Paused           *bool                `json:"paused,omitempty"`
+}
+
+// DefaultTicketTypes are a new project's ticket types.
+var DefaultTicketTypes = []string{"task", "bug", "docs"}
+
+var typeRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+
+// ValidTicketType reports whether t can name a ticket type.
+func ValidTicketType(t string) bool { return typeRE.MatchString(t) && t != "epic" }
+
+func validateProject(v *apperr.Validator, p *Project) {
+	v.Check(strings.TrimSpace(p.Name) != "" && len(p.Name) <= 200, "name", "must be 1–200 characters")
+	if r := p.Repository; r != nil {
+		switch r.Forge {
+		case "git":
+			v.Check(r.URL != "", "repository.url", "must name the repository (a path or URL)")
+		case "gitea", "github":
+			u, err := url.Parse(r.URL)
+			v.Check(err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != "", "repository.url", "%q must be an http(s) URL", r.URL)
+		default:
+			v.Add("repository.forge", "%q is not git, gitea or github", r.Forge)
+		}
+		v.Check(len(r.URL) <= 2000, "repository.url", "must be at most 2000 characters")
+		v.Check(r.DefaultBranch != "" && len(r.DefaultBranch) <= 200 && !strings.ContainsAny(r.DefaultBranch, " ~^:?*[\\"), "repository.default_branch", "%q is not a branch name", r.DefaultBranch)
+		v.Check(len(r.CredentialsRef) <= 200, "repository.credentials_ref", "must be at most 200 characters")
+	}
+	m := p.MergePolicy
+	v.Check(m.Mode == "auto" || m.Mode == "manual", "merge_policy.mode", "%q is not auto or manual", m.Mode)
+	v.Check(m.RequiredApprovals >= 0 && m.RequiredApprovals <= 10, "merge_policy.required_approvals", "%d is outside 0 … 10", m.RequiredApprovals)
+	v.Check(len(m.RequiredChecks) <= 50, "merge_policy.required_checks", "at most 50 checks")
+	for i, c := range m.RequiredChecks {
+		v.Check(strings.TrimSpace(c) != "" && len(c) <= 200, fmt.Sprintf("merge_policy.required_checks[%d]", i), "must be 1–200 characters")
+	}
+	v.Check(p.ConcurrencyLimit >= 0 && p.ConcurrencyLimit <= 1000, "concurrency_limit", "%d is outside 0 … 1000 (0: no limit)", p.ConcurrencyLimit)
+	for field, b := range map[string]*float64{"budgets.per_ticket_usd": p.Budgets.PerTicketUSD, "budgets.per_day_usd": p.Budgets.PerDayUSD} {
+		if b != nil {
+			v.Check(*b >= 0 && *b <= 1e6 && !math.IsNaN(*b), field, "%v is outside 0 … 1000000", *b)
+		}
+	}
+	v.Check(len(p.TicketTypes) >= 1 && len(p.TicketTypes) <= 20, "ticket_types", "must list 1–20 types")
+	seen := map[string]bool{}
+	for i, t := range p.TicketTypes {
+		v.Check(ValidTicketType(t), fmt.Sprintf("ticket_types[%d]", i), "%q must match [a-z][a-z0-9_-]{0,31} and not be \"epic\"", t)
+		v.Check(!seen[t], fmt.Sprintf("ticket_types[%d]", i), "%q is listed twice", t)
+		seen[t] = true
+	}
+}
+
+const projectColumns = `id, organization_id, key, name, COALESCE(repo_forge, ''), COALESCE(repo_url, ''), COALESCE(repo_default_branch, ''),
+COALESCE(repo_credentials_ref, ''), merge_policy, required_approvals, required_checks, concurrency_limit, budget_ticket_micros,
+budget_day_micros, ticket_types, paused, created_at, updated_at, version`
+
+func scanProject(rows *store.Rows, i int) (Project, error) {
+	var p Project
+	var r Repository
+	var checks, types string
+	var ticket, day any
+	var c, u int64
+	if err := rows.Scan(i, &p.ID, &p.OrganizationID, &p.Key, &p.Name, &r.Forge, &r.URL, &r.DefaultBranch, &r.CredentialsRef,
+		&p.MergePolicy.Mode, &p.MergePolicy.RequiredApprovals, &checks, &p.ConcurrencyLimit, &ticket, &day, &types, &p.Paused, &c, &u, &p.Version); err != nil {
+		return p, fmt.Errorf("scan project: %w", err)
+	}
+	if r.Forge != "" {
+		p.Repository = &r
+	}
+	p.Budgets.PerTicketUSD, p.Budgets.PerDayUSD = fromMicros(ticket), fromMicros(day)
+	if err := json.Unmarshal([]byte(checks), &p.MergePolicy.RequiredChecks); err != nil {
+		return p, fmt.Errorf("project %s required_checks: %w", p.ID, err)
+	}
+	if err := json.Unmarshal([]byte(types), &p.TicketTypes); err != nil {
+		return p, fmt.Errorf("project %s ticket_types: %w", p.ID, err)
+	}
+	p.CreatedAt, p.UpdatedAt = ms(c), ms(u)
+	return p, nil
+}
+
+func fromMicros(v any) *float64 {
+	n, ok := v.(int64)
+	if !ok {
+		return nil
+	}
+	f := float64(n) / 1e6
+	return &f
+}
+
+func toMicros(f *float64) any {
+	if f == nil {
+		return nil
+	}
+	return int64(math.Round(*f * 1e6))
+}
+
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// projectValues are the stored values of p's settings, in projectColumns
+// order after organization_id and key.
+func projectValues(p *Project) []any {
+	var r Repository
+	if p.Repository != nil {
+		r = *p.Repository
+	}
+	checks, _ := json.Marshal(p.MergePolicy.RequiredChecks)
+	types, _ := json.Marshal(p.TicketTypes)
+	return []any{p.Name, nullIfEmpty(r.Forge), nullIfEmpty(r.URL), nullIfEmpty(r.DefaultBranch), nullIfEmpty(r.CredentialsRef),
+		p.MergePolicy.Mode, p.MergePolicy.RequiredApprovals, string(checks), p.ConcurrencyLimit,
+		toMicros(p.Budgets.PerTicketUSD), toMicros(p.Budgets.PerDayUSD), string(types), p.Paused}
+}
+
+// CreateProject creates a project in an organization.
+func (s *Service) CreateProject(ctx context.Context, actor event.Actor, orgID string, in ProjectCreate) (Project, error) {
+	now := s.Clock.Now()
+	p := Project{ID: transition.NewID(), OrganizationID: orgID, Key: in.Key, Name: strings.TrimSpace(in.Name), Repository: in.Repository,
+		MergePolicy: MergePolicy{Mode: "manual", RequiredChecks: []string{}}, TicketTypes: DefaultTicketTypes,
+		CreatedAt: now, UpdatedAt: now, Version: 1}
+	if in.MergePolicy != nil {
+		p.MergePolicy = *in.MergePolicy
+	}
+	if p.MergePolicy.RequiredChecks == nil {
+		p.MergePolicy.RequiredChecks = []string{}
+	}
+	if in.ConcurrencyLimit != nil {
+		p.ConcurrencyLimit = *in.ConcurrencyLimit
+	}
+	if in.Budgets != nil {
+		p.Budgets = *in.Budgets
+	}
+	if in.TicketTypes != nil {
+		p.TicketTypes = in.TicketTypes
+	}
+	if p.Repository != nil && p.Repository.DefaultBranch == "" {
+		p.Repository.DefaultBranch = "main"
+	}
+	var v apperr.Validator
+	if err := keys.ValidateProject(in.Key); err != nil {
+		v.Add("key", "%q must be an upper-case letter then 1–9 upper-case letters or digits (like ACME)", in.Key)
+	}
+	validateProject(&v, &p)
+	if err := v.Err(); err != nil {
+		return Project{}, err
+	}
+	payload, _ := json.Marshal(p)
+	t := &transition.Transition{
+		Events: []event.Event{newEvent(actor, orgID, p.ID, "project", p.ID, "created", payload)},
+		Statements: []store.Statement{store.Stmt(`INSERT INTO projects (id, organization_id, key, name, repo_forge, repo_url, repo_default_branch,
+repo_credentials_ref, merge_policy, required_approvals, required_checks, concurrency_limit, budget_ticket_micros, budget_day_micros,
+ticket_types, paused, created_at, updated_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`,
+			append(append([]any{p.ID, orgID, p.Key}, projectValues(&p)...), now.UnixMilli(), now.UnixMilli())...)},
+	}
+	if err := s.Applier.Apply(ctx, t); err != nil {
+		if store.UniqueOn(err, "projects.key") {
+			return Project{}, apperr.New(apperr.Conflict, "project key %q is taken", in.Key)
+		}
+		return Project{}, err
+	}
+	return p, nil
+}
+
+// FindProject finds a project by key or id.
+func (s *Service) FindProject(ctx context.Context, ref string) (Project, error) {
+	rows, err := one(ctx, s.Store, fmt.Sprintf("project %q", ref), `SELECT `+projectColumns+` FROM projects WHERE key = ? OR id = ?`, ref, ref)
+	if err != nil {
+		return Project{}, err
+	}
+	return scanProject(rows, 0)
+}
+
+// ListProjects lists an organization's projects by key.
+func (s *Service) ListProjects(ctx context.Context, orgID string) ([]Project, error) {
+	rows, err := s.Store.Query(ctx, `SELECT `+projectColumns+` FROM projects WHERE organization_id = ? ORDER BY key`, orgID)
+	if err != nil {
+		return nil, fmt.Errorf("list projects: %w", err)
+	}
+	out := make([]Project, rows.Len())
+	for i := range out {
+		if out[i], err = scanProject(rows, i); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// UpdateProject applies a patch to the version the caller read; a stale
+// version is a conflict.
+func (s *Service) UpdateProject(ctx context.Context, actor event.Actor, p Project, in ProjectUpdate) (Project, error) {
+	var v apperr.Validator
+	v.Check(in.Version >= 1, "version", "is required: the version you read")
+	changes := map[string]any{}
+	if in.Name != nil {
+		p.Name = strings.TrimSpace(*in.Name)
+		changes["name"] = p.Name
+	}
+	if in.Repository.Set {
+		p.Repository = in.Repository.Value
+		if p.Repository != nil && p.Repository.DefaultBranch == "" {
+			p.Repository.DefaultBranch = "main"
+		}
+		changes["repository"] = p.Repository
+	}
+	if in.MergePolicy != nil {
+		p.MergePolicy = *in.MergePolicy
+		if p.MergePolicy.RequiredChecks == nil {
+			p.MergePolicy.RequiredChecks = []string{}
+		}
+		changes["merge_policy"] = p.MergePolicy
+	}
+	if in.ConcurrencyLimit != nil {
+		p.ConcurrencyLimit = *in.ConcurrencyLimit
+		changes["concurrency_limit"] = p.ConcurrencyLimit
+	}
+	if in.Budgets != nil {
+		p.Budgets = *in.Budgets
+		changes["budgets"] = p.Budgets
+	}
+	if in.TicketTypes != nil {
+		p.TicketTypes = in.TicketTypes
+		changes["ticket_types"] = p.TicketTypes
+	}
+	if in.Paused != nil {
+		p.Paused = *in.Paused
+		changes["paused"] = p.Paused
+	}
+	validateProject(&v, &p)
+	if err := v.Err(); err != nil {
+		return Project{}, err
+	}
+	if len(changes) == 0 {
+		return Project{}, apperr.New(apperr.Invalid, "nothing to change: name a field to update")
+	}
+	now := s.Clock.Now()
+	payload, _ := json.Marshal(map[string]any{"changes": changes})
+	t := &transition.Transition{
+		Events: []event.Event{newEvent(actor, p.OrganizationID, p.ID, "project", p.ID, "updated", payload)},
+		Guarded: []store.Statement{store.Stmt(`UPDATE projects SET name = ?, repo_forge = ?, repo_url = ?, repo_default_branch = ?,
+repo_credentials_ref = ?, merge_policy = ?, required_approvals = ?, required_checks = ?, concurrency_limit = ?, budget_ticket_micros = ?,
+budget_day_micros = ?, ticket_types = ?, paused = ?, updated_at = ?, version = version + 1 WHERE id = ? AND version = ?`,
+			append(projectValues(&p), now.UnixMilli(), p.ID, in.Version)...)},
+	}
+	if err := s.Applier.Apply(ctx, t); err != nil {
+		return Project{}, stale(err, "the project")
+	}
+	p.Version = in.Version + 1
+	p.UpdatedAt = now
+	return p, nil
+}

@@ -1,0 +1,71 @@
+// Package tracker is Ballet's tenancy and tracker domain: organizations,
+// projects, members, items (tickets and epics) with their blockers,
+// questions, skills and the platform switches. Each change is read, decided
+// in pure code and written as one transition batch with exactly one event
+// (<entity>.<change>) carrying the actor.
+package tracker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/transition"
+)
+
+// Service reads and changes the tracker.
+type Service struct {
+	Store   store.Store
+	Applier *transition.Applier
+	Clock   clock.Clock
+}
+
+// New returns a Service.
+func New(s store.Store, a *transition.Applier, c clock.Clock) *Service {
+	return &Service{Store: s, Applier: a, Clock: c}
+}
+
+// ms converts a stored unix-millisecond time.
+func ms(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+// msPtr converts an optional stored time.
+func msPtr(v int64) *time.Time {
+	if v == 0 {
+		return nil
+	}
+	t := ms(v)
+	return &t
+}
+
+// newEvent builds an event for a change.
+func newEvent(actor event.Actor, orgID, projectID, entityType, entityID, change string, payload []byte) event.Event {
+	e := event.Event{OrganizationID: orgID, ProjectID: projectID, EntityType: entityType, EntityID: entityID,
+		Type: entityType + "." + change, Payload: payload}
+	e.SetActor(actor)
+	return e
+}
+
+// stale turns a lost race on a caller-supplied version into a 409.
+func stale(err error, what string) error {
+	if errors.Is(err, store.ErrLostRace) {
+		return apperr.New(apperr.Conflict, "%s was changed by someone else (stale version): read it again and retry", what)
+	}
+	return err
+}
+
+// one reads exactly one row or returns NotFound.
+func one(ctx context.Context, q store.Store, what, sql string, args ...any) (*store.Rows, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", what, err)
+	}
+	if rows.Len() == 0 {
+		return nil, apperr.New(apperr.NotFound, "%s not found", what)
+	}
+	return rows, nil
+}
