@@ -31,7 +31,7 @@ type Env struct {
 	Core  *core.Core
 	Store store.Store
 	URL   string
-	logs *lockedWriter
+	logs  *lockedWriter
 }
 
 // New starts Core's API on s. cfg may adjust the defaults.
