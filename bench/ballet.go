@@ -271,10 +271,12 @@ func countJobs(ctx context.Context, st store.Store, status string) (int, error) 
 }
 
 func (b *bench) balletSQLiteJobs(ctx context.Context) error {
-	if err := b.balletSQLiteJobsOnce(ctx, false); err != nil {
-		return err
+	if b.o.whatIf != "only" {
+		if err := b.balletSQLiteJobsOnce(ctx, false); err != nil {
+			return err
+		}
 	}
-	if b.o.whatIf {
+	if b.o.whatIf != "" {
 		return b.balletSQLiteJobsOnce(ctx, true)
 	}
 	return nil

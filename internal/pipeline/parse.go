@@ -50,8 +50,8 @@ func decode(root *yaml.Node, isJSON bool) (Definition, []Problem) {
 	ps := r.problems
 	for _, v := range Validate(d) {
 		follows := false
-		for _, p := range r.problems {
-			if under(v.Path, p.Path) {
+		for _, path := range r.unread {
+			if under(v.Path, path) {
 				follows = true
 				break
 			}
@@ -156,7 +156,10 @@ func (j *jsonReader) start() int {
 	return off
 }
 
-var jsonIntRE = regexp.MustCompile(`^-?[0-9]+$`)
+var (
+	jsonIntRE = regexp.MustCompile(`^-?[0-9]+$`)
+	yamlIntRE = regexp.MustCompile(`^[-+]?[0-9][0-9_]*$`)
+)
 
 func (j *jsonReader) value(depth int) (*yaml.Node, error) {
 	if depth > maxJSONDepth {
@@ -229,6 +232,10 @@ type reader struct {
 	json     bool
 	problems []Problem
 	pos      map[string]*yaml.Node
+	// unread lists the paths of values that could not be read; what
+	// Validate says about them (a kind written as a list is "missing")
+	// follows from the problem already reported.
+	unread []string
 }
 
 func (r *reader) fail(code, path string, n *yaml.Node, format string, args ...any) {
@@ -237,6 +244,12 @@ func (r *reader) fail(code, path string, n *yaml.Node, format string, args ...an
 		p.Line, p.Column = n.Line, n.Column
 	}
 	r.problems = append(r.problems, p)
+}
+
+// drop reports a value that could not be read.
+func (r *reader) drop(code, path string, n *yaml.Node, format string, args ...any) {
+	r.fail(code, path, n, format, args...)
+	r.unread = append(r.unread, path)
 }
 
 // locate sets the position of a problem found by Validate: that of its
@@ -469,7 +482,7 @@ func (r *reader) str(n *yaml.Node, path string) string {
 	if n.Kind == yaml.ScalarNode && !r.json {
 		hint = fmt.Sprintf(" (quote it: %s)", strconv.Quote(n.Value))
 	}
-	r.fail(CodeInvalidType, path, n, "%s must be a string, not %s%s", path, r.describe(n), hint)
+	r.drop(CodeInvalidType, path, n, "%s must be a string, not %s%s", path, r.describe(n), hint)
 	return ""
 }
 
@@ -480,15 +493,20 @@ func (r *reader) integer(n *yaml.Node, path, rangeCode, rangeMsg string) int {
 	if isNull(n) {
 		return 0
 	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" && yamlIntRE.MatchString(n.Value) {
+		// An integer too large for int64 resolves as a float.
+		r.drop(rangeCode, path, n, "%s is %s; %s", path, n.Value, rangeMsg)
+		return 0
+	}
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!int" {
 		var v int64
 		if err := n.Decode(&v); err == nil && v >= math.MinInt32 && v <= math.MaxInt32 {
 			return int(v)
 		}
-		r.fail(rangeCode, path, n, "%s is %s; %s", path, n.Value, rangeMsg)
+		r.drop(rangeCode, path, n, "%s is %s; %s", path, n.Value, rangeMsg)
 		return 0
 	}
-	r.fail(CodeInvalidType, path, n, "%s must be a whole number, not %s", path, r.describe(n))
+	r.drop(CodeInvalidType, path, n, "%s must be a whole number, not %s", path, r.describe(n))
 	return 0
 }
 
@@ -505,7 +523,7 @@ func (r *reader) definition(root *yaml.Node) Definition {
 		return d
 	}
 	if root.Kind != yaml.MappingNode {
-		r.fail(CodeInvalidType, "", root, "a pipeline must be %s with max_iterations and stages, not %s", r.describe(&yaml.Node{Kind: yaml.MappingNode}), r.describe(root))
+		r.drop(CodeInvalidType, "", root, "a pipeline must be %s with max_iterations and stages, not %s", r.describe(&yaml.Node{Kind: yaml.MappingNode}), r.describe(root))
 		return d
 	}
 	for _, f := range r.fields(root, "", 0) {
@@ -521,7 +539,7 @@ func (r *reader) definition(root *yaml.Node) Definition {
 			switch {
 			case isNull(f.v):
 			case f.v.Kind != yaml.SequenceNode:
-				r.fail(CodeInvalidType, "stages", f.v, "stages must be %s of stages, not %s", r.describe(&yaml.Node{Kind: yaml.SequenceNode}), r.describe(f.v))
+				r.drop(CodeInvalidType, "stages", f.v, "stages must be %s of stages, not %s", r.describe(&yaml.Node{Kind: yaml.SequenceNode}), r.describe(f.v))
 			default:
 				for i, item := range f.v.Content {
 					d.Stages = append(d.Stages, r.stage(deref(item), stagePath(i)))
@@ -547,7 +565,7 @@ func (r *reader) stage(n *yaml.Node, path string) Stage {
 	var s Stage
 	r.visit(path, n)
 	if n == nil || n.Kind != yaml.MappingNode {
-		r.fail(CodeInvalidType, path, n, "%s must be %s with id, kind, …, not %s", path, r.describe(&yaml.Node{Kind: yaml.MappingNode}), r.describe(n))
+		r.drop(CodeInvalidType, path, n, "%s must be %s with id, kind, …, not %s", path, r.describe(&yaml.Node{Kind: yaml.MappingNode}), r.describe(n))
 		return s
 	}
 	for _, f := range r.fields(n, path, 0) {
@@ -586,7 +604,7 @@ func (r *reader) skills(n *yaml.Node, path string) []string {
 		return nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		r.fail(CodeInvalidType, path, n, "%s must be %s of skill names, not %s", path, r.describe(&yaml.Node{Kind: yaml.SequenceNode}), r.describe(n))
+		r.drop(CodeInvalidType, path, n, "%s must be %s of skill names, not %s", path, r.describe(&yaml.Node{Kind: yaml.SequenceNode}), r.describe(n))
 		return nil
 	}
 	var out []string
@@ -603,7 +621,7 @@ func (r *reader) next(n *yaml.Node, path string) Next {
 		return next
 	}
 	if n.Kind != yaml.MappingNode {
-		r.fail(CodeInvalidType, path, n, "%s must be %s of outcomes (done, failed, blocked) to targets, not %s", path, r.describe(&yaml.Node{Kind: yaml.MappingNode}), r.describe(n))
+		r.drop(CodeInvalidType, path, n, "%s must be %s of outcomes (done, failed, blocked) to targets, not %s", path, r.describe(&yaml.Node{Kind: yaml.MappingNode}), r.describe(n))
 		return next
 	}
 	for _, f := range r.fields(n, path, 0) {

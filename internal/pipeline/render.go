@@ -22,7 +22,8 @@ import (
 //   - skills as a flow list ([go, docs]) and next as a flow mapping in the
 //     order done, failed, blocked ({done: review, failed: $question});
 //   - multi-line strings as literal blocks (|), other strings plain, quoted
-//     only where YAML needs it; no line wrapping.
+//     only where YAML needs it (and yes/no/on/off, booleans to YAML 1.1);
+//     no line wrapping.
 //
 // Parse(Render(d)) gives back d for any definition without invalid UTF-8
 // (which is an error), whether it validates or not, so a definition being
@@ -115,6 +116,10 @@ func intNode(v int) *yaml.Node {
 // read as another type ("3", "true", "~") or is not a valid plain scalar.
 func strNode(v string) *yaml.Node {
 	n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v}
+	if yaml11Bools[v] {
+		// A string to YAML 1.2, but a boolean to YAML 1.1 readers.
+		n.Style = yaml.DoubleQuotedStyle
+	}
 	if strings.Contains(v, "\n") {
 		n.Style = yaml.LiteralStyle
 		// Other line breaks would be normalised to \n inside a block
@@ -124,4 +129,14 @@ func strNode(v string) *yaml.Node {
 		}
 	}
 	return n
+}
+
+var yaml11Bools = map[string]bool{}
+
+func init() {
+	for _, s := range []string{"y", "yes", "n", "no", "on", "off"} {
+		yaml11Bools[s] = true
+		yaml11Bools[strings.ToUpper(s)] = true
+		yaml11Bools[strings.ToUpper(s[:1])+s[1:]] = true
+	}
 }

@@ -87,7 +87,7 @@ func Validate(d Definition) []Problem {
 
 		notAllowed := func(field string, written bool) {
 			if written {
-				add(problemf(CodeFieldNotAllowed, p+"."+field, "%s is not allowed on %s, which is a %s stage; %s", field, name, s.Kind, belongs[field]))
+				add(problemf(CodeFieldNotAllowed, p+"."+field, "%s is not allowed on %s, which is %s stage; %s", field, name, article(s.Kind), belongs[field]))
 			}
 		}
 		switch s.Kind {
@@ -133,7 +133,11 @@ func Validate(d Definition) []Problem {
 
 		for _, o := range Outcomes() {
 			t := s.Next.Get(o)
-			if t == "" || IsSpecialTarget(t) || badText["next."+o] {
+			if t == "" || IsSpecialTarget(t) {
+				continue
+			}
+			if badText["next."+o] {
+				graphOK = false
 				continue
 			}
 			if _, ok := first[t]; ok {
@@ -253,4 +257,11 @@ func stageName(s Stage, i int) string {
 		return "stage " + quote(s.ID)
 	}
 	return "stage " + itoa(i+1)
+}
+
+func article(kind string) string {
+	if kind == KindAgent {
+		return "an agent"
+	}
+	return "a " + kind
 }

@@ -67,6 +67,9 @@ var rawType = reflect.TypeOf(json.RawMessage{})
 
 // schemaOf returns a JSON schema for t, registering named structs.
 func schemaOf(t reflect.Type, schemas map[string]any) map[string]any {
+	if st, ok := reflect.Zero(t).Interface().(interface{ SchemaType() reflect.Type }); ok {
+		return map[string]any{"anyOf": []any{schemaOf(st.SchemaType(), schemas), map[string]any{"type": "null"}}}
+	}
 	switch {
 	case t == timeType:
 		return map[string]any{"type": "string", "format": "date-time"}

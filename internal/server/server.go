@@ -89,7 +89,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
 }
 
 // ErrorBody is the one error shape of the API.

@@ -1,6 +1,7 @@
 package rqlite
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -507,26 +508,53 @@ func TestUnknownOutcome(t *testing.T) {
 
 // TestStaleConnection: a node that closed the kept-alive connection (it
 // restarted) must not turn the next write into an unknown outcome; nothing
-// was sent on the dead connection.
+// was sent on the dead connection. The node here is a raw HTTP/1.1 server
+// that closes each connection, after answering on it, when told to: its
+// close is synchronous (no read is pending on the socket), so the client's
+// kernel has the FIN before the next write.
 func TestStaleConnection(t *testing.T) {
 	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	closeNow, closed := make(chan struct{}), make(chan struct{})
 	var hits atomic.Int32
-	var srv *httptest.Server
-	srv = fake(t, func(w http.ResponseWriter, r *http.Request, body string) {
-		hits.Add(1)
-		io.WriteString(w, `{"results":[{"rows_affected":1}]}`)
-	})
-	s, err := Open(t.Context(), Options{URLs: []string{srv.URL}})
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				b, _ := io.ReadAll(req.Body)
+				reply := `{"results":[{"rows_affected":1}]}`
+				if strings.Contains(string(b), "SELECT 1") {
+					reply = pingReply
+				} else {
+					hits.Add(1)
+				}
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(reply), reply)
+				<-closeNow
+				c.Close()
+				closed <- struct{}{}
+			}()
+		}
+	}()
+	s, err := Open(t.Context(), Options{URLs: []string{"http://" + l.Addr().String()}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	for i := range 100 {
-		srv.CloseClientConnections() // the node drops the idle connection
-		// Let the kernel deliver the close. If the write overtakes it, the
-		// node resets a request it may have read: an unknown outcome, as
-		// it must be.
-		time.Sleep(2 * time.Millisecond)
+		closeNow <- struct{}{} // the node drops the idle connection
+		<-closed
 		if err := insert(s, t.Context()); err != nil {
 			t.Fatalf("write %d after the node closed the idle connection: %v", i, err)
 		}
@@ -534,6 +562,8 @@ func TestStaleConnection(t *testing.T) {
 	if hits.Load() != 100 {
 		t.Fatalf("%d writes arrived, want 100", hits.Load())
 	}
+	closeNow <- struct{}{}
+	<-closed
 }
 
 // TestPeerClosed checks the socket look-up behind checkedConn: a write on
