@@ -15,7 +15,8 @@ vet:
 
 # Short runs of every fuzz target (package:Target); a longer run is
 # `go test -run='^$$' -fuzz=Target -fuzztime=5m ./path`.
-FUZZ_TARGETS := internal/keys:FuzzParseItem internal/config:FuzzParse
+FUZZ_TARGETS := internal/keys:FuzzParseItem internal/config:FuzzParse \
+	internal/pipeline:FuzzParse internal/pipeline:FuzzValidate internal/pipeline:FuzzDecodeJSON
 FUZZTIME ?= 5s
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -195,6 +195,7 @@ func run() (code int) {
 		}
 	}
 	rep.Seconds = time.Since(start).Seconds()
+	rep.Machine.LoadAvgEnd = loadAvg()
 	rep.evaluate()
 	rep.print(os.Stdout)
 	if o.jsonPath != "" {
@@ -221,6 +222,8 @@ type bench struct {
 	log  *slog.Logger
 	rep  *report
 	seq  int
+
+	lastStart time.Duration // how long the last River client.Start took
 }
 
 // tempDir returns a fresh folder for one measurement's database.
@@ -246,14 +249,22 @@ func progress(format string, args ...any) {
 
 // Machine describes where the run happened.
 type Machine struct {
-	CPUs      int     `json:"cpus"`
-	CPUModel  string  `json:"cpu_model"`
-	GOOS      string  `json:"goos"`
-	GOARCH    string  `json:"goarch"`
-	Go        string  `json:"go"`
-	Hostname  string  `json:"hostname"`
-	LoadAvg1  float64 `json:"loadavg_1m_at_start"`
-	TempFSDev string  `json:"temp_dir"`
+	CPUs       int     `json:"cpus"`
+	CPUModel   string  `json:"cpu_model"`
+	GOOS       string  `json:"goos"`
+	GOARCH     string  `json:"goarch"`
+	Go         string  `json:"go"`
+	Hostname   string  `json:"hostname"`
+	LoadAvg1   float64 `json:"loadavg_1m_at_start"`
+	LoadAvgEnd float64 `json:"loadavg_1m_at_end"`
+}
+
+func loadAvg() float64 {
+	var l float64
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Sscanf(string(b), "%f", &l)
+	}
+	return l
 }
 
 func machine() Machine {
@@ -267,9 +278,7 @@ func machine() Machine {
 			}
 		}
 	}
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		fmt.Sscanf(string(b), "%f", &m.LoadAvg1)
-	}
+	m.LoadAvg1 = loadAvg()
 	return m
 }
 

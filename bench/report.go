@@ -152,8 +152,8 @@ func (r *report) print(out io.Writer) {
 	m := r.Machine
 	p := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
 	p("")
-	p("Ballet benchmark — %s — %d CPUs (%s), %s %s/%s, load %.2f at start, %.0f s total",
-		r.Started.Format("2006-01-02 15:04 MST"), m.CPUs, m.CPUModel, m.Go, m.GOOS, m.GOARCH, m.LoadAvg1, r.Seconds)
+	p("Ballet benchmark — %s — %d CPUs (%s), %s %s/%s, load average %.2f at start, %.2f at end, %.0f s total",
+		r.Started.Format("2006-01-02 15:04 MST"), m.CPUs, m.CPUModel, m.Go, m.GOOS, m.GOARCH, m.LoadAvg1, m.LoadAvgEnd, r.Seconds)
 	p("SQLite (modernc v1.62.0): WAL, synchronous=NORMAL, busy_timeout, foreign_keys, BEGIN IMMEDIATE; fresh file per measurement. River v0.51.2 (riversqlite), pool of %v connection(s).", r.Settings["river_pool_size"])
 	p("")
 	p("1. Write commits per second                                     %14s %14s", "sequential", fmt.Sprintf("%d concurrent", w))

@@ -24,6 +24,7 @@ const usage = `ballet — tickets through pipelines of coding agents, unattended
 Usage:
   ballet serve [--config FILE]   start Core (embedded SQLite by default)
   ballet config [--config FILE]  print the effective configuration as TOML
+  ballet pipeline COMMAND        validate or render pipeline YAML (ballet pipeline help)
   ballet version                 print the version
 
 Every configuration key has a default; see README.md.
@@ -43,6 +44,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args[1:], stderr)
 	case "config":
 		return printConfig(args[1:], stdout, stderr)
+	case "pipeline":
+		return pipelineCmd(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "ballet", version)
 		return 0

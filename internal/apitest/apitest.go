@@ -148,6 +148,18 @@ func (e *Env) RoleToken(orgID, role string) string {
 	return secret
 }
 
+// TokenFor returns an API token created by subject (a human) with role in
+// the organization.
+func (e *Env) TokenFor(subject, orgID, role string) string {
+	e.T.Helper()
+	actor := event.Actor{Kind: event.ActorHuman, Sub: subject}
+	secret, _, tr := auth.Issue(actor, auth.KindAPI, "test "+role, orgID, role, nil, nil, e.Core.Clock.Now())
+	if err := e.Core.Applier.Apply(context.Background(), tr); err != nil {
+		e.T.Fatal(err)
+	}
+	return secret
+}
+
 // Org creates an organization and returns its id.
 func (e *Env) Org(slug string) string {
 	e.T.Helper()

@@ -26,7 +26,7 @@ const (
 type Error struct {
 	Code    string
 	Message string
-	Details []FieldError
+	Details any // []FieldError, or a domain's own problem list
 }
 
 // FieldError names one problem with one input field.
@@ -36,10 +36,10 @@ type FieldError struct {
 }
 
 func (e *Error) Error() string {
-	if len(e.Details) == 0 {
-		return e.Message
+	if fe, ok := e.Details.([]FieldError); ok && len(fe) > 0 {
+		return fmt.Sprintf("%s (%d problems)", e.Message, len(fe))
 	}
-	return fmt.Sprintf("%s (%d problems)", e.Message, len(e.Details))
+	return e.Message
 }
 
 // New returns an Error with a formatted message.
@@ -85,4 +85,11 @@ func (v *Validator) Err() error {
 		return nil
 	}
 	return Fields(v.Problems)
+}
+
+// FieldErrors returns the field problems of an Invalid error (nil when the
+// details are something else).
+func (e *Error) FieldErrors() []FieldError {
+	fe, _ := e.Details.([]FieldError)
+	return fe
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 
+	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
@@ -38,6 +39,9 @@ const (
 // RolePlatformAdmin is the role of an API token that acts as a platform
 // admin (only a platform admin can create one).
 const RolePlatformAdmin = "platform_admin"
+
+// BootstrapSubject is the subject of the bootstrap platform admin.
+const BootstrapSubject = "bootstrap"
 
 // TokenPrefix starts every opaque token Ballet issues.
 const TokenPrefix = "ballet_"
@@ -152,7 +156,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Princ
 	}
 	cred = strings.TrimSpace(cred)
 	if a.bootstrap != "" && subtle.ConstantTimeCompare([]byte(cred), []byte(a.bootstrap)) == 1 {
-		return &Principal{Kind: event.ActorHuman, Subject: "bootstrap", PlatformAdmin: true}, nil
+		return &Principal{Kind: event.ActorHuman, Subject: BootstrapSubject, PlatformAdmin: true}, nil
 	}
 	if strings.HasPrefix(cred, TokenPrefix) {
 		return a.token(ctx, cred)
@@ -188,10 +192,46 @@ COALESCE(expires_at, 0), COALESCE(revoked_at, 0) FROM tokens WHERE hash = ?`, Ha
 		return nil, fmt.Errorf("token %s scopes: %w", p.TokenID, err)
 	}
 	p.Kind = event.ActorService
-	if p.TokenKind == KindAPI && p.Role == RolePlatformAdmin {
-		p.PlatformAdmin = true
+	if p.TokenKind == KindAPI {
+		if err := a.capRole(ctx, &p); err != nil {
+			return nil, err
+		}
 	}
 	return &p, nil
+}
+
+// capRole limits an API token to what its creator may do now: a token
+// never outlives its creator's role (a creator who lost or lowered their
+// role takes the token down with them).
+func (a *Authenticator) capRole(ctx context.Context, p *Principal) error {
+	creatorAdmin := p.ActingFor == BootstrapSubject || a.admins[p.ActingFor]
+	if p.Role == RolePlatformAdmin {
+		p.PlatformAdmin = creatorAdmin
+		if !creatorAdmin {
+			p.Role = ""
+		}
+		return nil
+	}
+	if creatorAdmin {
+		return nil
+	}
+	rows, err := a.store.Query(ctx, `SELECT role FROM memberships WHERE organization_id = ? AND project_id = '' AND subject = ?`, p.OrgID, p.ActingFor)
+	if err != nil {
+		return fmt.Errorf("read token creator's role: %w", err)
+	}
+	current := ""
+	if rows.Len() > 0 {
+		if err := rows.Scan(0, &current); err != nil {
+			return err
+		}
+	}
+	switch {
+	case current == "":
+		p.Role = ""
+	case !access.RoleAtLeast(current, p.Role):
+		p.Role = current
+	}
+	return nil
 }
 
 func (a *Authenticator) jwt(ctx context.Context, raw string) (*Principal, error) {
@@ -205,6 +245,9 @@ func (a *Authenticator) jwt(ctx context.Context, raw string) (*Principal, error)
 	}
 	if tok.Subject == "" {
 		return nil, unauthenticated("identity token has no subject")
+	}
+	if tok.Subject == BootstrapSubject {
+		return nil, unauthenticated("the subject %q is reserved for the bootstrap token", BootstrapSubject)
 	}
 	return &Principal{Kind: event.ActorHuman, Subject: tok.Subject, PlatformAdmin: a.admins[tok.Subject]}, nil
 }

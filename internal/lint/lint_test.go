@@ -67,6 +67,7 @@ func TestImportBoundaries(t *testing.T) {
 		"internal/transition": {"internal/store/sqlite", "internal/store/rqlite", "internal/core", "net/http"},
 		"internal/keys":       {"internal/store/sqlite", "internal/store/rqlite", "net/http"},
 		"internal/clock":      {"github.com/ballet/ballet/"},
+		"internal/pipeline":   {"github.com/ballet/ballet/", "net/http"},
 		"internal/config":     {"github.com/ballet/ballet/"},
 	}
 	for dir, files := range packages(t) {

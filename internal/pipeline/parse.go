@@ -29,7 +29,7 @@ func Parse(data []byte) (Definition, []Problem) {
 	if syntax != nil {
 		return Definition{}, []Problem{*syntax}
 	}
-	return decode(root, false)
+	return decode(root, false, len(data))
 }
 
 // DecodeJSON reads a definition from JSON — the REST API's "definition",
@@ -41,13 +41,26 @@ func DecodeJSON(data []byte) (Definition, []Problem) {
 	if syntax != nil {
 		return Definition{}, []Problem{*syntax}
 	}
-	return decode(root, true)
+	return decode(root, true, len(data))
 }
 
-func decode(root *yaml.Node, isJSON bool) (Definition, []Problem) {
-	r := &reader{json: isJSON, pos: map[string]*yaml.Node{}}
-	d := r.definition(root)
-	ps := r.problems
+// tooMuchAliasing stops a walk that visits far more values than the input
+// holds: anchors referenced over and over (a "billion laughs").
+type tooMuchAliasing struct{}
+
+func decode(root *yaml.Node, isJSON bool, size int) (d Definition, ps []Problem) {
+	// Without aliases every value visited is at least one byte of input.
+	r := &reader{json: isJSON, pos: map[string]*yaml.Node{}, budget: 2*size + 10000}
+	defer func() {
+		if v := recover(); v != nil {
+			if _, ok := v.(tooMuchAliasing); !ok {
+				panic(v)
+			}
+			d, ps = Definition{}, []Problem{{Code: CodeExcessiveAliasing, Message: "the YAML repeats its anchors so often (through aliases and merge keys) that it expands to far more values than it holds; write the values out"}}
+		}
+	}()
+	d = r.definition(root)
+	ps = r.problems
 	for _, v := range Validate(d) {
 		follows := false
 		for _, path := range r.unread {
@@ -236,6 +249,15 @@ type reader struct {
 	// Validate says about them (a kind written as a list is "missing")
 	// follows from the problem already reported.
 	unread []string
+	budget int // values that may still be visited
+}
+
+// step counts a value visited.
+func (r *reader) step() {
+	r.budget--
+	if r.budget < 0 {
+		panic(tooMuchAliasing{})
+	}
 }
 
 func (r *reader) fail(code, path string, n *yaml.Node, format string, args ...any) {
@@ -352,6 +374,7 @@ func (r *reader) fields(n *yaml.Node, path string, depth int) []field {
 	var out, merged []field
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
+		r.step()
 		k, v := deref(n.Content[i]), deref(n.Content[i+1])
 		if k == nil || k.Kind != yaml.ScalarNode {
 			r.fail(CodeInvalidType, path, n.Content[i], "%s has a key that is %s; keys must be strings", describePath(path), r.describe(k))
@@ -371,6 +394,7 @@ func (r *reader) fields(n *yaml.Node, path string, depth int) []field {
 		out = append(out, field{key: k.Value, k: k, v: v})
 	}
 	for _, f := range merged {
+		r.step()
 		if !seen[f.key] {
 			seen[f.key] = true
 			out = append(out, f)
@@ -386,6 +410,7 @@ func (r *reader) mergeSources(v *yaml.Node, path string) []*yaml.Node {
 	case v != nil && v.Kind == yaml.SequenceNode:
 		var out []*yaml.Node
 		for _, item := range v.Content {
+			r.step()
 			if m := deref(item); m != nil && m.Kind == yaml.MappingNode {
 				out = append(out, m)
 			} else {
@@ -500,7 +525,7 @@ func (r *reader) integer(n *yaml.Node, path, rangeCode, rangeMsg string) int {
 	}
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!int" {
 		var v int64
-		if err := n.Decode(&v); err == nil && v >= math.MinInt32 && v <= math.MaxInt32 {
+		if err := n.Decode(&v); err == nil && v >= math.MinInt && v <= math.MaxInt {
 			return int(v)
 		}
 		r.drop(rangeCode, path, n, "%s is %s; %s", path, n.Value, rangeMsg)
@@ -542,6 +567,7 @@ func (r *reader) definition(root *yaml.Node) Definition {
 				r.drop(CodeInvalidType, "stages", f.v, "stages must be %s of stages, not %s", r.describe(&yaml.Node{Kind: yaml.SequenceNode}), r.describe(f.v))
 			default:
 				for i, item := range f.v.Content {
+					r.step()
 					d.Stages = append(d.Stages, r.stage(deref(item), stagePath(i)))
 				}
 			}
@@ -609,6 +635,7 @@ func (r *reader) skills(n *yaml.Node, path string) []string {
 	}
 	var out []string
 	for i, item := range n.Content {
+		r.step()
 		out = append(out, r.str(deref(item), path+"["+itoa(i)+"]"))
 	}
 	return out

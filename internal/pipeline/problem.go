@@ -12,6 +12,7 @@ import (
 const (
 	CodeYAMLSyntax         = "yaml_syntax"          // the YAML itself does not parse
 	CodeJSONSyntax         = "json_syntax"          // the JSON itself does not parse
+	CodeExcessiveAliasing  = "excessive_aliasing"   // YAML aliases expand to far more values than the input holds
 	CodeInvalidType        = "invalid_type"         // e.g. a list where a string belongs
 	CodeUnknownField       = "unknown_field"        // a key the definition does not have
 	CodeDuplicateField     = "duplicate_field"      // a key written twice in one mapping

@@ -123,8 +123,9 @@ func strNode(v string) *yaml.Node {
 	if strings.Contains(v, "\n") {
 		n.Style = yaml.LiteralStyle
 		// Other line breaks would be normalised to \n inside a block
-		// scalar; escape them instead.
-		if strings.ContainsAny(v, "\r\u0085\u2028\u2029") {
+		// scalar, and the YAML library cannot read back a block scalar
+		// that starts with a tab: escape those instead.
+		if strings.ContainsAny(v, "\r\u0085\u2028\u2029") || strings.HasPrefix(v, "\t") {
 			n.Style = yaml.DoubleQuotedStyle
 		}
 	}

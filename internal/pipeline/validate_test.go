@@ -311,3 +311,21 @@ func TestProblemPositions(t *testing.T) {
 		t.Errorf("missing kind located at %v", ps)
 	}
 }
+
+// TestExcessiveAliasing: anchors referenced over and over (exponentially
+// through merge keys, or quadratically through lists) are refused quickly
+// instead of being expanded.
+func TestExcessiveAliasing(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("stages:\n  - &a0 {id: a, kind: agent}\n")
+	for i := 1; i < 10; i++ {
+		b.WriteString("  - &a" + itoa(i) + " {<<: [" + strings.TrimSuffix(strings.Repeat("*a"+itoa(i-1)+",", 10), ",") + "]}\n")
+	}
+	lists := "stages:\n  - &s {id: a, kind: agent, skills: [" + strings.TrimSuffix(strings.Repeat("x,", 5000), ",") + "]}\n" + strings.Repeat("  - *s\n", 5000)
+	for name, src := range map[string]string{"merge keys": b.String(), "lists": lists} {
+		_, ps := Parse([]byte(src))
+		if got := summary(ps); !reflect.DeepEqual(got, []string{"excessive_aliasing@"}) {
+			t.Errorf("%s: %q", name, got)
+		}
+	}
+}

@@ -104,6 +104,9 @@ func (a *API) handler(rt *Route) http.Handler {
 		if status == 0 {
 			status = http.StatusOK
 		}
+		if s, ok := out.(interface{ HTTPStatus() int }); ok {
+			status = s.HTTPStatus() // e.g. 200 instead of 201 for an idempotent repeat
+		}
 		if out == nil {
 			w.WriteHeader(status)
 			return
@@ -238,9 +241,5 @@ func (a *API) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	if status == 0 {
 		status = http.StatusInternalServerError
 	}
-	var details any
-	if len(ae.Details) > 0 {
-		details = ae.Details
-	}
-	WriteJSON(w, status, ErrorBody{Error: ErrorDetail{Code: ae.Code, Message: ae.Message, Details: details}})
+	WriteJSON(w, status, ErrorBody{Error: ErrorDetail{Code: ae.Code, Message: ae.Message, Details: ae.Details}})
 }

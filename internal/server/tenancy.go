@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/ballet/ballet/internal/access"
+	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/tracker"
 )
 
@@ -96,7 +97,7 @@ func (h *Tenancy) org(r *Request) (tracker.Organization, error) {
 		r.Checked()
 		return o, err
 	}
-	return o, r.Check(o.ID, "")
+	return o, hidden(r.Check(o.ID, ""), "organization %q not found", r.PathValue("org"))
 }
 
 // project resolves {project} and checks the route's permission there.
@@ -106,7 +107,7 @@ func (h *Tenancy) project(r *Request) (tracker.Project, error) {
 		r.Checked()
 		return p, err
 	}
-	return p, r.Check(p.OrganizationID, p.ID)
+	return p, hidden(r.Check(p.OrganizationID, p.ID), "project %q not found", r.PathValue("project"))
 }
 
 func (h *Tenancy) getOrg(r *Request) (any, error) { return h.org(r) }
@@ -221,4 +222,13 @@ func (h *Tenancy) pausePlatform(paused bool) func(*Request) (any, error) {
 	return func(r *Request) (any, error) {
 		return h.T.SetPlatformPaused(r.Context(), r.Principal.Actor(), paused)
 	}
+}
+
+// hidden gives an access refusal for an invisible scope the same message
+// as a resource that does not exist, so that callers cannot tell them apart.
+func hidden(err error, format string, args ...any) error {
+	if apperr.Code(err) == apperr.NotFound {
+		return apperr.New(apperr.NotFound, format, args...)
+	}
+	return err
 }

@@ -60,12 +60,13 @@ func UniqueOn(err error, column string) bool {
 	if i < 0 {
 		return false
 	}
+	// "UNIQUE constraint failed: t.a, t.b" possibly followed by " (…)"
 	cols := se.Message[i+len("UNIQUE constraint failed: "):]
-	if j := strings.IndexAny(cols, " ("); j >= 0 {
+	if j := strings.Index(cols, " ("); j >= 0 {
 		cols = cols[:j]
 	}
 	for _, c := range strings.Split(cols, ",") {
-		if strings.TrimSpace(c) == column {
+		if f := strings.Fields(c); len(f) > 0 && f[0] == column {
 			return true
 		}
 	}

@@ -330,6 +330,28 @@ func TestEngine(t *testing.T) {
 	})
 }
 
+// resend runs a write the way callers do: after an unknown outcome it
+// sends the batch again, and a UNIQUE error on f.id then means the earlier
+// attempt committed. It returns how many unknown outcomes it saw. (With the
+// low Raft timeouts of the tests, a loaded machine also sees spurious
+// leader changes.)
+func resend(t *testing.T, s store.Store, st store.Statement) int {
+	t.Helper()
+	unknown := 0
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, err := s.Exec(t.Context(), st)
+		if err == nil || (unknown > 0 && store.UniqueOn(err, "f.id")) {
+			return unknown
+		}
+		if !errors.Is(err, store.ErrUnknownOutcome) || time.Now().After(deadline) {
+			t.Fatalf("write %q: %v (after %d unknown outcomes)", st.SQL, err, unknown)
+		}
+		unknown++
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestFailover kills the node the client talks to in a 3-node cluster:
 // first a follower, then the leader.
 func TestFailover(t *testing.T) {
@@ -346,21 +368,31 @@ func TestFailover(t *testing.T) {
 
 	// The client talks to a follower, which forwards writes to the leader.
 	s := open(t, []string{followers[0].URL, followers[1].URL, leader.URL})
-	exec(t, s, store.Stmt(`CREATE TABLE f (id INTEGER PRIMARY KEY, v TEXT)`))
-	exec(t, s, store.Stmt(`INSERT INTO f (id, v) VALUES (?, ?)`, 1, "one"))
+	resend(t, s, store.Stmt(`CREATE TABLE IF NOT EXISTS f (id INTEGER PRIMARY KEY, v TEXT)`))
+	resend(t, s, store.Stmt(`INSERT INTO f (id, v) VALUES (?, ?)`, 1, "one"))
 	c.Kill(t, followers[0])
-	exec(t, s, store.Stmt(`INSERT INTO f (id, v) VALUES (?, ?)`, 2, "two"))
+	// The dead node refuses the connection: the write certainly went
+	// nowhere, so it is sent to the next URL.
+	unknown := resend(t, s, store.Stmt(`INSERT INTO f (id, v) VALUES (?, ?)`, 2, "two"))
 	if n := count(t, s, "f"); n != 2 {
 		t.Fatalf("%d rows after follower kill", n)
 	}
 	if got := s.URLs()[s.current.Load()]; got != followers[1].URL {
 		t.Fatalf("client talks to %s, want %s", got, followers[1].URL)
 	}
+	t.Logf("follower killed: write committed through the next URL (%d unknown outcomes)", unknown)
 	c.Restart(t, followers[0])
 
 	// The client talks to the leader, which dies: reads wait for the new
-	// leader, writes go on once it exists.
-	s2 := open(t, []string{leader.URL, followers[0].URL, followers[1].URL})
+	// leader, writes go on once it exists. Reads are linearizable here: a
+	// weak read right after the election can miss an acknowledged write
+	// (seen: 1 row instead of 2), since the new leader answers from its
+	// database before it has applied the entries of the old term.
+	s2, err := Open(ctx, Options{URLs: []string{leader.URL, followers[0].URL, followers[1].URL}, Consistency: Linearizable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
 	if n := count(t, s2, "f"); n != 2 {
 		t.Fatalf("%d rows", n)
 	}
@@ -370,21 +402,7 @@ func TestFailover(t *testing.T) {
 		t.Fatalf("%d rows after leader kill", n)
 	}
 	readAfter := time.Since(start)
-	// A write may report an unknown outcome while the cluster elects; the
-	// caller re-sends it, and a duplicate shows as a UNIQUE error.
-	var unknown int
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		_, err := s2.Exec(ctx, store.Stmt(`INSERT INTO f (id, v) VALUES (?, ?)`, 3, "three"))
-		if err == nil || (unknown > 0 && store.UniqueOn(err, "f.id")) {
-			break
-		}
-		if !errors.Is(err, store.ErrUnknownOutcome) || time.Now().After(deadline) {
-			t.Fatalf("write after leader kill: %v", err)
-		}
-		unknown++
-		time.Sleep(20 * time.Millisecond)
-	}
+	unknown = resend(t, s2, store.Stmt(`INSERT INTO f (id, v) VALUES (?, ?)`, 3, "three"))
 	t.Logf("leader killed: read answered after %s, write committed after %s (%d unknown outcomes)", readAfter, time.Since(start), unknown)
 	if got := query(t, s2, `SELECT v FROM f WHERE id = ?`, 3); got.Len() != 1 {
 		t.Fatalf("write 3 not visible")
@@ -395,14 +413,10 @@ func TestFailover(t *testing.T) {
 	if n := count(t, s2, "f"); n != 3 {
 		t.Fatalf("%d rows at the end", n)
 	}
-	// Strong-consistency reads go through the new leader too.
-	s3, err := Open(ctx, Options{URLs: c.URLs(), Consistency: Linearizable})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s3.Close()
-	if n := count(t, s3, "f"); n != 3 {
-		t.Fatalf("linearizable read: %d rows", n)
+	// Once the new leader has committed in its term, weak reads through
+	// any node see everything.
+	if n := count(t, s, "f"); n != 3 {
+		t.Fatalf("weak read: %d rows", n)
 	}
 }
 
@@ -434,6 +448,23 @@ func refusedURL(t *testing.T) string {
 	addr := l.Addr().String()
 	l.Close()
 	return "http://" + addr
+}
+
+// waitRefused waits until connecting to addr is refused.
+func waitRefused(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still accepts connections", addr)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func insert(s *Store, ctx context.Context) error {
@@ -552,18 +583,35 @@ func TestStaleConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	ok, reset := 0, 0
+	served := true // a served connection waits for closeNow
 	for i := range 100 {
-		closeNow <- struct{}{} // the node drops the idle connection
-		<-closed
-		if err := insert(s, t.Context()); err != nil {
+		if served {
+			closeNow <- struct{}{} // the node drops the idle connection
+			<-closed
+		}
+		err := insert(s, t.Context())
+		served = err == nil
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, store.ErrUnknownOutcome) && strings.Contains(err.Error(), "connection reset by peer"):
+			// Under heavy load the kernel may deliver the FIN only after
+			// the request was written; the node then resets a request it
+			// never read, which the client cannot tell from a crash after
+			// reading. Rare; the close seen in time is what is tested.
+			reset++
+		default:
 			t.Fatalf("write %d after the node closed the idle connection: %v", i, err)
 		}
 	}
-	if hits.Load() != 100 {
-		t.Fatalf("%d writes arrived, want 100", hits.Load())
+	if reset > 10 || hits.Load() != int32(ok) {
+		t.Fatalf("%d writes ok, %d reset, %d arrived", ok, reset, hits.Load())
 	}
-	closeNow <- struct{}{}
-	<-closed
+	if served {
+		closeNow <- struct{}{}
+		<-closed
+	}
 }
 
 // TestPeerClosed checks the socket look-up behind checkedConn: a write on
@@ -633,6 +681,9 @@ func TestDefiniteErrors(t *testing.T) {
 		}
 		defer s.Close()
 		srv.Close()
+		// Go closes a listening socket only once its blocked Accept
+		// returns: until then the kernel still completes connections.
+		waitRefused(t, srv.Listener.Addr().String())
 		// Drop the kept-alive connection of Open's ping now: a write on a
 		// connection that the server closed concurrently is (correctly) an
 		// unknown outcome, since it may have been read before the close.

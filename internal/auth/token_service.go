@@ -1,0 +1,314 @@
+package auth
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/ballet/ballet/internal/access"
+	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/transition"
+)
+
+// Token lifetimes.
+const (
+	// DefaultAPITokenTTL is an API token's lifetime when expires_in is
+	// absent.
+	DefaultAPITokenTTL = 90 * 24 * time.Hour
+	// MaxTokenTTL bounds expires_in.
+	MaxTokenTTL = 365 * 24 * time.Hour
+)
+
+// ScopeRunner is the scope a runner token carries by default.
+const ScopeRunner = "runner"
+
+// TokenService creates, lists and revokes service tokens on behalf of an
+// authenticated principal. The rules:
+//
+//   - only humans (OIDC users, the bootstrap admin) create tokens: a token
+//     cannot mint tokens (403);
+//   - kind "api" (the default) acts in exactly one organization with a role
+//     not above its creator's organization role there (default: the
+//     creator's role); role "platform_admin" is for platform admins only
+//     and names no organization; an organization is otherwise required
+//     (400 without one);
+//   - kind "runner" is platform-wide, for platform admins only, and carries
+//     no organization or role (scopes default to ["runner"]);
+//   - kind "run" is issued by the system for each run, never here (400);
+//   - API tokens expire after expires_in (default 90 days, at most a year);
+//     runner tokens expire only when expires_in is given;
+//   - the secret is returned once, by Create; only its hash is stored.
+type TokenService struct {
+	Store   store.Store
+	Applier *transition.Applier
+	Clock   clock.Clock
+	Access  *access.Resolver
+}
+
+// NewTokenService returns a TokenService.
+func NewTokenService(s store.Store, a *transition.Applier, c clock.Clock, res *access.Resolver) *TokenService {
+	return &TokenService{Store: s, Applier: a, Clock: c, Access: res}
+}
+
+// TokenCreate is the body of POST /tokens.
+type TokenCreate struct {
+	Name         string   `json:"name"`
+	Kind         string   `json:"kind,omitempty"`         // api (default) or runner
+	Organization string   `json:"organization,omitempty"` // slug or id; api tokens
+	Role         string   `json:"role,omitempty"`         // viewer, member, admin or platform_admin
+	Scopes       []string `json:"scopes,omitempty"`
+	ExpiresIn    string   `json:"expires_in,omitempty"` // Go duration, e.g. "720h"
+}
+
+// CreatedToken is a new token with its secret, shown only this once.
+type CreatedToken struct {
+	Secret string `json:"token"`
+	Token
+}
+
+// TokenFilter selects tokens to list.
+type TokenFilter struct {
+	Kind  string // "" for every kind
+	Limit int    // default 100, at most 1000
+}
+
+var scopeRE = regexp.MustCompile(`^[a-z][a-z0-9_.:-]{0,63}$`)
+
+// tokenRequest is a validated TokenCreate.
+type tokenRequest struct {
+	kind, name, org, role string
+	scopes                []string
+	ttl                   time.Duration // 0: no expiry
+}
+
+func (in TokenCreate) validate() (tokenRequest, error) {
+	var v apperr.Validator
+	r := tokenRequest{kind: in.Kind, name: strings.TrimSpace(in.Name), org: strings.TrimSpace(in.Organization), role: in.Role}
+	if r.kind == "" {
+		r.kind = KindAPI
+	}
+	v.Check(r.name != "" && len(r.name) <= 200, "name", "must be 1–200 characters")
+	switch r.kind {
+	case KindAPI:
+		switch {
+		case r.role == RolePlatformAdmin:
+			v.Check(r.org == "", "organization", "must be absent: a platform_admin token acts on every organization")
+		case r.role != "" && !access.ValidRole(r.role):
+			v.Add("role", "%q is not viewer, member, admin or platform_admin", r.role)
+		}
+		v.Check(r.org != "" || r.role == RolePlatformAdmin, "organization",
+			"is required: an api token acts in one organization (slug or id), unless its role is platform_admin")
+	case KindRunner:
+		v.Check(r.org == "", "organization", "must be absent: runner tokens are platform-wide")
+		v.Check(r.role == "", "role", "must be absent: runner tokens hold no role")
+	case KindRun:
+		v.Add("kind", "run tokens are issued by Ballet for each run, not through the API")
+	default:
+		v.Add("kind", "%q is not api or runner", r.kind)
+	}
+	v.Check(len(in.Scopes) <= 32, "scopes", "at most 32 scopes")
+	seen := map[string]bool{}
+	for i, s := range in.Scopes {
+		field := fmt.Sprintf("scopes[%d]", i)
+		v.Check(scopeRE.MatchString(s), field, "%q must match [a-z][a-z0-9_.:-]{0,63}", s)
+		v.Check(!seen[s], field, "%q is listed twice", s)
+		seen[s] = true
+	}
+	r.scopes = append([]string{}, in.Scopes...)
+	if r.kind == KindRunner && len(r.scopes) == 0 {
+		r.scopes = []string{ScopeRunner}
+	}
+	if r.kind == KindAPI {
+		r.ttl = DefaultAPITokenTTL
+	}
+	if in.ExpiresIn != "" {
+		d, err := time.ParseDuration(in.ExpiresIn)
+		switch {
+		case err != nil:
+			v.Add("expires_in", "%q is not a duration like \"720h\" or \"30m\"", in.ExpiresIn)
+		case d <= 0 || d > MaxTokenTTL:
+			v.Add("expires_in", "%s must be positive and at most %s (one year)", in.ExpiresIn, MaxTokenTTL)
+		default:
+			r.ttl = d
+		}
+	}
+	return r, v.Err()
+}
+
+// MayCreate refuses service principals: a token cannot create tokens.
+func MayCreate(p *Principal) error {
+	if p.TokenID != "" {
+		return apperr.New(apperr.Forbidden, "a token cannot create tokens: authenticate as a human")
+	}
+	return nil
+}
+
+// Create issues a token for p. The returned secret is never stored or
+// shown again.
+func (s *TokenService) Create(ctx context.Context, p *Principal, in TokenCreate) (CreatedToken, error) {
+	if err := MayCreate(p); err != nil {
+		return CreatedToken{}, err
+	}
+	r, err := in.validate()
+	if err != nil {
+		return CreatedToken{}, err
+	}
+	var orgID string
+	switch {
+	case r.kind == KindRunner && !p.PlatformAdmin:
+		return CreatedToken{}, apperr.New(apperr.Forbidden, "only a platform admin may create runner tokens")
+	case r.role == RolePlatformAdmin && !p.PlatformAdmin:
+		return CreatedToken{}, apperr.New(apperr.Forbidden, "only a platform admin may create a platform_admin token")
+	case r.kind == KindAPI && r.role != RolePlatformAdmin:
+		if orgID, r.role, err = s.orgRole(ctx, p, r.org, r.role); err != nil {
+			return CreatedToken{}, err
+		}
+	}
+	now := s.Clock.Now()
+	var exp *time.Time
+	if r.ttl > 0 {
+		e := now.Add(r.ttl).Truncate(time.Millisecond)
+		exp = &e
+	}
+	secret, tok, t := Issue(p.Actor(), r.kind, r.name, orgID, r.role, r.scopes, exp, now.Truncate(time.Millisecond))
+	if err := s.Applier.Apply(ctx, t); err != nil {
+		return CreatedToken{}, err
+	}
+	return CreatedToken{Secret: secret, Token: tok}, nil
+}
+
+// orgRole resolves the organization of an API token and the role it gets:
+// the requested one if the creator's own role there is at least as high,
+// else the creator's role. An organization the creator has no role in is
+// not found.
+func (s *TokenService) orgRole(ctx context.Context, p *Principal, ref, want string) (orgID, role string, err error) {
+	rows, err := s.Store.Query(ctx, `SELECT id, slug FROM organizations WHERE slug = ? OR id = ?`, ref, ref)
+	if err != nil {
+		return "", "", fmt.Errorf("read organization: %w", err)
+	}
+	notFound := apperr.New(apperr.NotFound, "organization %q not found", ref)
+	if rows.Len() == 0 {
+		return "", "", notFound
+	}
+	var slug string
+	if err := rows.Scan(0, &orgID, &slug); err != nil {
+		return "", "", err
+	}
+	mine, err := s.Access.Role(ctx, p, orgID, "")
+	if err != nil {
+		return "", "", err
+	}
+	if mine == "" {
+		return "", "", notFound
+	}
+	if want == "" {
+		return orgID, mine, nil
+	}
+	if !access.RoleAtLeast(mine, want) {
+		return "", "", apperr.New(apperr.Forbidden, "a token's role cannot be above yours: you are %s in %s, not %s", mine, slug, want)
+	}
+	return orgID, want, nil
+}
+
+const tokenColumns = `id, kind, name, subject, COALESCE(acting_for, ''), COALESCE(organization_id, ''), COALESCE(role, ''), scopes,
+COALESCE(expires_at, 0), COALESCE(revoked_at, 0), created_by, created_at, version`
+
+func scanToken(rows *store.Rows, i int) (Token, error) {
+	var t Token
+	var scopes string
+	var exp, rev, created int64
+	if err := rows.Scan(i, &t.ID, &t.Kind, &t.Name, &t.Subject, &t.ActingFor, &t.OrganizationID, &t.Role, &scopes,
+		&exp, &rev, &t.CreatedBy, &created, &t.Version); err != nil {
+		return t, fmt.Errorf("scan token: %w", err)
+	}
+	if err := json.Unmarshal([]byte(scopes), &t.Scopes); err != nil {
+		return t, fmt.Errorf("token %s scopes: %w", t.ID, err)
+	}
+	t.ExpiresAt, t.RevokedAt = optionalTime(exp), optionalTime(rev)
+	t.CreatedAt = time.UnixMilli(created).UTC()
+	return t, nil
+}
+
+func optionalTime(ms int64) *time.Time {
+	if ms == 0 {
+		return nil
+	}
+	t := time.UnixMilli(ms).UTC()
+	return &t
+}
+
+// List returns the tokens p created (every token for platform admins),
+// newest first, without secrets or hashes.
+func (s *TokenService) List(ctx context.Context, p *Principal, f TokenFilter) ([]Token, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	if f.Limit > 1000 {
+		f.Limit = 1000
+	}
+	var where []string
+	var args []any
+	if !p.PlatformAdmin {
+		where = append(where, "created_by = ?")
+		args = append(args, p.Subject)
+	}
+	if f.Kind != "" {
+		where = append(where, "kind = ?")
+		args = append(args, f.Kind)
+	}
+	q := `SELECT ` + tokenColumns + ` FROM tokens`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	rows, err := s.Store.Query(ctx, q+` ORDER BY created_at DESC, id DESC LIMIT ?`, append(args, f.Limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("list tokens: %w", err)
+	}
+	out := make([]Token, rows.Len())
+	for i := range out {
+		if out[i], err = scanToken(rows, i); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Revoke revokes a token p created (any token for platform admins); other
+// tokens are not found. Revoking a revoked token changes nothing.
+func (s *TokenService) Revoke(ctx context.Context, p *Principal, id string) error {
+	_, err := s.Applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
+		rows, err := s.Store.Query(ctx, `SELECT `+tokenColumns+` FROM tokens WHERE id = ?`, id)
+		if err != nil {
+			return nil, fmt.Errorf("read token: %w", err)
+		}
+		if rows.Len() == 0 {
+			return nil, apperr.New(apperr.NotFound, "token %q not found", id)
+		}
+		t, err := scanToken(rows, 0)
+		if err != nil {
+			return nil, err
+		}
+		if !p.PlatformAdmin && t.CreatedBy != p.Subject {
+			return nil, apperr.New(apperr.NotFound, "token %q not found", id)
+		}
+		if t.RevokedAt != nil {
+			return nil, nil
+		}
+		now := s.Clock.Now()
+		payload, _ := json.Marshal(map[string]any{"id": t.ID, "name": t.Name, "kind": t.Kind})
+		e := event.Event{OrganizationID: t.OrganizationID, EntityType: "token", EntityID: t.ID, Type: "token.revoked", Payload: payload}
+		e.SetActor(p.Actor())
+		return &transition.Transition{
+			Events: []event.Event{e},
+			Guarded: []store.Statement{store.Stmt(`UPDATE tokens SET revoked_at = ?, version = version + 1 WHERE id = ? AND version = ?`,
+				now.UnixMilli(), t.ID, t.Version)},
+		}, nil
+	})
+	return err
+}

@@ -1,0 +1,315 @@
+package server
+
+import (
+	"math"
+	"net/http"
+
+	"github.com/ballet/ballet/internal/access"
+	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/tracker"
+)
+
+// Items serves tickets and epics, their blockers, questions and history.
+type Items struct {
+	T *tracker.Service
+}
+
+// ItemList is the body of GET /projects/{project}/items: a page by item
+// number; next_after (null on the last page) fetches the next one.
+type ItemList struct {
+	Items     []tracker.Item `json:"items"`
+	NextAfter *int64         `json:"next_after"`
+}
+
+// QuestionList is the body of GET /items/{item}/questions.
+type QuestionList struct {
+	Questions []tracker.Question `json:"questions"`
+}
+
+// EventPage is a page of events in seq order; last_seq is where the next
+// page starts (after=last_seq), the after asked for when the page is empty.
+type EventPage struct {
+	Events  []event.Event `json:"events"`
+	LastSeq int64         `json:"last_seq"`
+}
+
+// BlockerAdded is the answer to POST …/blockers/{blocker}: the blocked
+// item, with 201 when the blocker was added and 200 when it was there
+// already (HTTPStatus).
+type BlockerAdded struct {
+	tracker.Item
+	added bool
+}
+
+// HTTPStatus is the success status of this answer.
+func (b BlockerAdded) HTTPStatus() int {
+	if b.added {
+		return http.StatusCreated
+	}
+	return http.StatusOK
+}
+
+// Routes returns the item endpoints.
+func (h *Items) Routes() []*Route {
+	return []*Route{
+		{Method: "POST", Path: "/api/v1/projects/{project}/items", Perm: access.TrackerWrite, Summary: "Create a ticket or an epic",
+			Request: tracker.ItemCreate{}, Response: tracker.Item{}, Status: http.StatusCreated, Handle: h.createItem},
+		{Method: "GET", Path: "/api/v1/projects/{project}/items", Perm: access.TrackerRead,
+			Summary:  "List a project's items by number (filters: state, type, epic; paging: after, limit 1–200)",
+			Response: ItemList{}, Handle: h.listItems},
+		{Method: "GET", Path: "/api/v1/items/{item}", Perm: access.TrackerRead, Summary: "Get an item by key (ACME-42) or id",
+			Response: tracker.Item{}, Handle: h.getItem},
+		{Method: "PATCH", Path: "/api/v1/items/{item}", Perm: access.TrackerWrite,
+			Summary: "Update an item: fields, epic, type or a user state change (optimistic: send the version read)",
+			Request: tracker.ItemUpdate{}, Response: tracker.Item{}, Handle: h.updateItem},
+		{Method: "POST", Path: "/api/v1/items/{item}/blockers/{blocker}", Perm: access.TrackerWrite,
+			Summary:  "Record that the item is blocked by another item of the organization (201; 200 when it was already; 422 for a cycle)",
+			Response: tracker.Item{}, Status: http.StatusCreated, Handle: h.addBlocker},
+		{Method: "DELETE", Path: "/api/v1/items/{item}/blockers/{blocker}", Perm: access.TrackerWrite, Summary: "Remove a blocker from an item",
+			Status: http.StatusNoContent, Handle: h.removeBlocker},
+		{Method: "GET", Path: "/api/v1/items/{item}/questions", Perm: access.TrackerRead, Summary: "List an item's questions, oldest first",
+			Response: QuestionList{}, Handle: h.listQuestions},
+		{Method: "POST", Path: "/api/v1/items/{item}/questions", Perm: access.TrackerWrite, Summary: "Ask a question on an item (blocking or not)",
+			Request: tracker.QuestionAsk{}, Response: tracker.Question{}, Status: http.StatusCreated, Handle: h.askQuestion},
+		{Method: "POST", Path: "/api/v1/questions/{id}/answer", Perm: access.TrackerWrite, Summary: "Answer an open question (409 when answered already)",
+			Request: tracker.QuestionAnswer{}, Response: tracker.Question{}, Handle: h.answerQuestion},
+		{Method: "GET", Path: "/api/v1/items/{item}/events", Perm: access.TrackerRead,
+			Summary:  "An item's history: its events and its questions' events in seq order (after, limit 1–1000)",
+			Response: EventPage{}, Handle: h.itemEvents},
+		{Method: "GET", Path: "/api/v1/projects/{project}/events", Perm: access.TrackerRead,
+			Summary:  "A project's events in seq order (after, limit 1–1000)",
+			Response: EventPage{}, Handle: h.projectEvents},
+	}
+}
+
+// notFound replaces a NotFound of the access check by the message an
+// entity that does not exist gets, so the two cannot be told apart.
+func (h *Items) notFound(err error, format string, args ...any) error {
+	if apperr.Code(err) == apperr.NotFound {
+		return apperr.New(apperr.NotFound, format, args...)
+	}
+	return err
+}
+
+// project resolves {project} and checks the route's permission there.
+func (h *Items) project(r *Request) (tracker.Project, error) {
+	ref := r.PathValue("project")
+	p, err := h.T.FindProject(r.Context(), ref)
+	if err != nil {
+		r.Checked()
+		return p, err
+	}
+	return p, h.notFound(r.Check(p.OrganizationID, p.ID), "project %q not found", ref)
+}
+
+// item resolves {item} and checks the route's permission there.
+func (h *Items) item(r *Request) (tracker.Item, error) {
+	ref := r.PathValue("item")
+	it, err := h.T.FindItem(r.Context(), ref)
+	if err != nil {
+		r.Checked()
+		return it, err
+	}
+	return it, h.notFound(r.Check(it.OrganizationID, it.ProjectID), "item %q not found", ref)
+}
+
+// blocker resolves {blocker}: an item of its organization the caller may
+// read.
+func (h *Items) blocker(r *Request, it tracker.Item) (tracker.Item, error) {
+	ref := r.PathValue("blocker")
+	bl, err := h.T.FindItem(r.Context(), ref)
+	if err != nil {
+		return bl, err
+	}
+	if bl.OrganizationID != it.OrganizationID {
+		return bl, apperr.New(apperr.NotFound, "item %q not found", ref)
+	}
+	return bl, h.notFound(r.Authorize(access.TrackerRead, bl.OrganizationID, bl.ProjectID), "item %q not found", ref)
+}
+
+func (h *Items) createItem(r *Request) (any, error) {
+	p, err := h.project(r)
+	if err != nil {
+		return nil, err
+	}
+	var in tracker.ItemCreate
+	if err := r.Decode(&in); err != nil {
+		return nil, err
+	}
+	return h.T.CreateItem(r.Context(), r.Principal.Actor(), p, in)
+}
+
+func (h *Items) listItems(r *Request) (any, error) {
+	p, err := h.project(r)
+	if err != nil {
+		return nil, err
+	}
+	q := r.URL.Query()
+	f := tracker.ItemFilter{State: q.Get("state"), Type: q.Get("type")}
+	var v apperr.Validator
+	v.Check(f.State == "" || tracker.ValidState(f.State), "state", "%q is not an item state", f.State)
+	v.Check(f.Type == "" || f.Type == tracker.TypeEpic || tracker.ValidTicketType(f.Type), "type", "%q is not an item type", f.Type)
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	if ref := q.Get("epic"); ref != "" {
+		e, err := h.T.FindEpic(r.Context(), p.ID, ref, "epic")
+		if err != nil {
+			return nil, err
+		}
+		f.EpicID = e.ID
+	}
+	if f.After, err = r.QueryInt("after", 0, 0, math.MaxInt64); err != nil {
+		return nil, err
+	}
+	limit, err := r.QueryInt("limit", tracker.DefaultItemPage, 1, tracker.MaxItemPage)
+	if err != nil {
+		return nil, err
+	}
+	f.Limit = int(limit)
+	items, next, err := h.T.ListItems(r.Context(), p.ID, f)
+	if err != nil {
+		return nil, err
+	}
+	out := ItemList{Items: items}
+	if next != 0 {
+		out.NextAfter = &next
+	}
+	return out, nil
+}
+
+func (h *Items) getItem(r *Request) (any, error) { return h.item(r) }
+
+func (h *Items) updateItem(r *Request) (any, error) {
+	it, err := h.item(r)
+	if err != nil {
+		return nil, err
+	}
+	var in tracker.ItemUpdate
+	if err := r.Decode(&in); err != nil {
+		return nil, err
+	}
+	return h.T.UpdateItem(r.Context(), r.Principal.Actor(), it.ID, in)
+}
+
+func (h *Items) addBlocker(r *Request) (any, error) {
+	it, err := h.item(r)
+	if err != nil {
+		return nil, err
+	}
+	bl, err := h.blocker(r, it)
+	if err != nil {
+		return nil, err
+	}
+	added, err := h.T.AddBlocker(r.Context(), r.Principal.Actor(), it.ID, bl.ID)
+	if err != nil {
+		return nil, err
+	}
+	if it, err = h.T.FindItem(r.Context(), it.ID); err != nil {
+		return nil, err
+	}
+	return BlockerAdded{Item: it, added: added}, nil
+}
+
+func (h *Items) removeBlocker(r *Request) (any, error) {
+	it, err := h.item(r)
+	if err != nil {
+		return nil, err
+	}
+	bl, err := h.blocker(r, it)
+	if err != nil {
+		return nil, err
+	}
+	return nil, h.T.RemoveBlocker(r.Context(), r.Principal.Actor(), it.ID, bl.ID)
+}
+
+func (h *Items) listQuestions(r *Request) (any, error) {
+	it, err := h.item(r)
+	if err != nil {
+		return nil, err
+	}
+	qs, err := h.T.ListQuestions(r.Context(), it.ID)
+	return QuestionList{Questions: qs}, err
+}
+
+func (h *Items) askQuestion(r *Request) (any, error) {
+	it, err := h.item(r)
+	if err != nil {
+		return nil, err
+	}
+	var in tracker.QuestionAsk
+	if err := r.Decode(&in); err != nil {
+		return nil, err
+	}
+	return h.T.AskQuestion(r.Context(), r.Principal.Actor(), it.ID, in.Text, in.Blocking)
+}
+
+func (h *Items) answerQuestion(r *Request) (any, error) {
+	id := r.PathValue("id")
+	q, err := h.T.FindQuestion(r.Context(), id)
+	if err != nil {
+		r.Checked()
+		return nil, err
+	}
+	if err := h.notFound(r.Check(q.OrganizationID, q.ProjectID), "question %q not found", id); err != nil {
+		return nil, err
+	}
+	var in tracker.QuestionAnswer
+	if err := r.Decode(&in); err != nil {
+		return nil, err
+	}
+	return h.T.AnswerQuestion(r.Context(), r.Principal.Actor(), q.ID, in.Answer)
+}
+
+// eventPage reads after and limit.
+func (h *Items) eventPage(r *Request) (after int64, limit int, err error) {
+	if after, err = r.QueryInt("after", 0, 0, math.MaxInt64); err != nil {
+		return 0, 0, err
+	}
+	l, err := r.QueryInt("limit", 100, 1, 1000)
+	return after, int(l), err
+}
+
+func (h *Items) page(events []event.Event, after int64) EventPage {
+	out := EventPage{Events: events, LastSeq: after}
+	if out.Events == nil {
+		out.Events = []event.Event{}
+	}
+	if n := len(events); n > 0 {
+		out.LastSeq = events[n-1].Seq
+	}
+	return out
+}
+
+func (h *Items) itemEvents(r *Request) (any, error) {
+	it, err := h.item(r)
+	if err != nil {
+		return nil, err
+	}
+	after, limit, err := h.eventPage(r)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := h.T.ItemEvents(r.Context(), it.ID, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	return h.page(evs, after), nil
+}
+
+func (h *Items) projectEvents(r *Request) (any, error) {
+	p, err := h.project(r)
+	if err != nil {
+		return nil, err
+	}
+	after, limit, err := h.eventPage(r)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := event.List(r.Context(), h.T.Store, event.Filter{ProjectID: p.ID, AfterSeq: after, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	return h.page(evs, after), nil
+}

@@ -1,0 +1,164 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/ballet/ballet/internal/access"
+	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/pipeline"
+	"github.com/ballet/ballet/internal/tracker"
+)
+
+// Pipelines serves named pipelines and their versions (spec pipelines.md
+// "REST"), plus the parse and render helpers the editor uses.
+type Pipelines struct {
+	T       *tracker.Service
+	Tenancy *Tenancy
+}
+
+// PipelineList is the body of GET …/pipelines.
+type PipelineList struct {
+	Pipelines []tracker.PipelineVersion `json:"pipelines"`
+}
+
+// PipelineVersionList is the body of GET …/pipelines/{name}/versions.
+type PipelineVersionList struct {
+	Versions []tracker.PipelineVersion `json:"versions"`
+}
+
+// ParseRequest is the body of POST /pipelines/parse.
+type ParseRequest struct {
+	YAML string `json:"yaml"`
+}
+
+// ParseResponse answers POST /pipelines/parse.
+type ParseResponse struct {
+	Definition *pipeline.Definition `json:"definition,omitempty"`
+	Errors     []pipeline.Problem   `json:"errors"`
+}
+
+// RenderRequest is the body of POST /pipelines/render.
+type RenderRequest struct {
+	Definition json.RawMessage `json:"definition"`
+}
+
+// RenderResponse answers POST /pipelines/render.
+type RenderResponse struct {
+	YAML string `json:"yaml"`
+}
+
+// Routes returns the pipeline endpoints.
+func (h *Pipelines) Routes() []*Route {
+	return []*Route{
+		{Method: "GET", Path: "/api/v1/projects/{project}/pipelines", Perm: access.TrackerRead,
+			Summary:  "The latest version of each pipeline (the template shows as default version 0 until one is saved)",
+			Response: PipelineList{}, Handle: h.list},
+		{Method: "GET", Path: "/api/v1/projects/{project}/pipelines/{name}", Perm: access.TrackerRead,
+			Summary: "A pipeline's latest version, or ?version=N", Response: tracker.PipelineVersion{}, Handle: h.get},
+		{Method: "GET", Path: "/api/v1/projects/{project}/pipelines/{name}/versions", Perm: access.TrackerRead,
+			Summary: "A pipeline's versions, newest first", Response: PipelineVersionList{}, Handle: h.versions},
+		{Method: "PUT", Path: "/api/v1/projects/{project}/pipelines/{name}", Perm: access.ProjectUpdate,
+			Summary: "Publish a new version after the version read (0 for the first); 409 when another was published meanwhile",
+			Request: tracker.PipelineSave{}, Response: tracker.PipelineVersion{}, Handle: h.save},
+		{Method: "POST", Path: "/api/v1/pipelines/parse", Perm: access.Authenticated,
+			Summary: "Parse and validate pipeline YAML (unknown fields are errors)", Request: ParseRequest{}, Response: ParseResponse{}, Handle: h.parse},
+		{Method: "POST", Path: "/api/v1/pipelines/render", Perm: access.Authenticated,
+			Summary: "Render a pipeline definition as canonical YAML", Request: RenderRequest{}, Response: RenderResponse{}, Handle: h.render},
+	}
+}
+
+func (h *Pipelines) list(r *Request) (any, error) {
+	p, err := h.Tenancy.project(r)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := h.T.LatestPipelines(r.Context(), p)
+	return PipelineList{Pipelines: ps}, err
+}
+
+func (h *Pipelines) get(r *Request) (any, error) {
+	p, err := h.Tenancy.project(r)
+	if err != nil {
+		return nil, err
+	}
+	version, err := r.QueryInt("version", -1, 0, 1<<31)
+	if err != nil {
+		return nil, err
+	}
+	return h.T.GetPipeline(r.Context(), p, r.PathValue("name"), version)
+}
+
+func (h *Pipelines) versions(r *Request) (any, error) {
+	p, err := h.Tenancy.project(r)
+	if err != nil {
+		return nil, err
+	}
+	vs, err := h.T.PipelineVersions(r.Context(), p, r.PathValue("name"))
+	return PipelineVersionList{Versions: vs}, err
+}
+
+func (h *Pipelines) save(r *Request) (any, error) {
+	p, err := h.Tenancy.project(r)
+	if err != nil {
+		return nil, err
+	}
+	var in tracker.PipelineSave
+	if err := r.Decode(&in); err != nil {
+		return nil, err
+	}
+	return h.T.SavePipeline(r.Context(), r.Principal.Actor(), p, r.PathValue("name"), in)
+}
+
+func (h *Pipelines) parse(r *Request) (any, error) {
+	r.Checked() // a pure function of the body
+	var in ParseRequest
+	if err := r.Decode(&in); err != nil {
+		return nil, err
+	}
+	def, problems := pipeline.Parse([]byte(in.YAML))
+	out := ParseResponse{Errors: problems}
+	if out.Errors == nil {
+		out.Errors = []pipeline.Problem{}
+	}
+	// The definition is returned whenever the YAML could be read, so that
+	// the editor can show it next to its problems.
+	if !fatal(problems) {
+		out.Definition = &def
+	}
+	return out, nil
+}
+
+// fatal reports problems that leave no usable definition.
+func fatal(ps []pipeline.Problem) bool {
+	for _, p := range ps {
+		if p.Path == "" {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *Pipelines) render(r *Request) (any, error) {
+	r.Checked() // a pure function of the body
+	var in RenderRequest
+	if err := r.Decode(&in); err != nil {
+		return nil, err
+	}
+	if len(in.Definition) == 0 || string(in.Definition) == "null" {
+		return nil, apperr.Fields([]apperr.FieldError{{Field: "definition", Message: "is required"}})
+	}
+	def, problems := pipeline.DecodeJSON(in.Definition)
+	for _, p := range problems {
+		// Structural problems (unknown fields, wrong types) make the
+		// definition unreadable; validation problems do not stop rendering.
+		if p.Code == pipeline.CodeUnknownField || p.Code == pipeline.CodeInvalidType || p.Code == pipeline.CodeJSONSyntax || p.Code == pipeline.CodeDuplicateField {
+			return nil, &apperr.Error{Code: apperr.Invalid, Message: fmt.Sprintf("definition: %s: %s", p.Path, p.Message), Details: problems}
+		}
+	}
+	y, err := pipeline.Render(def)
+	if err != nil {
+		return nil, apperr.New(apperr.Invalid, "definition: %v", err)
+	}
+	return RenderResponse{YAML: string(y)}, nil
+}

@@ -1,0 +1,113 @@
+package server
+
+import (
+	"math"
+	"net/http"
+
+	"github.com/ballet/ballet/internal/access"
+	"github.com/ballet/ballet/internal/tracker"
+)
+
+// Skills serves a project's skills.
+type Skills struct {
+	T *tracker.Service
+}
+
+// SkillList is the body of GET …/skills.
+type SkillList struct {
+	Skills []tracker.Skill `json:"skills"`
+}
+
+// SkillVersionList is the body of GET …/skills/{name}/versions.
+type SkillVersionList struct {
+	Versions []tracker.SkillVersion `json:"versions"`
+}
+
+// Routes returns the skill endpoints.
+func (h *Skills) Routes() []*Route {
+	const base = "/api/v1/projects/{project}/skills"
+	return []*Route{
+		{Method: "GET", Path: base, Perm: access.TrackerRead, Summary: "List a project's skills",
+			Response: SkillList{}, Handle: h.list},
+		{Method: "POST", Path: base, Perm: access.ProjectUpdate, Summary: "Create a skill (project admins)",
+			Request: tracker.SkillCreate{}, Response: tracker.Skill{}, Status: http.StatusCreated, Handle: h.create},
+		{Method: "GET", Path: base + "/{name}", Perm: access.TrackerRead, Summary: "Get a skill (?version=N for an older version)",
+			Response: tracker.Skill{}, Handle: h.get},
+		{Method: "GET", Path: base + "/{name}/versions", Perm: access.TrackerRead, Summary: "List a skill's versions, newest first",
+			Response: SkillVersionList{}, Handle: h.versions},
+		{Method: "PUT", Path: base + "/{name}", Perm: access.ProjectUpdate, Summary: "Write a new version of a skill (optimistic: send the version read)",
+			Request: tracker.SkillUpdate{}, Response: tracker.Skill{}, Handle: h.update},
+		{Method: "DELETE", Path: base + "/{name}", Perm: access.ProjectUpdate, Summary: "Delete a skill (its versions are kept; the name becomes free)",
+			Status: http.StatusNoContent, Handle: h.remove},
+	}
+}
+
+// project resolves {project} and checks the route's permission there.
+func (h *Skills) project(r *Request) (tracker.Project, error) {
+	return (&Tenancy{T: h.T}).project(r)
+}
+
+func (h *Skills) list(r *Request) (any, error) {
+	p, err := h.project(r)
+	if err != nil {
+		return nil, err
+	}
+	ks, err := h.T.ListSkills(r.Context(), p.ID)
+	return SkillList{Skills: ks}, err
+}
+
+func (h *Skills) create(r *Request) (any, error) {
+	p, err := h.project(r)
+	if err != nil {
+		return nil, err
+	}
+	var in tracker.SkillCreate
+	if err := r.Decode(&in); err != nil {
+		return nil, err
+	}
+	return h.T.CreateSkill(r.Context(), r.Principal.Actor(), p, in)
+}
+
+func (h *Skills) get(r *Request) (any, error) {
+	p, err := h.project(r)
+	if err != nil {
+		return nil, err
+	}
+	n, err := r.QueryInt("version", 0, 1, math.MaxInt64)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return h.T.FindSkill(r.Context(), p.ID, r.PathValue("name"))
+	}
+	return h.T.FindSkillVersion(r.Context(), p.ID, r.PathValue("name"), n)
+}
+
+func (h *Skills) versions(r *Request) (any, error) {
+	p, err := h.project(r)
+	if err != nil {
+		return nil, err
+	}
+	vs, err := h.T.ListSkillVersions(r.Context(), p.ID, r.PathValue("name"))
+	return SkillVersionList{Versions: vs}, err
+}
+
+func (h *Skills) update(r *Request) (any, error) {
+	p, err := h.project(r)
+	if err != nil {
+		return nil, err
+	}
+	var in tracker.SkillUpdate
+	if err := r.Decode(&in); err != nil {
+		return nil, err
+	}
+	return h.T.UpdateSkill(r.Context(), r.Principal.Actor(), p, r.PathValue("name"), in)
+}
+
+func (h *Skills) remove(r *Request) (any, error) {
+	p, err := h.project(r)
+	if err != nil {
+		return nil, err
+	}
+	return nil, h.T.DeleteSkill(r.Context(), r.Principal.Actor(), p, r.PathValue("name"))
+}

@@ -1,0 +1,616 @@
+package tracker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/keys"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/transition"
+)
+
+// Item states.
+const (
+	StateBacklog          = "backlog"
+	StateReady            = "ready"
+	StateInProgress       = "in_progress"
+	StateWaitingForAnswer = "waiting_for_answer"
+	StatePaused           = "paused"
+	StateDone             = "done"
+	StateCancelled        = "cancelled"
+)
+
+// States lists every item state.
+var States = []string{StateBacklog, StateReady, StateInProgress, StateWaitingForAnswer, StatePaused, StateDone, StateCancelled}
+
+// TypeEpic is the item type of epics; every other type is a ticket type.
+const TypeEpic = "epic"
+
+// Item limits.
+const (
+	MaxTitle        = 500      // characters
+	MaxItemText     = 64 << 10 // bytes: description, acceptance criteria
+	MaxItemPage     = 200
+	DefaultItemPage = 50
+)
+
+// Item is a ticket or an epic.
+type Item struct {
+	ID                 string    `json:"id"`
+	Key                string    `json:"key"`
+	OrganizationID     string    `json:"organization_id"`
+	ProjectID          string    `json:"project_id"`
+	Number             int64     `json:"number"`
+	Type               string    `json:"type"`
+	Title              string    `json:"title"`
+	Description        string    `json:"description"`
+	AcceptanceCriteria string    `json:"acceptance_criteria"`
+	Epic               *string   `json:"epic"`    // the epic's key
+	EpicID             *string   `json:"epic_id"` // the epic's id
+	State              string    `json:"state"`
+	BlockedBy          []string  `json:"blocked_by"` // keys of the items blocking this one
+	Blocks             []string  `json:"blocks"`     // keys of the items this one blocks
+	CreatedBy          string    `json:"created_by"`
+	CreatedAt          time.Time `json:"created_at"`
+	UpdatedAt          time.Time `json:"updated_at"`
+	Version            int64     `json:"version"`
+}
+
+// IsEpic reports whether the item is an epic.
+func (it *Item) IsEpic() bool { return it.Type == TypeEpic }
+
+// EntityType is the item's entity type in events: "epic" or "ticket".
+func (it *Item) EntityType() string { return entityType(it.Type) }
+
+func entityType(itemType string) string {
+	if itemType == TypeEpic {
+		return "epic"
+	}
+	return "ticket"
+}
+
+// ItemCreate is the body of POST /projects/{project}/items.
+type ItemCreate struct {
+	Type               string `json:"type"`
+	Title              string `json:"title"`
+	Description        string `json:"description,omitempty"`
+	AcceptanceCriteria string `json:"acceptance_criteria,omitempty"`
+	Epic               string `json:"epic,omitempty"`  // an epic's key or id in the same project
+	State              string `json:"state,omitempty"` // backlog (default) or ready
+}
+
+// ItemUpdate is the body of PATCH /items/{item}: absent fields stay;
+// version is the one read. Epic "" removes the item from its epic.
+type ItemUpdate struct {
+	Version            int64   `json:"version"`
+	Title              *string `json:"title,omitempty"`
+	Description        *string `json:"description,omitempty"`
+	AcceptanceCriteria *string `json:"acceptance_criteria,omitempty"`
+	Type               *string `json:"type,omitempty"`
+	Epic               *string `json:"epic,omitempty"`
+	State              *string `json:"state,omitempty"`
+}
+
+// ItemFilter selects a page of a project's items, by number.
+type ItemFilter struct {
+	State  string
+	Type   string
+	EpicID string
+	After  int64 // items numbered after this one
+	Limit  int
+}
+
+// ValidState reports whether s is an item state.
+func ValidState(s string) bool {
+	for _, st := range States {
+		if st == s {
+			return true
+		}
+	}
+	return false
+}
+
+// userTicketMoves are the state changes a user may make to a ticket; the
+// flow engine makes the others (FlowTransitionAllowed).
+var userTicketMoves = map[string][]string{
+	StateBacklog:          {StateReady, StateCancelled},
+	StateReady:            {StateBacklog, StateCancelled},
+	StateInProgress:       {StatePaused, StateCancelled},
+	StateWaitingForAnswer: {StatePaused, StateCancelled},
+	StatePaused:           {StateReady, StateBacklog, StateCancelled},
+	StateDone:             {StateBacklog},
+	StateCancelled:        {StateBacklog},
+}
+
+// epicStates are the states of an epic; users move epics freely between
+// them (no flow runs epics).
+var epicStates = []string{StateBacklog, StateReady, StateInProgress, StateDone, StateCancelled}
+
+// flowMoves are the state changes the flow engine makes to a ticket.
+var flowMoves = map[string][]string{
+	StateReady:            {StateInProgress},
+	StateInProgress:       {StateWaitingForAnswer, StateDone, StatePaused, StateCancelled},
+	StateWaitingForAnswer: {StateInProgress, StatePaused, StateCancelled},
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// UserTransitionAllowed reports whether a user may move an item of the
+// given type from one state to another.
+func UserTransitionAllowed(itemType, from, to string) bool {
+	if from == to {
+		return false
+	}
+	if itemType == TypeEpic {
+		return contains(epicStates, from) && contains(epicStates, to)
+	}
+	return contains(userTicketMoves[from], to)
+}
+
+// FlowTransitionAllowed reports whether the flow engine may move a ticket
+// from one state to another (starting, waiting for and resuming after an
+// answer, finishing, failing into paused, stopping).
+func FlowTransitionAllowed(from, to string) bool {
+	return contains(flowMoves[from], to)
+}
+
+// allowedUserMoves lists where a user may move an item from a state.
+func allowedUserMoves(itemType, from string) []string {
+	var out []string
+	for _, to := range States {
+		if UserTransitionAllowed(itemType, from, to) {
+			out = append(out, to)
+		}
+	}
+	return out
+}
+
+// kindChangeStates are the states in which an item may become an epic or
+// stop being one (no flow can be attached to it there).
+var kindChangeStates = []string{StateBacklog, StateReady, StateDone, StateCancelled}
+
+func validateTitle(v *apperr.Validator, title string) {
+	v.Check(title != "" && utf8.RuneCountInString(title) <= MaxTitle && !strings.ContainsAny(title, "\r\n"), "title",
+		"must be 1–%d characters on one line", MaxTitle)
+}
+
+func validateItemText(v *apperr.Validator, field, s string) {
+	v.Check(len(s) <= MaxItemText, field, "must be at most %d bytes (is %d)", MaxItemText, len(s))
+	v.Check(utf8.ValidString(s), field, "must be valid UTF-8")
+}
+
+func validateItemType(v *apperr.Validator, p *Project, t string) {
+	v.Check(t == TypeEpic || contains(p.TicketTypes, t), "type", "%q is not \"epic\" or one of the project's ticket types (%s)", t, strings.Join(p.TicketTypes, ", "))
+}
+
+// itemColumns selects an Item; the epic's key and the blocker keys come
+// from joins (group_concat of keys: they never hold a comma).
+const itemColumns = `i.id, i.key, i.organization_id, i.project_id, i.number, i.type, i.title, i.description, i.acceptance_criteria,
+COALESCE(e.key, ''), COALESCE(i.epic_id, ''), i.state,
+COALESCE((SELECT group_concat(k.key) FROM blockers b JOIN items k ON k.id = b.blocker_id WHERE b.item_id = i.id), ''),
+COALESCE((SELECT group_concat(k.key) FROM blockers b JOIN items k ON k.id = b.item_id WHERE b.blocker_id = i.id), ''),
+i.created_by, i.created_at, i.updated_at, i.version`
+
+const itemFrom = ` FROM items i LEFT JOIN items e ON e.id = i.epic_id`
+
+func scanItem(rows *store.Rows, i int) (Item, error) {
+	var it Item
+	var epicKey, epicID, blockedBy, blocks string
+	var c, u int64
+	if err := rows.Scan(i, &it.ID, &it.Key, &it.OrganizationID, &it.ProjectID, &it.Number, &it.Type, &it.Title, &it.Description,
+		&it.AcceptanceCriteria, &epicKey, &epicID, &it.State, &blockedBy, &blocks, &it.CreatedBy, &c, &u, &it.Version); err != nil {
+		return it, fmt.Errorf("scan item: %w", err)
+	}
+	if epicID != "" {
+		it.Epic, it.EpicID = &epicKey, &epicID
+	}
+	it.BlockedBy, it.Blocks = splitKeys(blockedBy), splitKeys(blocks)
+	it.CreatedAt, it.UpdatedAt = ms(c), ms(u)
+	return it, nil
+}
+
+// splitKeys splits a group_concat of item keys and sorts them by project
+// key, then number.
+func splitKeys(s string) []string {
+	if s == "" {
+		return []string{}
+	}
+	out := strings.Split(s, ",")
+	sortKeys(out)
+	return out
+}
+
+func sortKeys(ks []string) {
+	sort.Slice(ks, func(a, b int) bool {
+		pa, na, _ := keys.ParseItem(ks[a])
+		pb, nb, _ := keys.ParseItem(ks[b])
+		if pa != pb {
+			return pa < pb
+		}
+		return na < nb
+	})
+}
+
+// FindItem finds an item by key (ACME-42) or id.
+func (s *Service) FindItem(ctx context.Context, ref string) (Item, error) {
+	rows, err := one(ctx, s.Store, fmt.Sprintf("item %q", ref), `SELECT `+itemColumns+itemFrom+` WHERE i.key = ? OR i.id = ?`, ref, ref)
+	if err != nil {
+		return Item{}, err
+	}
+	return scanItem(rows, 0)
+}
+
+// ListItems returns a page of a project's items by number, and the number
+// to pass as After for the next page (0: none).
+func (s *Service) ListItems(ctx context.Context, projectID string, f ItemFilter) ([]Item, int64, error) {
+	if f.Limit <= 0 || f.Limit > MaxItemPage {
+		f.Limit = DefaultItemPage
+	}
+	where := []string{"i.project_id = ?", "i.number > ?"}
+	args := []any{projectID, f.After}
+	if f.State != "" {
+		where, args = append(where, "i.state = ?"), append(args, f.State)
+	}
+	if f.Type != "" {
+		where, args = append(where, "i.type = ?"), append(args, f.Type)
+	}
+	if f.EpicID != "" {
+		where, args = append(where, "i.epic_id = ?"), append(args, f.EpicID)
+	}
+	rows, err := s.Store.Query(ctx, `SELECT `+itemColumns+itemFrom+` WHERE `+strings.Join(where, " AND ")+` ORDER BY i.number LIMIT ?`,
+		append(args, f.Limit+1)...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list items: %w", err)
+	}
+	n := min(rows.Len(), f.Limit)
+	out := make([]Item, n)
+	for i := range out {
+		if out[i], err = scanItem(rows, i); err != nil {
+			return nil, 0, err
+		}
+	}
+	var next int64
+	if rows.Len() > f.Limit {
+		next = out[n-1].Number
+	}
+	return out, next, nil
+}
+
+// FindEpic resolves an epic of a project by key or id; anything else is
+// an invalid value of field.
+func (s *Service) FindEpic(ctx context.Context, projectID, ref, field string) (Item, error) {
+	e, err := s.FindItem(ctx, ref)
+	if apperr.Code(err) == apperr.NotFound || (err == nil && e.ProjectID != projectID) {
+		return Item{}, apperr.Fields([]apperr.FieldError{{Field: field, Message: fmt.Sprintf("%q is not an item of this project", ref)}})
+	}
+	if err != nil {
+		return Item{}, err
+	}
+	if !e.IsEpic() {
+		return Item{}, apperr.Fields([]apperr.FieldError{{Field: field, Message: fmt.Sprintf("%s is a %s, not an epic", e.Key, e.Type)}})
+	}
+	return e, nil
+}
+
+// isEpicCond is the SQL condition, for a guarded write, that an item is
+// still an epic: a concurrent change of its type makes the write lose its
+// race and be decided again.
+const isEpicCond = `EXISTS (SELECT 1 FROM items WHERE id = ? AND type = 'epic')`
+
+// CreateItem creates a ticket or an epic in a project, allocating its key.
+func (s *Service) CreateItem(ctx context.Context, actor event.Actor, p Project, in ItemCreate) (Item, error) {
+	title := strings.TrimSpace(in.Title)
+	state := in.State
+	if state == "" {
+		state = StateBacklog
+	}
+	var v apperr.Validator
+	validateItemType(&v, &p, in.Type)
+	validateTitle(&v, title)
+	validateItemText(&v, "description", in.Description)
+	validateItemText(&v, "acceptance_criteria", in.AcceptanceCriteria)
+	v.Check(state == StateBacklog || state == StateReady, "state", "%q: a new item starts in backlog (default) or ready", in.State)
+	v.Check(in.Epic == "" || in.Type != TypeEpic, "epic", "an epic cannot belong to an epic")
+	if err := v.Err(); err != nil {
+		return Item{}, err
+	}
+	var out Item
+	_, err := s.Applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
+		var epic *Item
+		if in.Epic != "" {
+			e, err := s.FindEpic(ctx, p.ID, in.Epic, "epic")
+			if err != nil {
+				return nil, err
+			}
+			epic = &e
+		}
+		alloc, err := keys.Next(ctx, s.Store, p.ID)
+		if err != nil {
+			return nil, err
+		}
+		now := s.Clock.Now()
+		it := Item{ID: transition.NewID(), Key: keys.Item(p.Key, alloc.Number), OrganizationID: p.OrganizationID, ProjectID: p.ID,
+			Number: alloc.Number, Type: in.Type, Title: title, Description: in.Description, AcceptanceCriteria: in.AcceptanceCriteria,
+			State: state, BlockedBy: []string{}, Blocks: []string{}, CreatedBy: actor.Sub, CreatedAt: now, UpdatedAt: now, Version: 1}
+		if epic != nil {
+			it.Epic, it.EpicID = &epic.Key, &epic.ID
+		}
+		payload, _ := json.Marshal(it)
+		insert := `INSERT INTO items (id, organization_id, project_id, number, key, type, title, description, acceptance_criteria, epic_id,
+state, created_by, created_at, updated_at, version) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1`
+		args := []any{it.ID, it.OrganizationID, it.ProjectID, it.Number, it.Key, it.Type, it.Title, it.Description, it.AcceptanceCriteria,
+			nil, it.State, it.CreatedBy, now.UnixMilli(), now.UnixMilli()}
+		if epic != nil {
+			args[9] = epic.ID
+			insert += ` WHERE ` + isEpicCond
+			args = append(args, epic.ID)
+		}
+		out = it
+		return &transition.Transition{
+			Events:  []event.Event{newEvent(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "created", payload)},
+			Guarded: []store.Statement{alloc.Take, store.Stmt(insert, args...)},
+		}, nil
+	})
+	if err != nil {
+		return Item{}, err
+	}
+	return out, nil
+}
+
+// UpdateItem applies a patch to the version of the item the caller read: a
+// stale version is a conflict, as is a state change a user may not make.
+func (s *Service) UpdateItem(ctx context.Context, actor event.Actor, itemID string, in ItemUpdate) (Item, error) {
+	var v apperr.Validator
+	v.Check(in.Version >= 1, "version", "is required: the version you read")
+	if in.Title != nil {
+		validateTitle(&v, strings.TrimSpace(*in.Title))
+	}
+	if in.Description != nil {
+		validateItemText(&v, "description", *in.Description)
+	}
+	if in.AcceptanceCriteria != nil {
+		validateItemText(&v, "acceptance_criteria", *in.AcceptanceCriteria)
+	}
+	if in.State != nil {
+		v.Check(ValidState(*in.State), "state", "%q is not one of %s", *in.State, strings.Join(States, ", "))
+	}
+	if err := v.Err(); err != nil {
+		return Item{}, err
+	}
+	if in.Title == nil && in.Description == nil && in.AcceptanceCriteria == nil && in.Type == nil && in.Epic == nil && in.State == nil {
+		return Item{}, apperr.New(apperr.Invalid, "nothing to change: name a field to update")
+	}
+	var out Item
+	_, err := s.Applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
+		cur, err := s.FindItem(ctx, itemID)
+		if err != nil {
+			return nil, err
+		}
+		if cur.Version != in.Version {
+			return nil, stale(store.ErrLostRace, cur.Key)
+		}
+		t, next, err := s.decideUpdate(ctx, actor, cur, in)
+		out = next
+		return t, err
+	})
+	if err != nil {
+		return Item{}, err
+	}
+	return out, nil
+}
+
+// decideUpdate is UpdateItem's decision on a fresh read of the item.
+func (s *Service) decideUpdate(ctx context.Context, actor event.Actor, cur Item, in ItemUpdate) (*transition.Transition, Item, error) {
+	next := cur
+	changes, previous := map[string]any{}, map[string]any{}
+	set := func(field string, old, now any) {
+		changes[field], previous[field] = now, old
+	}
+	if in.Title != nil && strings.TrimSpace(*in.Title) != cur.Title {
+		next.Title = strings.TrimSpace(*in.Title)
+		set("title", cur.Title, next.Title)
+	}
+	if in.Description != nil && *in.Description != cur.Description {
+		next.Description = *in.Description
+		set("description", cur.Description, next.Description)
+	}
+	if in.AcceptanceCriteria != nil && *in.AcceptanceCriteria != cur.AcceptanceCriteria {
+		next.AcceptanceCriteria = *in.AcceptanceCriteria
+		set("acceptance_criteria", cur.AcceptanceCriteria, next.AcceptanceCriteria)
+	}
+	if in.Type != nil && *in.Type != cur.Type {
+		p, err := s.FindProject(ctx, cur.ProjectID)
+		if err != nil {
+			return nil, cur, err
+		}
+		var v apperr.Validator
+		validateItemType(&v, &p, *in.Type)
+		if err := v.Err(); err != nil {
+			return nil, cur, err
+		}
+		next.Type = *in.Type
+		set("type", cur.Type, next.Type)
+	}
+	if in.Epic != nil {
+		var epic *Item
+		if *in.Epic != "" {
+			e, err := s.FindEpic(ctx, cur.ProjectID, *in.Epic, "epic")
+			if err != nil {
+				return nil, cur, err
+			}
+			epic = &e
+		}
+		switch {
+		case epic == nil && cur.EpicID != nil:
+			next.Epic, next.EpicID = nil, nil
+			set("epic", *cur.Epic, nil)
+		case epic != nil && (cur.EpicID == nil || *cur.EpicID != epic.ID):
+			next.Epic, next.EpicID = &epic.Key, &epic.ID
+			var old any
+			if cur.Epic != nil {
+				old = *cur.Epic
+			}
+			set("epic", old, epic.Key)
+		}
+	}
+	if next.IsEpic() && next.EpicID != nil {
+		return nil, cur, apperr.Fields([]apperr.FieldError{{Field: "epic", Message: "an epic cannot belong to an epic: clear epic (\"\") to make this item an epic"}})
+	}
+	stateChanged := false
+	if in.State != nil && *in.State != cur.State {
+		if !UserTransitionAllowed(cur.Type, cur.State, *in.State) {
+			return nil, cur, transitionRefused(cur, *in.State)
+		}
+		next.State, stateChanged = *in.State, true
+	}
+	kindChanged := cur.IsEpic() != next.IsEpic()
+	if kindChanged && !contains(kindChangeStates, next.State) {
+		return nil, cur, apperr.New(apperr.Conflict, "%s is %s: an item becomes an epic or stops being one only in %s",
+			cur.Key, next.State, strings.Join(kindChangeStates, ", "))
+	}
+	if kindChanged && cur.IsEpic() {
+		n, err := s.countChildren(ctx, cur.ID)
+		if err != nil {
+			return nil, cur, err
+		}
+		if n > 0 {
+			return nil, cur, apperr.New(apperr.Conflict, "epic %s still holds %d items: move them out before changing its type", cur.Key, n)
+		}
+	}
+	if len(changes) == 0 && !stateChanged {
+		return nil, cur, nil // nothing differs: no change, no event
+	}
+	now := s.Clock.Now()
+	next.UpdatedAt, next.Version = now, cur.Version+1
+	var epicID any
+	if next.EpicID != nil {
+		epicID = *next.EpicID
+	}
+	sql := `UPDATE items SET type = ?, title = ?, description = ?, acceptance_criteria = ?, epic_id = ?, state = ?, updated_at = ?,
+version = version + 1 WHERE id = ? AND version = ?`
+	args := []any{next.Type, next.Title, next.Description, next.AcceptanceCriteria, epicID, next.State, now.UnixMilli(), cur.ID, cur.Version}
+	if next.EpicID != nil {
+		sql += ` AND ` + isEpicCond
+		args = append(args, *next.EpicID)
+	}
+	if kindChanged && cur.IsEpic() {
+		sql += ` AND NOT EXISTS (SELECT 1 FROM items WHERE epic_id = ?)`
+		args = append(args, cur.ID)
+	}
+	change := "updated"
+	body := map[string]any{}
+	if stateChanged {
+		change = "state_changed"
+		body["from"], body["to"] = cur.State, next.State
+	}
+	if len(changes) > 0 {
+		body["changes"], body["previous"] = changes, previous
+	}
+	payload, _ := json.Marshal(body)
+	return &transition.Transition{
+		Events:  []event.Event{newEvent(actor, cur.OrganizationID, cur.ProjectID, next.EntityType(), cur.ID, change, payload)},
+		Guarded: []store.Statement{store.Stmt(sql, args...)},
+	}, next, nil
+}
+
+func transitionRefused(it Item, to string) error {
+	allowed := allowedUserMoves(it.Type, it.State)
+	what := "nowhere: only the flow engine moves it on"
+	if len(allowed) > 0 {
+		what = strings.Join(allowed, ", ")
+	}
+	kind := "ticket"
+	if it.IsEpic() {
+		kind = "epic"
+	}
+	return apperr.New(apperr.Conflict, "%s %s cannot move from %s to %s: from %s a user may move it to %s", kind, it.Key, it.State, to, it.State, what)
+}
+
+func (s *Service) countChildren(ctx context.Context, epicID string) (int64, error) {
+	rows, err := s.Store.Query(ctx, `SELECT COUNT(*) FROM items WHERE epic_id = ?`, epicID)
+	if err != nil {
+		return 0, fmt.Errorf("count epic items: %w", err)
+	}
+	var n int64
+	return n, rows.Scan(0, &n)
+}
+
+// StateChange returns the event and the guarded statement that move a
+// ticket from its current state (as read: it.State, it.Version) to another,
+// for a caller that writes them within a larger transition. It does not
+// check whether the move is allowed.
+func StateChange(actor event.Actor, it Item, to string, now time.Time) (event.Event, store.Statement) {
+	payload, _ := json.Marshal(map[string]any{"from": it.State, "to": to})
+	return newEvent(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "state_changed", payload),
+		store.Stmt(`UPDATE items SET state = ?, updated_at = ?, version = version + 1 WHERE id = ? AND version = ? AND state = ?`,
+			to, now.UnixMilli(), it.ID, it.Version, it.State)
+}
+
+// SetItemStateBySystem makes a state change of the flow engine
+// (FlowTransitionAllowed) to a ticket in state from at version: a ticket
+// that has moved on meanwhile is a conflict.
+func (s *Service) SetItemStateBySystem(ctx context.Context, actor event.Actor, itemID, from, to string, version int64) (Item, error) {
+	if !FlowTransitionAllowed(from, to) {
+		return Item{}, apperr.New(apperr.Conflict, "the flow engine cannot move a ticket from %s to %s", from, to)
+	}
+	it, err := s.FindItem(ctx, itemID)
+	if err != nil {
+		return Item{}, err
+	}
+	if it.IsEpic() {
+		return Item{}, apperr.New(apperr.Conflict, "%s is an epic: no flow runs epics", it.Key)
+	}
+	if it.State != from || it.Version != version {
+		return Item{}, apperr.New(apperr.Conflict, "%s is %s at version %d, not %s at version %d: read it again", it.Key, it.State, it.Version, from, version)
+	}
+	now := s.Clock.Now()
+	ev, st := StateChange(actor, it, to, now)
+	if err := s.Applier.Apply(ctx, &transition.Transition{Events: []event.Event{ev}, Guarded: []store.Statement{st}}); err != nil {
+		return Item{}, stale(err, it.Key)
+	}
+	it.State, it.UpdatedAt, it.Version = to, now, version+1
+	return it, nil
+}
+
+// ItemEvents returns an item's history after seq: its own events (as a
+// ticket or an epic) and those of its questions, in seq order.
+func (s *Service) ItemEvents(ctx context.Context, itemID string, after int64, limit int) ([]event.Event, error) {
+	if limit <= 0 || limit > event.MaxLimit {
+		limit = 100
+	}
+	// Two lookups on the events_entity index, merged by seq.
+	const cols = `SELECT seq, id, occurred_at, organization_id, project_id, entity_type, entity_id, type, actor_kind, actor_sub, acting_for, payload FROM events`
+	rows, err := s.Store.Query(ctx, cols+` WHERE entity_type IN ('ticket', 'epic') AND entity_id = ? AND seq > ?
+UNION ALL `+cols+` WHERE entity_type = 'question' AND entity_id IN (SELECT id FROM questions WHERE item_id = ?) AND seq > ?
+ORDER BY seq LIMIT ?`, itemID, after, itemID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list item events: %w", err)
+	}
+	out := make([]event.Event, rows.Len())
+	for i := range out {
+		e := &out[i]
+		var at int64
+		var payload string
+		if err := rows.Scan(i, &e.Seq, &e.ID, &at, &e.OrganizationID, &e.ProjectID, &e.EntityType, &e.EntityID,
+			&e.Type, &e.ActorKind, &e.ActorSub, &e.ActingFor, &payload); err != nil {
+			return nil, fmt.Errorf("scan event: %w", err)
+		}
+		e.OccurredAt = ms(at)
+		e.Payload = json.RawMessage(payload)
+	}
+	return out, nil
+}

@@ -1,0 +1,209 @@
+package tracker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/pipeline"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/transition"
+)
+
+// TemplateAuthor is created_by of the template (version 0).
+const TemplateAuthor = "ballet"
+
+// PipelineVersion is one immutable version of a named pipeline.
+type PipelineVersion struct {
+	Project    string              `json:"project"` // the project's key
+	Name       string              `json:"name"`
+	Version    int64               `json:"version"`
+	Definition pipeline.Definition `json:"definition"`
+	CreatedBy  string              `json:"created_by"`
+	CreatedAt  *time.Time          `json:"created_at,omitempty"` // absent for the template
+}
+
+// PipelineSave is the body of PUT …/pipelines/{name}.
+type PipelineSave struct {
+	Definition json.RawMessage `json:"definition"`
+	Version    *int64          `json:"version"` // the version the edit was based on (0 for the first)
+}
+
+func templateVersion(projectKey string) PipelineVersion {
+	return PipelineVersion{Project: projectKey, Name: "default", Version: 0, Definition: pipeline.Template(), CreatedBy: TemplateAuthor}
+}
+
+// checkPipelineName accepts "default" and the project's ticket types.
+func checkPipelineName(p Project, name string) error {
+	if err := pipeline.ValidName(name); err != nil {
+		return apperr.Fields([]apperr.FieldError{{Field: "name", Message: err.Error()}})
+	}
+	if name != "default" && !slices.Contains(p.TicketTypes, name) {
+		return apperr.Fields([]apperr.FieldError{{Field: "name", Message: fmt.Sprintf("%q is not \"default\" or one of the project's ticket types %v", name, p.TicketTypes)}})
+	}
+	return nil
+}
+
+func scanPipeline(rows *store.Rows, i int, projectKey string) (PipelineVersion, error) {
+	var v PipelineVersion
+	var def string
+	var at int64
+	if err := rows.Scan(i, &v.Name, &v.Version, &def, &v.CreatedBy, &at); err != nil {
+		return v, err
+	}
+	if err := json.Unmarshal([]byte(def), &v.Definition); err != nil {
+		return v, fmt.Errorf("stored pipeline %s v%d: %w", v.Name, v.Version, err)
+	}
+	t := ms(at)
+	v.Project, v.CreatedAt = projectKey, &t
+	return v, nil
+}
+
+// LatestPipelines returns the newest version of each of the project's
+// pipelines; the template shows as default version 0 until one is saved.
+func (s *Service) LatestPipelines(ctx context.Context, p Project) ([]PipelineVersion, error) {
+	rows, err := s.Store.Query(ctx, `SELECT v.name, v.version, v.definition, v.created_by, v.created_at FROM pipeline_versions v
+WHERE v.project_id = ? AND v.version = (SELECT MAX(version) FROM pipeline_versions w WHERE w.project_id = v.project_id AND w.name = v.name)
+ORDER BY v.name = 'default' DESC, v.name`, p.ID)
+	if err != nil {
+		return nil, fmt.Errorf("read pipelines: %w", err)
+	}
+	out := []PipelineVersion{}
+	for i := range rows.Len() {
+		v, err := scanPipeline(rows, i, p.Key)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 || out[0].Name != "default" {
+		out = append([]PipelineVersion{templateVersion(p.Key)}, out...)
+	}
+	return out, nil
+}
+
+// GetPipeline returns a version of a named pipeline (version < 0: the
+// latest). default resolves to the template (version 0) until saved.
+func (s *Service) GetPipeline(ctx context.Context, p Project, name string, version int64) (PipelineVersion, error) {
+	if err := checkPipelineName(p, name); err != nil {
+		return PipelineVersion{}, err
+	}
+	q := `SELECT name, version, definition, created_by, created_at FROM pipeline_versions WHERE project_id = ? AND name = ? ORDER BY version DESC LIMIT 1`
+	args := []any{p.ID, name}
+	if version >= 0 {
+		if version == 0 && name == "default" {
+			return templateVersion(p.Key), nil
+		}
+		q = `SELECT name, version, definition, created_by, created_at FROM pipeline_versions WHERE project_id = ? AND name = ? AND version = ?`
+		args = append(args, version)
+	}
+	rows, err := s.Store.Query(ctx, q, args...)
+	if err != nil {
+		return PipelineVersion{}, fmt.Errorf("read pipeline %s: %w", name, err)
+	}
+	if rows.Len() == 0 {
+		if name == "default" && version < 0 {
+			return templateVersion(p.Key), nil
+		}
+		if version >= 0 {
+			return PipelineVersion{}, apperr.New(apperr.NotFound, "pipeline %s has no version %d", name, version)
+		}
+		return PipelineVersion{}, apperr.New(apperr.NotFound, "no pipeline named %s has been saved: tickets of that type use default", name)
+	}
+	return scanPipeline(rows, 0, p.Key)
+}
+
+// PipelineVersions lists a pipeline's versions, newest first (default
+// ends with the template, version 0).
+func (s *Service) PipelineVersions(ctx context.Context, p Project, name string) ([]PipelineVersion, error) {
+	if err := checkPipelineName(p, name); err != nil {
+		return nil, err
+	}
+	rows, err := s.Store.Query(ctx, `SELECT name, version, definition, created_by, created_at FROM pipeline_versions
+WHERE project_id = ? AND name = ? ORDER BY version DESC`, p.ID, name)
+	if err != nil {
+		return nil, fmt.Errorf("read pipeline versions: %w", err)
+	}
+	out := []PipelineVersion{}
+	for i := range rows.Len() {
+		v, err := scanPipeline(rows, i, p.Key)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	if name == "default" {
+		out = append(out, templateVersion(p.Key))
+	}
+	return out, nil
+}
+
+// SavePipeline publishes a new version after the version the edit was
+// based on. The check that no other version was saved meanwhile is part of
+// the write batch: of two concurrent saves on the same base exactly one
+// succeeds; the other gets a conflict.
+func (s *Service) SavePipeline(ctx context.Context, actor event.Actor, p Project, name string, in PipelineSave) (PipelineVersion, error) {
+	var v apperr.Validator
+	if in.Version == nil {
+		v.Add("version", "is required: the version your edit is based on (0 for the first)")
+	} else if *in.Version < 0 {
+		v.Add("version", "must be 0 or more")
+	}
+	if len(in.Definition) == 0 || string(in.Definition) == "null" {
+		v.Add("definition", "is required")
+	}
+	if err := checkPipelineName(p, name); err != nil {
+		return PipelineVersion{}, err
+	}
+	if err := v.Err(); err != nil {
+		return PipelineVersion{}, err
+	}
+	def, problems := pipeline.DecodeJSON(in.Definition)
+	if len(problems) > 0 {
+		return PipelineVersion{}, &apperr.Error{Code: apperr.Invalid, Message: fmt.Sprintf("the definition has %d problem(s): %s", len(problems), problems[0].Message), Details: problems}
+	}
+	base := *in.Version
+	now := s.Clock.Now()
+	stored, err := json.Marshal(def)
+	if err != nil {
+		return PipelineVersion{}, fmt.Errorf("encode pipeline: %w", err)
+	}
+	out := PipelineVersion{Project: p.Key, Name: name, Version: base + 1, Definition: def, CreatedBy: actor.Sub, CreatedAt: &now}
+	payload, _ := json.Marshal(map[string]any{"name": name, "version": base + 1, "based_on": base})
+	t := &transition.Transition{
+		Events: []event.Event{newEvent(actor, p.OrganizationID, p.ID, "pipeline", p.ID+":"+name, "published", payload)},
+		Guarded: []store.Statement{store.Stmt(`INSERT INTO pipeline_versions (project_id, name, version, definition, created_by, created_at)
+SELECT ?, ?, ?, ?, ?, ? WHERE (SELECT COALESCE(MAX(version), 0) FROM pipeline_versions WHERE project_id = ? AND name = ?) = ?`,
+			p.ID, name, base+1, string(stored), actor.Sub, now.UnixMilli(), p.ID, name, base)},
+	}
+	if err := s.Applier.Apply(ctx, t); err != nil {
+		if err2 := stale(err, "the pipeline"); err2 != err {
+			return PipelineVersion{}, apperr.New(apperr.Conflict, "pipeline %s: version %d is not the latest: someone published meanwhile; reload and publish again", name, base)
+		}
+		return PipelineVersion{}, err
+	}
+	return out, nil
+}
+
+// ResolvePipeline picks the pipeline a ticket of the given type starts on:
+// its type's latest version, else default's, else the template (version 0).
+func (s *Service) ResolvePipeline(ctx context.Context, p Project, ticketType string) (PipelineVersion, error) {
+	for _, name := range []string{ticketType, "default"} {
+		if name == "" || (name != "default" && !slices.Contains(p.TicketTypes, name)) {
+			continue
+		}
+		rows, err := s.Store.Query(ctx, `SELECT name, version, definition, created_by, created_at FROM pipeline_versions
+WHERE project_id = ? AND name = ? ORDER BY version DESC LIMIT 1`, p.ID, name)
+		if err != nil {
+			return PipelineVersion{}, fmt.Errorf("resolve pipeline: %w", err)
+		}
+		if rows.Len() > 0 {
+			return scanPipeline(rows, 0, p.Key)
+		}
+	}
+	return templateVersion(p.Key), nil
+}

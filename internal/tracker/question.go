@@ -1,0 +1,186 @@
+package tracker
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/transition"
+)
+
+// Question limits.
+const (
+	MaxQuestionText = 16 << 10 // bytes
+	MaxAnswer       = 64 << 10 // bytes
+)
+
+// ActorRef names who did something: kind human, service or system, and
+// the subject.
+type ActorRef struct {
+	Kind    string `json:"kind"`
+	Subject string `json:"subject"`
+}
+
+// Question is a question on an item. A blocking question on a ticket makes
+// its flow wait until every blocking question is answered.
+type Question struct {
+	ID             string     `json:"id"`
+	OrganizationID string     `json:"-"`
+	ProjectID      string     `json:"-"`
+	Item           string     `json:"item"` // the item's key
+	ItemID         string     `json:"item_id"`
+	Text           string     `json:"text"`
+	Blocking       bool       `json:"blocking"`
+	AskedBy        ActorRef   `json:"asked_by"`
+	AskedAt        time.Time  `json:"asked_at"`
+	Answer         *string    `json:"answer"`
+	AnsweredBy     *string    `json:"answered_by"` // the subject who answered
+	AnsweredAt     *time.Time `json:"answered_at"`
+	Version        int64      `json:"version"`
+}
+
+// QuestionAsk is the body of POST /items/{item}/questions.
+type QuestionAsk struct {
+	Text     string `json:"text"`
+	Blocking bool   `json:"blocking"`
+}
+
+// QuestionAnswer is the body of POST /questions/{id}/answer.
+type QuestionAnswer struct {
+	Answer string `json:"answer"`
+}
+
+const questionColumns = `q.id, q.organization_id, q.project_id, i.key, q.item_id, q.text, q.blocking, q.asked_by_kind, q.asked_by, q.asked_at,
+q.answer, q.answered_by, COALESCE(q.answered_at, 0), q.version`
+
+const questionFrom = ` FROM questions q JOIN items i ON i.id = q.item_id`
+
+func scanQuestion(rows *store.Rows, i int) (Question, error) {
+	var q Question
+	var answer, by sql.NullString
+	var asked, answered int64
+	if err := rows.Scan(i, &q.ID, &q.OrganizationID, &q.ProjectID, &q.Item, &q.ItemID, &q.Text, &q.Blocking, &q.AskedBy.Kind, &q.AskedBy.Subject,
+		&asked, &answer, &by, &answered, &q.Version); err != nil {
+		return q, fmt.Errorf("scan question: %w", err)
+	}
+	q.AskedAt, q.AnsweredAt = ms(asked), msPtr(answered)
+	if answer.Valid {
+		q.Answer, q.AnsweredBy = &answer.String, &by.String
+	}
+	return q, nil
+}
+
+func validateText(v *apperr.Validator, field, s string, max int) {
+	v.Check(strings.TrimSpace(s) != "" && len(s) <= max, field, "must be 1–%d bytes, not blank (is %d)", max, len(s))
+	v.Check(utf8.ValidString(s), field, "must be valid UTF-8")
+}
+
+// FindQuestion finds a question by id.
+func (s *Service) FindQuestion(ctx context.Context, id string) (Question, error) {
+	rows, err := one(ctx, s.Store, fmt.Sprintf("question %q", id), `SELECT `+questionColumns+questionFrom+` WHERE q.id = ?`, id)
+	if err != nil {
+		return Question{}, err
+	}
+	return scanQuestion(rows, 0)
+}
+
+// ListQuestions lists an item's questions, oldest first.
+func (s *Service) ListQuestions(ctx context.Context, itemID string) ([]Question, error) {
+	rows, err := s.Store.Query(ctx, `SELECT `+questionColumns+questionFrom+` WHERE q.item_id = ? ORDER BY q.asked_at, q.id`, itemID)
+	if err != nil {
+		return nil, fmt.Errorf("list questions: %w", err)
+	}
+	out := make([]Question, rows.Len())
+	for i := range out {
+		if out[i], err = scanQuestion(rows, i); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// AskQuestion asks a question on an item (by id or key), as a human, a
+// service or the system (the flow engine). Its event, question.asked,
+// carries whether it blocks.
+func (s *Service) AskQuestion(ctx context.Context, actor event.Actor, itemID, text string, blocking bool) (Question, error) {
+	var v apperr.Validator
+	validateText(&v, "text", text, MaxQuestionText)
+	if err := v.Err(); err != nil {
+		return Question{}, err
+	}
+	it, err := s.FindItem(ctx, itemID)
+	if err != nil {
+		return Question{}, err
+	}
+	now := s.Clock.Now()
+	q := Question{ID: transition.NewID(), OrganizationID: it.OrganizationID, ProjectID: it.ProjectID, Item: it.Key, ItemID: it.ID, Text: text,
+		Blocking: blocking, AskedBy: ActorRef{Kind: actor.Kind, Subject: actor.Sub}, AskedAt: now, Version: 1}
+	payload, _ := json.Marshal(map[string]any{"item": it.Key, "item_id": it.ID, "item_type": it.Type, "text": text, "blocking": blocking})
+	err = s.Applier.Apply(ctx, &transition.Transition{
+		Events: []event.Event{newEvent(actor, it.OrganizationID, it.ProjectID, "question", q.ID, "asked", payload)},
+		Statements: []store.Statement{store.Stmt(`INSERT INTO questions (id, organization_id, project_id, item_id, text, blocking, asked_by_kind,
+asked_by, asked_at, answer, answered_by, answered_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, 1)`,
+			q.ID, q.OrganizationID, q.ProjectID, q.ItemID, q.Text, q.Blocking, actor.Kind, actor.Sub, now.UnixMilli())},
+	})
+	if err != nil {
+		return Question{}, err
+	}
+	return q, nil
+}
+
+// openBlocking counts an item's open blocking questions other than one.
+const openBlocking = `(SELECT COUNT(*) FROM questions WHERE item_id = ? AND blocking = 1 AND answer IS NULL AND id <> ?)`
+
+// AnswerQuestion answers an open question; a question answered already is
+// a conflict. Its event, question.answered, says whether this answer
+// closed the item's last open blocking question (last_blocking_answered):
+// the guarded write re-checks that count, so two blocking questions
+// answered at once cannot both believe another one is still open.
+func (s *Service) AnswerQuestion(ctx context.Context, actor event.Actor, questionID, answer string) (Question, error) {
+	var v apperr.Validator
+	validateText(&v, "answer", answer, MaxAnswer)
+	if err := v.Err(); err != nil {
+		return Question{}, err
+	}
+	var out Question
+	_, err := s.Applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
+		q, err := s.FindQuestion(ctx, questionID)
+		if err != nil {
+			return nil, err
+		}
+		if q.Answer != nil {
+			return nil, apperr.New(apperr.Conflict, "question %s on %s was answered already by %s", q.ID, q.Item, *q.AnsweredBy)
+		}
+		rows, err := s.Store.Query(ctx, `SELECT `+openBlocking, q.ItemID, q.ID)
+		if err != nil {
+			return nil, fmt.Errorf("count open questions: %w", err)
+		}
+		var others int64
+		if err := rows.Scan(0, &others); err != nil {
+			return nil, err
+		}
+		now := s.Clock.Now()
+		out = q
+		out.Answer, out.AnsweredBy, out.AnsweredAt, out.Version = &answer, &actor.Sub, &now, q.Version+1
+		last := q.Blocking && others == 0
+		payload, _ := json.Marshal(map[string]any{"item": q.Item, "item_id": q.ItemID, "blocking": q.Blocking, "answer": answer,
+			"last_blocking_answered": last})
+		return &transition.Transition{
+			Events: []event.Event{newEvent(actor, q.OrganizationID, q.ProjectID, "question", q.ID, "answered", payload)},
+			Guarded: []store.Statement{store.Stmt(`UPDATE questions SET answer = ?, answered_by = ?, answered_at = ?, version = version + 1
+WHERE id = ? AND version = ? AND answer IS NULL AND `+openBlocking+` = ?`,
+				answer, actor.Sub, now.UnixMilli(), q.ID, q.Version, q.ItemID, q.ID, others)},
+		}, nil
+	})
+	if err != nil {
+		return Question{}, err
+	}
+	return out, nil
+}

@@ -1,0 +1,279 @@
+package tracker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/transition"
+)
+
+// Skill limits.
+const (
+	MaxSkillDescription = 1 << 10   // bytes
+	MaxSkillContent     = 256 << 10 // bytes
+)
+
+// Skill is a project skill, as agent sessions receive it: its current
+// version (or, read with a version number, an older one).
+type Skill struct {
+	ID          string    `json:"id"`
+	ProjectID   string    `json:"project_id"`
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	Content     string    `json:"content"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"` // when this version was written
+	UpdatedBy   string    `json:"updated_by"` // who wrote this version
+	Version     int64     `json:"version"`
+}
+
+// SkillVersion describes one kept version of a skill (its content is read
+// with GET …/skills/{name}?version=N).
+type SkillVersion struct {
+	SkillID      string    `json:"skill_id"`
+	Version      int64     `json:"version"`
+	Name         string    `json:"name"`
+	Description  string    `json:"description"`
+	ContentBytes int       `json:"content_bytes"`
+	Deleted      bool      `json:"deleted"`
+	CreatedBy    string    `json:"created_by"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// SkillCreate is the body of POST /projects/{project}/skills.
+type SkillCreate struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Content     string `json:"content"`
+}
+
+// SkillUpdate is the body of PUT …/skills/{name}: version is the one read;
+// absent fields stay.
+type SkillUpdate struct {
+	Version     int64   `json:"version"`
+	Description *string `json:"description,omitempty"`
+	Content     *string `json:"content,omitempty"`
+}
+
+var skillNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// ValidSkillName reports whether name can name a skill.
+func ValidSkillName(name string) bool { return skillNameRE.MatchString(name) }
+
+func validateSkillText(v *apperr.Validator, description, content string) {
+	v.Check(len(description) <= MaxSkillDescription, "description", "is %d bytes: at most %d (1 KiB)", len(description), MaxSkillDescription)
+	v.Check(content != "", "content", "is required: the instructions agent sessions receive")
+	v.Check(len(content) <= MaxSkillContent, "content", "is %d bytes: at most %d (256 KiB)", len(content), MaxSkillContent)
+}
+
+const skillColumns = `id, project_id, name, description, content, created_at, updated_at, updated_by, version`
+
+func scanSkill(rows *store.Rows, i int) (Skill, error) {
+	var k Skill
+	var c, u int64
+	if err := rows.Scan(i, &k.ID, &k.ProjectID, &k.Name, &k.Description, &k.Content, &c, &u, &k.UpdatedBy, &k.Version); err != nil {
+		return k, fmt.Errorf("scan skill: %w", err)
+	}
+	k.CreatedAt, k.UpdatedAt = ms(c), ms(u)
+	return k, nil
+}
+
+func skillEvent(actor event.Actor, p Project, k Skill, change string) event.Event {
+	payload, _ := json.Marshal(map[string]any{"name": k.Name, "version": k.Version})
+	return newEvent(actor, p.OrganizationID, p.ID, "skill", k.ID, change, payload)
+}
+
+func insertSkillVersion(k Skill, deleted bool, by string, at time.Time) store.Statement {
+	return store.Stmt(`INSERT INTO skill_versions (skill_id, version, name, description, content, deleted, created_by, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, k.ID, k.Version, k.Name, k.Description, k.Content, deleted, by, at.UnixMilli())
+}
+
+// ListSkills lists a project's skills (not deleted) by name.
+func (s *Service) ListSkills(ctx context.Context, projectID string) ([]Skill, error) {
+	rows, err := s.Store.Query(ctx, `SELECT `+skillColumns+` FROM skills WHERE project_id = ? AND deleted = 0 ORDER BY name`, projectID)
+	if err != nil {
+		return nil, fmt.Errorf("list skills: %w", err)
+	}
+	out := make([]Skill, rows.Len())
+	for i := range out {
+		if out[i], err = scanSkill(rows, i); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// SkillsForRun returns the skills an agent session of the project gets:
+// those named in allowed, or every skill when allowed is empty; by name.
+// Names that match no skill are left out (the caller compares if it must).
+func (s *Service) SkillsForRun(ctx context.Context, projectID string, allowed []string) ([]Skill, error) {
+	all, err := s.ListSkills(ctx, projectID)
+	if err != nil || len(allowed) == 0 {
+		return all, err
+	}
+	want := make(map[string]bool, len(allowed))
+	for _, n := range allowed {
+		want[n] = true
+	}
+	out := []Skill{}
+	for _, k := range all {
+		if want[k.Name] {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// FindSkill returns the project's current skill of that name.
+func (s *Service) FindSkill(ctx context.Context, projectID, name string) (Skill, error) {
+	rows, err := one(ctx, s.Store, fmt.Sprintf("skill %q", name), `SELECT `+skillColumns+` FROM skills WHERE project_id = ? AND name = ? AND deleted = 0`,
+		projectID, name)
+	if err != nil {
+		return Skill{}, err
+	}
+	return scanSkill(rows, 0)
+}
+
+// FindSkillVersion returns version n of the project's current skill of
+// that name.
+func (s *Service) FindSkillVersion(ctx context.Context, projectID, name string, n int64) (Skill, error) {
+	k, err := s.FindSkill(ctx, projectID, name)
+	if err != nil || n == k.Version {
+		return k, err
+	}
+	rows, err := one(ctx, s.Store, fmt.Sprintf("version %d of skill %q", n, name),
+		`SELECT name, description, content, created_by, created_at FROM skill_versions WHERE skill_id = ? AND version = ?`, k.ID, n)
+	if err != nil {
+		return Skill{}, err
+	}
+	var at int64
+	if err := rows.Scan(0, &k.Name, &k.Description, &k.Content, &k.UpdatedBy, &at); err != nil {
+		return Skill{}, err
+	}
+	k.UpdatedAt, k.Version = ms(at), n
+	return k, nil
+}
+
+// ListSkillVersions lists every version of the project's current skill of
+// that name, newest first.
+func (s *Service) ListSkillVersions(ctx context.Context, projectID, name string) ([]SkillVersion, error) {
+	k, err := s.FindSkill(ctx, projectID, name)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.Store.Query(ctx, `SELECT skill_id, version, name, description, LENGTH(CAST(content AS BLOB)), deleted, created_by, created_at
+FROM skill_versions WHERE skill_id = ? ORDER BY version DESC`, k.ID)
+	if err != nil {
+		return nil, fmt.Errorf("list skill versions: %w", err)
+	}
+	out := make([]SkillVersion, rows.Len())
+	for i := range out {
+		v := &out[i]
+		var at int64
+		if err := rows.Scan(i, &v.SkillID, &v.Version, &v.Name, &v.Description, &v.ContentBytes, &v.Deleted, &v.CreatedBy, &at); err != nil {
+			return nil, fmt.Errorf("scan skill version: %w", err)
+		}
+		v.CreatedAt = ms(at)
+	}
+	return out, nil
+}
+
+// CreateSkill adds a skill to a project. A name in use is a conflict; a
+// deleted skill's name can be used again.
+func (s *Service) CreateSkill(ctx context.Context, actor event.Actor, p Project, in SkillCreate) (Skill, error) {
+	var v apperr.Validator
+	v.Check(ValidSkillName(in.Name), "name", "%q must be a lower-case letter or digit, then up to 63 lower-case letters, digits, _ or -", in.Name)
+	validateSkillText(&v, in.Description, in.Content)
+	if err := v.Err(); err != nil {
+		return Skill{}, err
+	}
+	now := s.Clock.Now().Truncate(time.Millisecond)
+	k := Skill{ID: transition.NewID(), ProjectID: p.ID, Name: in.Name, Description: in.Description, Content: in.Content,
+		CreatedAt: now, UpdatedAt: now, UpdatedBy: actor.Sub, Version: 1}
+	t := &transition.Transition{
+		Events: []event.Event{skillEvent(actor, p, k, "created")},
+		Statements: []store.Statement{
+			store.Stmt(`INSERT INTO skills (`+skillColumns+`, deleted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, 0)`,
+				k.ID, p.ID, k.Name, k.Description, k.Content, now.UnixMilli(), now.UnixMilli(), actor.Sub),
+			insertSkillVersion(k, false, actor.Sub, now),
+		},
+	}
+	if err := s.Applier.Apply(ctx, t); err != nil {
+		// The index is on (project_id, name); store.UniqueOn reads only the
+		// first column of a multi-column message.
+		if errors.Is(err, store.ErrUnique) && strings.Contains(err.Error(), "skills.name") {
+			return Skill{}, apperr.New(apperr.Conflict, "project %s already has a skill named %q", p.Key, in.Name)
+		}
+		return Skill{}, err
+	}
+	return k, nil
+}
+
+// UpdateSkill writes a new version of a skill over the version the caller
+// read; a stale version is a conflict.
+func (s *Service) UpdateSkill(ctx context.Context, actor event.Actor, p Project, name string, in SkillUpdate) (Skill, error) {
+	var v apperr.Validator
+	v.Check(in.Version >= 1, "version", "is required: the version you read")
+	v.Check(in.Description != nil || in.Content != nil, "content", "nothing to change: send description and/or content")
+	if v.Err() != nil {
+		return Skill{}, v.Err()
+	}
+	k, err := s.FindSkill(ctx, p.ID, name)
+	if err != nil {
+		return Skill{}, err
+	}
+	if in.Description != nil {
+		k.Description = *in.Description
+	}
+	if in.Content != nil {
+		k.Content = *in.Content
+	}
+	validateSkillText(&v, k.Description, k.Content)
+	if err := v.Err(); err != nil {
+		return Skill{}, err
+	}
+	if k.Version != in.Version {
+		return Skill{}, stale(store.ErrLostRace, fmt.Sprintf("skill %q", name))
+	}
+	now := s.Clock.Now().Truncate(time.Millisecond)
+	k.Version, k.UpdatedAt, k.UpdatedBy = in.Version+1, now, actor.Sub
+	t := &transition.Transition{
+		Events: []event.Event{skillEvent(actor, p, k, "updated")},
+		Guarded: []store.Statement{store.Stmt(`UPDATE skills SET description = ?, content = ?, updated_at = ?, updated_by = ?, version = version + 1
+WHERE id = ? AND version = ? AND deleted = 0`, k.Description, k.Content, now.UnixMilli(), actor.Sub, k.ID, in.Version)},
+		Statements: []store.Statement{insertSkillVersion(k, false, actor.Sub, now)},
+	}
+	if err := s.Applier.Apply(ctx, t); err != nil {
+		return Skill{}, stale(err, fmt.Sprintf("skill %q", name))
+	}
+	return k, nil
+}
+
+// DeleteSkill deletes a skill: it writes a final version marked deleted
+// and frees the name. The versions stay.
+func (s *Service) DeleteSkill(ctx context.Context, actor event.Actor, p Project, name string) error {
+	_, err := s.Applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
+		k, err := s.FindSkill(ctx, p.ID, name)
+		if err != nil {
+			return nil, err
+		}
+		now := s.Clock.Now()
+		read := k.Version
+		k.Version++
+		return &transition.Transition{
+			Events: []event.Event{skillEvent(actor, p, k, "deleted")},
+			Guarded: []store.Statement{store.Stmt(`UPDATE skills SET deleted = 1, updated_at = ?, updated_by = ?, version = version + 1
+WHERE id = ? AND version = ? AND deleted = 0`, now.UnixMilli(), actor.Sub, k.ID, read)},
+			Statements: []store.Statement{insertSkillVersion(k, true, actor.Sub, now)},
+		}, nil
+	})
+	return err
+}

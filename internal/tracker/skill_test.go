@@ -1,0 +1,264 @@
+package tracker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/tracker"
+	"github.com/ballet/ballet/internal/transition"
+)
+
+var alice = event.Actor{Kind: event.ActorHuman, Sub: "alice"}
+
+// skillSetup returns a tracker on a fake clock with project ACME.
+func skillSetup(t *testing.T, s store.Store) (*tracker.Service, tracker.Project, *clock.Fake) {
+	t.Helper()
+	ctx := context.Background()
+	c := clock.NewFake(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
+	svc := tracker.New(s, &transition.Applier{Store: s, Clock: c}, c)
+	o, err := svc.CreateOrganization(ctx, alice, tracker.OrganizationCreate{Slug: "acme", Name: "Acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := svc.CreateProject(ctx, alice, o.ID, tracker.ProjectCreate{Key: "ACME", Name: "Acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, p, c
+}
+
+func errCode(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return apperr.Code(err)
+}
+
+func ptr(s string) *string { return &s }
+
+func TestSkillVersions(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		svc, p, c := skillSetup(t, s)
+		k, err := svc.CreateSkill(ctx, alice, p, tracker.SkillCreate{Name: "go-style", Description: "Go style", Content: "gofmt everything"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k.Version != 1 || k.ProjectID != p.ID || k.UpdatedBy != "alice" {
+			t.Fatalf("created %+v", k)
+		}
+		if _, err := svc.CreateSkill(ctx, alice, p, tracker.SkillCreate{Name: "go-style", Content: "again"}); errCode(err) != apperr.Conflict {
+			t.Fatalf("duplicate: %v", err)
+		}
+		c.Advance(time.Minute)
+		bob := event.Actor{Kind: event.ActorHuman, Sub: "bob"}
+		k2, err := svc.UpdateSkill(ctx, bob, p, "go-style", tracker.SkillUpdate{Version: 1, Content: ptr("gofmt and go vet")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k2.Version != 2 || k2.Description != "Go style" || k2.Content != "gofmt and go vet" || k2.UpdatedBy != "bob" || !k2.CreatedAt.Equal(k.CreatedAt) {
+			t.Fatalf("updated %+v", k2)
+		}
+		if _, err := svc.UpdateSkill(ctx, bob, p, "go-style", tracker.SkillUpdate{Version: 1, Content: ptr("stale")}); errCode(err) != apperr.Conflict {
+			t.Fatalf("stale update: %v", err)
+		}
+		got, err := svc.FindSkill(ctx, p.ID, "go-style")
+		if err != nil || got != k2 {
+			t.Fatalf("find: %+v, %v (want %+v)", got, err, k2)
+		}
+		old, err := svc.FindSkillVersion(ctx, p.ID, "go-style", 1)
+		if err != nil || old.Content != "gofmt everything" || old.Version != 1 || old.UpdatedBy != "alice" || old.ID != k.ID {
+			t.Fatalf("version 1: %+v, %v", old, err)
+		}
+		if _, err := svc.FindSkillVersion(ctx, p.ID, "go-style", 3); errCode(err) != apperr.NotFound {
+			t.Fatalf("version 3: %v", err)
+		}
+		vs, err := svc.ListSkillVersions(ctx, p.ID, "go-style")
+		if err != nil || len(vs) != 2 || vs[0].Version != 2 || vs[1].Version != 1 || vs[0].ContentBytes != len("gofmt and go vet") || vs[0].CreatedBy != "bob" {
+			t.Fatalf("versions %+v, %v", vs, err)
+		}
+
+		// Delete keeps the versions, frees the name; the new skill is a
+		// different one with its own history.
+		if err := svc.DeleteSkill(ctx, alice, p, "go-style"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.FindSkill(ctx, p.ID, "go-style"); errCode(err) != apperr.NotFound {
+			t.Fatalf("deleted skill found: %v", err)
+		}
+		if err := svc.DeleteSkill(ctx, alice, p, "go-style"); errCode(err) != apperr.NotFound {
+			t.Fatalf("deleting twice: %v", err)
+		}
+		rows, err := s.Query(ctx, `SELECT version, deleted FROM skill_versions WHERE skill_id = ? ORDER BY version`, k.ID)
+		if err != nil || rows.Len() != 3 {
+			t.Fatalf("kept versions: %v, %v", rows, err)
+		}
+		var last int64
+		var deleted bool
+		if err := rows.Scan(2, &last, &deleted); err != nil || last != 3 || !deleted {
+			t.Fatalf("final version %d deleted=%v (%v)", last, deleted, err)
+		}
+		again, err := svc.CreateSkill(ctx, alice, p, tracker.SkillCreate{Name: "go-style", Content: "new"})
+		if err != nil || again.ID == k.ID || again.Version != 1 {
+			t.Fatalf("reused name: %+v, %v", again, err)
+		}
+
+		evs, err := event.List(ctx, s, event.Filter{EntityType: "skill"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var types []string
+		for _, e := range evs {
+			var pl struct {
+				Name    string
+				Version int64
+			}
+			if err := json.Unmarshal(e.Payload, &pl); err != nil || pl.Name != "go-style" || e.ProjectID != p.ID || e.OrganizationID != p.OrganizationID {
+				t.Errorf("event %+v", e)
+			}
+			types = append(types, e.Type+"@"+itoa(pl.Version))
+		}
+		if got := strings.Join(types, " "); got != "skill.created@1 skill.updated@2 skill.deleted@3 skill.created@1" {
+			t.Errorf("events: %s", got)
+		}
+	})
+}
+
+func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+func TestSkillValidation(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		svc, p, _ := skillSetup(t, s)
+		for _, c := range []struct {
+			in    tracker.SkillCreate
+			field string
+		}{
+			{tracker.SkillCreate{Name: "Go", Content: "x"}, "name"},
+			{tracker.SkillCreate{Name: "-go", Content: "x"}, "name"},
+			{tracker.SkillCreate{Name: "", Content: "x"}, "name"},
+			{tracker.SkillCreate{Name: strings.Repeat("a", 65), Content: "x"}, "name"},
+			{tracker.SkillCreate{Name: "go", Content: ""}, "content"},
+			{tracker.SkillCreate{Name: "go", Content: strings.Repeat("x", tracker.MaxSkillContent+1)}, "content"},
+			{tracker.SkillCreate{Name: "go", Description: strings.Repeat("d", tracker.MaxSkillDescription+1), Content: "x"}, "description"},
+		} {
+			_, err := svc.CreateSkill(ctx, alice, p, c.in)
+			var ae *apperr.Error
+			if !errors.As(err, &ae) || ae.Code != apperr.Invalid || len(ae.FieldErrors()) != 1 || ae.FieldErrors()[0].Field != c.field {
+				t.Errorf("create %.40q/%.20q: %v, want a problem with %s", c.in.Name, c.in.Content, err, c.field)
+			}
+		}
+		if _, err := svc.CreateSkill(ctx, alice, p, tracker.SkillCreate{Name: strings.Repeat("a", 64), Description: strings.Repeat("d", tracker.MaxSkillDescription),
+			Content: strings.Repeat("x", tracker.MaxSkillContent)}); err != nil {
+			t.Fatalf("at the limits: %v", err)
+		}
+		if _, err := svc.CreateSkill(ctx, alice, p, tracker.SkillCreate{Name: "go_1-x", Content: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			in    tracker.SkillUpdate
+			field string
+		}{
+			{tracker.SkillUpdate{Content: ptr("y")}, "version"},
+			{tracker.SkillUpdate{Version: 1}, "content"},
+			{tracker.SkillUpdate{Version: 1, Content: ptr("")}, "content"},
+			{tracker.SkillUpdate{Version: 1, Description: ptr(strings.Repeat("d", 1025))}, "description"},
+		} {
+			_, err := svc.UpdateSkill(ctx, alice, p, "go_1-x", c.in)
+			var ae *apperr.Error
+			if !errors.As(err, &ae) || ae.Code != apperr.Invalid || len(ae.FieldErrors()) == 0 || ae.FieldErrors()[0].Field != c.field {
+				t.Errorf("update %+v: %v, want a problem with %s", c.in, err, c.field)
+			}
+		}
+		if _, err := svc.UpdateSkill(ctx, alice, p, "missing", tracker.SkillUpdate{Version: 1, Content: ptr("y")}); errCode(err) != apperr.NotFound {
+			t.Errorf("update missing: %v", err)
+		}
+	})
+}
+
+func TestSkillsForRun(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		svc, p, _ := skillSetup(t, s)
+		for _, n := range []string{"review", "go", "docs", "gone"} {
+			if _, err := svc.CreateSkill(ctx, alice, p, tracker.SkillCreate{Name: n, Content: n + " content"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := svc.DeleteSkill(ctx, alice, p, "gone"); err != nil {
+			t.Fatal(err)
+		}
+		names := func(allowed []string) string {
+			ks, err := svc.SkillsForRun(ctx, p.ID, allowed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, k := range ks {
+				out = append(out, k.Name)
+				if k.Content != k.Name+" content" {
+					t.Errorf("%s content %q", k.Name, k.Content)
+				}
+			}
+			return strings.Join(out, ",")
+		}
+		if got := names(nil); got != "docs,go,review" {
+			t.Errorf("all: %s", got)
+		}
+		if got := names([]string{"review", "go", "gone", "unknown"}); got != "go,review" {
+			t.Errorf("allowed: %s", got)
+		}
+		if got, err := svc.SkillsForRun(ctx, "other-project", nil); err != nil || len(got) != 0 {
+			t.Errorf("other project: %v, %v", got, err)
+		}
+	})
+}
+
+// TestConcurrentSkillUpdate: many writers on the same version, exactly one
+// wins; the others get a conflict and no version is lost or doubled.
+func TestConcurrentSkillUpdate(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		svc, p, _ := skillSetup(t, s)
+		if _, err := svc.CreateSkill(ctx, alice, p, tracker.SkillCreate{Name: "go", Content: "v1"}); err != nil {
+			t.Fatal(err)
+		}
+		const n = 8
+		codes := make([]string, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				_, err := svc.UpdateSkill(ctx, alice, p, "go", tracker.SkillUpdate{Version: 1, Content: ptr("v2 by " + itoa(int64(i)))})
+				codes[i] = errCode(err)
+			})
+		}
+		wg.Wait()
+		ok := 0
+		for _, c := range codes {
+			switch c {
+			case "ok":
+				ok++
+			case apperr.Conflict:
+			default:
+				t.Errorf("unexpected %s", c)
+			}
+		}
+		if ok != 1 {
+			t.Fatalf("%d writers won: %v", ok, codes)
+		}
+		vs, err := svc.ListSkillVersions(ctx, p.ID, "go")
+		if err != nil || len(vs) != 2 {
+			t.Fatalf("versions %+v, %v", vs, err)
+		}
+	})
+}
