@@ -170,7 +170,7 @@ func (s *TokenService) Create(ctx context.Context, p *Principal, in TokenCreate)
 			return CreatedToken{}, err
 		}
 	}
-	now := s.Clock.Now()
+	now := s.Clock.Now().Truncate(time.Millisecond)
 	var exp *time.Time
 	if r.ttl > 0 {
 		e := now.Add(r.ttl).Truncate(time.Millisecond)
@@ -300,7 +300,7 @@ func (s *TokenService) Revoke(ctx context.Context, p *Principal, id string) erro
 		if t.RevokedAt != nil {
 			return nil, nil
 		}
-		now := s.Clock.Now()
+		now := s.Clock.Now().Truncate(time.Millisecond)
 		payload, _ := json.Marshal(map[string]any{"id": t.ID, "name": t.Name, "kind": t.Kind})
 		e := event.Event{OrganizationID: t.OrganizationID, EntityType: "token", EntityID: t.ID, Type: "token.revoked", Payload: payload}
 		e.SetActor(p.Actor())

@@ -146,7 +146,7 @@ func (s *Service) AddBlocker(ctx context.Context, actor event.Actor, itemID, blo
 		if path != nil {
 			return nil, s.cycleError(ctx, it, bl, path)
 		}
-		now := s.Clock.Now()
+		now := s.now()
 		payload, _ := json.Marshal(map[string]any{"blocker": bl.Key, "blocker_id": bl.ID})
 		added = true
 		return &transition.Transition{

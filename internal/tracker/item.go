@@ -342,7 +342,7 @@ func (s *Service) CreateItem(ctx context.Context, actor event.Actor, p Project, 
 		if err != nil {
 			return nil, err
 		}
-		now := s.Clock.Now()
+		now := s.now()
 		it := Item{ID: transition.NewID(), Key: keys.Item(p.Key, alloc.Number), OrganizationID: p.OrganizationID, ProjectID: p.ID,
 			Number: alloc.Number, Type: in.Type, Title: title, Description: in.Description, AcceptanceCriteria: in.AcceptanceCriteria,
 			State: state, BlockedBy: []string{}, Blocks: []string{}, CreatedBy: actor.Sub, CreatedAt: now, UpdatedAt: now, Version: 1}
@@ -494,7 +494,7 @@ func (s *Service) decideUpdate(ctx context.Context, actor event.Actor, cur Item,
 	if len(changes) == 0 && !stateChanged {
 		return nil, cur, nil // nothing differs: no change, no event
 	}
-	now := s.Clock.Now()
+	now := s.now()
 	next.UpdatedAt, next.Version = now, cur.Version+1
 	var epicID any
 	if next.EpicID != nil {
@@ -577,7 +577,7 @@ func (s *Service) SetItemStateBySystem(ctx context.Context, actor event.Actor, i
 	if it.State != from || it.Version != version {
 		return Item{}, apperr.New(apperr.Conflict, "%s is %s at version %d, not %s at version %d: read it again", it.Key, it.State, it.Version, from, version)
 	}
-	now := s.Clock.Now()
+	now := s.now()
 	ev, st := StateChange(actor, it, to, now)
 	if err := s.Applier.Apply(ctx, &transition.Transition{Events: []event.Event{ev}, Guarded: []store.Statement{st}}); err != nil {
 		return Item{}, stale(err, it.Key)

@@ -72,7 +72,7 @@ func (s *Service) SetMember(ctx context.Context, actor event.Actor, orgID, proje
 		if err != nil {
 			return nil, err
 		}
-		now := s.Clock.Now()
+		now := s.now()
 		if found && cur.Role == in.Role {
 			out = cur
 			return nil, nil

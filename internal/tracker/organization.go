@@ -55,7 +55,7 @@ func (s *Service) CreateOrganization(ctx context.Context, actor event.Actor, in 
 	if err := in.validate(); err != nil {
 		return Organization{}, err
 	}
-	now := s.Clock.Now()
+	now := s.now()
 	o := Organization{ID: transition.NewID(), Slug: in.Slug, Name: strings.TrimSpace(in.Name), CreatedAt: now, UpdatedAt: now, Version: 1}
 	payload, _ := json.Marshal(o)
 	t := &transition.Transition{

@@ -167,7 +167,7 @@ func (s *Service) SavePipeline(ctx context.Context, actor event.Actor, p Project
 		return PipelineVersion{}, &apperr.Error{Code: apperr.Invalid, Message: fmt.Sprintf("the definition has %d problem(s): %s", len(problems), problems[0].Message), Details: problems}
 	}
 	base := *in.Version
-	now := s.Clock.Now()
+	now := s.now()
 	stored, err := json.Marshal(def)
 	if err != nil {
 		return PipelineVersion{}, fmt.Errorf("encode pipeline: %w", err)

@@ -54,7 +54,7 @@ func (s *Service) SetPlatformPaused(ctx context.Context, actor event.Actor, paus
 		if p.Paused == paused {
 			return nil, nil
 		}
-		now := s.Clock.Now()
+		now := s.now()
 		change := "resumed"
 		if paused {
 			change = "paused"
@@ -84,7 +84,7 @@ func (s *Service) UpdatePlatform(ctx context.Context, actor event.Actor, in Plat
 	if err != nil {
 		return Platform{}, err
 	}
-	now := s.Clock.Now()
+	now := s.now()
 	payload, _ := json.Marshal(map[string]any{"changes": map[string]any{"concurrency_limit": *in.ConcurrencyLimit}})
 	err = s.Applier.Apply(ctx, &transition.Transition{
 		Events: []event.Event{newEvent(actor, "", "", "platform", "platform", "updated", payload)},

@@ -192,7 +192,7 @@ func projectValues(p *Project) []any {
 
 // CreateProject creates a project in an organization.
 func (s *Service) CreateProject(ctx context.Context, actor event.Actor, orgID string, in ProjectCreate) (Project, error) {
-	now := s.Clock.Now()
+	now := s.now()
 	p := Project{ID: transition.NewID(), OrganizationID: orgID, Key: in.Key, Name: strings.TrimSpace(in.Name), Repository: in.Repository,
 		MergePolicy: MergePolicy{Mode: "manual", RequiredChecks: []string{}}, TicketTypes: DefaultTicketTypes,
 		CreatedAt: now, UpdatedAt: now, Version: 1}
@@ -310,7 +310,7 @@ func (s *Service) UpdateProject(ctx context.Context, actor event.Actor, p Projec
 	if len(changes) == 0 {
 		return Project{}, apperr.New(apperr.Invalid, "nothing to change: name a field to update")
 	}
-	now := s.Clock.Now()
+	now := s.now()
 	payload, _ := json.Marshal(map[string]any{"changes": changes})
 	t := &transition.Transition{
 		Events: []event.Event{newEvent(actor, p.OrganizationID, p.ID, "project", p.ID, "updated", payload)},

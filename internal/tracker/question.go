@@ -119,7 +119,7 @@ func (s *Service) AskQuestion(ctx context.Context, actor event.Actor, itemID, te
 	if err != nil {
 		return Question{}, err
 	}
-	now := s.Clock.Now()
+	now := s.now()
 	q := Question{ID: transition.NewID(), OrganizationID: it.OrganizationID, ProjectID: it.ProjectID, Item: it.Key, ItemID: it.ID, Text: text,
 		Blocking: blocking, AskedBy: ActorRef{Kind: actor.Kind, Subject: actor.Sub}, AskedAt: now, Version: 1}
 	payload, _ := json.Marshal(map[string]any{"item": it.Key, "item_id": it.ID, "item_type": it.Type, "text": text, "blocking": blocking})
@@ -166,7 +166,7 @@ func (s *Service) AnswerQuestion(ctx context.Context, actor event.Actor, questio
 		if err := rows.Scan(0, &others); err != nil {
 			return nil, err
 		}
-		now := s.Clock.Now()
+		now := s.now()
 		out = q
 		out.Answer, out.AnsweredBy, out.AnsweredAt, out.Version = &answer, &actor.Sub, &now, q.Version+1
 		last := q.Blocking && others == 0

@@ -195,7 +195,7 @@ func (s *Service) CreateSkill(ctx context.Context, actor event.Actor, p Project,
 	if err := v.Err(); err != nil {
 		return Skill{}, err
 	}
-	now := s.Clock.Now().Truncate(time.Millisecond)
+	now := s.now().Truncate(time.Millisecond)
 	k := Skill{ID: transition.NewID(), ProjectID: p.ID, Name: in.Name, Description: in.Description, Content: in.Content,
 		CreatedAt: now, UpdatedAt: now, UpdatedBy: actor.Sub, Version: 1}
 	t := &transition.Transition{
@@ -243,7 +243,7 @@ func (s *Service) UpdateSkill(ctx context.Context, actor event.Actor, p Project,
 	if k.Version != in.Version {
 		return Skill{}, stale(store.ErrLostRace, fmt.Sprintf("skill %q", name))
 	}
-	now := s.Clock.Now().Truncate(time.Millisecond)
+	now := s.now().Truncate(time.Millisecond)
 	k.Version, k.UpdatedAt, k.UpdatedBy = in.Version+1, now, actor.Sub
 	t := &transition.Transition{
 		Events: []event.Event{skillEvent(actor, p, k, "updated")},
@@ -265,7 +265,7 @@ func (s *Service) DeleteSkill(ctx context.Context, actor event.Actor, p Project,
 		if err != nil {
 			return nil, err
 		}
-		now := s.Clock.Now()
+		now := s.now()
 		read := k.Version
 		k.Version++
 		return &transition.Transition{

@@ -69,3 +69,7 @@ func one(ctx context.Context, q store.Store, what, sql string, args ...any) (*st
 	}
 	return rows, nil
 }
+
+// now is the current time at the precision times are stored with, so that
+// what a change returns equals what a later read returns.
+func (s *Service) now() time.Time { return s.Clock.Now().Truncate(time.Millisecond) }

@@ -101,7 +101,10 @@ type Options struct {
 	Consistency string
 	// Timeout bounds each HTTP request; default 10s.
 	Timeout time.Duration
-	// HTTPClient is used if set; otherwise the Store makes its own.
+	// HTTPClient is used if set; otherwise the Store makes its own, which
+	// never follows redirects and checks before each write that the node
+	// has not closed a kept-alive connection (so a restarted node's stale
+	// connection fails over instead of giving an unknown outcome).
 	HTTPClient *http.Client
 }
 
