@@ -305,7 +305,7 @@ func (b *bench) balletSQLiteJobsOnce(ctx context.Context, whatIf bool) error {
 	}
 	r := Result{ID: id, System: system, What: fmt.Sprintf("no-op jobs, %d slots", b.o.slots), Ops: b.o.jobs, Seconds: el.Seconds()}
 	if whatIf {
-		r.Note = "bench/whatif: internal/job's orchestrator with the claim query split into UNION ALL + indexes (status, run_at, id), (status, lease_until, id); not product code"
+		r.Note = "bench/whatif: internal/job's orchestrator with the claim query split into a UNION ALL of two LIMITed branches, and jobs_pending on (status, run_at, id); not product code"
 	}
 	b.rep.add(r)
 	return nil

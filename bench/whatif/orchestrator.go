@@ -1,8 +1,9 @@
 // Package whatif is a copy of internal/job's Orchestrator (as of this
 // benchmark's writing) with one change: the claim query reads pending and
-// expired-lease jobs through two index-ordered, LIMITed subqueries joined by
-// UNION ALL instead of one OR, which SQLite answers by reading and sorting
-// every due job. It exists only so that bench can measure the proposed fix
+// expired-lease jobs through two LIMITed subqueries joined by UNION ALL
+// instead of one OR, which SQLite answers by reading and sorting every due
+// job (MULTI-INDEX OR + TEMP B-TREE FOR ORDER BY), and jobs_pending gains
+// the id column. It exists only so that bench can measure the proposed fix
 // next to the product code; it is not used by Ballet. Metrics are dropped.
 package whatif
 
@@ -311,20 +312,23 @@ func truncate(s string) string {
 	return s
 }
 
-// ClaimQuery is the proposed due-jobs read: each branch walks its index in
-// order and stops after n rows. It needs the id in the indexes to avoid a
-// sort of all due jobs with equal run_at (see ProposedIndexes).
+// ClaimQuery is the proposed due-jobs read. It returns exactly what the
+// original returns (the first n of the union is the first n of the union of
+// each branch's first n), but each branch is a plain index range: the
+// pending branch walks jobs_pending (status, run_at, id) in order and stops
+// after n rows; the running branch sorts only jobs whose lease ran out,
+// which are few.
 const ClaimQuery = `SELECT * FROM (SELECT id, kind, payload, status, attempt, max_attempts, COALESCE(dedupe_key, ''), run_at FROM jobs
     WHERE status = 'pending' AND run_at <= ? ORDER BY run_at, id LIMIT ?)
 UNION ALL
 SELECT * FROM (SELECT id, kind, payload, status, attempt, max_attempts, COALESCE(dedupe_key, ''), run_at FROM jobs
-    WHERE status = 'running' AND lease_until <= ? ORDER BY lease_until, id LIMIT ?)
+    WHERE status = 'running' AND lease_until <= ? ORDER BY run_at, id LIMIT ?)
 ORDER BY run_at, id LIMIT ?`
 
-// ProposedIndexes replace the migration's jobs_pending and jobs_leased.
+// ProposedIndexes is the proposed migration: id joins jobs_pending so that
+// the pending branch needs no sort even when many jobs share one run_at (a
+// batch that enqueues several jobs gives them the same run_at).
 var ProposedIndexes = []string{
 	`DROP INDEX jobs_pending`,
 	`CREATE INDEX jobs_pending ON jobs (status, run_at, id)`,
-	`DROP INDEX jobs_leased`,
-	`CREATE INDEX jobs_leased ON jobs (status, lease_until, id)`,
 }

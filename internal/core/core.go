@@ -24,8 +24,12 @@ import (
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/config"
+	"github.com/ballet/ballet/internal/flow"
+	"github.com/ballet/ballet/internal/forge"
+	"github.com/ballet/ballet/internal/forge/gitforge"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/leader"
+	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/server"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/rqlite"
@@ -48,6 +52,8 @@ type Core struct {
 	Auth     *auth.Authenticator
 	Tracker  *tracker.Service
 	API      *server.API
+	Flows    *flow.Service
+	Runs     *run.Service
 
 	listener net.Listener
 	http     *http.Server
@@ -85,6 +91,11 @@ func New(cfg config.Config, log *slog.Logger, st store.Store) (*Core, error) {
 	c.Applier = &transition.Applier{Store: st, Clock: c.Clock, OnCommit: func(cm transition.Committed) {
 		if cm.HasJobs {
 			c.Jobs.Notify()
+		}
+		for _, e := range cm.Events {
+			if e.Type == "run.created" && c.Runs != nil {
+				c.Runs.Notify() // wake runners waiting in a long poll
+			}
 		}
 	}}
 	if err := c.openAPI(cfg); err != nil {
@@ -128,6 +139,19 @@ func (c *Core) openAPI(cfg config.Config) error {
 	c.API.Add((&server.Items{T: c.Tracker}).Routes()...)
 	c.API.Add((&server.Tokens{S: auth.NewTokenService(c.Store, c.Applier, c.Clock, &access.Resolver{Store: c.Store})}).Routes()...)
 	c.API.Add((&server.Skills{T: c.Tracker}).Routes()...)
+	c.Runs = run.NewService(c.Store, c.Applier, c.Clock, c.Tracker, run.Config{Log: c.Log.With("component", "runs")})
+	c.API.Add((&server.Runs{S: c.Runs, T: c.Tracker}).Routes()...)
+	gitCache := filepath.Join(filepath.Dir(cfg.Storage.Path), "git-cache")
+	c.Flows = &flow.Service{Store: c.Store, Applier: c.Applier, Clock: c.Clock, Log: c.Log.With("component", "flow"),
+		Tracker: c.Tracker, Runs: c.Runs, Forges: func(kind string) (forge.Forge, error) {
+			if kind == "git" {
+				return gitforge.New(gitCache), nil
+			}
+			return nil, fmt.Errorf("the %s forge is not supported yet: only plain git", kind)
+		}}
+	c.Tracker.Hooks = c.Flows.Hooks()
+	c.Flows.Register(c.Jobs)
+	c.API.Add((&server.Flows{T: c.Tracker, F: c.Flows}).Routes()...)
 	return nil
 }
 
@@ -203,9 +227,12 @@ func (c *Core) Run(ctx context.Context) error {
 	c.Log.Info("core serving", "addr", c.Addr(), "engine", c.Store.Engine(), "instance", c.ID)
 	lead := func(ctx context.Context) {
 		c.Log.Info("leading: orchestrator started")
+		sweeper := make(chan struct{})
+		go func() { defer close(sweeper); c.Runs.RunSweeper(ctx) }()
 		if err := c.Jobs.Run(ctx); err != nil {
 			c.Log.Error("orchestrator stopped", "err", err)
 		}
+		<-sweeper
 		c.Log.Info("orchestrator stopped")
 	}
 	wg.Add(1)

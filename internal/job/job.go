@@ -103,6 +103,16 @@ func Permanent(err error) error {
 	return &permanentError{err: err}
 }
 
+// snoozeError asks for the job to run again later, without counting as a
+// failed attempt (a poll that found nothing new yet).
+type snoozeError struct{ d time.Duration }
+
+func (s *snoozeError) Error() string { return fmt.Sprintf("snoozed for %s", s.d) }
+
+// Snooze returns the error a handler returns to run again after d, without
+// using up an attempt. Polling (a pull request's checks) is built on it.
+func Snooze(d time.Duration) error { return &snoozeError{d: d} }
+
 // IsPermanent reports whether err was wrapped by Permanent.
 func IsPermanent(err error) bool {
 	var p *permanentError

@@ -290,7 +290,13 @@ func (o *Orchestrator) finish(ctx context.Context, j *Job, herr error) error {
 	ms := now.UnixMilli()
 	var st store.Statement
 	var result string
+	var snooze *snoozeError
 	switch {
+	case errors.As(herr, &snooze):
+		result = "snooze"
+		st = store.Stmt(`UPDATE jobs SET status = 'pending', run_at = ?, attempt = attempt - 1, lease_until = NULL, updated_at = ?
+WHERE id = ? AND status = 'running' AND attempt = ?`, now.Add(snooze.d).UnixMilli(), ms, j.ID, j.Attempt)
+		herr = nil // not a failure
 	case herr == nil:
 		result = "done"
 		st = store.Stmt(`UPDATE jobs SET status = 'done', lease_until = NULL, finished_at = ?, updated_at = ?

@@ -363,3 +363,34 @@ func TestShutdownLetsHandlersFinish(t *testing.T) {
 		}
 	})
 }
+
+func TestSnoozeRunsLaterWithoutUsingAnAttempt(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		w := setup(t, s, job.Config{})
+		var calls atomic.Int32
+		w.o.Handle("poll", func(context.Context, *job.Job) error {
+			if calls.Add(1) < 4 {
+				return job.Snooze(30 * time.Second)
+			}
+			return nil
+		})
+		w.run(t, w.o)
+		w.settle()
+		w.enqueue(t, job.Spec{Kind: "poll", MaxAttempts: 1})
+		for i := 1; i <= 3; i++ {
+			waitFor(t, "snoozed", func() bool {
+				r := w.jobs(t, "poll")[0]
+				return calls.Load() == int32(i) && r.status == job.StatusPending && r.attempt == 0
+			})
+			if r := w.jobs(t, "poll")[0]; r.runAt.Sub(w.fc.Now()) != 30*time.Second {
+				t.Fatalf("snoozed until %v", r.runAt.Sub(w.fc.Now()))
+			}
+			w.settle()
+			w.fc.Advance(30 * time.Second)
+		}
+		waitFor(t, "done", func() bool { return w.jobs(t, "poll")[0].status == job.StatusDone })
+		if r := w.jobs(t, "poll")[0]; r.attempt != 1 {
+			t.Fatalf("a job with max_attempts 1 finished after attempt %d", r.attempt)
+		}
+	})
+}

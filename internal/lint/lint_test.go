@@ -68,6 +68,8 @@ func TestImportBoundaries(t *testing.T) {
 		"internal/keys":       {"internal/store/sqlite", "internal/store/rqlite", "net/http"},
 		"internal/clock":      {"github.com/ballet/ballet/"},
 		"internal/pipeline":   {"github.com/ballet/ballet/", "net/http"},
+		"internal/forge":      {"github.com/ballet/ballet/", "net/http"},
+		"internal/flow":       {"internal/store/sqlite", "internal/store/rqlite", "internal/server", "internal/core", "net/http"},
 		"internal/config":     {"github.com/ballet/ballet/"},
 	}
 	for dir, files := range packages(t) {

@@ -521,10 +521,14 @@ version = version + 1 WHERE id = ? AND version = ?`
 		body["changes"], body["previous"] = changes, previous
 	}
 	payload, _ := json.Marshal(body)
-	return &transition.Transition{
+	t := &transition.Transition{
 		Events:  []event.Event{newEvent(actor, cur.OrganizationID, cur.ProjectID, next.EntityType(), cur.ID, change, payload)},
 		Guarded: []store.Statement{store.Stmt(sql, args...)},
-	}, next, nil
+	}
+	if stateChanged && s.Hooks.StateChanged != nil {
+		t.Jobs = append(t.Jobs, s.Hooks.StateChanged(next, cur.State, next.State)...)
+	}
+	return t, next, nil
 }
 
 func transitionRefused(it Item, to string) error {
@@ -587,7 +591,8 @@ func (s *Service) SetItemStateBySystem(ctx context.Context, actor event.Actor, i
 }
 
 // ItemEvents returns an item's history after seq: its own events (as a
-// ticket or an epic) and those of its questions, in seq order.
+// ticket or an epic) and those of its questions, flows and runs, in seq
+// order.
 func (s *Service) ItemEvents(ctx context.Context, itemID string, after int64, limit int) ([]event.Event, error) {
 	if limit <= 0 || limit > event.MaxLimit {
 		limit = 100
@@ -596,7 +601,9 @@ func (s *Service) ItemEvents(ctx context.Context, itemID string, after int64, li
 	const cols = `SELECT seq, id, occurred_at, organization_id, project_id, entity_type, entity_id, type, actor_kind, actor_sub, acting_for, payload FROM events`
 	rows, err := s.Store.Query(ctx, cols+` WHERE entity_type IN ('ticket', 'epic') AND entity_id = ? AND seq > ?
 UNION ALL `+cols+` WHERE entity_type = 'question' AND entity_id IN (SELECT id FROM questions WHERE item_id = ?) AND seq > ?
-ORDER BY seq LIMIT ?`, itemID, after, itemID, after, limit)
+UNION ALL `+cols+` WHERE entity_type = 'flow' AND entity_id IN (SELECT id FROM flows WHERE item_id = ?) AND seq > ?
+UNION ALL `+cols+` WHERE entity_type = 'run' AND entity_id IN (SELECT id FROM runs WHERE item_id = ?) AND seq > ?
+ORDER BY seq LIMIT ?`, itemID, after, itemID, after, itemID, after, itemID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list item events: %w", err)
 	}

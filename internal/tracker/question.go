@@ -11,6 +11,7 @@ import (
 
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/transition"
 )
@@ -119,20 +120,36 @@ func (s *Service) AskQuestion(ctx context.Context, actor event.Actor, itemID, te
 	if err != nil {
 		return Question{}, err
 	}
-	now := s.now()
-	q := Question{ID: transition.NewID(), OrganizationID: it.OrganizationID, ProjectID: it.ProjectID, Item: it.Key, ItemID: it.ID, Text: text,
-		Blocking: blocking, AskedBy: ActorRef{Kind: actor.Kind, Subject: actor.Sub}, AskedAt: now, Version: 1}
-	payload, _ := json.Marshal(map[string]any{"item": it.Key, "item_id": it.ID, "item_type": it.Type, "text": text, "blocking": blocking})
-	err = s.Applier.Apply(ctx, &transition.Transition{
-		Events: []event.Event{newEvent(actor, it.OrganizationID, it.ProjectID, "question", q.ID, "asked", payload)},
-		Statements: []store.Statement{store.Stmt(`INSERT INTO questions (id, organization_id, project_id, item_id, text, blocking, asked_by_kind,
-asked_by, asked_at, answer, answered_by, answered_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, 1)`,
-			q.ID, q.OrganizationID, q.ProjectID, q.ItemID, q.Text, q.Blocking, actor.Kind, actor.Sub, now.UnixMilli())},
-	})
+	q, ev, st := NewQuestion(actor, it, text, blocking, s.now())
+	err = s.Applier.Apply(ctx, &transition.Transition{Events: []event.Event{ev}, Statements: []store.Statement{st}})
 	if err != nil {
 		return Question{}, err
 	}
 	return q, nil
+}
+
+// NewQuestion returns a new question on it with its event and insert
+// statement, for callers (the flow engine) that ask within a larger
+// transition.
+func NewQuestion(actor event.Actor, it Item, text string, blocking bool, now time.Time) (Question, event.Event, store.Statement) {
+	q := Question{ID: transition.NewID(), OrganizationID: it.OrganizationID, ProjectID: it.ProjectID, Item: it.Key, ItemID: it.ID, Text: text,
+		Blocking: blocking, AskedBy: ActorRef{Kind: actor.Kind, Subject: actor.Sub}, AskedAt: now, Version: 1}
+	payload, _ := json.Marshal(map[string]any{"item": it.Key, "item_id": it.ID, "item_type": it.Type, "text": text, "blocking": blocking})
+	return q, newEvent(actor, it.OrganizationID, it.ProjectID, "question", q.ID, "asked", payload),
+		store.Stmt(`INSERT INTO questions (id, organization_id, project_id, item_id, text, blocking, asked_by_kind,
+asked_by, asked_at, answer, answered_by, answered_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, 1)`,
+			q.ID, q.OrganizationID, q.ProjectID, q.ItemID, q.Text, q.Blocking, actor.Kind, actor.Sub, now.UnixMilli())
+}
+
+// OpenBlockingQuestions counts an item's unanswered blocking questions.
+func (s *Service) OpenBlockingQuestions(ctx context.Context, itemID string) (int64, error) {
+	rows, err := s.Store.Query(ctx, `SELECT COUNT(*) FROM questions WHERE item_id = ? AND blocking = 1 AND answer IS NULL`, itemID)
+	if err != nil {
+		return 0, fmt.Errorf("count open questions: %w", err)
+	}
+	var n int64
+	err = rows.Scan(0, &n)
+	return n, err
 }
 
 // openBlocking counts an item's open blocking questions other than one.
@@ -172,7 +189,12 @@ func (s *Service) AnswerQuestion(ctx context.Context, actor event.Actor, questio
 		last := q.Blocking && others == 0
 		payload, _ := json.Marshal(map[string]any{"item": q.Item, "item_id": q.ItemID, "blocking": q.Blocking, "answer": answer,
 			"last_blocking_answered": last})
+		var jobs []job.Spec
+		if last && s.Hooks.LastBlockingAnswered != nil {
+			jobs = s.Hooks.LastBlockingAnswered(q.ItemID)
+		}
 		return &transition.Transition{
+			Jobs:   jobs,
 			Events: []event.Event{newEvent(actor, q.OrganizationID, q.ProjectID, "question", q.ID, "answered", payload)},
 			Guarded: []store.Statement{store.Stmt(`UPDATE questions SET answer = ?, answered_by = ?, answered_at = ?, version = version + 1
 WHERE id = ? AND version = ? AND answer IS NULL AND `+openBlocking+` = ?`,

@@ -14,6 +14,7 @@ import (
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/transition"
 )
@@ -23,6 +24,18 @@ type Service struct {
 	Store   store.Store
 	Applier *transition.Applier
 	Clock   clock.Clock
+	// Hooks let the flow engine enqueue durable work in the same batch as a
+	// tracker change, so that no reaction can be lost between the two.
+	Hooks Hooks
+}
+
+// Hooks return jobs to enqueue with a tracker change. Nil hooks add none.
+type Hooks struct {
+	// StateChanged: a user moved an item from one state to another.
+	StateChanged func(it Item, from, to string) []job.Spec
+	// LastBlockingAnswered: an answer closed the item's last open
+	// blocking question.
+	LastBlockingAnswered func(itemID string) []job.Spec
 }
 
 // New returns a Service.

@@ -16,8 +16,10 @@ CREATE TABLE flows (
     status           TEXT    NOT NULL CHECK (status IN ('running', 'waiting', 'done', 'failed', 'stopped')),
     waiting          TEXT,             -- approval, answer, run, checks, review, merge, budget, pause
     run_id           TEXT,
-    outcome          TEXT,
-    report           TEXT,
+    outcome          TEXT,             -- the last stage outcome …
+    report           TEXT,             -- … its report …
+    outcome_stage    TEXT,             -- … and the stage that reported them
+    pull_request     TEXT,             -- JSON of the merge stage's pull request, once found
     started_at       INTEGER NOT NULL,
     updated_at       INTEGER NOT NULL,
     finished_at      INTEGER,

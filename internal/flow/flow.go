@@ -1,0 +1,241 @@
+package flow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/forge"
+	"github.com/ballet/ballet/internal/job"
+	"github.com/ballet/ballet/internal/pipeline"
+	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/tracker"
+	"github.com/ballet/ballet/internal/transition"
+)
+
+// Job kinds of the flow engine.
+const (
+	JobEnter  = "flow.enter"  // enter the stage of a step
+	JobMerge  = "flow.merge"  // check (and merge) the pull request of a merge stage
+	JobResume = "flow.resume" // the ticket's last blocking question was answered
+	JobStop   = "flow.stop"   // a person paused or cancelled the ticket
+)
+
+// Flow is a ticket's run through its pinned pipeline version.
+type Flow struct {
+	ID              string
+	OrganizationID  string
+	ProjectID       string
+	ItemID          string
+	Pipeline        string
+	PipelineVersion int64
+	Definition      pipeline.Definition
+	Stage           string
+	Iteration       int
+	MaxIterations   int
+	Step            int
+	Status          string
+	Waiting         string
+	RunID           string
+	Outcome         string
+	Report          string
+	OutcomeStage    string // the stage that reported Outcome and Report
+	PullRequest     *forge.PullRequest
+	StartedAt       time.Time
+	UpdatedAt       time.Time
+	FinishedAt      *time.Time
+	Version         int64
+}
+
+// State is the flow's machine state.
+func (f *Flow) State() State { return State{f.Status, f.Waiting} }
+
+// Forges picks the forge of a repository kind ("git", "gitea", "github").
+type Forges func(kind string) (forge.Forge, error)
+
+// Service runs flows.
+type Service struct {
+	Store   store.Store
+	Applier *transition.Applier
+	Clock   clock.Clock
+	Log     *slog.Logger
+	Tracker *tracker.Service
+	Runs    *run.Service
+	Forges  Forges
+}
+
+// System is the flow engine as an actor.
+var System = event.Actor{Kind: event.ActorSystem, Sub: "flow"}
+
+const flowColumns = `id, organization_id, project_id, item_id, pipeline, pipeline_version, definition, stage, iteration, max_iterations, step,
+status, COALESCE(waiting, ''), COALESCE(run_id, ''), COALESCE(outcome, ''), COALESCE(report, ''), COALESCE(outcome_stage, ''), COALESCE(pull_request, ''), started_at, updated_at, COALESCE(finished_at, 0), version`
+
+func scanFlow(rows *store.Rows, i int) (Flow, error) {
+	var f Flow
+	var def, pr string
+	var started, updated, finished int64
+	if err := rows.Scan(i, &f.ID, &f.OrganizationID, &f.ProjectID, &f.ItemID, &f.Pipeline, &f.PipelineVersion, &def, &f.Stage, &f.Iteration,
+		&f.MaxIterations, &f.Step, &f.Status, &f.Waiting, &f.RunID, &f.Outcome, &f.Report, &f.OutcomeStage, &pr, &started, &updated, &finished, &f.Version); err != nil {
+		return f, fmt.Errorf("scan flow: %w", err)
+	}
+	if pr != "" {
+		f.PullRequest = &forge.PullRequest{}
+		if err := json.Unmarshal([]byte(pr), f.PullRequest); err != nil {
+			return f, fmt.Errorf("flow %s pull request: %w", f.ID, err)
+		}
+	}
+	if err := json.Unmarshal([]byte(def), &f.Definition); err != nil {
+		return f, fmt.Errorf("flow %s definition: %w", f.ID, err)
+	}
+	f.StartedAt, f.UpdatedAt = time.UnixMilli(started).UTC(), time.UnixMilli(updated).UTC()
+	if finished != 0 {
+		t := time.UnixMilli(finished).UTC()
+		f.FinishedAt = &t
+	}
+	return f, nil
+}
+
+// Get reads a flow by id.
+func (s *Service) Get(ctx context.Context, id string) (Flow, error) {
+	rows, err := s.Store.Query(ctx, `SELECT `+flowColumns+` FROM flows WHERE id = ?`, id)
+	if err != nil {
+		return Flow{}, fmt.Errorf("read flow %s: %w", id, err)
+	}
+	if rows.Len() == 0 {
+		return Flow{}, apperr.New(apperr.NotFound, "flow %s not found", id)
+	}
+	return scanFlow(rows, 0)
+}
+
+// Latest returns the item's newest flow (ok=false before any started).
+func (s *Service) Latest(ctx context.Context, itemID string) (Flow, bool, error) {
+	rows, err := s.Store.Query(ctx, `SELECT `+flowColumns+` FROM flows WHERE item_id = ? ORDER BY started_at DESC, id DESC LIMIT 1`, itemID)
+	if err != nil {
+		return Flow{}, false, fmt.Errorf("read flow of %s: %w", itemID, err)
+	}
+	if rows.Len() == 0 {
+		return Flow{}, false, nil
+	}
+	f, err := scanFlow(rows, 0)
+	return f, err == nil, err
+}
+
+// active returns the item's active flow, if any.
+func (s *Service) active(ctx context.Context, itemID string) (Flow, bool, error) {
+	f, ok, err := s.Latest(ctx, itemID)
+	if err != nil || !ok || !Active(f.Status) {
+		return Flow{}, false, err
+	}
+	return f, true, nil
+}
+
+// now is the current time at stored precision.
+func (s *Service) now() time.Time { return s.Clock.Now().Truncate(time.Millisecond) }
+
+// update returns the guarded statement writing next over f (as read).
+func update(f, next Flow, now time.Time) store.Statement {
+	var finished, pr any
+	if next.FinishedAt != nil {
+		finished = next.FinishedAt.UnixMilli()
+	}
+	if next.PullRequest != nil {
+		b, _ := json.Marshal(next.PullRequest)
+		pr = string(b)
+	}
+	return store.Stmt(`UPDATE flows SET stage = ?, iteration = ?, step = ?, status = ?, waiting = ?, run_id = ?, outcome = ?, report = ?,
+outcome_stage = ?, pull_request = ?, updated_at = ?, finished_at = ?, version = version + 1 WHERE id = ? AND version = ?`,
+		next.Stage, next.Iteration, next.Step, next.Status, nullable(next.Waiting), nullable(next.RunID), nullable(next.Outcome),
+		nullable(next.Report), nullable(next.OutcomeStage), pr, now.UnixMilli(), finished, f.ID, f.Version)
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// flowEvent builds a flow.<change> event.
+func flowEvent(actor event.Actor, f Flow, change string, payload map[string]any) event.Event {
+	if payload == nil {
+		payload = map[string]any{}
+	}
+	payload["stage"], payload["iteration"], payload["step"] = f.Stage, f.Iteration, f.Step
+	b, _ := json.Marshal(payload)
+	e := event.Event{OrganizationID: f.OrganizationID, ProjectID: f.ProjectID, EntityType: "flow", EntityID: f.ID, Type: "flow." + change, Payload: b}
+	e.SetActor(actor)
+	return e
+}
+
+func enterJob(f Flow) job.Spec {
+	return job.Spec{Kind: JobEnter, Payload: map[string]any{"flow_id": f.ID, "step": f.Step}, DedupeKey: fmt.Sprintf("flow:%s:enter:%d", f.ID, f.Step)}
+}
+
+// Start starts the pipeline of a ready ticket: the ticket moves to
+// in_progress, the pipeline version is resolved and pinned, flow.started is
+// recorded and the first stage is queued. A ticket whose earlier flow ended
+// may start again; one that is not ready, or whose flow is still active, is
+// a conflict.
+func (s *Service) Start(ctx context.Context, actor event.Actor, itemRef string) (Flow, error) {
+	var out Flow
+	_, err := s.Applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
+		it, err := s.Tracker.FindItem(ctx, itemRef)
+		if err != nil {
+			return nil, err
+		}
+		if it.IsEpic() {
+			return nil, apperr.New(apperr.Conflict, "%s is an epic: only tickets run through pipelines", it.Key)
+		}
+		if cur, ok, err := s.active(ctx, it.ID); err != nil {
+			return nil, err
+		} else if ok {
+			return nil, apperr.New(apperr.Conflict, "%s already has an active flow (%s at stage %s)", it.Key, cur.Status, cur.Stage)
+		}
+		if it.State != "ready" {
+			return nil, apperr.New(apperr.Conflict, "%s is %s: only a ready ticket can start", it.Key, it.State)
+		}
+		p, err := s.Tracker.FindProject(ctx, it.ProjectID)
+		if err != nil {
+			return nil, err
+		}
+		pv, err := s.Tracker.ResolvePipeline(ctx, p, it.Type)
+		if err != nil {
+			return nil, err
+		}
+		first, ok := pv.Definition.First()
+		if !ok {
+			return nil, apperr.New(apperr.Conflict, "pipeline %s version %d has no stages", pv.Name, pv.Version)
+		}
+		def, err := json.Marshal(pv.Definition)
+		if err != nil {
+			return nil, fmt.Errorf("encode pipeline: %w", err)
+		}
+		now := s.now()
+		f := Flow{ID: transition.NewID(), OrganizationID: it.OrganizationID, ProjectID: it.ProjectID, ItemID: it.ID, Pipeline: pv.Name,
+			PipelineVersion: pv.Version, Definition: pv.Definition, Stage: first.ID, Iteration: 1, MaxIterations: pv.Definition.MaxIter(),
+			Step: 1, Status: StatusRunning, StartedAt: now, UpdatedAt: now, Version: 1}
+		out = f
+		ev, st := tracker.StateChange(actor, it, "in_progress", now)
+		return &transition.Transition{
+			Events: []event.Event{flowEvent(actor, f, "started", map[string]any{"ticket": it.Key, "pipeline": pv.Name, "pipeline_version": pv.Version}), ev},
+			Guarded: []store.Statement{st, store.Stmt(`INSERT INTO flows (id, organization_id, project_id, item_id, pipeline, pipeline_version, definition,
+stage, iteration, max_iterations, step, status, waiting, run_id, outcome, report, outcome_stage, pull_request, started_at, updated_at,
+finished_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, 1, 'running', NULL, NULL, NULL, NULL, NULL, NULL, ?, ?, NULL, 1) ON CONFLICT DO NOTHING`,
+				f.ID, f.OrganizationID, f.ProjectID, f.ItemID, f.Pipeline, f.PipelineVersion, string(def), f.Stage, f.MaxIterations,
+				now.UnixMilli(), now.UnixMilli())},
+			Jobs: []job.Spec{enterJob(f)},
+		}, nil
+	})
+	return out, err
+}
+
+// errNoop marks a step that has passed: the job did its work before, or
+// the flow moved on.
+var errNoop = errors.New("nothing to do")

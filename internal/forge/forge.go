@@ -1,0 +1,108 @@
+// Package forge is what the platform merge stage needs from a forge (plain
+// git, Gitea, GitHub): find or open the pull request of a ticket's branch,
+// read its state, and merge it. It also holds Decide, the pure function that
+// turns a merge policy and a forge's state into the stage's next step, so
+// that the flow engine only reads (State), decides (Decide) and acts (Merge
+// or wait).
+//
+// The interface is declared here, not in the flow engine, so that each forge
+// (internal/forge/gitforge, later gitea and github) implements it without
+// importing the engine. This package is pure: no storage, no HTTP.
+//
+// A forge reports what it knows and leaves judgement to Decide. The forges
+// differ (see the State fields): GitHub's mergeable is null while it
+// computes, Gitea's is false while it checks; plain git has no pull
+// requests, no checks and no reviews, and cannot merge at all — a human
+// merges, and the stage waits until the branch's head commit is contained in
+// the default branch.
+package forge
+
+import (
+	"context"
+	"errors"
+)
+
+// Repo is where a project's code lives, as the forge needs it.
+type Repo struct {
+	URL           string // a path or URL (plain git), the repository's web URL (Gitea, GitHub)
+	DefaultBranch string // the base of every pull request
+	// CredentialsRef names the secret to authenticate with; never the secret.
+	// Plain git ignores it and uses git's own credentials (ssh agent,
+	// credential helper).
+	CredentialsRef string
+}
+
+// PullRequest identifies the pull request of a ticket's branch. The flow
+// engine keeps it between polls: plain git has no pull requests, so there it
+// is only Branch, Base and the HeadSHA seen when it was ensured — which is
+// what still proves a merge after the branch was deleted.
+type PullRequest struct {
+	Number  int    // 0 on plain git
+	URL     string // the pull request's web page; "" on plain git
+	Branch  string // the head branch
+	Base    string // the branch it merges into
+	HeadSHA string // the head commit as last seen; Merge merges exactly this commit
+}
+
+// Check states of State.Checks.
+const (
+	ChecksNone    = "none"    // no check reported (plain git always)
+	ChecksPending = "pending" // some check still runs
+	ChecksSuccess = "success" // every reported check passed
+	ChecksFailure = "failure" // some check failed
+)
+
+// State is a pull request as the forge sees it now.
+type State struct {
+	Branch, Base string // copied from the PullRequest, for reports
+	// BranchPushed: the head branch exists on the forge.
+	BranchPushed bool
+	// Open, Merged, Closed: Closed means closed without merging (on plain
+	// git: the branch was deleted and its last known head is not in Base).
+	Open, Merged, Closed bool
+	HeadSHA              string // the current head commit (the recorded one once the branch is gone)
+	// Checks is ChecksNone, ChecksPending, ChecksSuccess or ChecksFailure,
+	// combining every status and check run of HeadSHA.
+	Checks        string
+	FailingChecks []string // names of checks that failed or errored
+	PendingChecks []string // names of checks still running
+	PassedChecks  []string // names of checks that succeeded: a required check in none of the three lists has not reported yet
+	// Approvals counts current approvals: the latest review of each
+	// reviewer decides, dismissed and stale reviews do not count.
+	Approvals int
+	// ChangesRequested: some reviewer's latest review requests changes.
+	ChangesRequested bool
+	ChangeRequests   []string // those reviews as "reviewer: text", for the stage report
+	// Mergeable is nil while unknown or being computed, false only for a
+	// definite conflict. A forge that answers false while it checks (Gitea)
+	// must report nil until it is sure.
+	Mergeable *bool
+}
+
+// Forge is a code host the merge stage talks to.
+type Forge interface {
+	// EnsurePullRequest finds or opens the pull request of branch into
+	// repo.DefaultBranch: an existing one (open, merged or closed) is
+	// returned as it is. ErrBranchNotPushed when the branch does not exist,
+	// ErrInvalidBranch when it cannot name a branch.
+	EnsurePullRequest(ctx context.Context, repo Repo, branch, title, body string) (PullRequest, error)
+	// State reads the pull request's current state.
+	State(ctx context.Context, repo Repo, pr PullRequest) (State, error)
+	// Merge merges the pull request at pr.HeadSHA (pass the HeadSHA of the
+	// State that Decide judged). ErrNotMergeable when the forge refuses
+	// (conflict, protection, still checking), ErrOutOfDate when the head
+	// moved, ErrCannotMerge when this forge cannot merge at all.
+	Merge(ctx context.Context, repo Repo, pr PullRequest) error
+	// CanMerge reports whether Ballet can merge on this forge; false for
+	// plain git, where a human merges.
+	CanMerge() bool
+}
+
+// Errors of Forge methods, wrapped with details; test them with errors.Is.
+var (
+	ErrBranchNotPushed = errors.New("forge: the branch was not pushed")
+	ErrInvalidBranch   = errors.New("forge: not a valid branch name")
+	ErrNotMergeable    = errors.New("forge: the pull request cannot be merged now")
+	ErrOutOfDate       = errors.New("forge: the pull request's head moved")
+	ErrCannotMerge     = errors.New("forge: this forge cannot merge")
+)

@@ -1,0 +1,137 @@
+package gitforge
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// git runs one git command, without a shell, and returns its stdout. Errors
+// name the command (credentials removed) and carry git's stderr; a timeout
+// wraps context.DeadlineExceeded.
+func (f *Forge) git(ctx context.Context, args ...string) (string, error) {
+	timeout := f.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	bin := f.Git
+	if bin == "" {
+		bin = "git"
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, bin, args...)
+	cmd.Env = gitEnv()
+	cmd.Dir = os.TempDir() // never inside some repository by accident
+	cmd.WaitDelay = 2 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &limited{buf: &stderr, max: 4096}
+	err := cmd.Run()
+	if err == nil {
+		return stdout.String(), nil
+	}
+	name := "git " + redactArgs(args)
+	if ctx.Err() != nil {
+		return "", fmt.Errorf("gitforge: %s: %w", name, ctx.Err())
+	}
+	if cctx.Err() != nil {
+		return "", fmt.Errorf("gitforge: %s: timed out after %s: %w", name, timeout, context.DeadlineExceeded)
+	}
+	var lines []string // git's stderr on one line
+	for _, l := range strings.Split(redactText(stderr.String(), args), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	msg := strings.Join(lines, " / ")
+	if msg == "" {
+		return "", fmt.Errorf("gitforge: %s: %w", name, err)
+	}
+	return "", fmt.Errorf("gitforge: %s: %w: %s", name, err, msg)
+}
+
+// exitCode is the exit status of a git that ran and failed, else -1.
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+// gitEnv is the process environment without variables that would point git
+// at another repository, plus: no prompts, ssh in batch mode, only the
+// file, git, http(s) and ssh transports, untranslated messages.
+func gitEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+			"GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_PREFIX", "GIT_QUARANTINE_PATH", "GIT_TERMINAL_PROMPT",
+			"GIT_ALLOW_PROTOCOL", "GIT_PROTOCOL_FROM_USER", "LC_ALL", "LANGUAGE":
+			continue
+		}
+		env = append(env, kv)
+	}
+	env = append(env, "GIT_TERMINAL_PROMPT=0", "GIT_ALLOW_PROTOCOL=file:git:http:https:ssh", "LC_ALL=C")
+	if os.Getenv("GIT_SSH_COMMAND") == "" && os.Getenv("GIT_SSH") == "" {
+		env = append(env, "GIT_SSH_COMMAND=ssh -o BatchMode=yes")
+	}
+	return env
+}
+
+// redact removes credentials from a URL: all of an http(s) URL's user
+// information (often a token), an ssh URL's password.
+func redact(location string) string {
+	u, err := url.Parse(location)
+	if err != nil || u.User == nil || u.Scheme == "" {
+		return location
+	}
+	if u.Scheme == "http" || u.Scheme == "https" {
+		u.User = url.User("xxxxx")
+		return u.String()
+	}
+	return u.Redacted()
+}
+
+func redactArgs(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = redact(a)
+	}
+	return strings.Join(out, " ")
+}
+
+// redactText removes from git's output the credentials of any URL among args.
+func redactText(s string, args []string) string {
+	for _, a := range args {
+		if u, err := url.Parse(a); err == nil && u.User != nil && u.Scheme != "" {
+			if r := redact(a); r != a {
+				s = strings.ReplaceAll(s, a, r)
+				s = strings.ReplaceAll(s, u.User.String()+"@", "xxxxx@")
+			}
+		}
+	}
+	return s
+}
+
+// limited keeps the first max bytes written to it.
+type limited struct {
+	buf *bytes.Buffer
+	max int
+}
+
+func (l *limited) Write(p []byte) (int, error) {
+	if room := l.max - l.buf.Len(); room > 0 {
+		l.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}

@@ -1,0 +1,351 @@
+// Package gitforge is the plain git forge: a bare repository on disk, or a
+// git URL (file://, http(s)://, ssh://, user@host:path). Plain git has no
+// pull requests, checks or reviews, and Ballet cannot merge there: a human
+// merges, and the merge stage waits until the branch's head commit is
+// contained in the default branch.
+//
+// EnsurePullRequest only checks that the branch was pushed and records its
+// head commit; State answers from `git ls-remote` and, to tell whether the
+// head is contained in the default branch, from the objects: a local
+// repository is read directly (`merge-base --is-ancestor`), a URL through a
+// bare mirror under the cache directory that fetches only the default branch
+// when its head is not there yet.
+//
+// What counts as merged: the head commit (the current one, or the one
+// recorded in the PullRequest once the branch was deleted) is an ancestor of
+// the default branch's head — a fast-forward or a merge commit. A squash or
+// rebase merge creates other commits, so it is not recognised: while the
+// branch exists the stage keeps waiting, once it is deleted the stage fails
+// as "deleted without being merged". A branch without commits of its own
+// counts as merged (there is nothing left to merge).
+//
+// git runs without a shell, with GIT_TERMINAL_PROMPT=0 and ssh in batch mode
+// (credentials come from an ssh agent or a credential helper, never a
+// prompt), only the file, git, http(s) and ssh transports, a timeout per
+// command, and errors that carry git's stderr with URL credentials removed.
+package gitforge
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ballet/ballet/internal/forge"
+)
+
+// DefaultTimeout bounds one git command unless Forge.Timeout says otherwise.
+const DefaultTimeout = 2 * time.Minute
+
+// Forge is the plain git forge. Its methods are safe for concurrent use.
+type Forge struct {
+	// CacheDir holds the bare mirrors of repositories given by URL; a local
+	// repository needs none.
+	CacheDir string
+	Git      string        // the git binary; "git" from PATH when empty
+	Timeout  time.Duration // per git command; DefaultTimeout when 0
+
+	mu      sync.Mutex
+	mirrors map[string]*sync.Mutex // one lock per mirror directory
+	valid   map[string]bool        // branch names git accepted
+}
+
+// New returns a plain git forge that keeps mirrors under cacheDir.
+func New(cacheDir string) *Forge {
+	return &Forge{CacheDir: cacheDir}
+}
+
+var _ forge.Forge = (*Forge)(nil)
+
+// CanMerge is false: on plain git a human merges.
+func (f *Forge) CanMerge() bool { return false }
+
+// Merge always fails with forge.ErrCannotMerge.
+func (f *Forge) Merge(ctx context.Context, repo forge.Repo, pr forge.PullRequest) error {
+	return fmt.Errorf("%w: plain git has no pull requests; a human merges %s into %s", forge.ErrCannotMerge, pr.Branch, pr.Base)
+}
+
+// EnsurePullRequest returns the "pull request" of branch into
+// repo.DefaultBranch: the branch, its base and its head commit. It fails
+// with forge.ErrBranchNotPushed when the branch is not in the repository.
+// title and body are not used: plain git has nowhere to put them.
+func (f *Forge) EnsurePullRequest(ctx context.Context, repo forge.Repo, branch, title, body string) (forge.PullRequest, error) {
+	base := repo.DefaultBranch
+	if err := f.check(ctx, repo.URL, branch, base); err != nil {
+		return forge.PullRequest{}, err
+	}
+	heads, err := f.lsRemote(ctx, repo.URL, branch, base)
+	if err != nil {
+		return forge.PullRequest{}, err
+	}
+	if _, ok := heads[base]; !ok {
+		return forge.PullRequest{}, fmt.Errorf("gitforge: the default branch %s does not exist in %s", base, redact(repo.URL))
+	}
+	sha, ok := heads[branch]
+	if !ok {
+		return forge.PullRequest{}, fmt.Errorf("%w: %s is not in %s", forge.ErrBranchNotPushed, branch, redact(repo.URL))
+	}
+	return forge.PullRequest{Branch: branch, Base: base, HeadSHA: sha}, nil
+}
+
+// State reports whether pr's branch exists and whether its head commit —
+// the current one, else pr.HeadSHA — is contained in the base (pr.Base,
+// else repo.DefaultBranch). A deleted branch whose recorded head is not
+// contained is Closed; one that was never seen reports nothing but
+// BranchPushed false. Checks is always "none" and Mergeable nil.
+func (f *Forge) State(ctx context.Context, repo forge.Repo, pr forge.PullRequest) (forge.State, error) {
+	base := pr.Base
+	if base == "" {
+		base = repo.DefaultBranch
+	}
+	if err := f.check(ctx, repo.URL, pr.Branch, base); err != nil {
+		return forge.State{}, err
+	}
+	if pr.HeadSHA != "" && !shaRE.MatchString(pr.HeadSHA) {
+		return forge.State{}, fmt.Errorf("gitforge: %q is not a commit id", pr.HeadSHA)
+	}
+	heads, err := f.lsRemote(ctx, repo.URL, pr.Branch, base)
+	if err != nil {
+		return forge.State{}, err
+	}
+	baseSHA, ok := heads[base]
+	if !ok {
+		return forge.State{}, fmt.Errorf("gitforge: the default branch %s does not exist in %s", base, redact(repo.URL))
+	}
+	st := forge.State{Branch: pr.Branch, Base: base, Checks: forge.ChecksNone}
+	st.HeadSHA, st.BranchPushed = heads[pr.Branch]
+	if !st.BranchPushed {
+		if pr.HeadSHA == "" {
+			return st, nil // never pushed, or never seen
+		}
+		st.HeadSHA = pr.HeadSHA
+	}
+	merged, err := f.contains(ctx, repo.URL, base, baseSHA, st.HeadSHA)
+	if err != nil {
+		return forge.State{}, err
+	}
+	st.Merged = merged
+	st.Open = st.BranchPushed && !merged
+	st.Closed = !st.BranchPushed && !merged
+	return st, nil
+}
+
+var shaRE = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+
+// check validates the repository location and the branch names before any
+// of them reaches a git command line.
+func (f *Forge) check(ctx context.Context, url string, branches ...string) error {
+	if url == "" || strings.HasPrefix(url, "-") || strings.ContainsAny(url, "\x00\n\r") {
+		return fmt.Errorf("gitforge: %q is not a repository path or URL", redact(url))
+	}
+	for _, b := range branches {
+		if err := f.checkBranch(ctx, b); err != nil {
+			return err
+		}
+	}
+	if branches[0] == branches[1] {
+		return fmt.Errorf("%w: %s is the default branch itself", forge.ErrInvalidBranch, branches[0])
+	}
+	return nil
+}
+
+// checkBranch accepts what `git check-ref-format --branch` accepts, except
+// names starting with '-', HEAD and @{…} shorthands; it remembers the names
+// it accepted.
+func (f *Forge) checkBranch(ctx context.Context, name string) error {
+	if name == "" || strings.HasPrefix(name, "-") || name == "HEAD" || strings.Contains(name, "@{") || len(name) > 255 ||
+		strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return fmt.Errorf("%w: %q", forge.ErrInvalidBranch, name)
+	}
+	f.mu.Lock()
+	ok := f.valid[name]
+	f.mu.Unlock()
+	if ok {
+		return nil
+	}
+	out, err := f.git(ctx, "check-ref-format", "--branch", name)
+	if err != nil {
+		if exitCode(err) > 0 {
+			return fmt.Errorf("%w: %q", forge.ErrInvalidBranch, name)
+		}
+		return err
+	}
+	if strings.TrimSpace(out) != name {
+		return fmt.Errorf("%w: %q", forge.ErrInvalidBranch, name)
+	}
+	f.mu.Lock()
+	if f.valid == nil || len(f.valid) >= 4096 {
+		f.valid = map[string]bool{}
+	}
+	f.valid[name] = true
+	f.mu.Unlock()
+	return nil
+}
+
+// lsRemote returns the head commits of those of branches that exist.
+func (f *Forge) lsRemote(ctx context.Context, url string, branches ...string) (map[string]string, error) {
+	args := []string{"ls-remote", "--", url}
+	for _, b := range branches {
+		args = append(args, "refs/heads/"+b)
+	}
+	out, err := f.git(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	heads := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		sha, ref, ok := strings.Cut(strings.TrimSpace(line), "\t")
+		if !ok {
+			continue
+		}
+		// ls-remote matches patterns by their tail: keep exact names only.
+		for _, b := range branches {
+			if ref == "refs/heads/"+b && shaRE.MatchString(sha) {
+				heads[b] = sha
+			}
+		}
+	}
+	return heads, nil
+}
+
+// contains reports whether commit sha is an ancestor of baseSHA, the head
+// of branch base.
+func (f *Forge) contains(ctx context.Context, url, base, baseSHA, sha string) (bool, error) {
+	if isLocal(url) {
+		return f.isAncestor(ctx, gitDir(url), sha, baseSHA)
+	}
+	dir, unlock, err := f.mirror(ctx, url)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	// Mirror objects come only from complete fetches: when the base head is
+	// there, so is its history.
+	have, err := f.hasCommit(ctx, dir, baseSHA)
+	if err != nil {
+		return false, err
+	}
+	target := baseSHA
+	if !have {
+		ref := "refs/heads/" + base
+		if _, err := f.git(ctx, "-c", "gc.autoDetach=false", "--git-dir="+dir, "fetch", "--quiet", "--no-tags",
+			"--no-write-fetch-head", "--", url, "+"+ref+":"+ref); err != nil {
+			return false, err
+		}
+		if have, err = f.hasCommit(ctx, dir, baseSHA); err != nil {
+			return false, err
+		} else if !have {
+			target = ref // the base moved (force push) since ls-remote: judge by its newest head
+		}
+	}
+	return f.isAncestor(ctx, dir, sha, target)
+}
+
+// isAncestor reports whether commit sha is contained in target; a commit
+// the repository does not have is not.
+func (f *Forge) isAncestor(ctx context.Context, dir, sha, target string) (bool, error) {
+	if have, err := f.hasCommit(ctx, dir, sha); err != nil || !have {
+		return false, err
+	}
+	_, err := f.git(ctx, "--git-dir="+dir, "merge-base", "--is-ancestor", sha, target)
+	switch {
+	case err == nil:
+		return true, nil
+	case exitCode(err) == 1:
+		return false, nil
+	}
+	return false, err
+}
+
+func (f *Forge) hasCommit(ctx context.Context, dir, sha string) (bool, error) {
+	_, err := f.git(ctx, "--git-dir="+dir, "cat-file", "-e", sha+"^{commit}")
+	if err != nil && exitCode(err) > 0 {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// mirror returns the bare mirror of url, created when missing, locked until
+// unlock is called.
+func (f *Forge) mirror(ctx context.Context, url string) (dir string, unlock func(), err error) {
+	if f.CacheDir == "" {
+		return "", nil, errors.New("gitforge: a cache directory is needed for repositories given by URL")
+	}
+	sum := sha256.Sum256([]byte(url))
+	dir = filepath.Join(f.CacheDir, hex.EncodeToString(sum[:12])+".git")
+	f.mu.Lock()
+	if f.mirrors == nil {
+		f.mirrors = map[string]*sync.Mutex{}
+	}
+	m := f.mirrors[dir]
+	if m == nil {
+		m = &sync.Mutex{}
+		f.mirrors[dir] = m
+	}
+	f.mu.Unlock()
+	m.Lock()
+	if _, err := os.Stat(filepath.Join(dir, "HEAD")); err == nil {
+		return dir, m.Unlock, nil
+	}
+	if err := f.createMirror(ctx, dir); err != nil {
+		m.Unlock()
+		return "", nil, err
+	}
+	return dir, m.Unlock, nil
+}
+
+// createMirror initialises a bare repository beside dir and renames it into
+// place, so that a crash never leaves a half-made mirror.
+func (f *Forge) createMirror(ctx context.Context, dir string) error {
+	if err := os.MkdirAll(f.CacheDir, 0o700); err != nil {
+		return fmt.Errorf("gitforge: cache: %w", err)
+	}
+	tmp, err := os.MkdirTemp(f.CacheDir, ".new-")
+	if err != nil {
+		return fmt.Errorf("gitforge: cache: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	if _, err := f.git(ctx, "init", "--bare", "--quiet", "--", tmp); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil { // a leftover without HEAD
+		return fmt.Errorf("gitforge: cache: %w", err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, serr := os.Stat(filepath.Join(dir, "HEAD")); serr == nil {
+			return nil // another process made it meanwhile
+		}
+		return fmt.Errorf("gitforge: cache: %w", err)
+	}
+	return nil
+}
+
+// isLocal reports whether git would read location as a local path rather
+// than a URL or an scp-like user@host:path.
+func isLocal(location string) bool {
+	if strings.Contains(location, "://") {
+		return false
+	}
+	colon := strings.IndexByte(location, ':')
+	if colon < 0 {
+		return true
+	}
+	slash := strings.IndexByte(location, '/')
+	return slash >= 0 && slash < colon
+}
+
+// gitDir is the git directory of a local repository: the path itself when it
+// is bare, its .git inside a work tree.
+func gitDir(path string) string {
+	if fi, err := os.Stat(filepath.Join(path, ".git")); err == nil && fi.IsDir() {
+		return filepath.Join(path, ".git")
+	}
+	return path
+}

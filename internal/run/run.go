@@ -1,0 +1,282 @@
+// Package run is Core's side of the runner protocol (spec pipelines.md
+// "Running tickets", "Recovery and stuck stages"). A run is one fresh agent
+// session for one step of a flow's agent stage. The flow engine creates runs
+// (queued) with Insert and CreatedEvent, and cancels them with
+// CancelStatements; Runner processes, authenticated by runner tokens,
+// register and lease queued runs; each lease issues a run token scoped to
+// that one run, with which the session heartbeats, reports its outcome, asks
+// questions and finishes. A run that reaches a final status (succeeded,
+// failed, cancelled) enqueues the flow.run_finished job in the same batch, so
+// the flow engine's reaction cannot be lost. Runs whose heartbeats stop for
+// longer than the grace period are failed by SweepSilent.
+//
+// Every change is one transition batch with its event (entity type run or
+// runner). Liveness pings (runs.heartbeat_at, runners.last_seen_at) are
+// operational columns, not tracked changes: they are written without an
+// event and without a version bump, so that they never make a tracked change
+// lose its optimistic race.
+package run
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/ballet/ballet/internal/access"
+	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/job"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/transition"
+)
+
+// Run statuses.
+const (
+	StatusQueued    = "queued"
+	StatusRunning   = "running"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+	StatusCancelled = "cancelled"
+)
+
+// Outcomes a session reports.
+const (
+	OutcomeDone    = "done"
+	OutcomeFailed  = "failed"
+	OutcomeBlocked = "blocked"
+)
+
+// JobRunFinished is the kind of the job enqueued with every run that
+// reaches a final status; its payload is FinishedPayload.
+const JobRunFinished = "flow.run_finished"
+
+// Permissions of the runner protocol's routes (shown in the OpenAPI
+// document). No role grants them: PermRunner needs a runner token,
+// PermRun the run token of the run in the path.
+const (
+	PermRunner access.Permission = "runner"
+	PermRun    access.Permission = "run"
+)
+
+// Usage is what a session consumed.
+type Usage struct {
+	InputTokens  int64   `json:"input_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	CostUSD      float64 `json:"cost_usd"`
+}
+
+// Run is one agent session for one flow step, as stored in the runs table.
+type Run struct {
+	ID               string          `json:"id"`
+	OrganizationID   string          `json:"organization_id"`
+	ProjectID        string          `json:"project_id"`
+	ItemID           string          `json:"item_id"`
+	Item             string          `json:"item,omitempty"` // the item's key (reads fill it in)
+	FlowID           string          `json:"flow_id"`
+	Stage            string          `json:"stage"`
+	Iteration        int             `json:"iteration"`
+	Step             int             `json:"step"`
+	Adapter          string          `json:"adapter"`
+	Model            string          `json:"model"`
+	Instructions     string          `json:"instructions"`
+	Skills           []string        `json:"skills"`    // allowed skill names; empty: all
+	Artifacts        json.RawMessage `json:"artifacts"` // ticket, previous report, answered questions
+	Status           string          `json:"status"`
+	RunnerID         string          `json:"runner_id"`
+	TokenID          string          `json:"-"`       // the run token of the current lease
+	Outcome          string          `json:"outcome"` // done, failed, blocked; "" before a report
+	Report           string          `json:"report"`
+	BlockingQuestion bool            `json:"blocking_question"`
+	ExitStatus       *int            `json:"exit_status"`
+	Error            string          `json:"error"`
+	Usage            Usage           `json:"usage"`
+	CancelRequested  bool            `json:"cancel_requested"`
+	CreatedAt        time.Time       `json:"created_at"`
+	StartedAt        *time.Time      `json:"started_at,omitempty"`
+	HeartbeatAt      *time.Time      `json:"heartbeat_at,omitempty"`
+	FinishedAt       *time.Time      `json:"finished_at,omitempty"`
+	UpdatedAt        time.Time       `json:"updated_at"`
+	Version          int64           `json:"version"`
+}
+
+// IsFinal reports whether status is final: succeeded, failed or cancelled.
+func IsFinal(status string) bool {
+	return status == StatusSucceeded || status == StatusFailed || status == StatusCancelled
+}
+
+// Final reports whether the run has reached a final status.
+func (r *Run) Final() bool { return IsFinal(r.Status) }
+
+// FinishedPayload is the payload of the flow.run_finished job.
+type FinishedPayload struct {
+	FlowID string `json:"flow_id"`
+	RunID  string `json:"run_id"`
+	Step   int    `json:"step"`
+}
+
+// FinishedJob is the flow.run_finished job of a run that reached a final
+// status. Its dedupe key, flow:<flow_id>:run_finished:<step>, makes
+// enqueueing it again (by the reconciler, say) a no-op while one is
+// pending or running.
+func FinishedJob(r Run) job.Spec {
+	return job.Spec{
+		Kind:      JobRunFinished,
+		Payload:   FinishedPayload{FlowID: r.FlowID, RunID: r.ID, Step: r.Step},
+		DedupeKey: fmt.Sprintf("flow:%s:run_finished:%d", r.FlowID, r.Step),
+	}
+}
+
+// Insert returns the statement that creates r as a queued run. The caller
+// sets ID (transition.NewID()), OrganizationID, ProjectID, ItemID, FlowID,
+// Stage, Iteration, Step, Adapter, Model, Instructions, Skills and
+// Artifacts; status, times, usage and version are set here. The statement
+// is INSERT … ON CONFLICT DO NOTHING: the unique (flow_id, step) index makes
+// creating a step's run twice a no-op. Put it in Transition.Guarded, so that
+// a conflict aborts the batch (with its run.created event) as a lost race,
+// and the re-read finds the existing run with ForFlowStep.
+func Insert(r Run, now time.Time) store.Statement {
+	skills := r.Skills
+	if skills == nil {
+		skills = []string{}
+	}
+	sk, _ := json.Marshal(skills)
+	artifacts := string(r.Artifacts)
+	if len(r.Artifacts) == 0 {
+		artifacts = "{}"
+	}
+	at := now.UnixMilli()
+	return store.Stmt(`INSERT INTO runs (id, organization_id, project_id, item_id, flow_id, stage, iteration, step, adapter, model,
+instructions, skills, artifacts, status, runner_id, token_id, outcome, report, blocking_question, exit_status, error,
+input_tokens, output_tokens, cost_micros, cancel_requested, created_at, started_at, heartbeat_at, finished_at, updated_at, version)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', NULL, NULL, NULL, NULL, 0, NULL, NULL, 0, 0, 0, 0, ?, NULL, NULL, NULL, ?, 1)
+ON CONFLICT DO NOTHING`,
+		r.ID, r.OrganizationID, r.ProjectID, r.ItemID, r.FlowID, r.Stage, r.Iteration, r.Step, r.Adapter, r.Model,
+		r.Instructions, string(sk), artifacts, at, at)
+}
+
+// newEvent builds a run event.
+func newEvent(r Run, actor event.Actor, change string, payload map[string]any) event.Event {
+	b, _ := json.Marshal(payload)
+	e := event.Event{OrganizationID: r.OrganizationID, ProjectID: r.ProjectID, EntityType: "run", EntityID: r.ID,
+		Type: "run." + change, Payload: b}
+	e.SetActor(actor)
+	return e
+}
+
+// CreatedEvent is the run.created event of a run Insert creates.
+func CreatedEvent(r Run, actor event.Actor) event.Event {
+	return newEvent(r, actor, "created", map[string]any{"item_id": r.ItemID, "flow_id": r.FlowID, "stage": r.Stage,
+		"iteration": r.Iteration, "step": r.Step, "adapter": r.Adapter, "model": r.Model})
+}
+
+// CancelStatements cancels r as read: a queued run is cancelled at once
+// (event run.cancelled; the statements then include the flow.run_finished
+// job's insert), a running one gets cancel_requested (event
+// run.cancel_requested): its runner learns it at the next heartbeat and
+// finishes the run as cancelled. Append the statements to
+// Transition.Guarded, next to the event: each must change a row (the
+// update is guarded by r's version and status; the job cannot meet its
+// dedupe key, since only this update makes the run final). A final run, or
+// one whose cancellation was requested already, needs nothing: no
+// statements and a zero event (check len(statements) before appending the
+// event). The event's actor is the system; set another with SetActor.
+func CancelStatements(r Run, reason string, now time.Time) ([]store.Statement, event.Event) {
+	at := now.UnixMilli()
+	switch {
+	case r.Status == StatusQueued:
+		r.Status = StatusCancelled
+		jobInsert, err := FinishedJob(r).Insert(transition.NewID(), now)
+		if err != nil {
+			panic(err) // the payload is a plain struct: marshalling cannot fail
+		}
+		return []store.Statement{
+				store.Stmt(`UPDATE runs SET status = 'cancelled', error = ?, finished_at = ?, updated_at = ?, version = version + 1
+WHERE id = ? AND version = ? AND status = 'queued'`, nullable(reason), at, at, r.ID, r.Version),
+				jobInsert,
+			}, newEvent(r, event.System, "cancelled", map[string]any{"status": StatusCancelled, "reason": reason,
+				"flow_id": r.FlowID, "step": r.Step})
+	case r.Status == StatusRunning && !r.CancelRequested:
+		return []store.Statement{
+			store.Stmt(`UPDATE runs SET cancel_requested = 1, error = ?, updated_at = ?, version = version + 1
+WHERE id = ? AND version = ? AND status = 'running'`, nullable(reason), at, r.ID, r.Version),
+		}, newEvent(r, event.System, "cancel_requested", map[string]any{"reason": reason})
+	}
+	return nil, event.Event{}
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+const runColumns = `r.id, r.organization_id, r.project_id, r.item_id, i.key, r.flow_id, r.stage, r.iteration, r.step, r.adapter, r.model,
+r.instructions, r.skills, r.artifacts, r.status, COALESCE(r.runner_id, ''), COALESCE(r.token_id, ''), COALESCE(r.outcome, ''),
+COALESCE(r.report, ''), r.blocking_question, r.exit_status, COALESCE(r.error, ''), r.input_tokens, r.output_tokens, r.cost_micros,
+r.cancel_requested, r.created_at, COALESCE(r.started_at, 0), COALESCE(r.heartbeat_at, 0), COALESCE(r.finished_at, 0),
+r.updated_at, r.version`
+
+const runFrom = ` FROM runs r JOIN items i ON i.id = r.item_id`
+
+func scanRun(rows *store.Rows, i int) (Run, error) {
+	var r Run
+	var skills string
+	var exit sql.NullInt64
+	var cost, created, started, heartbeat, finished, updated int64
+	if err := rows.Scan(i, &r.ID, &r.OrganizationID, &r.ProjectID, &r.ItemID, &r.Item, &r.FlowID, &r.Stage, &r.Iteration, &r.Step,
+		&r.Adapter, &r.Model, &r.Instructions, &skills, &r.Artifacts, &r.Status, &r.RunnerID, &r.TokenID, &r.Outcome, &r.Report,
+		&r.BlockingQuestion, &exit, &r.Error, &r.Usage.InputTokens, &r.Usage.OutputTokens, &cost, &r.CancelRequested,
+		&created, &started, &heartbeat, &finished, &updated, &r.Version); err != nil {
+		return r, fmt.Errorf("scan run: %w", err)
+	}
+	if err := json.Unmarshal([]byte(skills), &r.Skills); err != nil {
+		return r, fmt.Errorf("run %s skills: %w", r.ID, err)
+	}
+	if r.Skills == nil {
+		r.Skills = []string{}
+	}
+	if exit.Valid {
+		n := int(exit.Int64)
+		r.ExitStatus = &n
+	}
+	r.Usage.CostUSD = fromMicros(cost)
+	r.CreatedAt, r.UpdatedAt = ms(created), ms(updated)
+	r.StartedAt, r.HeartbeatAt, r.FinishedAt = msPtr(started), msPtr(heartbeat), msPtr(finished)
+	return r, nil
+}
+
+func ms(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+func msPtr(v int64) *time.Time {
+	if v == 0 {
+		return nil
+	}
+	t := ms(v)
+	return &t
+}
+
+func toMicros(usd float64) int64  { return int64(math.Round(usd * 1e6)) }
+func fromMicros(m int64) float64  { return float64(m) / 1e6 }
+func runNotFound(id string) error { return apperr.New(apperr.NotFound, "run %q not found", id) }
+func scopeOf(runID string) string { return "run:" + runID }
+func actorOf(runID string) event.Actor {
+	return event.Actor{Kind: event.ActorService, Sub: scopeOf(runID)}
+}
+
+func queryRuns(ctx context.Context, q store.Store, where string, args ...any) ([]Run, error) {
+	rows, err := q.Query(ctx, `SELECT `+runColumns+runFrom+` WHERE `+where, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read runs: %w", err)
+	}
+	out := make([]Run, rows.Len())
+	for i := range out {
+		if out[i], err = scanRun(rows, i); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,498 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/auth"
+	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/job"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/tracker"
+	"github.com/ballet/ballet/internal/transition"
+)
+
+// Defaults and limits.
+const (
+	DefaultGrace = 2 * time.Minute  // a running run without a heartbeat for this long fails
+	MaxLeaseWait = 60 * time.Second // the longest long poll of a lease
+	DefaultPoll  = 200 * time.Millisecond
+	// RunTokenTTL bounds a run token's life in case nothing revoked it
+	// (a finish and the sweep revoke it much earlier).
+	RunTokenTTL = 7 * 24 * time.Hour
+	MaxReport   = 64 << 10 // bytes of a report's summary
+	MaxError    = 16 << 10 // bytes of a finish's error
+	MaxCostUSD  = 1e6      // per run
+)
+
+// Config tunes a Service; zero fields take the defaults.
+type Config struct {
+	// Grace is how long a running run may go without a heartbeat before
+	// SweepSilent fails it (default 2m). RunSweeper sweeps every Grace/4.
+	Grace time.Duration
+	// LeaseWait caps a lease's long poll (default and at most 60s).
+	LeaseWait time.Duration
+	// Poll is how often a waiting lease re-reads the queue (default 200ms);
+	// runs created in this process wake it at once (Notify).
+	Poll time.Duration
+	// Log receives the sweeper's errors (default: discarded).
+	Log *slog.Logger
+}
+
+// Service runs the runner protocol.
+type Service struct {
+	store   store.Store
+	applier *transition.Applier
+	clock   clock.Clock
+	tracker *tracker.Service
+	cfg     Config
+	log     *slog.Logger
+
+	mu   sync.Mutex
+	wake chan struct{} // closed and replaced by Notify
+}
+
+// NewService returns a Service.
+func NewService(st store.Store, a *transition.Applier, c clock.Clock, t *tracker.Service, cfg Config) *Service {
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	if cfg.LeaseWait <= 0 || cfg.LeaseWait > MaxLeaseWait {
+		cfg.LeaseWait = MaxLeaseWait
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = DefaultPoll
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{store: st, applier: a, clock: c, tracker: t, cfg: cfg, log: log, wake: make(chan struct{})}
+}
+
+// Config returns the effective configuration.
+func (s *Service) Config() Config { return s.cfg }
+
+// Notify wakes every lease waiting in this process: a run was created
+// (call it from the applier's OnCommit when run.created commits). Leases
+// in other Core instances find the run at their next poll.
+func (s *Service) Notify() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.wake)
+	s.wake = make(chan struct{})
+}
+
+func (s *Service) woken() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.wake
+}
+
+// now is the current time at the stored precision.
+func (s *Service) now() time.Time { return s.clock.Now().Truncate(time.Millisecond) }
+
+// Get returns a run by id.
+func (s *Service) Get(ctx context.Context, id string) (Run, error) {
+	runs, err := queryRuns(ctx, s.store, `r.id = ?`, id)
+	if err != nil {
+		return Run{}, err
+	}
+	if len(runs) == 0 {
+		return Run{}, runNotFound(id)
+	}
+	return runs[0], nil
+}
+
+// ForFlowStep returns the run of a flow's step, if it was created.
+func (s *Service) ForFlowStep(ctx context.Context, flowID string, step int) (Run, bool, error) {
+	runs, err := queryRuns(ctx, s.store, `r.flow_id = ? AND r.step = ?`, flowID, step)
+	if err != nil || len(runs) == 0 {
+		return Run{}, false, err
+	}
+	return runs[0], true, nil
+}
+
+// List returns an item's runs, oldest first.
+func (s *Service) List(ctx context.Context, itemID string) ([]Run, error) {
+	return queryRuns(ctx, s.store, `r.item_id = ? ORDER BY r.created_at, r.id`, itemID)
+}
+
+// AuthorizeRunner lets only runner tokens through (403 for everyone else).
+func AuthorizeRunner(p *auth.Principal) error {
+	if p.TokenKind != auth.KindRunner {
+		return apperr.New(apperr.Forbidden, "only a runner token may do this")
+	}
+	return nil
+}
+
+// AuthorizeRun lets only the run token of runID through: 403 for any
+// other kind of credential, 404 for the token of another run (a run token
+// sees no run but its own).
+func AuthorizeRun(p *auth.Principal, runID string) error {
+	if p.TokenKind != auth.KindRun {
+		return apperr.New(apperr.Forbidden, "only the run's own run token may do this")
+	}
+	if !p.HasScope(scopeOf(runID)) {
+		return runNotFound(runID)
+	}
+	return nil
+}
+
+// Leased is a run a runner leased, with the secret of its run token (shown
+// this once).
+type Leased struct {
+	Run      Run    `json:"run"`
+	RunToken string `json:"run_token"`
+}
+
+// Lease gives the runner the oldest queued run: it becomes running on this
+// runner, and a run token scoped to it is issued in the same batch (event
+// run.started, plus token.created for the token). With nothing queued it
+// waits up to wait (at most Config.LeaseWait) for a run to come, polling
+// every Config.Poll and waking at once on Notify; ok is false when none
+// came. Of several runners racing for one run exactly one gets it.
+func (s *Service) Lease(ctx context.Context, p *auth.Principal, runnerID string, wait time.Duration) (Leased, bool, error) {
+	rn, err := s.FindRunner(ctx, p, runnerID)
+	if err != nil {
+		return Leased{}, false, err
+	}
+	if wait > s.cfg.LeaseWait {
+		wait = s.cfg.LeaseWait
+	}
+	if _, err := s.touchRunner(ctx, rn); err != nil {
+		return Leased{}, false, err
+	}
+	deadline := s.clock.Now().Add(wait)
+	for {
+		wake := s.woken()
+		l, ok, err := s.leaseOnce(ctx, p, rn)
+		if err != nil || ok {
+			return l, ok, err
+		}
+		left := deadline.Sub(s.clock.Now())
+		if left <= 0 {
+			return Leased{}, false, nil
+		}
+		t := s.clock.NewTimer(min(s.cfg.Poll, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Leased{}, false, ctx.Err()
+		case <-wake:
+			t.Stop()
+		case <-t.C():
+		}
+	}
+}
+
+// leaseOnce tries to lease the oldest queued run once.
+func (s *Service) leaseOnce(ctx context.Context, p *auth.Principal, rn Runner) (Leased, bool, error) {
+	var out Leased
+	t, err := s.applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
+		runs, err := queryRuns(ctx, s.store, `r.status = 'queued' ORDER BY r.created_at, r.id LIMIT 1`)
+		if err != nil || len(runs) == 0 {
+			return nil, err
+		}
+		r := runs[0]
+		now := s.now()
+		exp := now.Add(RunTokenTTL)
+		secret, tok, issue := auth.Issue(p.Actor(), auth.KindRun, "run "+r.ID, r.OrganizationID, "", []string{scopeOf(r.ID)}, &exp, now)
+		at := now.UnixMilli()
+		started := newEvent(r, p.Actor(), "started", map[string]any{"runner_id": rn.ID, "runner": rn.Name, "token_id": tok.ID,
+			"stage": r.Stage, "step": r.Step})
+		t := &transition.Transition{
+			Events: append([]event.Event{started}, issue.Events...),
+			Guarded: []store.Statement{store.Stmt(`UPDATE runs SET status = 'running', runner_id = ?, token_id = ?, started_at = ?,
+heartbeat_at = ?, updated_at = ?, version = version + 1 WHERE id = ? AND status = 'queued' AND version = ?`,
+				rn.ID, tok.ID, at, at, at, r.ID, r.Version)},
+			Statements: issue.Statements,
+		}
+		r.Status, r.RunnerID, r.TokenID, r.StartedAt, r.HeartbeatAt, r.UpdatedAt, r.Version = StatusRunning, rn.ID, tok.ID, &now, &now, now, r.Version+1
+		out = Leased{Run: r, RunToken: secret}
+		return t, nil
+	})
+	switch {
+	case errors.Is(err, transition.ErrGaveUp):
+		return Leased{}, false, nil // every attempt lost to other runners: try again at the next poll
+	case err != nil || t == nil:
+		return Leased{}, false, err
+	}
+	return out, true, nil
+}
+
+// running reads the run a run token acts on and requires it to be running.
+func (s *Service) running(ctx context.Context, p *auth.Principal, runID string) (Run, error) {
+	if err := AuthorizeRun(p, runID); err != nil {
+		return Run{}, err
+	}
+	r, err := s.Get(ctx, runID)
+	if err != nil {
+		return r, err
+	}
+	if r.Status != StatusRunning {
+		return r, apperr.New(apperr.Conflict, "run %s is %s, not running", r.ID, r.Status)
+	}
+	return r, nil
+}
+
+// HeartbeatReply tells a run's session whether to stop.
+type HeartbeatReply struct {
+	Cancelled bool `json:"cancelled"` // cancellation was requested: stop and finish
+}
+
+// Heartbeat records that a run's session is alive (heartbeat_at; no event:
+// liveness pings are not tracked changes) and says whether it was asked to
+// stop.
+func (s *Service) Heartbeat(ctx context.Context, p *auth.Principal, runID string) (HeartbeatReply, error) {
+	r, err := s.running(ctx, p, runID)
+	if err != nil {
+		return HeartbeatReply{}, err
+	}
+	res, err := s.store.Exec(ctx, store.Stmt(`UPDATE runs SET heartbeat_at = MAX(COALESCE(heartbeat_at, 0), ?) WHERE id = ? AND status = 'running'`,
+		s.now().UnixMilli(), r.ID))
+	if err != nil {
+		return HeartbeatReply{}, fmt.Errorf("heartbeat run %s: %w", r.ID, err)
+	}
+	if len(res) == 1 && res[0].RowsAffected == 0 {
+		_, err := s.running(ctx, p, runID) // it finished meanwhile: say how
+		if err == nil {
+			err = apperr.New(apperr.Conflict, "run %s changed concurrently: retry", runID)
+		}
+		return HeartbeatReply{}, err
+	}
+	return HeartbeatReply{Cancelled: r.CancelRequested}, nil
+}
+
+// ReportIn is a session's stage report.
+type ReportIn struct {
+	Outcome string `json:"outcome"` // done, failed or blocked
+	Summary string `json:"summary"`
+}
+
+func validateText(v *apperr.Validator, field, s string, max int, required bool) {
+	v.Check(!required || strings.TrimSpace(s) != "", field, "must not be blank")
+	v.Check(len(s) <= max, field, "must be at most %d bytes (is %d)", max, len(s))
+	v.Check(utf8.ValidString(s), field, "must be valid UTF-8")
+}
+
+// Report stores the session's outcome and summary (event run.reported).
+// Sending the same report again changes nothing; a different second
+// report is a conflict.
+func (s *Service) Report(ctx context.Context, p *auth.Principal, runID string, in ReportIn) (Run, error) {
+	var v apperr.Validator
+	switch in.Outcome {
+	case OutcomeDone, OutcomeFailed, OutcomeBlocked:
+	default:
+		v.Add("outcome", "%q is not done, failed or blocked", in.Outcome)
+	}
+	validateText(&v, "summary", in.Summary, MaxReport, true)
+	if err := v.Err(); err != nil {
+		return Run{}, err
+	}
+	var out Run
+	_, err := s.applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
+		r, err := s.running(ctx, p, runID)
+		if err != nil {
+			return nil, err
+		}
+		out = r
+		if r.Outcome != "" {
+			if r.Outcome == in.Outcome && r.Report == in.Summary {
+				return nil, nil // a repeat
+			}
+			return nil, apperr.New(apperr.Conflict, "run %s reported %s already: a run reports once", r.ID, r.Outcome)
+		}
+		now := s.now()
+		out.Outcome, out.Report, out.UpdatedAt, out.Version = in.Outcome, in.Summary, now, r.Version+1
+		return &transition.Transition{
+			Events: []event.Event{newEvent(r, actorOf(r.ID), "reported", map[string]any{"outcome": in.Outcome, "summary": in.Summary})},
+			Guarded: []store.Statement{store.Stmt(`UPDATE runs SET outcome = ?, report = ?, updated_at = ?, version = version + 1
+WHERE id = ? AND version = ? AND status = 'running' AND outcome IS NULL`, in.Outcome, in.Summary, now.UnixMilli(), r.ID, r.Version)},
+		}, nil
+	})
+	if err != nil {
+		return Run{}, err
+	}
+	return out, nil
+}
+
+// AskQuestion asks a question on the run's item, as the service
+// "run:<id>" acting for nobody (tracker.AskQuestion, event
+// question.asked). A blocking question first sets the run's
+// blocking_question (event run.question_asked), in its own guarded
+// transition: tracker.AskQuestion writes its own batch. The flag goes
+// first so that a crash between the two errs towards waiting: a flagged
+// run without an open question makes the flow wait for no answer and
+// resume at once, whereas an open blocking question on an unflagged run
+// would let the flow carry on past it. A repeat after a failure finds the
+// flag set and only asks.
+func (s *Service) AskQuestion(ctx context.Context, p *auth.Principal, runID string, in tracker.QuestionAsk) (tracker.Question, error) {
+	var v apperr.Validator
+	validateText(&v, "text", in.Text, tracker.MaxQuestionText, true)
+	if err := v.Err(); err != nil {
+		return tracker.Question{}, err
+	}
+	var itemID string
+	_, err := s.applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
+		r, err := s.running(ctx, p, runID)
+		if err != nil {
+			return nil, err
+		}
+		itemID = r.ItemID
+		if !in.Blocking || r.BlockingQuestion {
+			return nil, nil
+		}
+		now := s.now()
+		return &transition.Transition{
+			Events: []event.Event{newEvent(r, actorOf(r.ID), "question_asked", map[string]any{"text": in.Text, "blocking": true})},
+			Guarded: []store.Statement{store.Stmt(`UPDATE runs SET blocking_question = 1, updated_at = ?, version = version + 1
+WHERE id = ? AND version = ? AND status = 'running'`, now.UnixMilli(), r.ID, r.Version)},
+		}, nil
+	})
+	if err != nil {
+		return tracker.Question{}, err
+	}
+	return s.tracker.AskQuestion(ctx, actorOf(runID), itemID, in.Text, in.Blocking)
+}
+
+// FinishIn is how a session ended.
+type FinishIn struct {
+	ExitStatus *int   `json:"exit_status"` // required
+	Usage      *Usage `json:"usage,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+func (in FinishIn) validate() error {
+	var v apperr.Validator
+	v.Check(in.ExitStatus != nil, "exit_status", "is required")
+	if in.ExitStatus != nil {
+		v.Check(*in.ExitStatus >= math.MinInt32 && *in.ExitStatus <= math.MaxInt32, "exit_status", "must fit 32 bits")
+	}
+	if u := in.Usage; u != nil {
+		v.Check(u.InputTokens >= 0, "usage.input_tokens", "must not be negative")
+		v.Check(u.OutputTokens >= 0, "usage.output_tokens", "must not be negative")
+		v.Check(!math.IsNaN(u.CostUSD) && u.CostUSD >= 0 && u.CostUSD <= MaxCostUSD, "usage.cost_usd", "must be a number from 0 to %g", float64(MaxCostUSD))
+	}
+	validateText(&v, "error", in.Error, MaxError, false)
+	return v.Err()
+}
+
+// finalStatus decides how a running run ends: cancelled when that was
+// requested; succeeded when the session exited 0 after reporting; else
+// failed, with the reason. A session that ends without a report has failed
+// whatever its exit status (both CLIs exit 0 when the report tool was
+// unreachable).
+func finalStatus(r Run, exit int, errText string) (string, string) {
+	switch {
+	case r.CancelRequested:
+		if r.Error != "" {
+			return StatusCancelled, r.Error
+		}
+		return StatusCancelled, errText
+	case exit == 0 && r.Outcome != "":
+		return StatusSucceeded, errText
+	case errText != "":
+		return StatusFailed, errText
+	case exit != 0:
+		return StatusFailed, fmt.Sprintf("the session exited with status %d", exit)
+	default:
+		return StatusFailed, "the session ended without a report"
+	}
+}
+
+// Finish ends a running run: its final status (see finalStatus), exit
+// status, usage and error are stored, its run token is revoked and the
+// flow.run_finished job is enqueued, all in one batch (events run.finished
+// and token.revoked). Finishing a finished run changes nothing.
+func (s *Service) Finish(ctx context.Context, p *auth.Principal, runID string, in FinishIn) (Run, error) {
+	if err := AuthorizeRun(p, runID); err != nil {
+		return Run{}, err
+	}
+	if err := in.validate(); err != nil {
+		return Run{}, err
+	}
+	var usage Usage
+	if in.Usage != nil {
+		usage = *in.Usage
+	}
+	var out Run
+	_, err := s.applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
+		r, err := s.Get(ctx, runID)
+		if err != nil {
+			return nil, err
+		}
+		out = r
+		if r.Final() {
+			return nil, nil // a duplicate finish
+		}
+		if r.Status != StatusRunning {
+			return nil, apperr.New(apperr.Conflict, "run %s is %s: only a running run finishes", r.ID, r.Status)
+		}
+		status, errText := finalStatus(r, *in.ExitStatus, in.Error)
+		return s.finishTransition(ctx, r, actorOf(r.ID), status, in.ExitStatus, errText, usage, false, &out)
+	})
+	if err != nil {
+		return Run{}, err
+	}
+	return out, nil
+}
+
+// finishTransition moves running r to a final status with its event, the
+// revocation of its run token and the flow.run_finished job; out receives
+// the run as it will be. With silent set (the sweep), the write is also
+// guarded by the heartbeat read, so that a heartbeat landing meanwhile
+// makes it a lost race (heartbeats do not bump the version).
+func (s *Service) finishTransition(ctx context.Context, r Run, actor event.Actor, status string, exit *int, errText string, usage Usage,
+	silent bool, out *Run) (*transition.Transition, error) {
+	now := s.now()
+	at := now.UnixMilli()
+	usage.CostUSD = fromMicros(toMicros(usage.CostUSD))
+	var exitArg any
+	if exit != nil {
+		exitArg = *exit
+	}
+	update := store.Stmt(`UPDATE runs SET status = ?, exit_status = ?, error = ?, input_tokens = ?, output_tokens = ?,
+cost_micros = ?, finished_at = ?, updated_at = ?, version = version + 1 WHERE id = ? AND version = ? AND status = 'running'`,
+		status, exitArg, nullable(errText), usage.InputTokens, usage.OutputTokens, toMicros(usage.CostUSD), at, at, r.ID, r.Version)
+	if silent && r.HeartbeatAt != nil {
+		update.SQL += ` AND heartbeat_at = ?`
+		update.Args = append(update.Args, r.HeartbeatAt.UnixMilli())
+	}
+	t := &transition.Transition{Guarded: []store.Statement{update}, Jobs: []job.Spec{FinishedJob(r)}}
+	*out = r
+	out.Status, out.ExitStatus, out.Error, out.Usage, out.FinishedAt, out.UpdatedAt, out.Version = status, exit, errText, usage, &now, now, r.Version+1
+	t.Events = append(t.Events, newEvent(r, actor, "finished", map[string]any{"status": status, "outcome": r.Outcome,
+		"exit_status": exit, "error": errText, "usage": usage, "blocking_question": r.BlockingQuestion}))
+	if r.TokenID != "" {
+		rows, err := s.store.Query(ctx, `SELECT name, version, COALESCE(revoked_at, 0) FROM tokens WHERE id = ?`, r.TokenID)
+		if err != nil {
+			return nil, fmt.Errorf("read run token: %w", err)
+		}
+		if rows.Len() == 1 {
+			var name string
+			var version, revoked int64
+			if err := rows.Scan(0, &name, &version, &revoked); err != nil {
+				return nil, err
+			}
+			if revoked == 0 {
+				e := event.Event{OrganizationID: r.OrganizationID, EntityType: "token", EntityID: r.TokenID, Type: "token.revoked"}
+				e.Payload = mustJSON(map[string]any{"id": r.TokenID, "name": name, "kind": auth.KindRun})
+				e.SetActor(actor)
+				t.Events = append(t.Events, e)
+				t.Guarded = append(t.Guarded, store.Stmt(`UPDATE tokens SET revoked_at = ?, version = version + 1 WHERE id = ? AND version = ?`,
+					at, r.TokenID, version))
+			}
+		}
+	}
+	return t, nil
+}

@@ -1,0 +1,133 @@
+package server
+
+import (
+	"time"
+
+	"github.com/ballet/ballet/internal/access"
+	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/flow"
+	"github.com/ballet/ballet/internal/tracker"
+)
+
+// Flows serves a ticket's flow (spec pipelines.md "REST").
+type Flows struct {
+	T *tracker.Service
+	F *flow.Service
+}
+
+// FlowView is GET /items/{item}/flow, field for field as the spec lists.
+type FlowView struct {
+	Ticket          string      `json:"ticket"`
+	Pipeline        string      `json:"pipeline"`
+	PipelineVersion int64       `json:"pipeline_version"`
+	Stages          []StageView `json:"stages"`
+	Stage           string      `json:"stage"`
+	Iteration       int         `json:"iteration"`
+	MaxIterations   int         `json:"max_iterations"`
+	Status          string      `json:"status"`
+	Waiting         string      `json:"waiting,omitempty"`
+	Run             string      `json:"run,omitempty"`
+	Outcome         string      `json:"outcome,omitempty"`
+	Report          string      `json:"report,omitempty"`
+	StartedAt       time.Time   `json:"started_at"`
+	UpdatedAt       time.Time   `json:"updated_at"`
+	Version         int64       `json:"version"`
+}
+
+// StageView is one stage of the pinned pipeline.
+type StageView struct {
+	ID   string `json:"id"`
+	Name string `json:"name,omitempty"`
+	Kind string `json:"kind"`
+}
+
+// Decision is the body of approve and reject.
+type Decision struct {
+	Comment string `json:"comment,omitempty"`
+}
+
+// Routes returns the flow endpoints.
+func (h *Flows) Routes() []*Route {
+	return []*Route{
+		{Method: "GET", Path: "/api/v1/items/{item}/flow", Perm: access.TrackerRead, Summary: "The ticket's flow (404 before it started)",
+			Response: FlowView{}, Handle: h.get},
+		{Method: "POST", Path: "/api/v1/items/{item}/flow/start", Perm: access.RunManage,
+			Summary: "Start the pipeline of a ready ticket (409 when it is not ready or its flow is still active)", Response: FlowView{}, Handle: h.start},
+		{Method: "POST", Path: "/api/v1/items/{item}/flow/approve", Perm: access.TrackerWrite,
+			Summary: "Approve the human stage the flow waits on (409 when it does not wait for an approval)", Request: Decision{}, Response: FlowView{}, Handle: h.decide(true)},
+		{Method: "POST", Path: "/api/v1/items/{item}/flow/reject", Perm: access.TrackerWrite,
+			Summary: "Reject the human stage the flow waits on (409 when it does not wait for an approval)", Request: Decision{}, Response: FlowView{}, Handle: h.decide(false)},
+	}
+}
+
+// item resolves {item} and checks the route's permission in its project.
+func (h *Flows) item(r *Request) (tracker.Item, error) {
+	it, err := h.T.FindItem(r.Context(), r.PathValue("item"))
+	if err != nil {
+		r.Checked()
+		return it, err
+	}
+	return it, hidden(r.Check(it.OrganizationID, it.ProjectID), "item %q not found", r.PathValue("item"))
+}
+
+// View renders a flow as the API shows it.
+func View(it tracker.Item, f flow.Flow) FlowView {
+	v := FlowView{Ticket: it.Key, Pipeline: f.Pipeline, PipelineVersion: f.PipelineVersion, Stages: []StageView{}, Stage: f.Stage,
+		Iteration: f.Iteration, MaxIterations: f.MaxIterations, Status: f.Status, Waiting: f.Waiting, Run: f.RunID,
+		Outcome: f.Outcome, Report: f.Report, StartedAt: f.StartedAt, UpdatedAt: f.UpdatedAt, Version: f.Version}
+	for _, s := range f.Definition.Stages {
+		v.Stages = append(v.Stages, StageView{ID: s.ID, Name: s.Name, Kind: s.Kind})
+	}
+	return v
+}
+
+func (h *Flows) get(r *Request) (any, error) {
+	it, err := h.item(r)
+	if err != nil {
+		return nil, err
+	}
+	f, ok, err := h.F.Latest(r.Context(), it.ID)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, apperr.New(apperr.NotFound, "%s has no flow: it has not started", it.Key)
+	}
+	return View(it, f), nil
+}
+
+func (h *Flows) start(r *Request) (any, error) {
+	it, err := h.item(r)
+	if err != nil {
+		return nil, err
+	}
+	f, err := h.F.Start(r.Context(), r.Principal.Actor(), it.ID)
+	if err != nil {
+		return nil, err
+	}
+	it.State = "in_progress"
+	return View(it, f), nil
+}
+
+func (h *Flows) decide(approve bool) func(*Request) (any, error) {
+	return func(r *Request) (any, error) {
+		it, err := h.item(r)
+		if err != nil {
+			return nil, err
+		}
+		var in Decision
+		if r.ContentLength != 0 {
+			if err := r.Decode(&in); err != nil {
+				return nil, err
+			}
+		}
+		if len(in.Comment) > 64<<10 {
+			return nil, apperr.Fields([]apperr.FieldError{{Field: "comment", Message: "must be at most 65536 bytes"}})
+		}
+		f, err := h.F.Decide(r.Context(), r.Principal.Actor(), it.ID, approve, in.Comment)
+		if err != nil {
+			return nil, err
+		}
+		return View(it, f), nil
+	}
+}
