@@ -25,6 +25,9 @@ type Result struct {
 	MeanMs float64 `json:"mean_ms,omitempty"`
 	MaxMs  float64 `json:"max_ms,omitempty"`
 	Note   string  `json:"note,omitempty"`
+	// Load1 is the machine's 1-minute load average when the measurement
+	// ended (this is a shared 2-core machine).
+	Load1 float64 `json:"loadavg_1m"`
 }
 
 // Target is one of the project's goals, checked against the results.
@@ -48,15 +51,16 @@ type report struct {
 }
 
 func (r *report) add(res Result) {
+	res.Load1 = loadAvg()
 	if res.Seconds > 0 && res.PerSecond == 0 {
 		res.PerSecond = float64(res.Ops) / res.Seconds
 	}
 	r.Results = append(r.Results, res)
 	switch {
 	case res.P50Ms > 0:
-		progress("   %-52s p50 %.2f ms  p99 %.2f ms  (%d samples)", res.System+" "+res.What, res.P50Ms, res.P99Ms, res.Ops)
+		progress("   %-52s p50 %.2f ms  p99 %.2f ms  (%d samples, load %.2f)", res.System+" "+res.What, res.P50Ms, res.P99Ms, res.Ops, res.Load1)
 	default:
-		progress("   %-52s %8.0f/s  (%d in %.2fs)", res.System+" "+res.What, res.PerSecond, res.Ops, res.Seconds)
+		progress("   %-52s %8.0f/s  (%d in %.2fs, load %.2f)", res.System+" "+res.What, res.PerSecond, res.Ops, res.Seconds, res.Load1)
 	}
 }
 
@@ -156,14 +160,14 @@ func (r *report) print(out io.Writer) {
 		r.Started.Format("2006-01-02 15:04 MST"), m.CPUs, m.CPUModel, m.Go, m.GOOS, m.GOARCH, m.LoadAvg1, m.LoadAvgEnd, r.Seconds)
 	p("SQLite (modernc v1.62.0): WAL, synchronous=NORMAL, busy_timeout, foreign_keys, BEGIN IMMEDIATE; fresh file per measurement. River v0.51.2 (riversqlite), pool of %v connection(s).", r.Settings["river_pool_size"])
 	p("")
-	p("1. Write commits per second                                     %14s %14s", "sequential", fmt.Sprintf("%d concurrent", w))
+	p("1. Write commits per second                                     %14s %14s%s", "sequential", fmt.Sprintf("%d concurrent", w), r.loads("tx/ballet-sqlite", "tx/river"))
 	p("   Ballet SQLite  transition.Applier.Apply (update+guard+event+job) %11s %14s", rate(r, "tx/ballet-sqlite/1"), rate(r, fmt.Sprintf("tx/ballet-sqlite/%d", w)))
 	p("   River SQLite   client.Insert of one job                          %11s %14s", rate(r, "tx/river-sqlite/1"), rate(r, fmt.Sprintf("tx/river-sqlite/%d", w)))
 	for _, t := range r.Targets[:2] {
 		p("   Ballet ÷ River, %-45s %s", strings.TrimPrefix(t.Name, "transitions ÷ River inserts, ")+":", verdict(t))
 	}
 	p("")
-	p("2. No-op jobs completed per second, %d slots                       %7s %9s %12s", r.slots(), "jobs", "seconds", "jobs/s")
+	p("2. No-op jobs completed per second, %d slots                       %7s %9s %12s%s", r.slots(), "jobs", "seconds", "jobs/s", r.loads("jobs/ballet-sqlite", "jobs/river"))
 	for _, row := range []struct{ id, label string }{
 		{"jobs/ballet-sqlite", "Ballet SQLite  orchestrator (Poll 1 s)"},
 		{"jobs/river-default", "River SQLite   FetchCooldown 100 ms (default)"},
@@ -181,7 +185,7 @@ func (r *report) print(out io.Writer) {
 		p("   What-if ÷ River at 1 ms cooldown:                              %.2f×", v)
 	}
 	p("")
-	p("3. Enqueue-to-start latency, idle queue (ms)       %8s %8s %8s %8s %8s %8s", "samples", "p50", "p90", "p99", "mean", "max")
+	p("3. Enqueue-to-start latency, idle queue (ms)       %8s %8s %8s %8s %8s %8s%s", "samples", "p50", "p90", "p99", "mean", "max", r.loads("lat/"))
 	for _, row := range []struct{ id, label string }{
 		{"lat/ballet-sqlite", "Ballet SQLite  Apply → OnCommit Notify"},
 		{"lat/river-default", "River SQLite   Insert, cooldown 100 ms"},
@@ -195,7 +199,7 @@ func (r *report) print(out io.Writer) {
 	}
 	p("   Ballet p50:                                                     %s", verdict(r.Targets[3]))
 	p("")
-	p("4. Ballet on rqlite v8.43.4 (local cluster)        %14s %14s   %s", "sequential", fmt.Sprintf("%d concurrent", w), "research (seq / 8 conc.)")
+	p("4. Ballet on rqlite v8.43.4 (local cluster)        %14s %14s   %s%s", "sequential", fmt.Sprintf("%d concurrent", w), "research (seq / 8 conc.)", r.loads("tx/ballet-rqlite", "jobs/ballet-rqlite"))
 	for _, n := range []int{1, 3} {
 		a, b := fmt.Sprintf("tx/ballet-rqlite%d/1", n), fmt.Sprintf("tx/ballet-rqlite%d/%d", n, w)
 		p("   %-47s %14s %14s   %s", fmt.Sprintf("%d node%s: transition batches", n, plural(n)), rate(r, a), rate(r, b),
@@ -227,6 +231,23 @@ func (r *report) print(out io.Writer) {
 			p("   %s", e)
 		}
 	}
+}
+
+// loads returns the range of load averages seen at the end of the
+// measurements whose id starts with one of the prefixes.
+func (r *report) loads(prefixes ...string) string {
+	lo, hi, n := math.Inf(1), math.Inf(-1), 0
+	for _, res := range r.Results {
+		for _, p := range prefixes {
+			if strings.HasPrefix(res.ID, p) {
+				lo, hi, n = math.Min(lo, res.Load1), math.Max(hi, res.Load1), n+1
+			}
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("   [load %.1f–%.1f]", lo, hi)
 }
 
 func (r *report) slots() int {

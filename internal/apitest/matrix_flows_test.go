@@ -32,8 +32,10 @@ func init() {
 	// which it can only reach past the permission check.
 	notWaiting := map[string]int{None: 401, Other: 404, Viewer: 403, Member: 409, Admin: 409, Platform: 409}
 	Register("POST /api/v1/items/{item}/flow/approve", Case{
-		Prepare: func(w *World) (string, any) { return "/api/v1/items/" + startedTicket(w) + "/flow/approve", map[string]any{} },
-		Want:    notWaiting,
+		Prepare: func(w *World) (string, any) {
+			return "/api/v1/items/" + startedTicket(w) + "/flow/approve", map[string]any{}
+		},
+		Want: notWaiting,
 	})
 	Register("POST /api/v1/items/{item}/flow/reject", Case{
 		Prepare: func(w *World) (string, any) {

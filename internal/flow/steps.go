@@ -96,6 +96,9 @@ func (s *Service) cancelRun(ctx context.Context, t *transition.Transition, f Flo
 		return nil
 	}
 	stmts, ev := run.CancelStatements(r, reason, now)
+	if len(stmts) == 0 {
+		return nil // already final, or its cancellation already requested
+	}
 	t.Guarded = append(t.Guarded, stmts...)
 	t.Events = append(t.Events, ev)
 	return nil
@@ -143,7 +146,7 @@ func (s *Service) handleEnter(ctx context.Context, j *job.Job) error {
 			}
 			next.RunID = r.ID
 			payload["run"] = r.ID
-			t.Statements = append(t.Statements, run.Insert(r, now))
+			t.Guarded = append(t.Guarded, run.Insert(r, now)) // ON CONFLICT DO NOTHING must not have conflicted
 			t.Events = append(t.Events, run.CreatedEvent(r, System))
 		case pipeline.KindPlatform:
 			next.RunID = ""
