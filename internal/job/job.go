@@ -113,6 +113,12 @@ func (s *snoozeError) Error() string { return fmt.Sprintf("snoozed for %s", s.d)
 // using up an attempt. Polling (a pull request's checks) is built on it.
 func Snooze(d time.Duration) error { return &snoozeError{d: d} }
 
+// IsSnooze reports whether err asks for a later run (Snooze).
+func IsSnooze(err error) bool {
+	var s *snoozeError
+	return errors.As(err, &s)
+}
+
 // IsPermanent reports whether err was wrapped by Permanent.
 func IsPermanent(err error) bool {
 	var p *permanentError
