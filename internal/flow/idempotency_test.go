@@ -167,4 +167,6 @@ func TestHandlersAreIdempotent(t *testing.T) {
 	})
 }
 
-func isSnooze(err error) bool { return err != nil && len(err.Error()) > 7 && err.Error()[:7] == "snoozed" }
+func isSnooze(err error) bool {
+	return err != nil && len(err.Error()) > 7 && err.Error()[:7] == "snoozed"
+}
