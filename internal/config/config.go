@@ -38,6 +38,7 @@ type Config struct {
 	Jobs       Jobs       `toml:"jobs"`
 	Reconciler Reconciler `toml:"reconciler"`
 	Leader     Leader     `toml:"leader"`
+	Runs       Runs       `toml:"runs"`
 	Auth       Auth       `toml:"auth"`
 	Log        Log        `toml:"log"`
 }
@@ -86,6 +87,11 @@ type Reconciler struct {
 	Slack    Duration `toml:"slack"`    // 5m beyond a stage's timeout
 }
 
+// Runs configures agent sessions.
+type Runs struct {
+	Grace Duration `toml:"grace"` // a running run without a heartbeat this long fails (2m)
+}
+
 // Leader configures leader election among Core instances.
 type Leader struct {
 	TTL   Duration `toml:"ttl"`   // 15s
@@ -107,6 +113,7 @@ func Default() Config {
 			BackoffCap: Duration{10 * time.Minute}, MaxAttempts: 20, ShutdownGrace: Duration{30 * time.Second}},
 		Reconciler: Reconciler{Interval: Duration{time.Minute}, Slack: Duration{5 * time.Minute}},
 		Leader:     Leader{TTL: Duration{15 * time.Second}, Renew: Duration{5 * time.Second}},
+		Runs:       Runs{Grace: Duration{2 * time.Minute}},
 		Auth:       Auth{PlatformAdmins: []string{}},
 		Log:        Log{Level: "info", Format: "text"},
 	}
@@ -193,9 +200,9 @@ func (c Config) Validate() error {
 	positive := map[string]Duration{
 		"jobs.lease": c.Jobs.Lease, "jobs.poll": c.Jobs.Poll, "jobs.backoff_cap": c.Jobs.BackoffCap,
 		"jobs.shutdown_grace": c.Jobs.ShutdownGrace, "reconciler.interval": c.Reconciler.Interval,
-		"leader.ttl": c.Leader.TTL, "leader.renew": c.Leader.Renew,
+		"leader.ttl": c.Leader.TTL, "leader.renew": c.Leader.Renew, "runs.grace": c.Runs.Grace,
 	}
-	for _, key := range []string{"jobs.lease", "jobs.poll", "jobs.backoff_cap", "jobs.shutdown_grace", "reconciler.interval", "leader.ttl", "leader.renew"} {
+	for _, key := range []string{"jobs.lease", "jobs.poll", "jobs.backoff_cap", "jobs.shutdown_grace", "reconciler.interval", "leader.ttl", "leader.renew", "runs.grace"} {
 		if positive[key].Duration <= 0 {
 			bad(key, "must be a positive duration")
 		}

@@ -139,7 +139,7 @@ func (c *Core) openAPI(cfg config.Config) error {
 	c.API.Add((&server.Items{T: c.Tracker}).Routes()...)
 	c.API.Add((&server.Tokens{S: auth.NewTokenService(c.Store, c.Applier, c.Clock, &access.Resolver{Store: c.Store})}).Routes()...)
 	c.API.Add((&server.Skills{T: c.Tracker}).Routes()...)
-	c.Runs = run.NewService(c.Store, c.Applier, c.Clock, c.Tracker, run.Config{Log: c.Log.With("component", "runs")})
+	c.Runs = run.NewService(c.Store, c.Applier, c.Clock, c.Tracker, run.Config{Grace: cfg.Runs.Grace.Duration, Log: c.Log.With("component", "runs")})
 	c.API.Add((&server.Runs{S: c.Runs, T: c.Tracker}).Routes()...)
 	gitCache := filepath.Join(filepath.Dir(cfg.Storage.Path), "git-cache")
 	c.Flows = &flow.Service{Store: c.Store, Applier: c.Applier, Clock: c.Clock, Log: c.Log.With("component", "flow"),

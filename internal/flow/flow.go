@@ -22,10 +22,11 @@ import (
 
 // Job kinds of the flow engine.
 const (
-	JobEnter  = "flow.enter"  // enter the stage of a step
-	JobMerge  = "flow.merge"  // check (and merge) the pull request of a merge stage
-	JobResume = "flow.resume" // the ticket's last blocking question was answered
-	JobStop   = "flow.stop"   // a person paused or cancelled the ticket
+	JobEnter   = "flow.enter"   // enter the stage of a step
+	JobMerge   = "flow.merge"   // check (and merge) the pull request of a merge stage
+	JobResume  = "flow.resume"  // the ticket's last blocking question was answered
+	JobStop    = "flow.stop"    // a person paused or cancelled the ticket
+	JobTimeout = "flow.timeout" // a stage's run reached the stage's timeout
 )
 
 // Flow is a ticket's run through its pinned pipeline version.

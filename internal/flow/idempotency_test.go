@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ballet/ballet/internal/apitest"
 	"github.com/ballet/ballet/internal/config"
@@ -76,11 +77,14 @@ func TestHandlersAreIdempotent(t *testing.T) {
 		runner := e.NewRunner("r")
 		kinds := map[string]int{}
 
-		// drain runs every pending job: a burst of three, then once more.
+		// drain runs every due job (and, with kind set, that kind even if
+		// not due yet): a burst of three, then once more.
+		var drainKind string
 		drain := func() {
 			t.Helper()
 			for {
-				rows, err := s.Query(ctx, `SELECT id, kind, payload, max_attempts FROM jobs WHERE status = 'pending' ORDER BY created_at, id LIMIT 1`)
+				rows, err := s.Query(ctx, `SELECT id, kind, payload, max_attempts FROM jobs WHERE status = 'pending' AND (run_at <= ? OR kind = ?)
+ORDER BY created_at, id LIMIT 1`, time.Now().UnixMilli(), drainKind)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -148,20 +152,44 @@ func TestHandlersAreIdempotent(t *testing.T) {
 		e.Admin(200, "PATCH", "/api/v1/items/"+it.Key, map[string]any{"version": item.Version, "state": "paused"})
 		drain() // stop
 
-		for _, k := range []string{"flow.enter", "flow.run_finished", "flow.resume", "flow.merge", "flow.stop"} {
+		// A stage's timeout: a second ticket's run is still going when its
+		// timeout job comes due.
+		e.Admin(201, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "slow", "state": "ready"}).JSON(t, &it)
+		e.Admin(200, "POST", "/api/v1/items/"+it.Key+"/flow/start", nil)
+		drain()
+		e.Admin(200, "POST", "/api/v1/items/"+it.Key+"/flow/approve", nil)
+		drain()
+		r = runner.MustLease()
+		// (The first ticket's timeout jobs are long moot: only this one counts.)
+		if _, err := s.Exec(ctx, store.Stmt(`UPDATE jobs SET status = 'done' WHERE kind = 'flow.timeout' AND payload NOT LIKE ?`,
+			"%"+stuckFlowID(t, e, it.Key)+"%")); err != nil {
+			t.Fatal(err)
+		}
+		drainKind = "flow.timeout"
+		drain()
+		var stuck struct{ Status, Waiting string }
+		e.Admin(200, "GET", "/api/v1/items/"+it.Key+"/flow", nil).JSON(t, &stuck)
+		var hb struct{ Cancelled bool }
+		e.Must(200, r.Token, "POST", "/api/v1/runs/"+r.ID+"/heartbeat", nil).JSON(t, &hb)
+		if stuck.Waiting != "answer" || !hb.Cancelled {
+			t.Fatalf("after the timeout: flow %+v, run cancelled %v", stuck, hb.Cancelled)
+		}
+		rows, _ := s.Query(ctx, `SELECT COUNT(*) FROM events WHERE type = 'flow.stuck'`)
+		var nStuck int64
+		_ = rows.Scan(0, &nStuck)
+		if nStuck != 1 {
+			t.Fatalf("%d flow.stuck events", nStuck)
+		}
+
+		for _, k := range []string{"flow.enter", "flow.run_finished", "flow.resume", "flow.merge", "flow.stop", "flow.timeout"} {
 			if kinds[k] == 0 {
 				t.Errorf("no %s job was exercised: %v", k, kinds)
 			}
 		}
-		var f struct{ Status string }
-		e.Admin(200, "GET", "/api/v1/items/"+it.Key+"/flow", nil).JSON(t, &f)
-		if f.Status != "stopped" {
-			t.Fatalf("flow %s", f.Status)
-		}
-		rows, _ := s.Query(ctx, `SELECT COUNT(*) FROM runs`)
+		rows, _ = s.Query(ctx, `SELECT COUNT(*) FROM runs`)
 		var runs int64
 		_ = rows.Scan(0, &runs)
-		if runs != 2 {
+		if runs != 3 {
 			t.Fatalf("%d runs, want 2: a handler run three times created more", runs)
 		}
 	})
@@ -169,4 +197,18 @@ func TestHandlersAreIdempotent(t *testing.T) {
 
 func isSnooze(err error) bool {
 	return err != nil && len(err.Error()) > 7 && err.Error()[:7] == "snoozed"
+}
+
+func stuckFlowID(t *testing.T, e *apitest.Env, key string) string {
+	f, ok, err := e.Core.Flows.Latest(context.Background(), itemID(t, e, key))
+	if err != nil || !ok {
+		t.Fatalf("flow of %s: %v", key, err)
+	}
+	return f.ID
+}
+
+func itemID(t *testing.T, e *apitest.Env, key string) string {
+	var it struct{ ID string }
+	e.Admin(200, "GET", "/api/v1/items/"+key, nil).JSON(t, &it)
+	return it.ID
 }

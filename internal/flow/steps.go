@@ -27,6 +27,7 @@ func (s *Service) Register(o interface {
 	o.Handle(JobMerge, s.handleMerge)
 	o.Handle(JobResume, s.handleResume)
 	o.Handle(JobStop, s.handleStop)
+	o.Handle(JobTimeout, s.handleTimeout)
 }
 
 // Hooks are the tracker hooks through which answers and people's pauses
@@ -146,6 +147,8 @@ func (s *Service) handleEnter(ctx context.Context, j *job.Job) error {
 			}
 			next.RunID = r.ID
 			payload["run"] = r.ID
+			t.Jobs = append(t.Jobs, job.Spec{Kind: JobTimeout, RunAt: now.Add(stage.Timeout()),
+				Payload: map[string]any{"flow_id": f.ID, "step": f.Step}, DedupeKey: fmt.Sprintf("flow:%s:timeout:%d", f.ID, f.Step)})
 			t.Guarded = append(t.Guarded, run.Insert(r, now)) // ON CONFLICT DO NOTHING must not have conflicted
 			t.Events = append(t.Events, run.CreatedEvent(r, System))
 		case pipeline.KindPlatform:
@@ -322,6 +325,17 @@ func (s *Service) advance(ctx context.Context, f Flow, it tracker.Item, outcome,
 // waitForAnswer makes the flow wait for an answer (asking question when
 // set); the ticket becomes waiting_for_answer.
 func (s *Service) waitForAnswer(f Flow, it tracker.Item, now time.Time, reason string, question *string) (*transition.Transition, error) {
+	return s.waitAnswer(f, it, now, "waiting", reason, question)
+}
+
+// Flag records that a flow is stuck (flow.stuck with the reason), raises a
+// blocking question on the ticket and makes the flow wait for an answer.
+func (s *Service) Flag(f Flow, it tracker.Item, now time.Time, reason string) (*transition.Transition, error) {
+	q := fmt.Sprintf("%s is stuck: %s. Answer to run stage %s again (or pause or cancel the ticket).", it.Key, reason, f.Stage)
+	return s.waitAnswer(f, it, now, "stuck", reason, &q)
+}
+
+func (s *Service) waitAnswer(f Flow, it tracker.Item, now time.Time, change, reason string, question *string) (*transition.Transition, error) {
 	read := f
 	next := f
 	next.Status, next.Waiting, next.RunID = StatusWaiting, WaitAnswer, ""
@@ -334,7 +348,7 @@ func (s *Service) waitForAnswer(f Flow, it tracker.Item, now time.Time, reason s
 		t.Statements = append(t.Statements, qst)
 	}
 	ev, st := tracker.StateChange(System, it, "waiting_for_answer", now)
-	t.Events = append([]event.Event{flowEvent(System, read, "waiting", payload), ev}, t.Events...)
+	t.Events = append([]event.Event{flowEvent(System, read, change, payload), ev}, t.Events...)
 	t.Guarded = append(t.Guarded, update(read, next, now), st)
 	return t, nil
 }
@@ -575,4 +589,38 @@ func (s *Service) mergeDecision(ctx context.Context, proj tracker.Project, it tr
 		// The next check sees it merged.
 	}
 	return d, &pr, nil
+}
+
+// handleTimeout enforces a stage's timeout: a run still going when it is
+// up is cancelled and the flow is flagged.
+func (s *Service) handleTimeout(ctx context.Context, j *job.Job) error {
+	var p struct {
+		FlowID string `json:"flow_id"`
+		Step   int    `json:"step"`
+	}
+	if err := decodeJob(j, &p); err != nil {
+		return err
+	}
+	return s.step(ctx, func(ctx context.Context) (*transition.Transition, error) {
+		f, it, err := s.load(ctx, p.FlowID)
+		if err != nil {
+			return nil, err
+		}
+		if f.Step != p.Step || !Accepts(f.State(), InRunFinished) {
+			return nil, errNoop // the run finished in time
+		}
+		now := s.now()
+		if it.State != "in_progress" {
+			return s.stopped(ctx, f, it, now)
+		}
+		stage, _ := f.Definition.Stage(f.Stage)
+		t, err := s.Flag(f, it, now, fmt.Sprintf("stage %s ran longer than its timeout of %s", f.Stage, stage.Timeout()))
+		if err != nil {
+			return nil, err
+		}
+		if err := s.cancelRun(ctx, t, f, "the stage timed out", now); err != nil {
+			return nil, err
+		}
+		return t, nil
+	})
 }
