@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	_ "time/tzdata" // budget days in any time zone, whatever the machine has
 
 	"github.com/ballet/ballet/internal/config"
 	"github.com/ballet/ballet/internal/core"

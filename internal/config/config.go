@@ -39,6 +39,7 @@ type Config struct {
 	Reconciler Reconciler `toml:"reconciler"`
 	Leader     Leader     `toml:"leader"`
 	Runs       Runs       `toml:"runs"`
+	Budgets    Budgets    `toml:"budgets"`
 	Auth       Auth       `toml:"auth"`
 	Log        Log        `toml:"log"`
 }
@@ -92,6 +93,14 @@ type Runs struct {
 	Grace Duration `toml:"grace"` // a running run without a heartbeat this long fails (2m)
 }
 
+// Budgets configures how spend is rolled up.
+type Budgets struct {
+	Timezone string `toml:"timezone"` // the budget day's time zone (UTC)
+}
+
+// Location returns the budget day's time zone.
+func (b Budgets) Location() (*time.Location, error) { return time.LoadLocation(b.Timezone) }
+
 // Leader configures leader election among Core instances.
 type Leader struct {
 	TTL   Duration `toml:"ttl"`   // 15s
@@ -114,6 +123,7 @@ func Default() Config {
 		Reconciler: Reconciler{Interval: Duration{time.Minute}, Slack: Duration{5 * time.Minute}},
 		Leader:     Leader{TTL: Duration{15 * time.Second}, Renew: Duration{5 * time.Second}},
 		Runs:       Runs{Grace: Duration{2 * time.Minute}},
+		Budgets:    Budgets{Timezone: "UTC"},
 		Auth:       Auth{PlatformAdmins: []string{}},
 		Log:        Log{Level: "info", Format: "text"},
 	}
@@ -223,6 +233,9 @@ func (c Config) Validate() error {
 	}
 	if t := c.Auth.BootstrapToken; t != "" && len(t) < 16 {
 		bad("auth.bootstrap_token", "must be at least 16 characters")
+	}
+	if _, err := c.Budgets.Location(); err != nil || c.Budgets.Timezone == "" {
+		bad("budgets.timezone", "%q is not a time zone such as \"UTC\" or \"Europe/Berlin\"", c.Budgets.Timezone)
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

@@ -22,6 +22,7 @@ import (
 
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/auth"
+	"github.com/ballet/ballet/internal/budget"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/config"
 	"github.com/ballet/ballet/internal/flow"
@@ -149,9 +150,16 @@ func (c *Core) openAPI(cfg config.Config) error {
 			}
 			return nil, fmt.Errorf("the %s forge is not supported yet: only plain git", kind)
 		}}
+	loc, err := cfg.Budgets.Location()
+	if err != nil {
+		return fmt.Errorf("budgets.timezone: %w", err)
+	}
+	c.Flows.Budget = &budget.Service{Store: c.Store, Clock: c.Clock, Location: loc}
 	c.Tracker.Hooks = c.Flows.Hooks()
 	c.Flows.Register(c.Jobs)
-	c.API.Add((&server.Flows{T: c.Tracker, F: c.Flows}).Routes()...)
+	flows := &server.Flows{T: c.Tracker, F: c.Flows}
+	c.API.Add(flows.Routes()...)
+	c.API.Add((&server.Unattended{T: c.Tracker, F: c.Flows, B: c.Flows.Budget, Tenancy: tenancy, Flows: flows}).Routes()...)
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/budget"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/forge"
@@ -70,6 +71,7 @@ type Service struct {
 	Tracker *tracker.Service
 	Runs    *run.Service
 	Forges  Forges
+	Budget  *budget.Service // nil: no budgets enforced
 }
 
 // System is the flow engine as an actor.
@@ -240,3 +242,38 @@ finished_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, 1, 'running', NULL, 
 // errNoop marks a step that has passed: the job did its work before, or
 // the flow moved on.
 var errNoop = errors.New("nothing to do")
+
+// ListFilter selects flows of a project.
+type ListFilter struct {
+	Status  string // "" for any
+	Waiting string // "" for any
+	Limit   int
+}
+
+// List returns a project's flows, newest first.
+func (s *Service) List(ctx context.Context, projectID string, fl ListFilter) ([]Flow, error) {
+	q := `SELECT ` + flowColumns + ` FROM flows WHERE project_id = ?`
+	args := []any{projectID}
+	if fl.Status != "" {
+		q += ` AND status = ?`
+		args = append(args, fl.Status)
+	}
+	if fl.Waiting != "" {
+		q += ` AND waiting = ?`
+		args = append(args, fl.Waiting)
+	}
+	if fl.Limit <= 0 {
+		fl.Limit = 100
+	}
+	rows, err := s.Store.Query(ctx, q+` ORDER BY started_at DESC, id DESC LIMIT ?`, append(args, fl.Limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("list flows: %w", err)
+	}
+	out := make([]Flow, rows.Len())
+	for i := range out {
+		if out[i], err = scanFlow(rows, i); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

@@ -46,10 +46,11 @@ const (
 	InAnswered    = "answered"     // the ticket's last blocking question was answered
 	InMergeState  = "merge_state"  // a check of the pull request
 	InStop        = "stop"         // the ticket was paused or cancelled
+	InRelease     = "release"      // the pause ended or budget came back
 )
 
 // Inputs lists every input, for table tests.
-var Inputs = []string{InEnter, InRunFinished, InApprove, InReject, InAnswered, InMergeState, InStop}
+var Inputs = []string{InEnter, InRunFinished, InApprove, InReject, InAnswered, InMergeState, InStop, InRelease}
 
 // State is the part of a flow the machine decides on.
 type State struct {
@@ -61,6 +62,7 @@ type State struct {
 var States = []State{
 	{StatusRunning, WaitNone}, {StatusRunning, WaitRun}, {StatusRunning, WaitChecks},
 	{StatusWaiting, WaitApproval}, {StatusWaiting, WaitAnswer}, {StatusWaiting, WaitReview}, {StatusWaiting, WaitMerge},
+	{StatusWaiting, WaitBudget}, {StatusWaiting, WaitPause},
 	{StatusDone, WaitNone}, {StatusFailed, WaitNone}, {StatusStopped, WaitNone},
 }
 
@@ -84,6 +86,8 @@ func Accepts(s State, input string) bool {
 		return s == State{StatusWaiting, WaitAnswer}
 	case InMergeState:
 		return s == State{StatusRunning, WaitChecks} || s == State{StatusWaiting, WaitReview} || s == State{StatusWaiting, WaitMerge}
+	case InRelease:
+		return s == State{StatusWaiting, WaitBudget} || s == State{StatusWaiting, WaitPause}
 	}
 	return false
 }

@@ -15,6 +15,7 @@ func TestAcceptsEveryPair(t *testing.T) {
 		"waiting/approval:approve": true, "waiting/approval:reject": true,
 		"waiting/answer:answered":    true,
 		"running/checks:merge_state": true, "waiting/review:merge_state": true, "waiting/merge:merge_state": true,
+		"waiting/budget:release": true, "waiting/pause:release": true,
 	}
 	for _, s := range States {
 		if Active(s.Status) {
@@ -31,7 +32,7 @@ func TestAcceptsEveryPair(t *testing.T) {
 			n++
 		}
 	}
-	if n != len(States)*len(Inputs) || n != 70 {
+	if n != len(States)*len(Inputs) || n != 96 {
 		t.Fatalf("%d pairs", n)
 	}
 	if Accepts(State{"running", "run"}, "bogus") {

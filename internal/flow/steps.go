@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/budget"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/forge"
 	"github.com/ballet/ballet/internal/job"
@@ -28,12 +29,14 @@ func (s *Service) Register(o interface {
 	o.Handle(JobResume, s.handleResume)
 	o.Handle(JobStop, s.handleStop)
 	o.Handle(JobTimeout, s.handleTimeout)
+	o.Handle(JobRelease, s.handleRelease)
+	o.Handle(JobKill, s.handleKill)
 }
 
 // Hooks are the tracker hooks through which answers and people's pauses
 // reach the flow engine, as jobs in the same batch as their change.
 func (s *Service) Hooks() tracker.Hooks {
-	return tracker.Hooks{
+	h := tracker.Hooks{
 		StateChanged: func(it tracker.Item, from, to string) []job.Spec {
 			if to != "paused" && to != "cancelled" {
 				return nil
@@ -44,6 +47,8 @@ func (s *Service) Hooks() tracker.Hooks {
 			return []job.Spec{{Kind: JobResume, Payload: map[string]any{"item_id": itemID}, DedupeKey: "flow-resume:" + itemID}}
 		},
 	}
+	s.unattendedHooks(&h)
+	return h
 }
 
 // step runs one read-decide-write of a flow step; decide returns nil when
@@ -133,6 +138,27 @@ func (s *Service) handleEnter(ctx context.Context, j *job.Job) error {
 		stage, ok := f.Definition.Stage(f.Stage)
 		if !ok {
 			return nil, job.Permanent(fmt.Errorf("flow %s: stage %q is not in its pipeline", f.ID, f.Stage))
+		}
+		// While the project or platform is paused, a flow waits before
+		// entering its next stage.
+		if why, err := s.pauseReason(ctx, f.ProjectID); err != nil {
+			return nil, err
+		} else if why != "" {
+			return s.wait(f, WaitPause, why, now), nil
+		}
+		// An agent stage starts only within budget.
+		if stage.Kind == pipeline.KindAgent {
+			v, err := s.gate(ctx, f)
+			if err != nil {
+				return nil, err
+			}
+			switch v.Kind {
+			case budget.TicketSpent:
+				q := fmt.Sprintf("%s: %s. Raise the project's ticket budget, then answer to run stage %s.", it.Key, v.Reason, f.Stage)
+				return s.waitForAnswer(f, it, now, v.Reason, &q)
+			case budget.DaySpent:
+				return s.wait(f, WaitBudget, v.Reason, now), nil
+			}
 		}
 		next := f
 		st := Entry(stage.Kind)
@@ -265,6 +291,15 @@ func (s *Service) handleRunFinished(ctx context.Context, j *job.Job) error {
 			return s.resume(f, it, now, "the session's blocking question was answered while it ran")
 		}
 		outcome, report := r.Outcome, r.Report
+		if r.Status != run.StatusSucceeded {
+			// A stage whose run failed while over budget waits, instead of
+			// failing.
+			if v, err := s.gate(ctx, f); err != nil {
+				return nil, err
+			} else if v.Kind != budget.OK {
+				return s.wait(f, WaitBudget, "the session failed while over budget: "+v.Reason, now), nil
+			}
+		}
 		switch {
 		case r.Status == run.StatusCancelled:
 			outcome, report = pipeline.OutcomeFailed, "the session was cancelled"
@@ -497,12 +532,16 @@ func (s *Service) handleMerge(ctx context.Context, j *job.Job) error {
 	if err != nil {
 		return err
 	}
+	why, err := s.pauseReason(ctx, f.ProjectID)
+	if err != nil {
+		return err
+	}
 	var d forge.Decision
 	var pr *forge.PullRequest
 	if proj.Repository == nil {
 		d = forge.Decision{Action: forge.ActionFailed, Reason: "the project has no repository to merge into"}
 	} else {
-		d, pr, err = s.mergeDecision(ctx, proj, it, f.PullRequest)
+		d, pr, err = s.mergeDecision(ctx, proj, it, f.PullRequest, why == "")
 		if err != nil {
 			return err
 		}
@@ -520,6 +559,8 @@ func (s *Service) handleMerge(ctx context.Context, j *job.Job) error {
 			return s.stopped(ctx, f, it, now)
 		}
 		switch d.Action {
+		case actionPause:
+			return s.wait(f, WaitPause, d.Reason, now), nil
 		case forge.ActionDone:
 			return s.advance(ctx, f, it, pipeline.OutcomeDone, d.Reason, now)
 		case forge.ActionFailed:
@@ -547,7 +588,7 @@ func (s *Service) handleMerge(ctx context.Context, j *job.Job) error {
 	if err != nil {
 		return err
 	}
-	if d.Action == forge.ActionDone || d.Action == forge.ActionFailed {
+	if d.Action == forge.ActionDone || d.Action == forge.ActionFailed || d.Action == actionPause {
 		return nil
 	}
 	return job.Snooze(mergePoll(s.Clock.Now().Sub(time.UnixMilli(p.EnteredAt))))
@@ -557,7 +598,11 @@ func (s *Service) handleMerge(ctx context.Context, j *job.Job) error {
 // found before, so that a branch a human merged and deleted still counts as
 // merged), merges it when the policy allows, and says what the stage does
 // next.
-func (s *Service) mergeDecision(ctx context.Context, proj tracker.Project, it tracker.Item, prev *forge.PullRequest) (forge.Decision, *forge.PullRequest, error) {
+// actionPause: the merge would go ahead, but the project or platform is
+// paused: the flow waits before merging.
+const actionPause = "pause"
+
+func (s *Service) mergeDecision(ctx context.Context, proj tracker.Project, it tracker.Item, prev *forge.PullRequest, mayMerge bool) (forge.Decision, *forge.PullRequest, error) {
 	fg, err := s.Forges(proj.Repository.Forge)
 	if err != nil {
 		return forge.Decision{}, nil, job.Permanent(err)
@@ -582,6 +627,9 @@ func (s *Service) mergeDecision(ctx context.Context, proj tracker.Project, it tr
 		pr.HeadSHA = st.HeadSHA
 	}
 	d := forge.Decide(forge.Policy(proj.MergePolicy), fg.CanMerge(), st)
+	if d.Action == forge.ActionMerge && !mayMerge {
+		return forge.Decision{Action: actionPause, Reason: "the pull request is ready, but merging waits for the pause to end"}, &pr, nil
+	}
 	if d.Action == forge.ActionMerge {
 		if err := fg.Merge(ctx, repo, pr); err != nil {
 			return forge.Decision{Action: forge.ActionWait, Waiting: WaitChecks, Reason: fmt.Sprintf("the merge did not go through yet: %v", err)}, &pr, nil

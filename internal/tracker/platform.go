@@ -8,6 +8,7 @@ import (
 
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/transition"
 )
@@ -60,7 +61,12 @@ func (s *Service) SetPlatformPaused(ctx context.Context, actor event.Actor, paus
 			change = "paused"
 		}
 		out.Paused, out.UpdatedAt, out.Version = paused, now, p.Version+1
+		var jobs []job.Spec
+		if s.Hooks.PlatformPaused != nil {
+			jobs = s.Hooks.PlatformPaused(paused)
+		}
 		return &transition.Transition{
+			Jobs:   jobs,
 			Events: []event.Event{newEvent(actor, "", "", "platform", "platform", change, []byte(`{}`))},
 			Guarded: []store.Statement{store.Stmt(`UPDATE platform SET paused = ?, updated_at = ?, version = version + 1 WHERE id = 1 AND version = ?`,
 				paused, now.UnixMilli(), p.Version)},

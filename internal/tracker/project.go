@@ -319,6 +319,9 @@ repo_credentials_ref = ?, merge_policy = ?, required_approvals = ?, required_che
 budget_day_micros = ?, ticket_types = ?, paused = ?, updated_at = ?, version = version + 1 WHERE id = ? AND version = ?`,
 			append(projectValues(&p), now.UnixMilli(), p.ID, in.Version)...)},
 	}
+	if s.Hooks.ProjectChanged != nil {
+		t.Jobs = append(t.Jobs, s.Hooks.ProjectChanged(p, changes)...)
+	}
 	if err := s.Applier.Apply(ctx, t); err != nil {
 		return Project{}, stale(err, "the project")
 	}

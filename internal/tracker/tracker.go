@@ -36,6 +36,10 @@ type Hooks struct {
 	// LastBlockingAnswered: an answer closed the item's last open
 	// blocking question.
 	LastBlockingAnswered func(itemID string) []job.Spec
+	// ProjectChanged: a project's settings changed (pause, budgets…).
+	ProjectChanged func(p Project, changes map[string]any) []job.Spec
+	// PlatformPaused: the kill switch was pulled (true) or released.
+	PlatformPaused func(paused bool) []job.Spec
 }
 
 // New returns a Service.

@@ -1,0 +1,123 @@
+// Package budget keeps agent spend within a project's limits (spec
+// pipelines.md "Budgets"): usage is recorded on each run, rolled up per
+// ticket and per project per day (in a configured time zone), and an agent
+// stage starts only within budget. The verdict is pure code; the rollups
+// are indexed sums over runs.
+package budget
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/store"
+)
+
+// Limits are a project's budgets in micro-USD; nil means no limit.
+type Limits struct {
+	PerTicket *int64
+	PerDay    *int64
+}
+
+// Spend is what was used.
+type Spend struct {
+	Ticket int64 // micro-USD on this ticket, all time
+	Day    int64 // micro-USD in the project today
+}
+
+// Verdicts.
+const (
+	OK          = "ok"
+	TicketSpent = "ticket" // the ticket budget is used up: ask a human
+	DaySpent    = "day"    // the daily budget is used up: wait for tomorrow
+)
+
+// Verdict says whether an agent stage may start.
+type Verdict struct {
+	Kind   string
+	Reason string
+}
+
+// Check decides from limits and spend. A used-up ticket budget wins over a
+// used-up daily one: waiting for tomorrow would not help it.
+func Check(l Limits, s Spend) Verdict {
+	if l.PerTicket != nil && s.Ticket >= *l.PerTicket {
+		return Verdict{Kind: TicketSpent, Reason: fmt.Sprintf("the ticket budget is used up: spent %s of %s", USD(s.Ticket), USD(*l.PerTicket))}
+	}
+	if l.PerDay != nil && s.Day >= *l.PerDay {
+		return Verdict{Kind: DaySpent, Reason: fmt.Sprintf("the project's daily budget is used up: spent %s of %s today", USD(s.Day), USD(*l.PerDay))}
+	}
+	return Verdict{Kind: OK}
+}
+
+// USD formats micro-USD.
+func USD(micros int64) string { return fmt.Sprintf("$%.2f", float64(micros)/1e6) }
+
+// Micros converts a USD amount (nil stays nil).
+func Micros(usd *float64) *int64 {
+	if usd == nil {
+		return nil
+	}
+	m := int64(math.Round(*usd * 1e6))
+	return &m
+}
+
+// Service reads spend.
+type Service struct {
+	Store    store.Store
+	Clock    clock.Clock
+	Location *time.Location // the budget day's time zone (UTC when nil)
+}
+
+// Day returns the budget day containing t: its start and end.
+func (s *Service) Day(t time.Time) (time.Time, time.Time) {
+	loc := s.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	lt := t.In(loc)
+	start := time.Date(lt.Year(), lt.Month(), lt.Day(), 0, 0, 0, 0, loc)
+	return start, start.AddDate(0, 0, 1)
+}
+
+// TicketSpend sums the cost of every run of an item.
+func (s *Service) TicketSpend(ctx context.Context, itemID string) (int64, error) {
+	return s.sum(ctx, `SELECT COALESCE(SUM(cost_micros), 0) FROM runs WHERE item_id = ?`, itemID)
+}
+
+// DaySpend sums the cost of a project's runs that finished during the day
+// that contains t.
+func (s *Service) DaySpend(ctx context.Context, projectID string, t time.Time) (int64, error) {
+	start, end := s.Day(t)
+	return s.sum(ctx, `SELECT COALESCE(SUM(cost_micros), 0) FROM runs WHERE project_id = ? AND finished_at >= ? AND finished_at < ?`,
+		projectID, start.UnixMilli(), end.UnixMilli())
+}
+
+func (s *Service) sum(ctx context.Context, q string, args ...any) (int64, error) {
+	rows, err := s.Store.Query(ctx, q, args...)
+	if err != nil {
+		return 0, fmt.Errorf("read spend: %w", err)
+	}
+	var n int64
+	err = rows.Scan(0, &n)
+	return n, err
+}
+
+// Gate reads the spend that limits l and decides.
+func (s *Service) Gate(ctx context.Context, l Limits, projectID, itemID string) (Verdict, Spend, error) {
+	var sp Spend
+	var err error
+	if l.PerTicket != nil {
+		if sp.Ticket, err = s.TicketSpend(ctx, itemID); err != nil {
+			return Verdict{}, sp, err
+		}
+	}
+	if l.PerDay != nil {
+		if sp.Day, err = s.DaySpend(ctx, projectID, s.Clock.Now()); err != nil {
+			return Verdict{}, sp, err
+		}
+	}
+	return Check(l, sp), sp, nil
+}

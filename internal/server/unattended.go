@@ -1,0 +1,136 @@
+package server
+
+import (
+	"slices"
+	"time"
+
+	"github.com/ballet/ballet/internal/access"
+	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/budget"
+	"github.com/ballet/ballet/internal/flow"
+	"github.com/ballet/ballet/internal/tracker"
+)
+
+// Unattended serves what a person checks after walking away: budgets and
+// the flows that need them.
+type Unattended struct {
+	T       *tracker.Service
+	F       *flow.Service
+	B       *budget.Service
+	Tenancy *Tenancy
+	Flows   *Flows
+}
+
+// Amount is a budget figure: limit (null: none), spent and remaining.
+type Amount struct {
+	LimitUSD     *float64 `json:"limit_usd"`
+	SpentUSD     float64  `json:"spent_usd"`
+	RemainingUSD *float64 `json:"remaining_usd"`
+}
+
+// ProjectBudget is GET /projects/{project}/budget.
+type ProjectBudget struct {
+	Project      string   `json:"project"`
+	PerTicketUSD *float64 `json:"per_ticket_usd"`
+	Today        Amount   `json:"today"`
+	Day          string   `json:"day"`      // the budget day, YYYY-MM-DD
+	Timezone     string   `json:"timezone"` // its time zone
+}
+
+// ItemBudget is GET /items/{item}/budget.
+type ItemBudget struct {
+	Ticket string `json:"ticket"`
+	Amount
+}
+
+// FlowList is GET /projects/{project}/flows.
+type FlowList struct {
+	Flows []FlowView `json:"flows"`
+}
+
+// Routes returns the endpoints.
+func (h *Unattended) Routes() []*Route {
+	return []*Route{
+		{Method: "GET", Path: "/api/v1/projects/{project}/budget", Perm: access.TrackerRead,
+			Summary: "The project's budgets: per ticket, and today's spend against the daily limit", Response: ProjectBudget{}, Handle: h.projectBudget},
+		{Method: "GET", Path: "/api/v1/items/{item}/budget", Perm: access.TrackerRead,
+			Summary: "A ticket's spend against the project's per-ticket budget", Response: ItemBudget{}, Handle: h.itemBudget},
+		{Method: "GET", Path: "/api/v1/projects/{project}/flows", Perm: access.TrackerRead,
+			Summary: "A project's flows, newest first; filter by status and waiting to see who needs you", Response: FlowList{}, Handle: h.flows},
+	}
+}
+
+func amount(limit *float64, spentMicros int64) Amount {
+	a := Amount{LimitUSD: limit, SpentUSD: float64(spentMicros) / 1e6}
+	if limit != nil {
+		r := max(*limit-a.SpentUSD, 0)
+		a.RemainingUSD = &r
+	}
+	return a
+}
+
+func (h *Unattended) projectBudget(r *Request) (any, error) {
+	p, err := h.Tenancy.project(r)
+	if err != nil {
+		return nil, err
+	}
+	now := h.B.Clock.Now()
+	spent, err := h.B.DaySpend(r.Context(), p.ID, now)
+	if err != nil {
+		return nil, err
+	}
+	start, _ := h.B.Day(now)
+	return ProjectBudget{Project: p.Key, PerTicketUSD: p.Budgets.PerTicketUSD, Today: amount(p.Budgets.PerDayUSD, spent),
+		Day: start.Format(time.DateOnly), Timezone: start.Location().String()}, nil
+}
+
+func (h *Unattended) itemBudget(r *Request) (any, error) {
+	it, err := h.Flows.item(r)
+	if err != nil {
+		return nil, err
+	}
+	p, err := h.T.FindProject(r.Context(), it.ProjectID)
+	if err != nil {
+		return nil, err
+	}
+	spent, err := h.B.TicketSpend(r.Context(), it.ID)
+	if err != nil {
+		return nil, err
+	}
+	return ItemBudget{Ticket: it.Key, Amount: amount(p.Budgets.PerTicketUSD, spent)}, nil
+}
+
+var flowStatuses = []string{flow.StatusRunning, flow.StatusWaiting, flow.StatusDone, flow.StatusFailed, flow.StatusStopped}
+var flowWaits = []string{flow.WaitRun, flow.WaitApproval, flow.WaitAnswer, flow.WaitChecks, flow.WaitReview, flow.WaitMerge, flow.WaitBudget, flow.WaitPause}
+
+func (h *Unattended) flows(r *Request) (any, error) {
+	p, err := h.Tenancy.project(r)
+	if err != nil {
+		return nil, err
+	}
+	q := r.URL.Query()
+	var v apperr.Validator
+	status, waiting := q.Get("status"), q.Get("waiting")
+	v.Check(status == "" || slices.Contains(flowStatuses, status), "status", "%q is not one of %v", status, flowStatuses)
+	v.Check(waiting == "" || slices.Contains(flowWaits, waiting), "waiting", "%q is not one of %v", waiting, flowWaits)
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	limit, err := r.QueryInt("limit", 100, 1, 1000)
+	if err != nil {
+		return nil, err
+	}
+	fs, err := h.F.List(r.Context(), p.ID, flow.ListFilter{Status: status, Waiting: waiting, Limit: int(limit)})
+	if err != nil {
+		return nil, err
+	}
+	out := FlowList{Flows: []FlowView{}}
+	for _, f := range fs {
+		it, err := h.T.FindItem(r.Context(), f.ItemID)
+		if err != nil {
+			return nil, err
+		}
+		out.Flows = append(out.Flows, View(it, f))
+	}
+	return out, nil
+}
