@@ -205,6 +205,13 @@ func TestTemplatePipelineEndToEnd(t *testing.T) {
 				t.Fatalf("history lacks %s: %s", want, evs)
 			}
 		}
+		// Operations: flows by status and spend are on /metrics.
+		m := string(w.Must(200, "", "GET", "/metrics", nil).Body)
+		for _, want := range []string{`ballet_flows{status="done",waiting=""} 1`, `ballet_run_cost_usd_total{project=`, `ballet_jobs_total{kind="flow.enter",result="done"}`} {
+			if !strings.Contains(m, want) {
+				t.Fatalf("/metrics lacks %s", want)
+			}
+		}
 		// A ticket whose flow ended may start again (once ready).
 		var it struct{ Version int64 }
 		w.Admin(200, "GET", "/api/v1/items/"+key, nil).JSON(t, &it)

@@ -19,7 +19,7 @@ func TestCheck(t *testing.T) {
 		{Limits{PerDay: ptr(10e6)}, Spend{Day: 10e6}, DaySpent},
 		{Limits{PerDay: ptr(10e6)}, Spend{Day: 9e6}, OK},
 		{Limits{PerTicket: ptr(1), PerDay: ptr(1)}, Spend{Ticket: 1, Day: 1}, TicketSpent}, // waiting would not help
-		{Limits{PerTicket: ptr(0)}, Spend{}, TicketSpent},                                     // a zero budget allows nothing
+		{Limits{PerTicket: ptr(0)}, Spend{}, TicketSpent},                                  // a zero budget allows nothing
 	} {
 		if got := Check(c.l, c.s); got.Kind != c.want || (got.Kind != OK && got.Reason == "") {
 			t.Errorf("Check(%+v, %+v) = %+v, want %s", c.l, c.s, got, c.want)

@@ -6,6 +6,7 @@ package core
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -88,14 +89,29 @@ func New(cfg config.Config, log *slog.Logger, st store.Store) (*Core, error) {
 		Concurrency: cfg.Jobs.Concurrency, Lease: cfg.Jobs.Lease.Duration, Poll: cfg.Jobs.Poll.Duration,
 		BackoffCap: cfg.Jobs.BackoffCap.Duration, ShutdownGrace: cfg.Jobs.ShutdownGrace.Duration,
 	}, c.ID, job.NewMetrics(c.Registry))
-	c.Registry.MustRegister(job.NewQueueCollector(st))
+	c.Registry.MustRegister(job.NewQueueCollector(st), flow.NewCollector(st))
+	spend := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ballet_run_cost_usd_total",
+		Help: "Agent spend reported by finished runs, by project."}, []string{"project"})
+	c.Registry.MustRegister(spend)
 	c.Applier = &transition.Applier{Store: st, Clock: c.Clock, OnCommit: func(cm transition.Committed) {
 		if cm.HasJobs {
 			c.Jobs.Notify()
 		}
 		for _, e := range cm.Events {
-			if e.Type == "run.created" && c.Runs != nil {
-				c.Runs.Notify() // wake runners waiting in a long poll
+			switch e.Type {
+			case "run.created":
+				if c.Runs != nil {
+					c.Runs.Notify() // wake runners waiting in a long poll
+				}
+			case "run.finished":
+				var p struct {
+					Usage struct {
+						CostUSD float64 `json:"cost_usd"`
+					}
+				}
+				if json.Unmarshal(e.Payload, &p) == nil && p.Usage.CostUSD > 0 {
+					spend.WithLabelValues(e.ProjectID).Add(p.Usage.CostUSD)
+				}
 			}
 		}
 	}}
