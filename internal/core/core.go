@@ -26,6 +26,7 @@ import (
 	"github.com/ballet/ballet/internal/budget"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/config"
+	"github.com/ballet/ballet/internal/fault"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/forge"
 	"github.com/ballet/ballet/internal/forge/gitforge"
@@ -98,6 +99,7 @@ func New(cfg config.Config, log *slog.Logger, st store.Store) (*Core, error) {
 			c.Jobs.Notify()
 		}
 		for _, e := range cm.Events {
+			fault.Hit("commit:" + e.Type) // the failure suite's crash points
 			switch e.Type {
 			case "run.created":
 				if c.Runs != nil {
