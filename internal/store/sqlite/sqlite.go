@@ -35,6 +35,9 @@ type Store struct {
 	read  *sql.DB
 	stmts map[string]*sql.Stmt
 
+	readMu sync.Mutex
+	reads  map[string]*sql.Stmt // prepared reads, shared by the pool
+
 	reqs      chan *request
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -96,6 +99,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	s := &Store{
 		path: path, write: write, conn: conn, read: read,
 		stmts:   map[string]*sql.Stmt{},
+		reads:   map[string]*sql.Stmt{},
 		reqs:    make(chan *request, maxGroup),
 		closing: make(chan struct{}),
 		stopped: make(chan struct{}),
@@ -266,9 +270,34 @@ func (s *Store) prepare(ctx context.Context, q string) (*sql.Stmt, error) {
 	return st, nil
 }
 
+// readStmt returns the prepared statement for a read, preparing it once.
+func (s *Store) readStmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	s.readMu.Lock()
+	defer s.readMu.Unlock()
+	if st, ok := s.reads[q]; ok {
+		return st, nil
+	}
+	st, err := s.read.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if len(s.reads) >= maxCachedStatements {
+		for k, old := range s.reads {
+			old.Close()
+			delete(s.reads, k)
+		}
+	}
+	s.reads[q] = st
+	return st, nil
+}
+
 // Query runs a read on the read pool.
 func (s *Store) Query(ctx context.Context, q string, args ...any) (*store.Rows, error) {
-	rows, err := s.read.QueryContext(ctx, q, args...)
+	st, err := s.readStmt(ctx, q)
+	if err != nil {
+		return nil, &store.SQLError{Index: -1, Message: err.Error()}
+	}
+	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, &store.SQLError{Index: -1, Message: err.Error()}
 	}
@@ -307,5 +336,10 @@ func (s *Store) Close() error {
 	for _, st := range s.stmts {
 		st.Close()
 	}
+	s.readMu.Lock()
+	for _, st := range s.reads {
+		st.Close()
+	}
+	s.readMu.Unlock()
 	return errors.Join(s.conn.Close(), s.write.Close(), s.read.Close())
 }
