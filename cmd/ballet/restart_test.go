@@ -181,7 +181,16 @@ func restartScenario(t *testing.T, c *coreProc) {
 	c.must(201, admin, "POST", "/api/v1/tokens", map[string]any{"name": "runner", "kind": "runner"}, &tok)
 	var rn struct{ ID string }
 	c.must(201, tok.Token, "POST", "/api/v1/runners", map[string]any{"name": "r"}, &rn)
-	c.must(200, admin, "POST", "/api/v1/items/"+it.Key+"/flow/start", nil, nil)
+	// The scheduler starts the ready ticket on its own.
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if status, _ := c.do(admin, "GET", "/api/v1/items/"+it.Key+"/flow", nil); status == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the scheduler did not start the ready ticket")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	c.crash()
 
 	type flowView struct{ Stage, Status, Waiting string }

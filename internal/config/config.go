@@ -38,6 +38,7 @@ type Config struct {
 	Jobs       Jobs       `toml:"jobs"`
 	Reconciler Reconciler `toml:"reconciler"`
 	Leader     Leader     `toml:"leader"`
+	Scheduler  Scheduler  `toml:"scheduler"`
 	Runs       Runs       `toml:"runs"`
 	Budgets    Budgets    `toml:"budgets"`
 	Auth       Auth       `toml:"auth"`
@@ -88,6 +89,12 @@ type Reconciler struct {
 	Slack    Duration `toml:"slack"`    // 5m beyond a stage's timeout
 }
 
+// Scheduler configures the scheduler that starts ready tickets.
+type Scheduler struct {
+	Interval      Duration `toml:"interval"`       // safety-net pass (10s)
+	PlatformLimit int      `toml:"platform_limit"` // running flows platform-wide when the platform's concurrency_limit is 0 (0: no limit)
+}
+
 // Runs configures agent sessions.
 type Runs struct {
 	Grace Duration `toml:"grace"` // a running run without a heartbeat this long fails (2m)
@@ -122,6 +129,7 @@ func Default() Config {
 			BackoffCap: Duration{10 * time.Minute}, MaxAttempts: 20, ShutdownGrace: Duration{30 * time.Second}},
 		Reconciler: Reconciler{Interval: Duration{time.Minute}, Slack: Duration{5 * time.Minute}},
 		Leader:     Leader{TTL: Duration{15 * time.Second}, Renew: Duration{5 * time.Second}},
+		Scheduler:  Scheduler{Interval: Duration{10 * time.Second}},
 		Runs:       Runs{Grace: Duration{2 * time.Minute}},
 		Budgets:    Budgets{Timezone: "UTC"},
 		Auth:       Auth{PlatformAdmins: []string{}},
@@ -210,9 +218,9 @@ func (c Config) Validate() error {
 	positive := map[string]Duration{
 		"jobs.lease": c.Jobs.Lease, "jobs.poll": c.Jobs.Poll, "jobs.backoff_cap": c.Jobs.BackoffCap,
 		"jobs.shutdown_grace": c.Jobs.ShutdownGrace, "reconciler.interval": c.Reconciler.Interval,
-		"leader.ttl": c.Leader.TTL, "leader.renew": c.Leader.Renew, "runs.grace": c.Runs.Grace,
+		"leader.ttl": c.Leader.TTL, "leader.renew": c.Leader.Renew, "runs.grace": c.Runs.Grace, "scheduler.interval": c.Scheduler.Interval,
 	}
-	for _, key := range []string{"jobs.lease", "jobs.poll", "jobs.backoff_cap", "jobs.shutdown_grace", "reconciler.interval", "leader.ttl", "leader.renew", "runs.grace"} {
+	for _, key := range []string{"jobs.lease", "jobs.poll", "jobs.backoff_cap", "jobs.shutdown_grace", "reconciler.interval", "leader.ttl", "leader.renew", "runs.grace", "scheduler.interval"} {
 		if positive[key].Duration <= 0 {
 			bad(key, "must be a positive duration")
 		}
@@ -233,6 +241,9 @@ func (c Config) Validate() error {
 	}
 	if t := c.Auth.BootstrapToken; t != "" && len(t) < 16 {
 		bad("auth.bootstrap_token", "must be at least 16 characters")
+	}
+	if c.Scheduler.PlatformLimit < 0 || c.Scheduler.PlatformLimit > 10000 {
+		bad("scheduler.platform_limit", "%d is outside 0 … 10000 (0: no limit)", c.Scheduler.PlatformLimit)
 	}
 	if _, err := c.Budgets.Location(); err != nil || c.Budgets.Timezone == "" {
 		bad("budgets.timezone", "%q is not a time zone such as \"UTC\" or \"Europe/Berlin\"", c.Budgets.Timezone)

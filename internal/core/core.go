@@ -6,8 +6,8 @@ package core
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -33,6 +33,7 @@ import (
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/leader"
 	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/schedule"
 	"github.com/ballet/ballet/internal/server"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/rqlite"
@@ -43,20 +44,21 @@ import (
 
 // Core is one running Core instance.
 type Core struct {
-	Config   config.Config
-	Log      *slog.Logger
-	Clock    clock.Clock
-	ID       string // this instance, in job claims and the leader lease
-	Store    store.Store
-	Applier  *transition.Applier
-	Jobs     *job.Orchestrator
-	Elector  *leader.Elector // nil on SQLite: the single process always leads
-	Registry *prometheus.Registry
-	Auth     *auth.Authenticator
-	Tracker  *tracker.Service
-	API      *server.API
-	Flows    *flow.Service
-	Runs     *run.Service
+	Config    config.Config
+	Log       *slog.Logger
+	Clock     clock.Clock
+	ID        string // this instance, in job claims and the leader lease
+	Store     store.Store
+	Applier   *transition.Applier
+	Jobs      *job.Orchestrator
+	Elector   *leader.Elector // nil on SQLite: the single process always leads
+	Registry  *prometheus.Registry
+	Auth      *auth.Authenticator
+	Tracker   *tracker.Service
+	API       *server.API
+	Flows     *flow.Service
+	Scheduler *schedule.Scheduler
+	Runs      *run.Service
 
 	listener net.Listener
 	http     *http.Server
@@ -100,6 +102,9 @@ func New(cfg config.Config, log *slog.Logger, st store.Store) (*Core, error) {
 		}
 		for _, e := range cm.Events {
 			fault.Hit("commit:" + e.Type) // the failure suite's crash points
+			if c.Scheduler != nil && schedule.Wakes(e.Type) {
+				c.Scheduler.Nudge()
+			}
 			switch e.Type {
 			case "run.created":
 				if c.Runs != nil {
@@ -120,6 +125,10 @@ func New(cfg config.Config, log *slog.Logger, st store.Store) (*Core, error) {
 	if err := c.openAPI(cfg); err != nil {
 		return nil, err
 	}
+	c.Scheduler = schedule.New(st, c.Clock, log.With("component", "scheduler"), c.Flows, schedule.Config{
+		Interval: cfg.Scheduler.Interval.Duration, PlatformLimit: cfg.Scheduler.PlatformLimit,
+		Metrics: schedule.NewMetrics(c.Registry),
+	})
 	c.leading = func() bool { return true }
 	if st.Engine() == "rqlite" {
 		c.Elector = leader.New(st, c.Clock, log.With("component", "leader"), "core", c.ID, cfg.Leader.TTL.Duration, cfg.Leader.Renew.Duration)
@@ -253,12 +262,14 @@ func (c *Core) Run(ctx context.Context) error {
 	c.Log.Info("core serving", "addr", c.Addr(), "engine", c.Store.Engine(), "instance", c.ID)
 	lead := func(ctx context.Context) {
 		c.Log.Info("leading: orchestrator started")
-		sweeper := make(chan struct{})
+		sweeper, scheduler := make(chan struct{}), make(chan struct{})
 		go func() { defer close(sweeper); c.Runs.RunSweeper(ctx) }()
+		go func() { defer close(scheduler); _ = c.Scheduler.Run(ctx) }()
 		if err := c.Jobs.Run(ctx); err != nil {
 			c.Log.Error("orchestrator stopped", "err", err)
 		}
 		<-sweeper
+		<-scheduler
 		c.Log.Info("orchestrator stopped")
 	}
 	wg.Add(1)

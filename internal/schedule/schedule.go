@@ -268,26 +268,30 @@ func (s *Scheduler) platform(ctx context.Context) (paused bool, free int, err er
 type candidate struct{ id, key string }
 
 // candidatesSQL selects the runnable tickets, oldest first, that the
-// project limits allow: within each project, ranked oldest first, only as
-// many as the project has free slots (busy counts its running flows).
-// %s is the exclusion of tickets skipped earlier in the pass.
-const candidatesSQL = `WITH busy AS (
-    SELECT project_id, COUNT(*) AS n FROM flows WHERE status = 'running' GROUP BY project_id
-), runnable AS (
-    SELECT i.id, i.key, i.created_at, i.number, p.concurrency_limit AS lim, COALESCE(b.n, 0) AS busy,
-        ROW_NUMBER() OVER (PARTITION BY i.project_id ORDER BY i.created_at, i.number) AS pos
+// project limits allow. open: the projects that may start tickets, with
+// their running flows (busy) counted once per project; ready: their
+// runnable tickets, ranked oldest first within each project; only as many
+// as the project has free slots are selected. The CROSS JOIN makes SQLite
+// look up each project's ready tickets on items_state instead of scanning
+// every item. %s is the exclusion of tickets skipped earlier in the pass.
+const candidatesSQL = `WITH open AS MATERIALIZED (
+    SELECT p.id, p.concurrency_limit AS lim,
+        (SELECT COUNT(*) FROM flows f WHERE f.project_id = p.id AND f.status = 'running') AS busy
     FROM projects p
-    JOIN items i ON i.project_id = p.id AND i.state = 'ready' AND i.type <> 'epic'
-    LEFT JOIN busy b ON b.project_id = p.id
     WHERE p.repo_forge IS NOT NULL AND p.repo_forge <> '' AND p.paused = 0
-      AND (p.concurrency_limit <= 0 OR COALESCE(b.n, 0) < p.concurrency_limit)
+), ready AS (
+    SELECT i.id, i.key, i.created_at, i.number, o.lim, o.busy,
+        ROW_NUMBER() OVER (PARTITION BY i.project_id ORDER BY i.created_at, i.number) AS pos
+    FROM open o CROSS JOIN items i
+    WHERE (o.lim <= 0 OR o.busy < o.lim)
+      AND i.project_id = o.id AND i.state = 'ready' AND i.type <> 'epic'
       AND NOT EXISTS (SELECT 1 FROM blockers x JOIN items bi ON bi.id = x.blocker_id
           WHERE x.item_id = i.id AND bi.state NOT IN ('done', 'cancelled'))
       AND (i.epic_id IS NULL OR NOT EXISTS (SELECT 1 FROM blockers x JOIN items bi ON bi.id = x.blocker_id
           WHERE x.item_id = i.epic_id AND bi.state NOT IN ('done', 'cancelled')))
       AND NOT EXISTS (SELECT 1 FROM flows f WHERE f.item_id = i.id AND f.status IN ('running', 'waiting'))%s
 )
-SELECT id, key FROM runnable
+SELECT id, key FROM ready
 WHERE lim <= 0 OR pos <= lim - busy
 ORDER BY created_at, number, id
 LIMIT ?`
