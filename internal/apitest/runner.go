@@ -98,3 +98,12 @@ func (r *Runner) Ask(run LeasedRun, text string, blocking bool) string {
 
 // String names the runner in messages.
 func (r *Runner) String() string { return fmt.Sprintf("runner %s", r.ID) }
+
+// StartScheduler runs the scheduler as the leader would, until the test
+// ends.
+func (e *Env) StartScheduler() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = e.Core.Scheduler.Run(ctx); close(done) }()
+	e.T.Cleanup(func() { cancel(); <-done })
+}
