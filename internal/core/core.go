@@ -32,6 +32,7 @@ import (
 	"github.com/ballet/ballet/internal/forge/gitforge"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/leader"
+	"github.com/ballet/ballet/internal/reconcile"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/schedule"
 	"github.com/ballet/ballet/internal/server"
@@ -44,21 +45,22 @@ import (
 
 // Core is one running Core instance.
 type Core struct {
-	Config    config.Config
-	Log       *slog.Logger
-	Clock     clock.Clock
-	ID        string // this instance, in job claims and the leader lease
-	Store     store.Store
-	Applier   *transition.Applier
-	Jobs      *job.Orchestrator
-	Elector   *leader.Elector // nil on SQLite: the single process always leads
-	Registry  *prometheus.Registry
-	Auth      *auth.Authenticator
-	Tracker   *tracker.Service
-	API       *server.API
-	Flows     *flow.Service
-	Scheduler *schedule.Scheduler
-	Runs      *run.Service
+	Config     config.Config
+	Log        *slog.Logger
+	Clock      clock.Clock
+	ID         string // this instance, in job claims and the leader lease
+	Store      store.Store
+	Applier    *transition.Applier
+	Jobs       *job.Orchestrator
+	Elector    *leader.Elector // nil on SQLite: the single process always leads
+	Registry   *prometheus.Registry
+	Auth       *auth.Authenticator
+	Tracker    *tracker.Service
+	API        *server.API
+	Flows      *flow.Service
+	Scheduler  *schedule.Scheduler
+	Reconciler *reconcile.Reconciler
+	Runs       *run.Service
 
 	listener net.Listener
 	http     *http.Server
@@ -128,6 +130,10 @@ func New(cfg config.Config, log *slog.Logger, st store.Store) (*Core, error) {
 	c.Scheduler = schedule.New(st, c.Clock, log.With("component", "scheduler"), c.Flows, schedule.Config{
 		Interval: cfg.Scheduler.Interval.Duration, PlatformLimit: cfg.Scheduler.PlatformLimit,
 		Metrics: schedule.NewMetrics(c.Registry),
+	})
+	c.Reconciler = reconcile.New(st, c.Clock, log.With("component", "reconciler"), c.Flows, c.Runs, reconcile.Config{
+		Interval: cfg.Reconciler.Interval.Duration, Slack: cfg.Reconciler.Slack.Duration,
+		Release: c.Flows.Release, Metrics: reconcile.NewMetrics(c.Registry),
 	})
 	c.leading = func() bool { return true }
 	if st.Engine() == "rqlite" {
@@ -262,14 +268,17 @@ func (c *Core) Run(ctx context.Context) error {
 	c.Log.Info("core serving", "addr", c.Addr(), "engine", c.Store.Engine(), "instance", c.ID)
 	lead := func(ctx context.Context) {
 		c.Log.Info("leading: orchestrator started")
-		sweeper, scheduler := make(chan struct{}), make(chan struct{})
-		go func() { defer close(sweeper); c.Runs.RunSweeper(ctx) }()
-		go func() { defer close(scheduler); _ = c.Scheduler.Run(ctx) }()
+		// The leader's loops: sweeper, scheduler and reconciler beside the
+		// orchestrator; all stop the moment leadership is lost.
+		var loops sync.WaitGroup
+		for _, loop := range []func(context.Context){c.Runs.RunSweeper, func(ctx context.Context) { _ = c.Scheduler.Run(ctx) }, c.Reconciler.Run} {
+			loops.Add(1)
+			go func() { defer loops.Done(); loop(ctx) }()
+		}
 		if err := c.Jobs.Run(ctx); err != nil {
 			c.Log.Error("orchestrator stopped", "err", err)
 		}
-		<-sweeper
-		<-scheduler
+		loops.Wait()
 		c.Log.Info("orchestrator stopped")
 	}
 	wg.Add(1)

@@ -74,23 +74,24 @@ func (s *Service) load(ctx context.Context, flowID string) (Flow, tracker.Item, 
 	return f, it, err
 }
 
-// stopped returns the transition that stops a flow whose ticket a person
+// Stopped returns the transition that stops a flow whose ticket a person
 // paused or cancelled, cancelling its active run.
-func (s *Service) stopped(ctx context.Context, f Flow, it tracker.Item, now time.Time) (*transition.Transition, error) {
+func (s *Service) Stopped(ctx context.Context, f Flow, it tracker.Item, now time.Time) (*transition.Transition, error) {
 	next := f
 	next.Status, next.Waiting, next.FinishedAt = StatusStopped, WaitNone, &now
 	t := &transition.Transition{
 		Events:  []event.Event{flowEvent(System, f, "stopped", map[string]any{"reason": fmt.Sprintf("the ticket is %s", it.State), "ticket_state": it.State})},
 		Guarded: []store.Statement{update(f, next, now)},
 	}
-	if err := s.cancelRun(ctx, t, f, "the flow stopped", now); err != nil {
+	if err := s.CancelRun(ctx, t, f, "the flow stopped", now); err != nil {
 		return nil, err
 	}
 	return t, nil
 }
 
-// cancelRun adds the cancellation of the flow's active run to t.
-func (s *Service) cancelRun(ctx context.Context, t *transition.Transition, f Flow, reason string, now time.Time) error {
+// CancelRun adds the cancellation of the flow's active run to t (nothing
+// when it is final already or its cancellation was requested).
+func (s *Service) CancelRun(ctx context.Context, t *transition.Transition, f Flow, reason string, now time.Time) error {
 	if f.RunID == "" {
 		return nil
 	}
@@ -133,7 +134,7 @@ func (s *Service) handleEnter(ctx context.Context, j *job.Job) error {
 		}
 		now := s.now()
 		if it.State != "in_progress" {
-			return s.stopped(ctx, f, it, now)
+			return s.Stopped(ctx, f, it, now)
 		}
 		stage, ok := f.Definition.Stage(f.Stage)
 		if !ok {
@@ -278,7 +279,7 @@ func (s *Service) handleRunFinished(ctx context.Context, j *job.Job) error {
 		}
 		now := s.now()
 		if it.State != "in_progress" {
-			return s.stopped(ctx, f, it, now)
+			return s.Stopped(ctx, f, it, now)
 		}
 		if r.BlockingQuestion {
 			open, err := s.Tracker.OpenBlockingQuestions(ctx, it.ID)
@@ -382,9 +383,13 @@ func (s *Service) waitAnswer(f Flow, it tracker.Item, now time.Time, change, rea
 		t.Events = append(t.Events, qev)
 		t.Statements = append(t.Statements, qst)
 	}
-	ev, st := tracker.StateChange(System, it, "waiting_for_answer", now)
-	t.Events = append([]event.Event{flowEvent(System, read, change, payload), ev}, t.Events...)
-	t.Guarded = append(t.Guarded, update(read, next, now), st)
+	t.Events = append([]event.Event{flowEvent(System, read, change, payload)}, t.Events...)
+	t.Guarded = append(t.Guarded, update(read, next, now))
+	if it.State != "waiting_for_answer" {
+		ev, st := tracker.StateChange(System, it, "waiting_for_answer", now)
+		t.Events = append(t.Events, ev)
+		t.Guarded = append(t.Guarded, st)
+	}
 	return t, nil
 }
 
@@ -430,7 +435,7 @@ func (s *Service) handleResume(ctx context.Context, j *job.Job) error {
 		}
 		now := s.now()
 		if it.State != "waiting_for_answer" && it.State != "in_progress" {
-			return s.stopped(ctx, f, it, now)
+			return s.Stopped(ctx, f, it, now)
 		}
 		return s.resume(f, it, now, "the last blocking question was answered")
 	})
@@ -457,7 +462,7 @@ func (s *Service) handleStop(ctx context.Context, j *job.Job) error {
 		if it.State != "paused" && it.State != "cancelled" {
 			return nil, errNoop // resumed meanwhile
 		}
-		return s.stopped(ctx, f, it, s.now())
+		return s.Stopped(ctx, f, it, s.now())
 	})
 }
 
@@ -556,7 +561,7 @@ func (s *Service) handleMerge(ctx context.Context, j *job.Job) error {
 		}
 		now := s.now()
 		if it.State != "in_progress" {
-			return s.stopped(ctx, f, it, now)
+			return s.Stopped(ctx, f, it, now)
 		}
 		switch d.Action {
 		case actionPause:
@@ -659,14 +664,14 @@ func (s *Service) handleTimeout(ctx context.Context, j *job.Job) error {
 		}
 		now := s.now()
 		if it.State != "in_progress" {
-			return s.stopped(ctx, f, it, now)
+			return s.Stopped(ctx, f, it, now)
 		}
 		stage, _ := f.Definition.Stage(f.Stage)
 		t, err := s.Flag(f, it, now, fmt.Sprintf("stage %s ran longer than its timeout of %s", f.Stage, stage.Timeout()))
 		if err != nil {
 			return nil, err
 		}
-		if err := s.cancelRun(ctx, t, f, "the stage timed out", now); err != nil {
+		if err := s.CancelRun(ctx, t, f, "the stage timed out", now); err != nil {
 			return nil, err
 		}
 		return t, nil

@@ -101,7 +101,7 @@ func (s *Service) Release(ctx context.Context, flowID string) (bool, error) {
 		}
 		now := s.now()
 		if it.State != "in_progress" {
-			return s.stopped(ctx, f, it, now)
+			return s.Stopped(ctx, f, it, now)
 		}
 		released = true
 		next := f
@@ -186,10 +186,10 @@ func (s *Service) handleKill(ctx context.Context, _ *job.Job) error {
 			}
 			now := s.now()
 			if it.State != "in_progress" {
-				return s.stopped(ctx, f, it, now)
+				return s.Stopped(ctx, f, it, now)
 			}
 			t := s.wait(f, WaitPause, "the kill switch cancelled the running stage; it runs again after the resume", now)
-			if err := s.cancelRun(ctx, t, f, "kill switch", now); err != nil {
+			if err := s.CancelRun(ctx, t, f, "kill switch", now); err != nil {
 				return nil, err
 			}
 			return t, nil

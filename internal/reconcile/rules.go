@@ -1,0 +1,510 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/flow"
+	"github.com/ballet/ballet/internal/job"
+	"github.com/ballet/ballet/internal/pipeline"
+	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/tracker"
+	"github.com/ballet/ballet/internal/transition"
+)
+
+// The queries that find what is wrong. Each reads the active flows once
+// (flows_status), with indexed lookups per flow (primary keys, the
+// jobs_dedupe partial index, questions_item); none runs per flow from Go.
+
+// stoppedSQL (rule 1): active flows whose ticket left in_progress and
+// waiting_for_answer, unless the flow.stop job a person's pause or cancel
+// queued is still pending (it stops the flow itself). The job is looked up
+// by i.id, not f.item_id, so that SQLite checks it only for the flows whose
+// ticket state is wrong.
+const stoppedSQL = `SELECT f.id FROM flows f JOIN items i ON i.id = f.item_id
+WHERE f.status IN ('running', 'waiting') AND i.state NOT IN ('in_progress', 'waiting_for_answer')
+  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.dedupe_key = 'flow-stop:' || i.id AND j.status IN ('pending', 'running'))`
+
+// stalledSQL (rule 2): runs that a flow waits for, still queued or
+// running, and without a tracked change (runs.updated_at: created, leased,
+// reported, asked; heartbeats do not count) since before the cutoff. The
+// cutoff uses the shortest possible timeout; each stage's own timeout is
+// applied in Go.
+const stalledSQL = `SELECT f.id, f.stage, r.id, r.updated_at FROM flows f JOIN runs r ON r.id = f.run_id
+WHERE f.status = 'running' AND f.waiting = 'run' AND r.status IN ('queued', 'running') AND r.updated_at < ?`
+
+// stepsSQL (rule 3): active flows whose awaited step has no pending or
+// running job under its dedupe key: entering the stage (running, waiting
+// for nothing), handling the finished run (once the run is final), checking
+// the pull request (checks, review, merge), resuming after the answers
+// (once no blocking question is open).
+const stepsSQL = `SELECT w.id FROM (
+    SELECT f.id, f.item_id, f.waiting, f.run_id, CASE
+        WHEN f.waiting IS NULL THEN 'flow:' || f.id || ':enter:' || f.step
+        WHEN f.waiting = 'run' THEN 'flow:' || f.id || ':run_finished:' || f.step
+        WHEN f.waiting IN ('checks', 'review', 'merge') THEN 'flow:' || f.id || ':merge:' || f.step
+        WHEN f.waiting = 'answer' THEN 'flow-resume:' || f.item_id
+      END AS key
+    FROM flows f WHERE f.status IN ('running', 'waiting')) w
+WHERE w.key IS NOT NULL
+  AND (w.waiting IS NOT 'run' OR EXISTS (SELECT 1 FROM runs r WHERE r.id = w.run_id AND r.status IN ('succeeded', 'failed', 'cancelled')))
+  AND (w.waiting IS NOT 'answer' OR NOT EXISTS (SELECT 1 FROM questions q WHERE q.item_id = w.item_id AND q.blocking = 1 AND q.answer IS NULL))
+  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.dedupe_key = w.key AND j.status IN ('pending', 'running'))`
+
+// orphansSQL (rule 4): queued or running runs (whose cancellation was not
+// requested yet) that their flow does not wait for.
+const orphansSQL = `SELECT r.id FROM runs r LEFT JOIN flows f ON f.id = r.flow_id
+WHERE r.status IN ('queued', 'running') AND r.cancel_requested = 0
+  AND NOT (f.status IS 'running' AND f.waiting IS 'run' AND f.run_id IS r.id)`
+
+// releaseSQL (rule 5): flows waiting for budget, and flows waiting for a
+// pause that has ended whose release job is not pending (lost).
+const releaseSQL = `SELECT f.id, f.waiting FROM flows f WHERE f.status = 'waiting' AND f.waiting = 'budget'
+UNION ALL
+SELECT f.id, f.waiting FROM flows f JOIN projects p ON p.id = f.project_id
+WHERE f.status = 'waiting' AND f.waiting = 'pause' AND p.paused = 0 AND (SELECT paused FROM platform WHERE id = 1) = 0
+  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.dedupe_key IN ('flow-release:' || f.project_id, 'flow-release:') AND j.status IN ('pending', 'running'))`
+
+// lastJobSQL reads the job of a dedupe key that counts: a pending or
+// running one if there is one, else the newest (index jobs_key).
+const lastJobSQL = `SELECT status, COALESCE(last_error, ''), payload, created_at FROM jobs WHERE dedupe_key = ?
+ORDER BY status IN ('pending', 'running') DESC, created_at DESC, id DESC LIMIT 1`
+
+// minTimeout is the shortest timeout a stage can have (timeout_minutes ≥ 1).
+const minTimeout = time.Minute
+
+// ids reads the first column of a query.
+func (r *Reconciler) ids(ctx context.Context, what, q string, args ...any) ([]string, error) {
+	rows, err := r.store.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("find %s: %w", what, err)
+	}
+	out := make([]string, rows.Len())
+	for i := range out {
+		if err := rows.Scan(i, &out[i]); err != nil {
+			return nil, fmt.Errorf("find %s: %w", what, err)
+		}
+	}
+	return out, nil
+}
+
+// do runs a read-decide-write of a repair; it reports whether it wrote.
+func (r *Reconciler) do(ctx context.Context, decide func(ctx context.Context) (*transition.Transition, error)) (bool, error) {
+	t, err := r.flows.Applier.Do(ctx, decide)
+	return t != nil, err
+}
+
+// load reads an active flow and its ticket (ok=false: gone or finished).
+func (r *Reconciler) load(ctx context.Context, flowID string) (flow.Flow, tracker.Item, bool, error) {
+	f, err := r.flows.Get(ctx, flowID)
+	if apperr.Code(err) == apperr.NotFound {
+		return f, tracker.Item{}, false, nil
+	}
+	if err != nil || !flow.Active(f.Status) {
+		return f, tracker.Item{}, false, err
+	}
+	it, err := r.flows.Tracker.FindItem(ctx, f.ItemID)
+	return f, it, err == nil, err
+}
+
+// attended reports whether a ticket's state lets its flow go on (else rule
+// 1 stops the flow).
+func attended(it tracker.Item) bool {
+	return it.State == tracker.StateInProgress || it.State == tracker.StateWaitingForAnswer
+}
+
+// pending reports whether a job with the dedupe key is pending or running.
+func (r *Reconciler) pending(ctx context.Context, key string) (bool, error) {
+	rows, err := r.store.Query(ctx, `SELECT 1 FROM jobs WHERE dedupe_key = ? AND status IN ('pending', 'running') LIMIT 1`, key)
+	if err != nil {
+		return false, fmt.Errorf("read job %s: %w", key, err)
+	}
+	return rows.Len() > 0, nil
+}
+
+// Rule 1.
+func (r *Reconciler) stopFlows(ctx context.Context, rep *Report) error {
+	ids, err := r.ids(ctx, "flows of paused or cancelled tickets", stoppedSQL)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, id := range ids {
+		var key, state string
+		ok, err := r.do(ctx, func(ctx context.Context) (*transition.Transition, error) {
+			f, it, ok, err := r.load(ctx, id)
+			if err != nil || !ok || attended(it) {
+				return nil, err
+			}
+			if busy, err := r.pending(ctx, "flow-stop:"+it.ID); err != nil || busy {
+				return nil, err
+			}
+			key, state = it.Key, it.State
+			return r.stopped(ctx, f, it, r.now())
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("stop flow %s: %w", id, err))
+		}
+		if ok {
+			r.repaired(rep, RuleStopped, "stopped the flow of a ticket that is no longer in progress", "flow", id, "ticket", key, "state", state)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Rule 2.
+func (r *Reconciler) flagStalled(ctx context.Context, rep *Report) error {
+	now := r.now()
+	rows, err := r.store.Query(ctx, stalledSQL, now.Add(-minTimeout-r.cfg.Slack).UnixMilli())
+	if err != nil {
+		return fmt.Errorf("find stalled runs: %w", err)
+	}
+	type cand struct {
+		flowID, stage, runID string
+		updated              time.Time
+	}
+	cands := make([]cand, rows.Len())
+	for i := range cands {
+		var updated int64
+		if err := rows.Scan(i, &cands[i].flowID, &cands[i].stage, &cands[i].runID, &updated); err != nil {
+			return fmt.Errorf("find stalled runs: %w", err)
+		}
+		cands[i].updated = time.UnixMilli(updated).UTC()
+	}
+	flowIDs := make([]string, len(cands))
+	for i, c := range cands {
+		flowIDs[i] = c.flowID
+	}
+	defs, err := r.definitions(ctx, flowIDs)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range cands {
+		stage, _ := defs[c.flowID].Stage(c.stage)
+		if !c.updated.Add(stage.Timeout() + r.cfg.Slack).Before(now) {
+			continue
+		}
+		var key, reason string
+		ok, err := r.do(ctx, func(ctx context.Context) (*transition.Transition, error) {
+			f, it, ok, err := r.load(ctx, c.flowID)
+			if err != nil || !ok || !attended(it) || f.State() != (flow.State{Status: flow.StatusRunning, Waiting: flow.WaitRun}) || f.RunID != c.runID {
+				return nil, err
+			}
+			rn, err := r.runs.Get(ctx, c.runID)
+			if err != nil || rn.Final() {
+				return nil, err
+			}
+			now := r.now()
+			stage, _ := f.Definition.Stage(f.Stage)
+			if !rn.UpdatedAt.Add(stage.Timeout() + r.cfg.Slack).Before(now) {
+				return nil, nil // it made progress meanwhile
+			}
+			key = it.Key
+			reason = fmt.Sprintf("the session of stage %s made no progress for %s (the stage's timeout is %s, plus %s slack)",
+				f.Stage, now.Sub(rn.UpdatedAt).Truncate(time.Second), stage.Timeout(), r.cfg.Slack)
+			t, err := r.flag(f, it, now, reason)
+			if err != nil {
+				return nil, err
+			}
+			if err := r.cancelRun(ctx, t, f, "the session made no progress within the stage's timeout", now); err != nil {
+				return nil, err
+			}
+			return t, nil
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("flag stalled flow %s: %w", c.flowID, err))
+		}
+		if ok {
+			r.repaired(rep, RuleStalled, "cancelled a stalled run and flagged its flow", "flow", c.flowID, "ticket", key, "run", c.runID, "reason", reason)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// definitions returns the pinned definitions of flows, read once per flow
+// (they never change) and kept while the flow has a stalled-run candidate.
+func (r *Reconciler) definitions(ctx context.Context, flowIDs []string) (map[string]pipeline.Definition, error) {
+	keep := make(map[string]pipeline.Definition, len(flowIDs))
+	var missing []string
+	for _, id := range flowIDs {
+		if d, ok := r.defs[id]; ok {
+			keep[id] = d
+		} else {
+			missing = append(missing, id)
+		}
+	}
+	const batch = 500
+	for len(missing) > 0 {
+		n := min(len(missing), batch)
+		args := make([]any, n)
+		for i, id := range missing[:n] {
+			args[i] = id
+		}
+		missing = missing[n:]
+		rows, err := r.store.Query(ctx, `SELECT id, definition FROM flows WHERE id IN (?`+strings.Repeat(", ?", n-1)+`)`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("read pipeline definitions: %w", err)
+		}
+		for i := range rows.Len() {
+			var id, def string
+			if err := rows.Scan(i, &id, &def); err != nil {
+				return nil, err
+			}
+			var d pipeline.Definition
+			if err := json.Unmarshal([]byte(def), &d); err != nil {
+				return nil, fmt.Errorf("flow %s definition: %w", id, err)
+			}
+			keep[id] = d
+		}
+	}
+	r.defs = keep
+	return keep, nil
+}
+
+// Rule 3.
+func (r *Reconciler) repairSteps(ctx context.Context, rep *Report) error {
+	ids, err := r.ids(ctx, "lost steps", stepsSQL)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, id := range ids {
+		if err := r.repairStep(ctx, rep, id); err != nil {
+			errs = append(errs, fmt.Errorf("repair the step of flow %s: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// step is the job a flow waits for.
+type step struct {
+	spec job.Spec
+	what string // for reasons: "entering stage implement"
+}
+
+// awaited returns the job flow f waits for (ok=false: it waits for a
+// person, for a run that is still going, or for an open question).
+func (r *Reconciler) awaited(ctx context.Context, f flow.Flow) (step, bool, error) {
+	switch {
+	case f.State() == flow.State{Status: flow.StatusRunning, Waiting: flow.WaitNone}:
+		return step{what: "entering stage " + f.Stage, spec: job.Spec{Kind: flow.JobEnter,
+			Payload: map[string]any{"flow_id": f.ID, "step": f.Step}, DedupeKey: fmt.Sprintf("flow:%s:enter:%d", f.ID, f.Step)}}, true, nil
+	case f.State() == flow.State{Status: flow.StatusRunning, Waiting: flow.WaitRun}:
+		rn, err := r.runs.Get(ctx, f.RunID)
+		if err != nil || !rn.Final() {
+			return step{}, false, err
+		}
+		return step{what: "handling the finished session of stage " + f.Stage, spec: run.FinishedJob(rn)}, true, nil
+	case flow.Accepts(f.State(), flow.InMergeState):
+		return step{what: "checking the pull request of stage " + f.Stage, spec: job.Spec{Kind: flow.JobMerge,
+			Payload:   map[string]any{"flow_id": f.ID, "step": f.Step, "entered_at": f.UpdatedAt.UnixMilli()},
+			DedupeKey: fmt.Sprintf("flow:%s:merge:%d", f.ID, f.Step)}}, true, nil
+	case f.State() == flow.State{Status: flow.StatusWaiting, Waiting: flow.WaitAnswer}:
+		open, err := r.flows.Tracker.OpenBlockingQuestions(ctx, f.ItemID)
+		if err != nil || open > 0 {
+			return step{}, false, err
+		}
+		return step{what: "resuming stage " + f.Stage + " after the answers", spec: job.Spec{Kind: flow.JobResume,
+			Payload: map[string]any{"item_id": f.ItemID}, DedupeKey: "flow-resume:" + f.ItemID}}, true, nil
+	}
+	return step{}, false, nil
+}
+
+// lastJob is the newest job of a dedupe key.
+type lastJob struct {
+	status, lastError string
+	payload           []byte
+	created           time.Time
+}
+
+func (r *Reconciler) lastJob(ctx context.Context, key string) (lastJob, bool, error) {
+	rows, err := r.store.Query(ctx, lastJobSQL, key)
+	if err != nil || rows.Len() == 0 {
+		return lastJob{}, false, err
+	}
+	var j lastJob
+	var payload string
+	var created int64
+	if err := rows.Scan(0, &j.status, &j.lastError, &payload, &created); err != nil {
+		return j, false, err
+	}
+	j.payload, j.created = []byte(payload), time.UnixMilli(created).UTC()
+	return j, true, nil
+}
+
+// repairStep re-reads the flow and its awaited step's newest job: a dead
+// job flags the flow; no job (or a done one, while the flow still waits)
+// means the step was lost, and its job is queued again.
+func (r *Reconciler) repairStep(ctx context.Context, rep *Report, flowID string) error {
+	var requeue *store.Statement
+	var st step
+	var key, reason string
+	flagged, err := r.do(ctx, func(ctx context.Context) (*transition.Transition, error) {
+		requeue = nil
+		f, it, ok, err := r.load(ctx, flowID)
+		if err != nil || !ok || !attended(it) {
+			return nil, err
+		}
+		key = it.Key
+		st, ok, err = r.awaited(ctx, f)
+		if err != nil || !ok {
+			return nil, err
+		}
+		last, found, err := r.lastJob(ctx, st.spec.DedupeKey)
+		if err != nil {
+			return nil, err
+		}
+		if found && (last.status == job.StatusPending || last.status == job.StatusRunning) {
+			return nil, nil // not lost
+		}
+		now := r.now()
+		// The resume key is per ticket: only a job queued since the flow
+		// began waiting is this wait's.
+		if found && last.status == job.StatusDead && (st.spec.Kind != flow.JobResume || !last.created.Before(f.UpdatedAt)) {
+			reason = fmt.Sprintf("%s failed for good", st.what)
+			if e := strings.TrimSpace(last.lastError); e != "" {
+				if len(e) > 300 {
+					e = e[:300] + "…"
+				}
+				reason += ": " + e
+			}
+			return r.flag(f, it, now, reason)
+		}
+		if found && st.spec.Kind == flow.JobMerge {
+			// Keep when the stage was entered: it paces the checks.
+			var p struct {
+				EnteredAt int64 `json:"entered_at"`
+			}
+			if json.Unmarshal(last.payload, &p) == nil && p.EnteredAt > 0 {
+				st.spec.Payload.(map[string]any)["entered_at"] = p.EnteredAt
+			}
+		}
+		stmt, err := requeueStatement(st.spec, f, now)
+		if err != nil {
+			return nil, err
+		}
+		requeue = &stmt
+		return nil, nil
+	})
+	if err != nil {
+		return err
+	}
+	if flagged {
+		r.repaired(rep, RuleDead, "flagged a flow whose step failed for good", "flow", flowID, "ticket", key, "reason", reason)
+		return nil
+	}
+	if requeue == nil {
+		return nil
+	}
+	res, err := r.store.Exec(ctx, *requeue)
+	if err != nil {
+		return fmt.Errorf("queue %s again: %w", st.spec.Kind, err)
+	}
+	if len(res) == 1 && res[0].RowsAffected == 1 {
+		if a := r.flows.Applier; a != nil && a.OnCommit != nil {
+			a.OnCommit(transition.Committed{HasJobs: true}) // wake the orchestrator
+		}
+		r.repaired(rep, RuleRequeued, "queued a lost step again", "flow", flowID, "ticket", key, "job", st.spec.Kind, "dedupe_key", st.spec.DedupeKey)
+	}
+	return nil
+}
+
+// requeueStatement inserts the job of a lost step with its dedupe key,
+// only while the flow is still at the version read: a flow that moved on
+// meanwhile, or a job queued meanwhile under the key, makes it a no-op.
+func requeueStatement(spec job.Spec, f flow.Flow, now time.Time) (store.Statement, error) {
+	payload, err := json.Marshal(spec.Payload)
+	if err != nil {
+		return store.Statement{}, fmt.Errorf("job %s: marshal payload: %w", spec.Kind, err)
+	}
+	at := now.UnixMilli()
+	return store.Stmt(`INSERT INTO jobs (id, kind, payload, status, run_at, attempt, max_attempts, dedupe_key, created_at, updated_at)
+SELECT ?, ?, ?, 'pending', ?, 0, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM flows WHERE id = ? AND version = ?)
+ON CONFLICT DO NOTHING`, transition.NewID(), spec.Kind, string(payload), at, job.DefaultMaxAttempts, spec.DedupeKey, at, at, f.ID, f.Version), nil
+}
+
+// Rule 4.
+func (r *Reconciler) cancelOrphans(ctx context.Context, rep *Report) error {
+	ids, err := r.ids(ctx, "runs no flow waits for", orphansSQL)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, id := range ids {
+		var key, status string
+		ok, err := r.do(ctx, func(ctx context.Context) (*transition.Transition, error) {
+			rn, err := r.runs.Get(ctx, id)
+			if err != nil || rn.Final() {
+				return nil, err
+			}
+			f, err := r.flows.Get(ctx, rn.FlowID)
+			if err != nil && apperr.Code(err) != apperr.NotFound {
+				return nil, err
+			}
+			if err == nil && f.State() == (flow.State{Status: flow.StatusRunning, Waiting: flow.WaitRun}) && f.RunID == rn.ID {
+				return nil, nil // its flow waits for it
+			}
+			stmts, ev := run.CancelStatements(rn, "no flow waits for this run any more", r.now())
+			if len(stmts) == 0 {
+				return nil, nil
+			}
+			key, status = rn.Item, rn.Status
+			return &transition.Transition{Events: []event.Event{ev}, Guarded: stmts}, nil
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cancel run %s: %w", id, err))
+		}
+		if ok {
+			r.repaired(rep, RuleOrphaned, "cancelled a run no flow waits for", "run", id, "ticket", key, "status", status)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Rule 5.
+func (r *Reconciler) release(ctx context.Context, rep *Report) error {
+	if r.cfg.Release == nil {
+		return nil
+	}
+	rows, err := r.store.Query(ctx, releaseSQL)
+	if err != nil {
+		return fmt.Errorf("find waiting flows: %w", err)
+	}
+	var errs []error
+	for i := range rows.Len() {
+		var id, waiting string
+		if err := rows.Scan(i, &id, &waiting); err != nil {
+			return fmt.Errorf("find waiting flows: %w", err)
+		}
+		if waiting == flow.WaitBudget && r.cfg.BudgetOK != nil {
+			f, err := r.flows.Get(ctx, id)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			ok, err := r.cfg.BudgetOK(ctx, f)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("budget of flow %s: %w", id, err))
+			}
+			if !ok {
+				continue
+			}
+		}
+		released, err := r.cfg.Release(ctx, id)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("release flow %s: %w", id, err))
+		}
+		if released {
+			r.repaired(rep, RuleReleased, "released a flow waiting for "+waiting, "flow", id)
+		}
+	}
+	return errors.Join(errs...)
+}
