@@ -48,7 +48,6 @@ type options struct {
 	jsonPath     string
 	cpuProfile   string
 	verbose      bool
-	whatIf       string
 }
 
 func parseFlags() (*options, error) {
@@ -69,7 +68,6 @@ func parseFlags() (*options, error) {
 	flag.StringVar(&o.rqlited, "rqlited", "", "rqlited binary (default $BALLET_RQLITED or ${XDG_CACHE_HOME:-~/.cache}/ballet/bin/rqlited-v8.43.4)")
 	flag.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (inspect with: go tool pprof -top FILE)")
-	flag.StringVar(&o.whatIf, "whatif", "", "also (\"also\") or only (\"only\") drain the SQLite jobs with bench/whatif's copy of the orchestrator that has the proposed claim query (not product code)")
 	flag.BoolVar(&o.verbose, "v", false, "log warnings from Ballet's orchestrator and River to stderr")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -94,9 +92,6 @@ func parseFlags() (*options, error) {
 	}
 	if o.writers < 1 || o.slots < 1 || o.jobs < 1 || o.jobsRiverDef < 1 || o.jobsRqlite < 1 || o.samples < 1 || o.riverConns < 1 {
 		return nil, errors.New("-writers, -slots, -n, -n-river-default, -n-rqlite, -samples and -river-conns must be at least 1")
-	}
-	if o.whatIf != "" && o.whatIf != "also" && o.whatIf != "only" {
-		return nil, fmt.Errorf("-whatif %q: want also or only", o.whatIf)
 	}
 	if o.duration <= 0 {
 		return nil, errors.New("-duration must be positive")
@@ -301,7 +296,6 @@ func settings(o *options) map[string]any {
 		"latency_pause":   o.pause.String(),
 		"latency_jitter":  o.jitter.String(),
 		"river_pool_size": o.riverConns,
-		"whatif":          o.whatIf,
 		"sqlite":          "WAL, synchronous=NORMAL, busy_timeout=10000, foreign_keys=ON, BEGIN IMMEDIATE; fresh file per measurement",
 	}
 }

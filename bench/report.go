@@ -172,18 +172,14 @@ func (r *report) print(out io.Writer) {
 		{"jobs/ballet-sqlite", "Ballet SQLite  orchestrator (Poll 1 s)"},
 		{"jobs/river-default", "River SQLite   FetchCooldown 100 ms (default)"},
 		{"jobs/river-1ms", "River SQLite   FetchCooldown 1 ms"},
-		{"jobs/ballet-sqlite-whatif", "What-if: Ballet with the proposed claim query (bench/whatif)"},
 	} {
 		if res, ok := r.get(row.id); ok {
 			p("   %-62s %7d %9.2f %12s", row.label, res.Ops, res.Seconds, thousands(res.PerSecond))
-		} else if !strings.HasPrefix(row.label, "What-if") {
+		} else {
 			p("   %-62s %7s %9s %12s", row.label, "-", "-", "-")
 		}
 	}
 	p("   Ballet ÷ River at 1 ms cooldown:                               %s", verdict(r.Targets[2]))
-	if v, ok := r.ratio("jobs/ballet-sqlite-whatif", "jobs/river-1ms"); ok {
-		p("   What-if ÷ River at 1 ms cooldown:                              %.2f×", v)
-	}
 	p("")
 	p("3. Enqueue-to-start latency, idle queue (ms)       %8s %8s %8s %8s %8s %8s%s", "samples", "p50", "p90", "p99", "mean", "max", r.loads("lat/"))
 	for _, row := range []struct{ id, label string }{

@@ -389,7 +389,7 @@ func (b *bench) rqliteJobs(ctx context.Context) error {
 		return err
 	}
 	return b.withRqlite(ctx, bin, 3, "rqlite3-jobs", func(st *rqlite.Store) error {
-		el, err := b.balletJobs(ctx, st, b.o.jobsRqlite, 200, false)
+		el, err := b.balletJobs(ctx, st, b.o.jobsRqlite, 200)
 		if err != nil {
 			return err
 		}

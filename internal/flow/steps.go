@@ -113,6 +113,28 @@ func (s *Service) CancelRun(ctx context.Context, t *transition.Transition, f Flo
 
 func decodeJob(j *job.Job, v any) error { return j.Decode(v) }
 
+// onFlow runs one step of a flow, read-decide-write: it re-reads the flow
+// and its ticket; when current says the step has passed, it does nothing
+// (so every handler is idempotent); a ticket that a person paused or
+// cancelled stops the flow; otherwise decide writes the step.
+func (s *Service) onFlow(ctx context.Context, flowID string, current func(Flow) bool,
+	decide func(ctx context.Context, f Flow, it tracker.Item, now time.Time) (*transition.Transition, error)) error {
+	return s.step(ctx, func(ctx context.Context) (*transition.Transition, error) {
+		f, it, err := s.load(ctx, flowID)
+		if err != nil {
+			return nil, err
+		}
+		if !current(f) {
+			return nil, errNoop
+		}
+		now := s.now()
+		if it.State != "in_progress" {
+			return s.Stopped(ctx, f, it, now)
+		}
+		return decide(ctx, f, it, now)
+	})
+}
+
 // handleEnter enters the stage of a step: an agent stage creates its run,
 // a human stage waits for an approval, a merge stage starts checking the
 // pull request.
@@ -124,18 +146,8 @@ func (s *Service) handleEnter(ctx context.Context, j *job.Job) error {
 	if err := decodeJob(j, &p); err != nil {
 		return err
 	}
-	return s.step(ctx, func(ctx context.Context) (*transition.Transition, error) {
-		f, it, err := s.load(ctx, p.FlowID)
-		if err != nil {
-			return nil, err
-		}
-		if f.Step != p.Step || !Accepts(f.State(), InEnter) {
-			return nil, errNoop
-		}
-		now := s.now()
-		if it.State != "in_progress" {
-			return s.Stopped(ctx, f, it, now)
-		}
+	current := func(f Flow) bool { return f.Step == p.Step && Accepts(f.State(), InEnter) }
+	return s.onFlow(ctx, p.FlowID, current, func(ctx context.Context, f Flow, it tracker.Item, now time.Time) (*transition.Transition, error) {
 		stage, ok := f.Definition.Stage(f.Stage)
 		if !ok {
 			return nil, job.Permanent(fmt.Errorf("flow %s: stage %q is not in its pipeline", f.ID, f.Stage))
@@ -265,21 +277,11 @@ func (s *Service) handleRunFinished(ctx context.Context, j *job.Job) error {
 	if err := decodeJob(j, &p); err != nil {
 		return err
 	}
-	return s.step(ctx, func(ctx context.Context) (*transition.Transition, error) {
-		f, it, err := s.load(ctx, p.FlowID)
-		if err != nil {
-			return nil, err
-		}
-		if f.RunID != p.RunID || !Accepts(f.State(), InRunFinished) {
-			return nil, errNoop
-		}
+	current := func(f Flow) bool { return f.RunID == p.RunID && Accepts(f.State(), InRunFinished) }
+	return s.onFlow(ctx, p.FlowID, current, func(ctx context.Context, f Flow, it tracker.Item, now time.Time) (*transition.Transition, error) {
 		r, err := s.Runs.Get(ctx, p.RunID)
 		if err != nil {
 			return nil, err
-		}
-		now := s.now()
-		if it.State != "in_progress" {
-			return s.Stopped(ctx, f, it, now)
 		}
 		if r.BlockingQuestion {
 			open, err := s.Tracker.OpenBlockingQuestions(ctx, it.ID)
@@ -551,18 +553,8 @@ func (s *Service) handleMerge(ctx context.Context, j *job.Job) error {
 			return err
 		}
 	}
-	err = s.step(ctx, func(ctx context.Context) (*transition.Transition, error) {
-		f, it, err := s.load(ctx, p.FlowID)
-		if err != nil {
-			return nil, err
-		}
-		if f.Step != p.Step || !Accepts(f.State(), InMergeState) {
-			return nil, errNoop
-		}
-		now := s.now()
-		if it.State != "in_progress" {
-			return s.Stopped(ctx, f, it, now)
-		}
+	current := func(f Flow) bool { return f.Step == p.Step && Accepts(f.State(), InMergeState) }
+	err = s.onFlow(ctx, p.FlowID, current, func(ctx context.Context, f Flow, it tracker.Item, now time.Time) (*transition.Transition, error) {
 		switch d.Action {
 		case actionPause:
 			return s.wait(f, WaitPause, d.Reason, now), nil
@@ -654,18 +646,9 @@ func (s *Service) handleTimeout(ctx context.Context, j *job.Job) error {
 	if err := decodeJob(j, &p); err != nil {
 		return err
 	}
-	return s.step(ctx, func(ctx context.Context) (*transition.Transition, error) {
-		f, it, err := s.load(ctx, p.FlowID)
-		if err != nil {
-			return nil, err
-		}
-		if f.Step != p.Step || !Accepts(f.State(), InRunFinished) {
-			return nil, errNoop // the run finished in time
-		}
-		now := s.now()
-		if it.State != "in_progress" {
-			return s.Stopped(ctx, f, it, now)
-		}
+	// The step has passed when the run finished in time.
+	current := func(f Flow) bool { return f.Step == p.Step && Accepts(f.State(), InRunFinished) }
+	return s.onFlow(ctx, p.FlowID, current, func(ctx context.Context, f Flow, it tracker.Item, now time.Time) (*transition.Transition, error) {
 		stage, _ := f.Definition.Stage(f.Stage)
 		t, err := s.Flag(f, it, now, fmt.Sprintf("stage %s ran longer than its timeout of %s", f.Stage, stage.Timeout()))
 		if err != nil {

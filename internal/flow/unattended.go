@@ -172,21 +172,11 @@ func (s *Service) handleKill(ctx context.Context, _ *job.Job) error {
 	for i := range rows.Len() {
 		var id string
 		_ = rows.Scan(i, &id)
-		err := s.step(ctx, func(ctx context.Context) (*transition.Transition, error) {
-			f, it, err := s.load(ctx, id)
-			if err != nil {
-				return nil, err
-			}
-			if !Accepts(f.State(), InRunFinished) {
-				return nil, errNoop
-			}
+		current := func(f Flow) bool { return Accepts(f.State(), InRunFinished) }
+		err := s.onFlow(ctx, id, current, func(ctx context.Context, f Flow, it tracker.Item, now time.Time) (*transition.Transition, error) {
 			pl, err := s.Tracker.GetPlatform(ctx)
 			if err != nil || !pl.Paused {
 				return nil, errors.Join(err, errNoop) // resumed meanwhile
-			}
-			now := s.now()
-			if it.State != "in_progress" {
-				return s.Stopped(ctx, f, it, now)
 			}
 			t := s.wait(f, WaitPause, "the kill switch cancelled the running stage; it runs again after the resume", now)
 			if err := s.CancelRun(ctx, t, f, "kill switch", now); err != nil {
