@@ -351,3 +351,29 @@ func TestNeverPushedBranchAndStopping(t *testing.T) {
 		_ = context.Background
 	})
 }
+
+// TestFlowRunsOnThePinnedVersion: a ticket runs on the pipeline version it
+// started with, even when a new version is published meanwhile.
+func TestFlowRunsOnThePinnedVersion(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		w := newFlowWorld(t, s)
+		key := w.ticket("task")
+		w.Admin(200, "POST", "/api/v1/items/"+key+"/flow/start", nil)
+		w.runner.Complete(w.leaseStage(key, "implement", 1), "done", "ok")
+		// Publish a one-stage default pipeline while the ticket runs.
+		w.Admin(200, "PUT", "/api/v1/projects/ACME/pipelines/default", map[string]any{"version": 0, "definition": map[string]any{
+			"stages": []any{map[string]any{"id": "only", "kind": "agent"}}}})
+		w.runner.Complete(w.leaseStage(key, "review", 1), "done", "still the template")
+		f := w.await(key, "verify", func(f flowView) bool { return f.Stage != "review" })
+		if f.Pipeline != "default" || f.PipelineVersion != 0 || f.Stage != "verify" {
+			t.Fatalf("the running flow changed pipeline: %+v", f)
+		}
+		// A ticket started now gets the new version.
+		k2 := w.ticket("task")
+		var started flowView
+		w.Admin(200, "POST", "/api/v1/items/"+k2+"/flow/start", nil).JSON(t, &started)
+		if started.PipelineVersion != 1 || started.Stage != "only" {
+			t.Fatalf("new ticket: %+v", started)
+		}
+	})
+}
