@@ -26,6 +26,7 @@ Usage:
   ballet serve [--config FILE]   start Core (embedded SQLite by default)
   ballet config [--config FILE]  print the effective configuration as TOML
   ballet pipeline COMMAND        validate or render pipeline YAML (ballet pipeline help)
+  ballet events follow ...       print a project's, item's or org's events as they happen (ballet events help)
   ballet version                 print the version
 
 Every configuration key has a default; see README.md.
@@ -47,6 +48,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return printConfig(args[1:], stdout, stderr)
 	case "pipeline":
 		return pipelineCmd(args[1:], stdout, stderr)
+	case "events":
+		return eventsCmd(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "ballet", version)
 		return 0

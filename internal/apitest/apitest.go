@@ -49,6 +49,10 @@ func New(t testing.TB, s store.Store, adjust ...func(*config.Config)) *Env {
 	if err != nil {
 		t.Fatalf("core: %v", err)
 	}
+	feedCtx, stopFeed := context.WithCancel(context.Background())
+	feedDone := make(chan struct{})
+	go func() { c.RunFeed(feedCtx); close(feedDone) }()
+	t.Cleanup(func() { stopFeed(); <-feedDone })
 	srv := httptest.NewServer(c.Handler())
 	t.Cleanup(srv.Close)
 	return &Env{T: t, Core: c, Store: s, URL: srv.URL, logs: logs}

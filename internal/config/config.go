@@ -41,6 +41,7 @@ type Config struct {
 	Scheduler  Scheduler  `toml:"scheduler"`
 	Runs       Runs       `toml:"runs"`
 	Budgets    Budgets    `toml:"budgets"`
+	Events     Events     `toml:"events"`
 	Auth       Auth       `toml:"auth"`
 	Log        Log        `toml:"log"`
 }
@@ -108,6 +109,11 @@ type Budgets struct {
 // Location returns the budget day's time zone.
 func (b Budgets) Location() (*time.Location, error) { return time.LoadLocation(b.Timezone) }
 
+// Events configures the event feed behind the realtime API.
+type Events struct {
+	TailInterval Duration `toml:"tail_interval"` // how often the log is read for other instances' events (200ms)
+}
+
 // Leader configures leader election among Core instances.
 type Leader struct {
 	TTL   Duration `toml:"ttl"`   // 15s
@@ -132,6 +138,7 @@ func Default() Config {
 		Scheduler:  Scheduler{Interval: Duration{10 * time.Second}},
 		Runs:       Runs{Grace: Duration{2 * time.Minute}},
 		Budgets:    Budgets{Timezone: "UTC"},
+		Events:     Events{TailInterval: Duration{200 * time.Millisecond}},
 		Auth:       Auth{PlatformAdmins: []string{}},
 		Log:        Log{Level: "info", Format: "text"},
 	}
@@ -218,9 +225,9 @@ func (c Config) Validate() error {
 	positive := map[string]Duration{
 		"jobs.lease": c.Jobs.Lease, "jobs.poll": c.Jobs.Poll, "jobs.backoff_cap": c.Jobs.BackoffCap,
 		"jobs.shutdown_grace": c.Jobs.ShutdownGrace, "reconciler.interval": c.Reconciler.Interval,
-		"leader.ttl": c.Leader.TTL, "leader.renew": c.Leader.Renew, "runs.grace": c.Runs.Grace, "scheduler.interval": c.Scheduler.Interval,
+		"leader.ttl": c.Leader.TTL, "leader.renew": c.Leader.Renew, "runs.grace": c.Runs.Grace, "scheduler.interval": c.Scheduler.Interval, "events.tail_interval": c.Events.TailInterval,
 	}
-	for _, key := range []string{"jobs.lease", "jobs.poll", "jobs.backoff_cap", "jobs.shutdown_grace", "reconciler.interval", "leader.ttl", "leader.renew", "runs.grace", "scheduler.interval"} {
+	for _, key := range []string{"jobs.lease", "jobs.poll", "jobs.backoff_cap", "jobs.shutdown_grace", "reconciler.interval", "leader.ttl", "leader.renew", "runs.grace", "scheduler.interval", "events.tail_interval"} {
 		if positive[key].Duration <= 0 {
 			bad(key, "must be a positive duration")
 		}

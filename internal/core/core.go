@@ -27,11 +27,13 @@ import (
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/config"
 	"github.com/ballet/ballet/internal/fault"
+	"github.com/ballet/ballet/internal/feed"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/forge"
 	"github.com/ballet/ballet/internal/forge/gitforge"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/leader"
+	"github.com/ballet/ballet/internal/realtime"
 	"github.com/ballet/ballet/internal/reconcile"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/schedule"
@@ -60,6 +62,8 @@ type Core struct {
 	Flows      *flow.Service
 	Scheduler  *schedule.Scheduler
 	Reconciler *reconcile.Reconciler
+	Feed       *feed.Feed        // tails the event log on every instance
+	Realtime   *realtime.Handler // the WebSocket JSON-RPC API
 	Runs       *run.Service
 
 	listener net.Listener
@@ -98,7 +102,9 @@ func New(cfg config.Config, log *slog.Logger, st store.Store) (*Core, error) {
 	spend := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ballet_run_cost_usd_total",
 		Help: "Agent spend reported by finished runs, by project."}, []string{"project"})
 	c.Registry.MustRegister(spend)
+	c.Feed = feed.New(st, c.Clock, log.With("component", "feed"), feed.Config{Interval: cfg.Events.TailInterval.Duration})
 	c.Applier = &transition.Applier{Store: st, Clock: c.Clock, OnCommit: func(cm transition.Committed) {
+		c.Feed.Nudge() // local subscribers see the change within milliseconds
 		if cm.HasJobs {
 			c.Jobs.Notify()
 		}
@@ -192,6 +198,8 @@ func (c *Core) openAPI(cfg config.Config) error {
 	c.Flows.Register(c.Jobs)
 	flows := &server.Flows{T: c.Tracker, F: c.Flows}
 	c.API.Add(flows.Routes()...)
+	c.Realtime = realtime.New(c.Feed, c.Auth, &access.Resolver{Store: c.Store}, c.Tracker, c.Store,
+		c.Log.With("component", "realtime"), realtime.Config{})
 	c.API.Add((&server.Unattended{T: c.Tracker, F: c.Flows, B: c.Flows.Budget, Tenancy: tenancy, Flows: flows}).Routes()...)
 	return nil
 }
@@ -240,12 +248,21 @@ func (p pinger) Ping(ctx context.Context) error {
 	return err
 }
 
-// Handler returns Core's HTTP handler.
+// Handler returns Core's HTTP handler: the REST API, probes, metrics and
+// the realtime WebSocket.
 func (c *Core) Handler() http.Handler {
-	return server.New(c.Log.With("component", "http"), pinger{c.Store}, c.Registry, func() map[string]any {
+	api := server.New(c.Log.With("component", "http"), pinger{c.Store}, c.Registry, func() map[string]any {
 		return map[string]any{"engine": c.Store.Engine(), "instance": c.ID, "leader": c.leading()}
 	}, c.API)
+	mux := http.NewServeMux()
+	mux.Handle("GET "+realtime.Path, c.Realtime)
+	mux.Handle("/", api)
+	return mux
 }
+
+// RunFeed tails the event log for realtime subscribers until ctx ends
+// (every instance runs it; Run starts it).
+func (c *Core) RunFeed(ctx context.Context) { c.Feed.Run(ctx) }
 
 // Run serves HTTP and, while this instance leads, runs the orchestrator,
 // until ctx ends; then it shuts down gracefully.
@@ -266,6 +283,8 @@ func (c *Core) Run(ctx context.Context) error {
 		}
 	}()
 	c.Log.Info("core serving", "addr", c.Addr(), "engine", c.Store.Engine(), "instance", c.ID)
+	wg.Add(1)
+	go func() { defer wg.Done(); c.RunFeed(ctx) }() // on every instance, leader or not
 	lead := func(ctx context.Context) {
 		c.Log.Info("leading: orchestrator started")
 		// The leader's loops: sweeper, scheduler and reconciler beside the

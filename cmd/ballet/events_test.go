@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ballet/ballet/internal/access"
+	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/config"
+	"github.com/ballet/ballet/internal/core"
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/feed"
+	"github.com/ballet/ballet/internal/realtime"
+	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/transition"
+)
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// TestEventsFollowPrintsAndResumes runs `ballet events follow` against a
+// Core: it replays after --after, prints live events as JSON lines, and
+// resumes from the last seq when the connection drops.
+func TestEventsFollowPrintsAndResumes(t *testing.T) {
+	const token = "test-bootstrap-token-0123456789"
+	s := storetest.Open(t, "sqlite")
+	cfg := config.Default()
+	cfg.Auth.BootstrapToken = token
+	cfg.Auth.BootstrapTokenFile = t.TempDir() + "/bt"
+	log := slog.New(slog.DiscardHandler)
+	c, err := core.New(cfg, log, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := feed.New(s, clock.Real{}, log, feed.Config{})
+	c.Applier.OnCommit = func(transition.Committed) { f.Nudge() }
+	mux := http.NewServeMux()
+	mux.Handle("GET "+realtime.Path, realtime.New(f, c.Auth, &access.Resolver{Store: s}, c.Tracker, s, log, realtime.Config{}))
+	mux.Handle("/", c.Handler())
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	fctx, fstop := context.WithCancel(context.Background())
+	defer fstop()
+	go f.Run(fctx)
+	post := func(path, body string) {
+		req, _ := http.NewRequest("POST", srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 201 {
+			t.Fatalf("POST %s: %v %v", path, err, resp.Status)
+		}
+		resp.Body.Close()
+	}
+	post("/api/v1/orgs", `{"slug":"acme","name":"Acme"}`)
+	post("/api/v1/orgs/acme/projects", `{"key":"ACME","name":"Acme","repository":{"forge":"git","url":"/srv/git/acme.git"}}`)
+	post("/api/v1/projects/ACME/items", `{"type":"task","title":"one"}`)
+
+	var out, errOut syncBuf
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	go func() {
+		done <- eventsFollow(ctx, []string{"--server", srv.URL, "--token", token, "--project", "ACME", "--after", "0"}, &out, &errOut)
+	}()
+	lines := func(n int) []event.Event {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var evs []event.Event
+			for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+				if l == "" {
+					continue
+				}
+				var e event.Event
+				if err := json.Unmarshal([]byte(l), &e); err != nil {
+					t.Fatalf("line %q: %v", l, err)
+				}
+				evs = append(evs, e)
+			}
+			if len(evs) >= n || time.Now().After(deadline) {
+				return evs
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if evs := lines(2); len(evs) != 2 || evs[1].Type != "ticket.created" {
+		t.Fatalf("replay printed %+v", evs)
+	}
+	post("/api/v1/projects/ACME/items", `{"type":"task","title":"two"}`)
+	lines(3)
+	srv.CloseClientConnections() // drop the WebSocket: follow reconnects
+	post("/api/v1/projects/ACME/items", `{"type":"task","title":"three"}`)
+	post("/api/v1/projects/ACME/items", `{"type":"task","title":"four"}`)
+	evs := lines(5)
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	want, _ := event.List(context.Background(), s, event.Filter{ProjectID: evs[0].ProjectID})
+	if len(evs) != len(want) {
+		t.Fatalf("printed %d events, log has %d: %s", len(evs), len(want), out.String())
+	}
+	for i := range want {
+		if evs[i].Seq != want[i].Seq || evs[i].ID != want[i].ID {
+			t.Fatalf("line %d: seq %d, want %d", i, evs[i].Seq, want[i].Seq)
+		}
+	}
+}
+
+func TestEventsFollowUsage(t *testing.T) {
+	for _, args := range [][]string{{}, {"tail"}, {"follow"}, {"follow", "--project", "A", "--item", "A-1", "--token", "x"}, {"follow", "--project", "A", "--token", ""}} {
+		var out, errOut bytes.Buffer
+		if code := run(append([]string{"events"}, args...), &out, &errOut); code != 2 {
+			t.Fatalf("%v: exit %d", args, code)
+		}
+	}
+	// An unreachable server is retried until interrupted.
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if code := eventsFollow(ctx, []string{"--server", "http://127.0.0.1:1", "--token", "x", "--project", "A"}, &out, &errOut); code != 0 ||
+		!strings.Contains(errOut.String(), "reconnecting") {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+}

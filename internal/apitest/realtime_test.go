@@ -1,0 +1,49 @@
+package apitest_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ballet/ballet/internal/apitest"
+	"github.com/ballet/ballet/internal/realtime"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/store/storetest"
+)
+
+// TestRealtimeIsWired: Core serves the realtime API on its own handler; a
+// subscriber sees the replay and then a change made through REST.
+func TestRealtimeIsWired(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		e := apitest.New(t, s)
+		e.Org("acme")
+		e.Project("acme", "ACME")
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		c, err := realtime.Dial(ctx, e.URL, apitest.BootstrapToken, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		sub, err := c.Subscribe(ctx, "project:ACME", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := <-sub.C()
+		if first.Type != "project.created" {
+			t.Fatalf("replay starts with %s", first.Type)
+		}
+		e.Admin(201, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "live"})
+		select {
+		case ev := <-sub.C():
+			if ev.Type != "ticket.created" || ev.Seq <= first.Seq {
+				t.Fatalf("live event %s seq %d", ev.Type, ev.Seq)
+			}
+		case <-ctx.Done():
+			t.Fatal("no live event")
+		}
+		if _, err := realtime.Dial(ctx, e.URL, "", nil); err == nil {
+			t.Fatal("an unauthenticated handshake was accepted")
+		}
+	})
+}
