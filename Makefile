@@ -5,8 +5,10 @@ export BALLET_RQLITED ?= $(shell scripts/rqlited.sh)
 
 .PHONY: test vet fuzz run bench
 
+# The failure suite's summary lines are printed after the run (go test hides
+# the output of packages that pass).
 test: vet
-	go test -count=1 -timeout 25m ./...
+	@sum=$$(mktemp); BALLET_FAILURETEST_SUMMARY=$$sum go test -count=1 -timeout 25m ./...; rc=$$?; cat $$sum; rm -f $$sum; exit $$rc
 	$(MAKE) fuzz
 
 vet:

@@ -78,7 +78,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Core, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := store.Migrate(ctx, st, time.Now().UTC()); err != nil {
+	if err := migrate(ctx, st, log); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("migrate %s database: %w", st.Engine(), err)
 	}
@@ -88,6 +88,25 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Core, erro
 		return nil, err
 	}
 	return c, nil
+}
+
+// migrate applies the migrations, retrying for a while when the engine
+// cannot tell whether a write landed (an rqlite cluster without a leader for
+// a moment): migrations are idempotent, so a retry is safe.
+func migrate(ctx context.Context, st store.Store, log *slog.Logger) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := store.Migrate(ctx, st, time.Now().UTC())
+		if err == nil || !errors.Is(err, store.ErrUnknownOutcome) || time.Now().After(deadline) {
+			return err
+		}
+		log.Warn("migration write outcome unknown: retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // New builds a Core around an open, migrated store (tests pass their own).

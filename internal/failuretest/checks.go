@@ -1,0 +1,567 @@
+package failuretest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/store/rqlite"
+	"github.com/ballet/ballet/internal/store/sqlite"
+)
+
+type dbEvent struct {
+	Seq                  int64
+	EntityType, EntityID string
+	Type                 string
+	Payload              string
+}
+
+type dbFlow struct {
+	ID, ItemID, Status, Waiting, Stage string
+	Step                               int
+	Iteration                          int
+	Version                            int64
+	StartedAt                          int64
+}
+
+type dbRun struct {
+	ID, FlowID, ItemID, Stage, Status string
+	Iteration, Step                   int
+	Version                           int64
+}
+
+type dbItem struct {
+	ID, Key, Type, State string
+	Version, Number      int64
+	EpicID               string
+}
+
+type dbJob struct {
+	ID, Kind, Status, Payload, Dedupe, LastError string
+	RunAt, Attempt                               int64
+}
+
+// snapshot is the end state, read from the database.
+type snapshot struct {
+	events   []dbEvent
+	flows    []dbFlow
+	runs     []dbRun
+	items    []dbItem
+	blockers [][2]string // item id, blocker id
+	jobs     []dbJob
+	versions []dbVersion // other tracked entities
+}
+
+// dbVersion is the version of a row of another tracked table.
+type dbVersion struct {
+	Table, ID string
+	Version   int64
+}
+
+// versionedTables are the other tables whose every change bumps the
+// version with one event (liveness pings bump neither).
+var versionedTables = []string{"organizations", "projects", "runners", "tokens", "questions"}
+
+func (s *suite) openDB(ctx context.Context) (store.Store, error) {
+	if s.o.Engine == "rqlite" {
+		return rqlite.Open(ctx, rqlite.Options{URLs: strings.Split(s.dbAddr, ","), Consistency: "strong"})
+	}
+	return sqlite.Open(ctx, s.dbAddr)
+}
+
+func (s *suite) read(ctx context.Context) snapshot {
+	t := s.t
+	db, err := s.openDB(ctx)
+	if err != nil {
+		t.Fatalf("open the database: %v", err)
+	}
+	defer db.Close()
+	q := func(sql string, scan func(rows *store.Rows, i int) error) {
+		rows, err := db.Query(ctx, sql)
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		for i := range rows.Len() {
+			if err := scan(rows, i); err != nil {
+				t.Fatalf("%s: %v", sql, err)
+			}
+		}
+	}
+	var sn snapshot
+	q(`SELECT seq, entity_type, entity_id, type, payload FROM events ORDER BY seq`, func(r *store.Rows, i int) error {
+		var e dbEvent
+		err := r.Scan(i, &e.Seq, &e.EntityType, &e.EntityID, &e.Type, &e.Payload)
+		sn.events = append(sn.events, e)
+		return err
+	})
+	q(`SELECT id, item_id, status, COALESCE(waiting, ''), stage, step, iteration, version, started_at FROM flows ORDER BY started_at, id`, func(r *store.Rows, i int) error {
+		var f dbFlow
+		err := r.Scan(i, &f.ID, &f.ItemID, &f.Status, &f.Waiting, &f.Stage, &f.Step, &f.Iteration, &f.Version, &f.StartedAt)
+		sn.flows = append(sn.flows, f)
+		return err
+	})
+	q(`SELECT id, flow_id, item_id, stage, status, iteration, step, version FROM runs ORDER BY created_at, id`, func(r *store.Rows, i int) error {
+		var x dbRun
+		err := r.Scan(i, &x.ID, &x.FlowID, &x.ItemID, &x.Stage, &x.Status, &x.Iteration, &x.Step, &x.Version)
+		sn.runs = append(sn.runs, x)
+		return err
+	})
+	q(`SELECT id, key, type, state, version, number, COALESCE(epic_id, '') FROM items ORDER BY number`, func(r *store.Rows, i int) error {
+		var it dbItem
+		err := r.Scan(i, &it.ID, &it.Key, &it.Type, &it.State, &it.Version, &it.Number, &it.EpicID)
+		sn.items = append(sn.items, it)
+		return err
+	})
+	q(`SELECT item_id, blocker_id FROM blockers`, func(r *store.Rows, i int) error {
+		var e [2]string
+		err := r.Scan(i, &e[0], &e[1])
+		sn.blockers = append(sn.blockers, e)
+		return err
+	})
+	q(`SELECT id, kind, status, payload, COALESCE(dedupe_key, ''), COALESCE(last_error, ''), run_at, attempt FROM jobs
+WHERE status IN ('pending', 'running', 'dead') ORDER BY created_at, id`, func(r *store.Rows, i int) error {
+		var j dbJob
+		err := r.Scan(i, &j.ID, &j.Kind, &j.Status, &j.Payload, &j.Dedupe, &j.LastError, &j.RunAt, &j.Attempt)
+		sn.jobs = append(sn.jobs, j)
+		return err
+	})
+	for _, tbl := range versionedTables {
+		q(`SELECT id, version FROM `+tbl, func(r *store.Rows, i int) error {
+			v := dbVersion{Table: tbl}
+			err := r.Scan(i, &v.ID, &v.Version)
+			sn.versions = append(sn.versions, v)
+			return err
+		})
+	}
+	return sn
+}
+
+type payload struct {
+	Stage     string `json:"stage"`
+	Iteration int    `json:"iteration"`
+	Step      int    `json:"step"`
+	Run       string `json:"run"`
+	Waiting   string `json:"waiting"`
+	Ticket    string `json:"ticket"`
+	To        string `json:"to"`
+	State     string `json:"state"`
+}
+
+func (e dbEvent) p() payload {
+	var p payload
+	_ = json.Unmarshal([]byte(e.Payload), &p)
+	return p
+}
+
+func (e dbEvent) String() string {
+	pl := e.Payload
+	if len(pl) > 300 {
+		pl = pl[:300] + "…"
+	}
+	return fmt.Sprintf("seq %d %s %s/%s %s", e.Seq, e.Type, e.EntityType, e.EntityID, pl)
+}
+
+// check reads the end state from the database and records every problem
+// found; the summary counts come from it too.
+func (s *suite) check() []string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sn := s.read(ctx)
+	log, err := gitOut(s.repo.Bare, "log", "--format=%s", "main")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	mergeCommits := map[string]int{}
+	for _, l := range strings.Split(log, "\n") {
+		if b, ok := strings.CutPrefix(l, "merge ballet/"); ok {
+			mergeCommits[b]++
+		}
+	}
+	pending := map[string]int{}
+	for _, j := range sn.jobs {
+		pending[j.Kind+"/"+j.Status]++
+	}
+	s.logf("jobs left: %v", pending)
+	if f, err := os.Create(filepath.Join(s.dir, "events.txt")); err == nil {
+		for _, e := range sn.events {
+			fmt.Fprintln(f, e)
+		}
+		f.Close()
+	}
+	return s.analyze(sn, mergeCommits)
+}
+
+// analyze checks the end state; mergeCommits counts the merge commits of
+// each ticket's branch on main.
+func (s *suite) analyze(sn snapshot, mergeCommits map[string]int) []string {
+	s.sum.Runs, s.sum.Events = len(sn.runs), len(sn.events)
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	dup := func(format string, args ...any) {
+		s.sum.Duplicates++
+		bad("DUPLICATE: "+format, args...)
+	}
+
+	byEntity := map[string][]dbEvent{}
+	for _, e := range sn.events {
+		byEntity[e.EntityID] = append(byEntity[e.EntityID], e)
+	}
+	dump := func(entityID string) string {
+		var b strings.Builder
+		for _, e := range byEntity[entityID] {
+			b.WriteString("\n      " + e.String())
+		}
+		return b.String()
+	}
+
+	// seq: strictly increasing from 1, no gaps, over the whole log.
+	for i, e := range sn.events {
+		if e.Seq != int64(i+1) {
+			var around []string
+			for j := max(i-3, 0); j < min(i+3, len(sn.events)); j++ {
+				around = append(around, sn.events[j].String())
+			}
+			bad("event seq gap: the %d-th event has seq %d:\n      %s", i+1, e.Seq, strings.Join(around, "\n      "))
+			break
+		}
+	}
+
+	itemByID := map[string]dbItem{}
+	itemByKey := map[string]dbItem{}
+	for _, it := range sn.items {
+		itemByID[it.ID], itemByKey[it.Key] = it, it
+	}
+	// Flows: no duplicate transition (type, flow, step); no two identical
+	// waits in a row; one flow.* event per version.
+	once := map[string]bool{"flow.started": true, "flow.stage_started": true, "flow.stage_finished": true, "flow.done": true,
+		"flow.failed": true, "flow.resumed": true, "flow.stuck": true, "flow.stopped": true}
+	latest := map[string]dbFlow{} // by item id
+	flowByID := map[string]dbFlow{}
+	for _, f := range sn.flows {
+		flowByID[f.ID] = f
+		if l, ok := latest[f.ItemID]; !ok || f.StartedAt >= l.StartedAt {
+			latest[f.ItemID] = f
+		}
+		seen := map[string]int64{}
+		flowEvents := 0
+		var lastWait string
+		for _, e := range byEntity[f.ID] {
+			if !strings.HasPrefix(e.Type, "flow.") {
+				continue
+			}
+			flowEvents++
+			p := e.p()
+			if once[e.Type] {
+				k := fmt.Sprintf("%s@%d", e.Type, p.Step)
+				if first, ok := seen[k]; ok {
+					dup("flow %s of %s: %s twice (seq %d and %d):%s", f.ID, itemByID[f.ItemID].Key, k, first, e.Seq, dump(f.ID))
+				}
+				seen[k] = e.Seq
+			}
+			w := ""
+			if e.Type == "flow.waiting" {
+				w = fmt.Sprintf("%d/%s", p.Step, p.Waiting)
+				if w == lastWait {
+					dup("flow %s of %s: flow.waiting %s twice in a row (seq %d):%s", f.ID, itemByID[f.ItemID].Key, w, e.Seq, dump(f.ID))
+				}
+			}
+			lastWait = w
+		}
+		// The row is inserted at version 1 with flow.started, and every
+		// update bumps the version with exactly one flow.* event.
+		if int64(flowEvents) != f.Version {
+			bad("flow %s of %s: version %d but %d flow.* events (each change must have exactly one):%s", f.ID, itemByID[f.ItemID].Key,
+				f.Version, flowEvents, dump(f.ID))
+		}
+		if f.Status == "running" {
+			bad("flow %s of %s still running at the end (stage %s, waiting %q)", f.ID, itemByID[f.ItemID].Key, f.Stage, f.Waiting)
+		}
+	}
+
+	// Runs: at most one per (flow, step), created once, one run.* event per
+	// version, each the run of its flow.stage_started; none left open.
+	startedRun := map[string]string{} // "flow/step" → run id of flow.stage_started
+	for _, e := range sn.events {
+		if e.Type == "flow.stage_started" {
+			if p := e.p(); p.Run != "" {
+				startedRun[fmt.Sprintf("%s/%d", e.EntityID, p.Step)] = p.Run
+			}
+		}
+	}
+	perStep := map[string][]dbRun{}
+	for _, r := range sn.runs {
+		k := fmt.Sprintf("%s/%d", r.FlowID, r.Step)
+		perStep[k] = append(perStep[k], r)
+		created, runEvents := 0, 0
+		for _, e := range byEntity[r.ID] {
+			if e.EntityType != "run" {
+				continue
+			}
+			runEvents++
+			if e.Type == "run.created" {
+				created++
+			}
+		}
+		key := itemByID[r.ItemID].Key
+		if created != 1 {
+			dup("run %s of %s (%s step %d): %d run.created events:%s", r.ID, key, r.Stage, r.Step, created, dump(r.ID))
+		}
+		if int64(runEvents) != r.Version {
+			bad("run %s of %s: version %d but %d run.* events:%s", r.ID, key, r.Version, runEvents, dump(r.ID))
+		}
+		if startedRun[k] != r.ID {
+			bad("run %s of %s (%s step %d) is not the run of its flow.stage_started (%q)", r.ID, key, r.Stage, r.Step, startedRun[k])
+		}
+		if r.Status == "queued" || r.Status == "running" {
+			bad("run %s of %s (%s step %d) is still %s at the end", r.ID, key, r.Stage, r.Step, r.Status)
+		}
+	}
+	for k, rs := range perStep {
+		if len(rs) > 1 {
+			dup("%d runs for flow step %s: %+v", len(rs), k, rs)
+		}
+	}
+
+	// Items: one event per version (blocker changes do not bump it), and
+	// the state the last event says.
+	for _, it := range sn.items {
+		n := 0
+		state := ""
+		for _, e := range byEntity[it.ID] {
+			if e.EntityID != it.ID || strings.Contains(e.Type, ".blocker_") {
+				continue
+			}
+			n++
+			switch {
+			case strings.HasSuffix(e.Type, ".created"):
+				state = e.p().State
+			case strings.HasSuffix(e.Type, ".state_changed"):
+				state = e.p().To
+			}
+		}
+		if int64(n) != it.Version {
+			bad("item %s: version %d but %d events:%s", it.Key, it.Version, n, dump(it.ID))
+		}
+		if state != it.State {
+			bad("item %s is %s but its events say %s:%s", it.Key, it.State, state, dump(it.ID))
+		}
+	}
+
+	for _, v := range sn.versions {
+		if n := len(byEntity[v.ID]); int64(n) != v.Version {
+			bad("%s row %s: version %d but %d events:%s", v.Table, v.ID, v.Version, n, dump(v.ID))
+		}
+	}
+
+	// Merges: each branch merged at most once; every done ticket merged
+	// exactly once (done means the merge stage saw it merged).
+	for k, n := range mergeCommits {
+		if n > 1 {
+			dup("branch ballet/%s merged %d times", k, n)
+		}
+	}
+	for _, a := range s.anomalies {
+		dup("%s", a)
+	}
+
+	// Tickets: done, escalated, or held behind an escalated blocker.
+	blockedBy := map[string][]string{}
+	for _, b := range sn.blockers {
+		blockedBy[b[0]] = append(blockedBy[b[0]], b[1])
+	}
+	final := map[string]string{} // item id → done / escalated
+	for _, it := range sn.items {
+		f, ok := latest[it.ID]
+		switch {
+		case it.Type == "epic" || !ok:
+		case f.Status == "done" && it.State == "done":
+			final[it.ID] = "done"
+		case (f.Status == "waiting" && f.Waiting == "answer" && it.State == "waiting_for_answer") || (f.Status == "failed" && it.State == "paused"):
+			final[it.ID] = "escalated"
+		}
+	}
+	openBlockers := func(it dbItem) []string {
+		var out []string
+		ids := append([]string(nil), blockedBy[it.ID]...)
+		if it.EpicID != "" {
+			ids = append(ids, blockedBy[it.EpicID]...)
+		}
+		for _, id := range ids {
+			if st := itemByID[id].State; st != "done" && st != "cancelled" {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	var heldFn func(it dbItem, seen map[string]bool) bool
+	heldFn = func(it dbItem, seen map[string]bool) bool {
+		if seen[it.ID] || it.State != "ready" {
+			return false
+		}
+		seen[it.ID] = true
+		if _, started := latest[it.ID]; started {
+			return false
+		}
+		for _, id := range openBlockers(it) {
+			if final[id] == "escalated" || heldFn(itemByID[id], seen) {
+				return true
+			}
+		}
+		return false
+	}
+	var lost []string
+	for _, it := range sn.items {
+		if it.Type == "epic" {
+			continue
+		}
+		switch {
+		case final[it.ID] == "done":
+			s.sum.Done++
+			if s.hit[it.Key] {
+				s.sum.Resumed++
+			}
+			if n := mergeCommits[it.Key]; n != 1 {
+				bad("%s is done but its branch was merged %d times (the merge stage must see exactly one human merge):%s", it.Key, n, dump(latest[it.ID].ID))
+			}
+			if Escalates(it.Number) {
+				bad("%s is done, but the runner reported its first stage blocked, which must raise a question", it.Key)
+			}
+		case final[it.ID] == "escalated":
+			s.sum.Escalated++
+		case heldFn(it, map[string]bool{}):
+			s.sum.Held++
+		default:
+			f, ok := latest[it.ID]
+			ev := ""
+			if ok {
+				ev = dump(f.ID)
+			}
+			var ob []string
+			for _, id := range openBlockers(it) {
+				ob = append(ob, itemByID[id].Key+"="+itemByID[id].State)
+			}
+			lost = append(lost, fmt.Sprintf("%s: ticket %s, open blockers %v, flow %+v (started %v)%s%s", it.Key, it.State, ob, f, ok, ev, dump(it.ID)))
+		}
+	}
+	if len(lost) > 0 {
+		bad("LOST TICKETS (neither done nor escalated nor behind an escalated blocker):\n    %s", strings.Join(lost, "\n    "))
+	}
+
+	// Blocker order: a ticket started only after all its blockers (and its
+	// epic's) were done.
+	doneAt := map[string]int64{}
+	startedAt := map[string]int64{}
+	for _, e := range sn.events {
+		switch e.Type {
+		case "ticket.state_changed":
+			if e.p().To == "done" {
+				doneAt[e.EntityID] = e.Seq
+			}
+		case "flow.started":
+			if f, ok := flowByID[e.EntityID]; ok {
+				if _, seen := startedAt[f.ItemID]; !seen {
+					startedAt[f.ItemID] = e.Seq
+				}
+			}
+		}
+	}
+	for _, it := range sn.items {
+		at, ok := startedAt[it.ID]
+		if !ok {
+			continue
+		}
+		ids := append([]string(nil), blockedBy[it.ID]...)
+		if it.EpicID != "" {
+			ids = append(ids, blockedBy[it.EpicID]...)
+		}
+		for _, id := range ids {
+			if d, ok := doneAt[id]; !ok || d > at {
+				bad("%s started (seq %d) before its blocker %s was done (seq %d, 0 = never)", it.Key, at, itemByID[id].Key, d)
+			}
+		}
+	}
+
+	var evidence string
+	s.sum.MaxRunningAtStart, evidence = maxRunningAtStart(sn.events, s.o.Limit)
+	if evidence != "" {
+		s.logf("concurrency: %s", evidence)
+		s.t.Logf("failure suite (%s): concurrency limit %d: %s", s.o.Engine, s.o.Limit, evidence)
+	}
+
+	// Jobs: nothing pending or running without a reason, nothing dead.
+	for _, j := range sn.jobs {
+		var p struct {
+			FlowID string `json:"flow_id"`
+		}
+		_ = json.Unmarshal([]byte(j.Payload), &p)
+		f := flowByID[p.FlowID]
+		switch {
+		case j.Status == "dead":
+			bad("job %s %s is dead after %d attempts: %s (payload %s, flow status %s/%s)", j.ID, j.Kind, j.Attempt, j.LastError, j.Payload, f.Status, f.Waiting)
+		case j.Kind == "flow.timeout" && j.Status == "pending":
+			// the stage timeout's timer: a no-op when it fires after the stage
+		case j.Kind == "flow.merge" && j.Status == "pending" && (f.Waiting == "merge" || f.Waiting == "checks" || f.Waiting == "review"):
+			// a snoozed merge check of a flow still waiting for the merge
+		default:
+			bad("job %s %s is %s without a reason (run_at %s, payload %s, flow status %s/%s, last error %q)", j.ID, j.Kind, j.Status,
+				time.UnixMilli(j.RunAt).UTC().Format(time.RFC3339), j.Payload, f.Status, f.Waiting, j.LastError)
+		}
+	}
+	s.sum.Kills = s.sum.FaultKills + s.sum.RandomKills + s.sum.RunnerKills + s.sum.LeaderKills
+	sort.Strings(s.sum.NotFired)
+	return problems
+}
+
+// maxRunningAtStart replays the flow events and returns the most flows
+// that were running (occupying a slot) when another flow started, with
+// evidence for every start at or above limit: the running flows and the
+// event that made each run. It is reported, not asserted: the scheduler
+// reads the limits without locking them, and a human's approval makes a
+// waiting flow run again whatever the limit.
+func maxRunningAtStart(events []dbEvent, limit int) (int, string) {
+	running := map[string]dbEvent{}
+	most := 0
+	var b strings.Builder
+	for _, e := range events {
+		if e.EntityType != "flow" {
+			continue
+		}
+		switch e.Type {
+		case "flow.started":
+			most = max(most, len(running))
+			if limit > 0 && len(running) >= limit {
+				fmt.Fprintf(&b, "\n  %d flows running at %s:", len(running), e)
+				var ids []string
+				for id := range running {
+					ids = append(ids, id)
+				}
+				sort.Slice(ids, func(i, j int) bool { return running[ids[i]].Seq < running[ids[j]].Seq })
+				for _, id := range ids {
+					fmt.Fprintf(&b, "\n      since %s", running[id])
+				}
+			}
+			running[e.EntityID] = e
+		case "flow.stage_started", "flow.waiting":
+			if w := e.p().Waiting; w == "run" || w == "checks" || w == "" {
+				if _, ok := running[e.EntityID]; !ok {
+					running[e.EntityID] = e
+				}
+			} else {
+				delete(running, e.EntityID)
+			}
+		case "flow.stage_finished", "flow.resumed":
+			if _, ok := running[e.EntityID]; !ok {
+				running[e.EntityID] = e
+			}
+		default: // done, failed, stopped, stuck
+			delete(running, e.EntityID)
+		}
+	}
+	return most, b.String()
+}

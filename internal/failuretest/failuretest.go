@@ -1,0 +1,816 @@
+// Package failuretest is the failure suite of ADR-0016 ("Validation"): it
+// runs the real `ballet` binary and a test runner process (this test binary
+// re-executed in runner mode, speaking the runner API) over many tickets —
+// epics, blockers, human stages, iterations and human merges on the
+// plain-git forge — while it kills Core with SIGKILL at each pipeline step
+// (fault points armed through BALLET_FAULT, see internal/fault), at random
+// moments, kills the runner mid-run and, on rqlite, the cluster's leader
+// once. The harness plays the humans: it approves human stages and merges a
+// ticket's branch when its flow waits for the merge; it answers no question,
+// so escalations stay escalated.
+//
+// At the end it reads the database directly and checks that every ticket
+// ended done or escalated (or waits behind an escalated blocker), that no
+// run, flow transition or merge happened twice, that every change has its
+// one event and seq has no gaps, and that no job is left behind without a
+// reason. Run prints one summary line.
+package failuretest
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ballet/ballet/internal/apitest"
+	"github.com/ballet/ballet/internal/pipeline"
+	"github.com/ballet/ballet/internal/rqlitetest"
+)
+
+// AdminToken is the bootstrap (platform-admin) token of the suite's Core.
+const AdminToken = "failuretest-bootstrap-token-0123456789"
+
+// Options tune a run of the suite.
+type Options struct {
+	Engine     string        // "sqlite" or "rqlite"
+	Binary     string        // the ballet binary
+	Tickets    int           // at least 50
+	Epics      int           // epics the tickets are spread over
+	Workers    int           // runs the runner works at once
+	Limit      int           // the project's concurrency_limit
+	KillPhase  time.Duration // how long kills go on
+	Deadline   time.Duration // how long everything may take to settle
+	FaultWait  time.Duration // how long an armed fault point may take to fire
+	Seed       uint64
+	LogDir     string // where the logs go (a temporary folder when empty)
+	NoFallback bool   // never start flows on the scheduler's behalf
+}
+
+func (o *Options) defaults() {
+	if o.Tickets == 0 {
+		o.Tickets = 60
+	}
+	if o.Epics == 0 {
+		o.Epics = 4
+	}
+	if o.Workers == 0 {
+		o.Workers = 4
+	}
+	if o.Limit == 0 {
+		o.Limit = 8
+	}
+	if o.KillPhase == 0 {
+		o.KillPhase = 60 * time.Second
+	}
+	if o.Deadline == 0 {
+		o.Deadline = 150 * time.Second
+	}
+	if o.FaultWait == 0 {
+		o.FaultWait = 5 * time.Second
+	}
+	if o.Seed == 0 {
+		o.Seed = uint64(time.Now().UnixNano())
+	}
+}
+
+// Summary is what a run did and found.
+type Summary struct {
+	Engine      string
+	Tickets     int
+	Kills       int // all of them: fault points, random, runner, rqlite leader
+	FaultKills  int // Core died at an armed fault point
+	RandomKills int // the harness killed Core
+	RunnerKills int
+	LeaderKills int
+	CoreExits   int // Core exited by itself (failed to start) and was started again
+	Resumed     int // tickets active at a kill that ended done
+	Done        int
+	Escalated   int // flow waiting for an answer, or failed
+	Held        int // ready tickets behind an escalated blocker
+	Duplicates  int
+	Fired       []string // fault points that fired
+	NotFired    []string // armed points that did not fire in time
+	Scheduler   bool     // tickets started by Core's scheduler (else the harness's fallback)
+	Runs        int
+	Events      int
+	// MaxRunningAtStart is the most flows running when another started
+	// (informational; compare with the project's limit).
+	MaxRunningAtStart int
+	Elapsed           time.Duration
+}
+
+// Line is the summary line CI shows.
+func (s Summary) Line() string {
+	return fmt.Sprintf("failure suite (%s): tickets=%d kills=%d resumed=%d escalated=%d duplicates=%d", s.Engine, s.Tickets, s.Kills,
+		s.Resumed, s.Escalated, s.Duplicates)
+}
+
+// ticket is a ticket or epic as the harness created it.
+type ticket struct {
+	Key       string
+	Number    int64
+	Type      string
+	Epic      string   // the epic's key
+	BlockedBy []string // keys
+}
+
+type suite struct {
+	t      *testing.T
+	o      Options
+	rng    *rand.Rand
+	dir    string
+	repo   *apitest.GitRepo
+	core   *coreProc
+	runner *runnerProc
+	api    *client
+
+	cluster  *rqlitetest.Cluster
+	dbAddr   string // SQLite file or rqlite URLs
+	harness  *os.File
+	began    time.Time
+	items    []*ticket // creation order, epics first
+	byKey    map[string]*ticket
+	tickets  []*ticket // tickets only
+	fallback bool
+
+	flows      map[string]flowView // latest poll, by ticket
+	states     map[string]string   // latest poll of item states, by key
+	approvedAt map[string]int64    // flow version approved, by ticket
+	merged     map[string]int      // MergeBranch calls, by ticket
+	mergedIter map[string]int      // the iteration the merge was made in
+	hit        map[string]bool     // tickets active at some kill
+	anomalies  []string            // duplicates seen while driving
+	exits      []string            // Core exiting by itself
+	sum        Summary
+}
+
+type flowView struct {
+	Ticket    string `json:"ticket"`
+	Pipeline  string `json:"pipeline"`
+	Stage     string `json:"stage"`
+	Iteration int    `json:"iteration"`
+	Status    string `json:"status"`
+	Waiting   string `json:"waiting"`
+	Run       string `json:"run"`
+	Version   int64  `json:"version"`
+}
+
+type itemView struct {
+	Key       string   `json:"key"`
+	Number    int64    `json:"number"`
+	Type      string   `json:"type"`
+	State     string   `json:"state"`
+	Epic      *string  `json:"epic"`
+	BlockedBy []string `json:"blocked_by"`
+	Version   int64    `json:"version"`
+}
+
+// Run runs the suite on one engine and checks the end state; failures are
+// reported on t. It returns the summary (also printed with fmt.Println).
+func Run(t *testing.T, o Options) Summary {
+	o.defaults()
+	s := &suite{t: t, o: o, rng: rand.New(rand.NewPCG(o.Seed, 0x5eed)), flows: map[string]flowView{}, states: map[string]string{},
+		approvedAt: map[string]int64{}, merged: map[string]int{}, mergedIter: map[string]int{}, hit: map[string]bool{}, byKey: map[string]*ticket{}}
+	s.sum.Engine = o.Engine
+	var err error
+	s.dir = o.LogDir
+	if s.dir == "" {
+		// Kept when the run fails: the logs and events.txt are the evidence.
+		if s.dir, err = os.MkdirTemp("", "ballet-failuretest-"+o.Engine+"-"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("failure suite (%s): logs and the event log (events.txt) kept in %s", o.Engine, s.dir)
+				return
+			}
+			_ = os.RemoveAll(s.dir)
+		})
+	} else if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if s.harness, err = os.Create(filepath.Join(s.dir, "harness.log")); err != nil {
+		t.Fatal(err)
+	}
+	s.logf("engine %s, seed %d, %d tickets, kill phase %s, logs in %s", o.Engine, o.Seed, o.Tickets, o.KillPhase, s.dir)
+	t.Logf("failure suite (%s): seed %d (BALLET_FAILURETEST_SEED to repeat), logs in %s", o.Engine, o.Seed, s.dir)
+	s.began = time.Now()
+	storage := "[storage]\npath = \"data/core.db\""
+	s.dbAddr = filepath.Join(s.dir, "data", "core.db")
+	if o.Engine == "rqlite" {
+		s.cluster = rqlitetest.Start(t, 3)
+		s.dbAddr = strings.Join(s.cluster.URLs(), ",")
+		storage = fmt.Sprintf("[storage]\nengine = \"rqlite\"\nurl = %q\npath = \"data/core.db\"", s.dbAddr)
+	}
+	s.repo = apitest.NewGitRepo(t)
+	if s.core, err = newCoreProc(o.Binary, s.dir, storage); err != nil {
+		t.Fatal(err)
+	}
+	s.api = newClient(s.core.addr)
+	t.Cleanup(func() {
+		s.core.kill()
+		if s.runner != nil {
+			s.runner.kill()
+		}
+		if t.Failed() {
+			t.Logf("harness log (tail):\n%s", tailFile(s.harness.Name(), 6000))
+			t.Logf("core log (tail):\n%s", tailFile(s.core.logPath, 6000))
+			if s.runner != nil {
+				t.Logf("runner log (tail):\n%s", tailFile(s.runner.logPath, 3000))
+			}
+		}
+	})
+	if err := s.core.start(""); err != nil || s.core.dead() {
+		t.Fatalf("start core: %v\n%s", err, tailFile(s.core.logPath, 4000))
+	}
+	runnerToken := s.setup()
+	if err := s.startRunner(runnerToken); err != nil {
+		t.Fatal(err)
+	}
+	s.detectScheduler()
+	s.drive()
+	s.runner.kill()
+	s.core.stop()
+	problems := s.check()
+	// The suite must have done what it claims: no vacuous pass.
+	if s.sum.FaultKills < 10 || s.sum.RunnerKills < 1 || (o.Engine == "rqlite" && s.sum.LeaderKills != 1) || s.sum.Done < len(s.tickets)/3 {
+		problems = append(problems, fmt.Sprintf("HARNESS: too little happened to trust this run: %d kills at fault points (want ≥ 10), %d runner kills (≥ 1), "+
+			"%d rqlite leader kills (1 on rqlite), %d tickets done (≥ %d)", s.sum.FaultKills, s.sum.RunnerKills, s.sum.LeaderKills, s.sum.Done, len(s.tickets)/3))
+	}
+	s.sum.Elapsed = time.Since(s.began).Round(time.Second)
+	line := s.sum.Line()
+	fmt.Println(line)
+	t.Log(line)
+	// go test ./... shows a passing package's output only with -v: CI can
+	// collect the lines from this file instead.
+	if path := os.Getenv("BALLET_FAILURETEST_SUMMARY"); path != "" {
+		if f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+			fmt.Fprintln(f, line)
+			f.Close()
+		}
+	}
+	t.Logf("failure suite (%s): done=%d escalated=%d held=%d; kills: %d at fault points, %d random, %d runner, %d rqlite leader; "+
+		"runs=%d events=%d; at most %d flows running at a start (limit %d); tickets started by %s; %s", o.Engine, s.sum.Done, s.sum.Escalated, s.sum.Held, s.sum.FaultKills, s.sum.RandomKills,
+		s.sum.RunnerKills, s.sum.LeaderKills, s.sum.Runs, s.sum.Events, s.sum.MaxRunningAtStart, o.Limit, map[bool]string{true: "the scheduler", false: "the harness (fallback)"}[s.sum.Scheduler],
+		s.sum.Elapsed)
+	t.Logf("failure suite (%s): fault points fired: %s; armed but not reached in %s: %s", o.Engine, strings.Join(s.sum.Fired, " "),
+		o.FaultWait, strings.Join(s.sum.NotFired, " "))
+	if len(s.exits) > 0 {
+		t.Logf("failure suite (%s): Core exited by itself %d times and was started again, as a supervisor would:\n  %s", o.Engine,
+			len(s.exits), strings.Join(s.exits, "\n  "))
+	}
+	if len(problems) > 0 {
+		t.Fatalf("FAILURE SUITE (%s): %d problems — product bugs unless the harness is wrong; do not weaken these checks:\n  %s",
+			o.Engine, len(problems), strings.Join(problems, "\n  "))
+	}
+	return s.sum
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+func (s *suite) logf(format string, args ...any) {
+	fmt.Fprintf(s.harness, "%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+}
+
+// must calls the API (retrying while Core restarts) and wants a status.
+func (s *suite) must(want int, token, method, path string, body, out any) {
+	s.t.Helper()
+	status, b, err := s.api.call(nil, 60*time.Second, token, method, path, body)
+	if err != nil || status != want {
+		s.t.Fatalf("%s %s: %d %s %v (want %d)", method, path, status, b, err, want)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			s.t.Fatalf("%s %s: %v: %s", method, path, err, b)
+		}
+	}
+}
+
+// setup creates the organization, the project on the plain-git repository,
+// its pipelines, the epics and tickets with their blockers (in backlog,
+// then all moved to ready) and a runner token.
+func (s *suite) setup() string {
+	s.must(201, AdminToken, "POST", "/api/v1/orgs", map[string]any{"slug": "acme", "name": "Acme"}, nil)
+	s.must(201, AdminToken, "POST", "/api/v1/orgs/acme/projects", map[string]any{"key": "ACME", "name": "Acme",
+		"repository": map[string]any{"forge": "git", "url": s.repo.Bare}, "concurrency_limit": s.o.Limit}, nil)
+	s.must(200, AdminToken, "PUT", "/api/v1/projects/ACME/pipelines/default", map[string]any{"version": 0, "definition": pipeline.Template()}, nil)
+	s.must(200, AdminToken, "PUT", "/api/v1/projects/ACME/pipelines/bug", map[string]any{"version": 0, "definition": map[string]any{
+		"max_iterations": 3,
+		"stages": []any{
+			map[string]any{"id": "triage", "kind": "human", "next": map[string]any{"failed": "$failed"}},
+			map[string]any{"id": "fix", "kind": "agent", "instructions": "Fix the bug.", "next": map[string]any{"done": "check", "failed": "$question"}},
+			map[string]any{"id": "check", "kind": "agent", "instructions": "Check the fix.", "next": map[string]any{"done": "integrate", "failed": "fix"}},
+			map[string]any{"id": "integrate", "kind": "platform", "action": "merge", "next": map[string]any{"failed": "fix"}},
+		}}}, nil)
+	create := func(typ, title, epic string) *ticket {
+		var it itemView
+		body := map[string]any{"type": typ, "title": title}
+		if epic != "" {
+			body["epic"] = epic
+		}
+		s.must(201, AdminToken, "POST", "/api/v1/projects/ACME/items", body, &it)
+		tk := &ticket{Key: it.Key, Number: it.Number, Type: typ, Epic: epic}
+		s.items = append(s.items, tk)
+		s.byKey[tk.Key] = tk
+		return tk
+	}
+	var epics []*ticket
+	for e := range s.o.Epics {
+		epics = append(epics, create("epic", fmt.Sprintf("epic %d", e), ""))
+	}
+	for i := 1; i <= s.o.Tickets; i++ {
+		typ := "task"
+		if i%5 == 0 {
+			typ = "bug"
+		}
+		epic := ""
+		if i%3 == 0 {
+			epic = epics[i%len(epics)].Key
+		}
+		s.tickets = append(s.tickets, create(typ, fmt.Sprintf("ticket %d", i), epic))
+	}
+	// Blockers: a DAG (edges from earlier tickets), depth one among
+	// tickets, plus two epics blocked by a ticket each. Deliberately
+	// escalated tickets block nothing.
+	block := func(item, blocker *ticket) {
+		if Escalates(blocker.Number) || slices.Contains(item.BlockedBy, blocker.Key) {
+			return
+		}
+		status, b, err := s.api.call(nil, 60*time.Second, AdminToken, "POST", "/api/v1/items/"+item.Key+"/blockers/"+blocker.Key, nil)
+		if err != nil || status != 201 {
+			s.t.Fatalf("block %s by %s: %d %s %v", item.Key, blocker.Key, status, b, err)
+		}
+		item.BlockedBy = append(item.BlockedBy, blocker.Key)
+	}
+	for i := 9; i <= len(s.tickets); i++ {
+		if i%4 == 1 {
+			block(s.tickets[i-1], s.tickets[i-1-7])
+			block(s.tickets[i-1], s.tickets[i-1-5])
+		}
+	}
+	block(epics[0], s.tickets[1])
+	if len(epics) > 1 {
+		block(epics[1], s.tickets[6])
+	}
+	for _, tk := range s.items {
+		var it itemView
+		s.must(200, AdminToken, "GET", "/api/v1/items/"+tk.Key, nil, &it)
+		s.must(200, AdminToken, "PATCH", "/api/v1/items/"+tk.Key, map[string]any{"version": it.Version, "state": "ready"}, nil)
+	}
+	edges := 0
+	for _, tk := range s.items {
+		edges += len(tk.BlockedBy)
+	}
+	s.sum.Tickets = len(s.tickets)
+	s.logf("setup: %d tickets, %d epics, %d blockers", len(s.tickets), len(epics), edges)
+	var tok struct{ Token string }
+	s.must(201, AdminToken, "POST", "/api/v1/tokens", map[string]any{"name": "failuretest-runner", "kind": "runner"}, &tok)
+	return tok.Token
+}
+
+func (s *suite) startRunner(token string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	work := filepath.Join(s.dir, "runner")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return err
+	}
+	s.runner = &runnerProc{self: self, logPath: filepath.Join(s.dir, "runner.log"), env: []string{
+		RunnerEnv + "=1", envCore + "=http://" + s.core.addr, envToken + "=" + token, envBare + "=" + s.repo.Bare,
+		envWork + "=" + work, fmt.Sprintf("%s=%d", envWorkers, s.o.Workers)}}
+	if s.runner.log, err = os.Create(s.runner.logPath); err != nil {
+		return err
+	}
+	return s.runner.start()
+}
+
+// detectScheduler waits a few seconds for tickets to start by themselves
+// (Core's scheduler). FALLBACK: when none does, the harness starts runnable
+// tickets itself (POST …/flow/start), honouring blockers and the project's
+// limit, as the scheduler would; this is off as soon as Core starts
+// tickets on its own.
+func (s *suite) detectScheduler() {
+	deadline := time.Now().Add(6 * time.Second)
+	for time.Now().Before(deadline) {
+		if s.poll() && len(s.flows) > 0 {
+			s.sum.Scheduler = true
+			s.logf("the scheduler started %d tickets by itself", len(s.flows))
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	s.fallback = !s.o.NoFallback
+	s.logf("no ticket started by itself within 6 s: the harness starts runnable tickets (fallback %v)", s.fallback)
+}
+
+// poll reads every flow and item state (ok=false when Core was down).
+func (s *suite) poll() bool {
+	alive := func() bool { return !s.core.dead() }
+	status, b, err := s.api.call(alive, 20*time.Second, AdminToken, "GET", "/api/v1/projects/ACME/flows?limit=1000", nil)
+	if err != nil || status != 200 {
+		s.logf("poll flows: %d %v", status, err)
+		return false
+	}
+	var fl struct{ Flows []flowView }
+	if err := json.Unmarshal(b, &fl); err != nil {
+		s.t.Fatalf("flows: %v: %s", err, b)
+	}
+	flows := map[string]flowView{}
+	for _, f := range fl.Flows {
+		if _, ok := flows[f.Ticket]; !ok { // newest first
+			flows[f.Ticket] = f
+		}
+	}
+	states := map[string]string{}
+	after := int64(0)
+	for {
+		status, b, err := s.api.call(alive, 20*time.Second, AdminToken, "GET", fmt.Sprintf("/api/v1/projects/ACME/items?limit=200&after=%d", after), nil)
+		if err != nil || status != 200 {
+			s.logf("poll items: %d %v", status, err)
+			return false
+		}
+		var page struct {
+			Items     []itemView
+			NextAfter *int64 `json:"next_after"`
+		}
+		if err := json.Unmarshal(b, &page); err != nil {
+			s.t.Fatalf("items: %v: %s", err, b)
+		}
+		for _, it := range page.Items {
+			states[it.Key] = it.State
+		}
+		if page.NextAfter == nil {
+			break
+		}
+		after = *page.NextAfter
+	}
+	s.flows, s.states = flows, states
+	return true
+}
+
+// escalated reports whether a polled flow was escalated: it waits for an
+// answer (a blocking question, flow.stuck) or failed.
+func escalated(f flowView) bool {
+	return (f.Status == "waiting" && f.Waiting == "answer") || f.Status == "failed"
+}
+
+// blockersOpen lists the blockers of a ticket (its own and its epic's)
+// that are neither done nor cancelled in states.
+func (s *suite) blockersOpen(tk *ticket, states map[string]string) []string {
+	var open []string
+	check := func(keys []string) {
+		for _, k := range keys {
+			if st := states[k]; st != "done" && st != "cancelled" {
+				open = append(open, k)
+			}
+		}
+	}
+	check(tk.BlockedBy)
+	if tk.Epic != "" {
+		check(s.byKey[tk.Epic].BlockedBy)
+	}
+	return open
+}
+
+// settled says whether every ticket is done, escalated or held behind an
+// escalated (or held) blocker, and how many flows are running.
+func (s *suite) settled() (bool, int, []string) {
+	running := 0
+	for _, f := range s.flows {
+		if f.Status == "running" {
+			running++
+		}
+	}
+	final := map[string]bool{} // done or escalated
+	for _, tk := range s.tickets {
+		f, ok := s.flows[tk.Key]
+		if ok && (f.Status == "done" || escalated(f)) {
+			final[tk.Key] = true
+		}
+	}
+	var open []string
+	for _, tk := range s.tickets {
+		if final[tk.Key] || s.isHeld(tk, final, map[string]bool{}) {
+			continue
+		}
+		open = append(open, tk.Key)
+	}
+	return len(open) == 0 && running == 0, running, open
+}
+
+// isHeld: a ticket without a flow that is blocked by something escalated
+// or itself held.
+func (s *suite) isHeld(tk *ticket, final map[string]bool, seen map[string]bool) bool {
+	if seen[tk.Key] {
+		return false
+	}
+	seen[tk.Key] = true
+	if _, started := s.flows[tk.Key]; started {
+		return false
+	}
+	for _, k := range s.blockersOpen(tk, s.states) {
+		b := s.byKey[k]
+		if final[k] && s.flows[k].Status != "done" {
+			return true
+		}
+		if b.Type != "epic" && s.isHeld(b, final, seen) {
+			return true
+		}
+	}
+	return false
+}
+
+// markKill remembers the tickets active at a kill, to count the ones that
+// resumed to done.
+func (s *suite) markKill() {
+	for k, f := range s.flows {
+		if f.Status == "running" || f.Status == "waiting" {
+			s.hit[k] = true
+		}
+	}
+}
+
+// faultPlan lists the fault points to arm, each at its k-th hit: two
+// rounds over every commit point the scenario passes, the first early
+// (k = 1…4), the second later (k = 3…8).
+func (s *suite) faultPlan() []string {
+	points := []string{"flow.started", "ticket.state_changed", "flow.stage_started", "run.created", "run.started", "run.reported",
+		"run.finished", "token.revoked", "flow.stage_finished", "flow.waiting", "flow.done"}
+	var plan []string
+	for round := range 2 {
+		for _, p := range points {
+			plan = append(plan, fmt.Sprintf("commit:%s:%d", p, 1+2*round+s.rng.IntN(4+round)))
+		}
+	}
+	return plan
+}
+
+// doneShare is the share of tickets whose flow is done, as polled.
+func (s *suite) doneShare() float64 {
+	n := 0
+	for _, f := range s.flows {
+		if f.Status == "done" {
+			n++
+		}
+	}
+	return float64(n) / float64(len(s.tickets))
+}
+
+// drive runs the kill schedule, plays the humans (and, in fallback mode,
+// the scheduler) until every ticket has settled, and fails with the
+// unsettled tickets at the deadline.
+func (s *suite) drive() {
+	t := s.t
+	start := time.Now()
+	killEnd := start.Add(s.o.KillPhase)
+	deadline := start.Add(s.o.Deadline)
+	plan := s.faultPlan()
+	next := 0
+	nextRandom := time.Time{}
+	// The runner dies mid-run as the tickets progress, and so does the
+	// rqlite leader (once).
+	runnerKillAt := []float64{0.1, 0.35, 0.6}
+	var runnerRestart, leaderRestart time.Time
+	var leader *rqlitetest.Node
+	leaderAt := 0.3
+	restart := func(reason string) {
+		f := ""
+		if time.Now().Before(killEnd) && next < len(plan) {
+			f, next = plan[next], next+1
+		}
+		s.logf("core: %s; restart with BALLET_FAULT=%q", reason, f)
+		if err := s.core.start(f); err != nil {
+			t.Fatal(err)
+		}
+		if f == "" && next >= len(plan) {
+			nextRandom = time.Now().Add(time.Duration(1000+s.rng.IntN(2500)) * time.Millisecond)
+		}
+	}
+	// Arm the first fault point.
+	s.core.kill()
+	s.sum.RandomKills++
+	restart("killed to arm the first fault point")
+	var settledSince time.Time
+	for {
+		now := time.Now()
+		killing := now.Before(killEnd)
+		if now.After(deadline) {
+			s.failUnsettled()
+			return
+		}
+		switch {
+		case s.core.dead():
+			f := s.core.armed()
+			if sigkill, how := s.core.killed(); !sigkill {
+				// Core stopped by itself: a supervisor (systemd) would
+				// start it again, so the harness does, a few times.
+				s.sum.CoreExits++
+				last := lastLine(tailFile(s.core.logPath, 2000))
+				s.exits = append(s.exits, fmt.Sprintf("%s %s: %s", time.Now().Format("15:04:05.000"), how, last))
+				if !strings.Contains(last, "start core") || s.sum.CoreExits > 20 {
+					t.Fatalf("core exited by itself (%s), not at a fault point:\n%s", how, tailFile(s.core.logPath, 6000))
+				}
+				time.Sleep(500 * time.Millisecond)
+				s.logf("core: exited by itself at start (%s): %s; start again with BALLET_FAULT=%q", how, last, f)
+				if err := s.core.start(f); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			if f == "" {
+				t.Fatalf("core died of SIGKILL without an armed fault point:\n%s", tailFile(s.core.logPath, 6000))
+			}
+			s.sum.FaultKills++
+			s.sum.Fired = append(s.sum.Fired, strings.TrimPrefix(f, "commit:"))
+			s.markKill()
+			restart("died at fault point " + f)
+			continue
+		case s.core.armed() != "" && (!killing || s.core.since() > s.o.FaultWait):
+			f := s.core.armed()
+			s.sum.NotFired = append(s.sum.NotFired, strings.TrimPrefix(f, "commit:"))
+			s.core.kill()
+			s.sum.RandomKills++
+			s.markKill()
+			restart(fmt.Sprintf("fault point %s did not fire within %s: killed", f, s.o.FaultWait))
+			continue
+		case killing && s.core.armed() == "" && next >= len(plan) && now.After(nextRandom):
+			s.core.kill()
+			s.sum.RandomKills++
+			s.markKill()
+			restart("random SIGKILL")
+			continue
+		}
+		if s.runner.dead() {
+			if runnerRestart.IsZero() {
+				t.Fatalf("the runner exited by itself:\n%s", tailFile(s.runner.logPath, 4000))
+			}
+			if now.After(runnerRestart) {
+				s.logf("runner: restart")
+				if err := s.runner.start(); err != nil {
+					t.Fatal(err)
+				}
+				runnerRestart = time.Time{}
+			}
+		} else if killing && len(runnerKillAt) > 0 && s.doneShare() >= runnerKillAt[0] && s.runner.inflight.Load() > 0 {
+			s.logf("runner: SIGKILL with %d runs in flight", s.runner.inflight.Load())
+			s.runner.kill()
+			s.sum.RunnerKills++
+			s.markKill()
+			runnerKillAt = runnerKillAt[1:]
+			runnerRestart = now.Add(time.Duration(300+s.rng.IntN(1500)) * time.Millisecond)
+		}
+		if s.cluster != nil {
+			switch {
+			case leader == nil && killing && (s.doneShare() >= leaderAt || now.Sub(start) > s.o.KillPhase/2):
+				leader = s.cluster.Leader(t)
+				s.logf("rqlite: SIGKILL the leader %s", leader.ID)
+				s.cluster.Kill(t, leader)
+				s.sum.LeaderKills++
+				s.markKill()
+				leaderRestart = now.Add(3 * time.Second)
+			case leader != nil && !leaderRestart.IsZero() && now.After(leaderRestart):
+				s.logf("rqlite: restart %s", leader.ID)
+				s.cluster.Restart(t, leader)
+				leaderRestart = time.Time{}
+			}
+		}
+		if !s.poll() {
+			continue
+		}
+		s.actAsHumans()
+		if s.fallback {
+			s.startRunnable()
+		}
+		ok, running, open := s.settled()
+		if ok && leaderRestart.IsZero() && runnerRestart.IsZero() {
+			if settledSince.IsZero() {
+				settledSince = now
+				s.logf("settled (kill phase over: %v)", !killing)
+			}
+			if now.Sub(settledSince) > 3*time.Second {
+				if s.core.armed() != "" {
+					s.core.kill()
+					s.sum.RandomKills++
+					killEnd = now
+					restart("settled: restart without a fault point")
+					continue
+				}
+				s.logf("settled for 3 s: done driving after %s", time.Since(start).Round(time.Millisecond))
+				return
+			}
+		} else {
+			if !settledSince.IsZero() {
+				s.logf("unsettled again: %d running, open %v", running, open)
+			}
+			settledSince = time.Time{}
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+}
+
+// actAsHumans approves human stages and merges branches whose flow waits
+// for a human merge (once per ticket).
+func (s *suite) actAsHumans() {
+	alive := func() bool { return !s.core.dead() }
+	keys := make([]string, 0, len(s.flows))
+	for k := range s.flows {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		f := s.flows[k]
+		switch {
+		case f.Status == "waiting" && f.Waiting == "approval" && s.approvedAt[k] != f.Version:
+			status, b, err := s.api.call(alive, 10*time.Second, AdminToken, "POST", "/api/v1/items/"+k+"/flow/approve", map[string]any{"comment": "approved by the failure suite"})
+			if err != nil {
+				return // Core is down: next round
+			}
+			s.approvedAt[k] = f.Version
+			s.logf("approve %s (%s): %d", k, f.Stage, status)
+			if status != 200 && status != 409 {
+				s.t.Errorf("approve %s: %d %s", k, status, b)
+			}
+		case f.Status == "waiting" && f.Waiting == "merge":
+			if s.merged[k] > 0 && s.mergedIter[k] == f.Iteration {
+				continue // merged: the next check of the merge stage sees it
+			}
+			if s.merged[k] > 0 {
+				msg := fmt.Sprintf("%s waits for a merge again in iteration %d after its merge in iteration %d", k, f.Iteration, s.mergedIter[k])
+				s.anomalies = append(s.anomalies, msg)
+				s.logf("DUPLICATE: %s", msg)
+			}
+			s.repo.MergeBranch("ballet/"+k, false)
+			s.merged[k]++
+			s.mergedIter[k] = f.Iteration
+			s.logf("merge ballet/%s (iteration %d)", k, f.Iteration)
+		}
+	}
+}
+
+// startRunnable is the FALLBACK scheduler (off when Core starts tickets by
+// itself): it starts ready tickets whose blockers — and their epic's — are
+// all done, oldest first, while fewer than the project's limit run.
+func (s *suite) startRunnable() {
+	running := 0
+	for _, f := range s.flows {
+		if f.Status == "running" {
+			running++
+		}
+	}
+	alive := func() bool { return !s.core.dead() }
+	for _, tk := range s.tickets {
+		if running >= s.o.Limit {
+			return
+		}
+		if _, ok := s.flows[tk.Key]; ok || s.states[tk.Key] != "ready" || len(s.blockersOpen(tk, s.states)) > 0 {
+			continue
+		}
+		status, b, err := s.api.call(alive, 10*time.Second, AdminToken, "POST", "/api/v1/items/"+tk.Key+"/flow/start", nil)
+		if err != nil {
+			return
+		}
+		s.logf("fallback: start %s: %d", tk.Key, status)
+		if status != 200 && status != 409 {
+			s.t.Errorf("start %s: %d %s", tk.Key, status, b)
+		}
+		running++
+	}
+}
+
+// failUnsettled fails the test with the tickets that neither finished nor
+// escalated by the deadline: lost tickets.
+func (s *suite) failUnsettled() {
+	_, running, open := s.settled()
+	var b strings.Builder
+	for _, k := range open {
+		f, ok := s.flows[k]
+		tk := s.byKey[k]
+		fmt.Fprintf(&b, "\n  %s (%s) ticket %s, blockers open %v, flow %+v (started: %v)", k, tk.Type, s.states[k], s.blockersOpen(tk, s.states), f, ok)
+		status, body, err := s.api.call(nil, 10*time.Second, AdminToken, "GET", "/api/v1/items/"+k+"/events?limit=1000", nil)
+		if err == nil && status == 200 {
+			var page struct {
+				Events []struct {
+					Seq     int64
+					Type    string
+					Payload json.RawMessage
+				}
+			}
+			_ = json.Unmarshal(body, &page)
+			for _, e := range page.Events {
+				fmt.Fprintf(&b, "\n      seq %d %s %s", e.Seq, e.Type, e.Payload)
+			}
+		}
+	}
+	s.t.Fatalf("LOST TICKETS: %d tickets neither done nor escalated after %s (%d flows running):%s", len(open), s.o.Deadline, running, b.String())
+}

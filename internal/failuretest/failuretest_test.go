@@ -1,0 +1,74 @@
+package failuretest
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	if os.Getenv(RunnerEnv) != "" {
+		os.Exit(RunnerMain())
+	}
+	flag.Parse()
+	if testing.Short() { // TestFailureSuite skips: no binary needed
+		os.Exit(m.Run())
+	}
+	if binary = os.Getenv("BALLET_FAILURETEST_BINARY"); binary != "" { // a prebuilt ballet, e.g. of an older commit
+		os.Exit(m.Run())
+	}
+	dir, err := os.MkdirTemp("", "ballet-failuretest")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "ballet")
+	if out, err := exec.Command("go", "build", "-o", binary, "github.com/ballet/ballet/cmd/ballet").CombinedOutput(); err != nil {
+		os.Stderr.Write(out)
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// TestFailureSuite runs the failure suite (ADR-0016 "Validation") on
+// SQLite and on a three-node rqlite cluster: the real binary and a runner
+// process over many tickets, killed at every pipeline step, at random, the
+// runner mid-run and (rqlite) the cluster's leader once. See Run.
+//
+// BALLET_FAILURETEST_SEED repeats a run's random choices;
+// BALLET_FAILURETEST_LOGS keeps the logs in that folder;
+// BALLET_FAILURETEST_BINARY runs a prebuilt ballet instead of building one;
+// BALLET_FAILURETEST_LIMIT sets the project's concurrency limit (8);
+// BALLET_FAILURETEST_SUMMARY appends the summary lines to that file.
+func TestFailureSuite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the failure suite takes minutes")
+	}
+	var seed uint64
+	if v := os.Getenv("BALLET_FAILURETEST_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("BALLET_FAILURETEST_SEED: %v", err)
+		}
+		seed = n
+	}
+	for _, engine := range []string{"sqlite", "rqlite"} {
+		t.Run(engine, func(t *testing.T) {
+			o := Options{Engine: engine, Binary: binary, Seed: seed}
+			if v := os.Getenv("BALLET_FAILURETEST_LIMIT"); v != "" {
+				o.Limit, _ = strconv.Atoi(v)
+			}
+			if dir := os.Getenv("BALLET_FAILURETEST_LOGS"); dir != "" {
+				o.LogDir = filepath.Join(dir, fmt.Sprintf("%s-%d", engine, os.Getpid()))
+			}
+			Run(t, o)
+		})
+	}
+}
