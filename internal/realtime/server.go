@@ -95,6 +95,8 @@ type Handler struct {
 	Store   event.Querier
 	Log     *slog.Logger
 	Config  Config
+
+	encoded *encodedEvents
 }
 
 // New returns the handler.
@@ -102,7 +104,7 @@ func New(f *feed.Feed, authn Authenticator, res *access.Resolver, t *tracker.Ser
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{Feed: f, Auth: authn, Access: res, Tracker: t, Store: q, Log: log, Config: cfg.withDefaults()}
+	return &Handler{Feed: f, Auth: authn, Access: res, Tracker: t, Store: q, Log: log, Config: cfg.withDefaults(), encoded: newEncodedEvents()}
 }
 
 // ServeHTTP authenticates the handshake and runs the connection.
@@ -347,7 +349,13 @@ func (c *conn) pump(ctx context.Context, id string, st *stream, sub *feed.Subscr
 	start := sub.Start()
 	last := start
 	send := func(e event.Event) bool {
-		return c.write(notification{JSONRPC: "2.0", Method: NotifyEvent, Params: EventParams{Subscription: id, Event: fromEvent(e, msgp)}})
+		n, err := c.h.encoded.notification(id, e, msgp)
+		if err != nil {
+			c.h.Log.Error("realtime: encode failed", "err", err)
+			c.cancel()
+			return false
+		}
+		return c.write(n)
 	}
 	end := func(method string, code int, msg string) {
 		c.write(notification{JSONRPC: "2.0", Method: method, Params: EndParams{Subscription: id, LastSeq: last, Code: code, Message: msg}})
