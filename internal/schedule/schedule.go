@@ -126,7 +126,13 @@ func Wakes(eventType string) bool {
 		"ticket.blocker_removed", "epic.blocker_removed", "project.updated":
 		return true
 	}
-	return strings.HasPrefix(eventType, "flow.") || strings.HasPrefix(eventType, "platform.")
+	switch eventType {
+	// A flow frees its slot when it ends or starts waiting for a human,
+	// budget or a pause (a human stage's entry is flow.stage_started).
+	case "flow.done", "flow.failed", "flow.stopped", "flow.waiting", "flow.stuck", "flow.stage_started":
+		return true
+	}
+	return strings.HasPrefix(eventType, "platform.")
 }
 
 // Nudge asks for a pass at once. It never blocks; nudges that arrive
