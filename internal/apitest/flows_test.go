@@ -154,7 +154,15 @@ func TestTemplatePipelineEndToEnd(t *testing.T) {
 			t.Fatalf("ticket %s after start", st)
 		}
 
+		w.Admin(201, "POST", "/api/v1/projects/ACME/skills", map[string]any{"name": "go-style", "description": "How we write Go", "content": "Use gofmt."})
 		r := w.leaseStage(key, "implement", 1)
+		var skills struct {
+			Skills []struct{ Name, Content string }
+		}
+		w.Must(200, r.Token, "GET", "/api/v1/runs/"+r.ID+"/skills", nil).JSON(t, &skills)
+		if len(skills.Skills) != 1 || skills.Skills[0].Content != "Use gofmt." {
+			t.Fatalf("the session's skills: %+v", skills)
+		}
 		var art struct {
 			Ticket struct {
 				Key                string

@@ -39,6 +39,10 @@ func init() {
 		Prepare: func(w *World) (string, any) { return "/api/v1/runs/" + matrixRun(w) + "/heartbeat", nil },
 		Want:    runnerOnly,
 	})
+	Register("GET /api/v1/runs/{run}/skills", Case{
+		Prepare: func(w *World) (string, any) { return "/api/v1/runs/" + matrixRun(w) + "/skills", nil },
+		Want:    runnerOnly,
+	})
 	Register("POST /api/v1/runs/{run}/report", Case{
 		Prepare: func(w *World) (string, any) {
 			return "/api/v1/runs/" + matrixRun(w) + "/report", map[string]any{"outcome": "done", "summary": "Done."}

@@ -50,6 +50,9 @@ func (h *Runs) Routes() []*Route {
 			Response: run.Runner{}, Handle: h.runnerHeartbeat},
 		{Method: "POST", Path: "/api/v1/runs/{run}/heartbeat", Perm: run.PermRun,
 			Summary: "Record that the run's session is alive; cancelled: true asks it to stop and finish", Response: run.HeartbeatReply{}, Handle: h.heartbeat},
+		{Method: "GET", Path: "/api/v1/runs/{run}/skills", Perm: run.PermRun,
+			Summary: "The project skills the run's session receives (the stage's allowed skills; all when it names none)",
+			Response: SkillList{}, Handle: h.skills},
 		{Method: "POST", Path: "/api/v1/runs/{run}/report", Perm: run.PermRun,
 			Summary: "Submit the stage report: outcome done, failed or blocked, and a summary (a repeat is a no-op; a different second report 409)",
 			Request: run.ReportIn{}, Response: run.Run{}, Handle: h.report},
@@ -137,6 +140,22 @@ func (h *Runs) heartbeat(r *Request) (any, error) {
 		return nil, err
 	}
 	return h.S.Heartbeat(r.Context(), r.Principal, id)
+}
+
+func (h *Runs) skills(r *Request) (any, error) {
+	id, err := h.asRun(r)
+	if err != nil {
+		return nil, err
+	}
+	rn, err := h.S.Get(r.Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	sk, err := h.T.SkillsForRun(r.Context(), rn.ProjectID, rn.Skills)
+	if sk == nil {
+		sk = []tracker.Skill{}
+	}
+	return SkillList{Skills: sk}, err
 }
 
 func (h *Runs) report(r *Request) (any, error) {
