@@ -102,9 +102,12 @@ func TestBudgets(t *testing.T) {
 		var ib struct {
 			SpentUSD     float64  `json:"spent_usd"`
 			RemainingUSD *float64 `json:"remaining_usd"`
+			InputTokens  int64    `json:"input_tokens"`
+			OutputTokens int64    `json:"output_tokens"`
+			Runs         int64
 		}
 		w.Admin(200, "GET", "/api/v1/items/"+key+"/budget", nil).JSON(t, &ib)
-		if ib.SpentUSD != 0.03 || *ib.RemainingUSD != 0 {
+		if ib.SpentUSD != 0.03 || *ib.RemainingUSD != 0 || ib.InputTokens != 3000 || ib.OutputTokens != 600 || ib.Runs != 3 {
 			t.Fatalf("ticket budget %+v", ib)
 		}
 		// The merge stage is no agent stage: it goes on over budget.

@@ -105,6 +105,36 @@ func (s *Service) sum(ctx context.Context, q string, args ...any) (int64, error)
 	return n, err
 }
 
+// Usage is a rollup of runs' usage.
+type Usage struct {
+	InputTokens  int64
+	OutputTokens int64
+	CostMicros   int64
+	Runs         int64
+}
+
+// TicketUsage rolls up the usage of every run of an item.
+func (s *Service) TicketUsage(ctx context.Context, itemID string) (Usage, error) {
+	return s.usage(ctx, `WHERE item_id = ?`, itemID)
+}
+
+// DayUsage rolls up the usage of a project's runs that finished during the
+// day that contains t.
+func (s *Service) DayUsage(ctx context.Context, projectID string, t time.Time) (Usage, error) {
+	start, end := s.Day(t)
+	return s.usage(ctx, `WHERE project_id = ? AND finished_at >= ? AND finished_at < ?`, projectID, start.UnixMilli(), end.UnixMilli())
+}
+
+func (s *Service) usage(ctx context.Context, where string, args ...any) (Usage, error) {
+	rows, err := s.Store.Query(ctx, `SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), COALESCE(SUM(cost_micros), 0), COUNT(*) FROM runs `+where, args...)
+	if err != nil {
+		return Usage{}, fmt.Errorf("read usage: %w", err)
+	}
+	var u Usage
+	err = rows.Scan(0, &u.InputTokens, &u.OutputTokens, &u.CostMicros, &u.Runs)
+	return u, err
+}
+
 // Gate reads the spend that limits l and decides.
 func (s *Service) Gate(ctx context.Context, l Limits, projectID, itemID string) (Verdict, Spend, error) {
 	var sp Spend

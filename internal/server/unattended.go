@@ -21,11 +21,15 @@ type Unattended struct {
 	Flows   *Flows
 }
 
-// Amount is a budget figure: limit (null: none), spent and remaining.
+// Amount is a budget figure: limit (null: none), spent and remaining, with
+// the usage behind the spend.
 type Amount struct {
 	LimitUSD     *float64 `json:"limit_usd"`
 	SpentUSD     float64  `json:"spent_usd"`
 	RemainingUSD *float64 `json:"remaining_usd"`
+	InputTokens  int64    `json:"input_tokens"`
+	OutputTokens int64    `json:"output_tokens"`
+	Runs         int64    `json:"runs"`
 }
 
 // ProjectBudget is GET /projects/{project}/budget.
@@ -60,8 +64,8 @@ func (h *Unattended) Routes() []*Route {
 	}
 }
 
-func amount(limit *float64, spentMicros int64) Amount {
-	a := Amount{LimitUSD: limit, SpentUSD: float64(spentMicros) / 1e6}
+func amount(limit *float64, u budget.Usage) Amount {
+	a := Amount{LimitUSD: limit, SpentUSD: float64(u.CostMicros) / 1e6, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Runs: u.Runs}
 	if limit != nil {
 		r := max(*limit-a.SpentUSD, 0)
 		a.RemainingUSD = &r
@@ -75,7 +79,7 @@ func (h *Unattended) projectBudget(r *Request) (any, error) {
 		return nil, err
 	}
 	now := h.B.Clock.Now()
-	spent, err := h.B.DaySpend(r.Context(), p.ID, now)
+	spent, err := h.B.DayUsage(r.Context(), p.ID, now)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +97,7 @@ func (h *Unattended) itemBudget(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	spent, err := h.B.TicketSpend(r.Context(), it.ID)
+	spent, err := h.B.TicketUsage(r.Context(), it.ID)
 	if err != nil {
 		return nil, err
 	}
