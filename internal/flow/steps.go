@@ -113,6 +113,12 @@ func (s *Service) CancelRun(ctx context.Context, t *transition.Transition, f Flo
 
 func decodeJob(j *job.Job, v any) error { return j.Decode(v) }
 
+// stepPayload names the flow step a job was queued for.
+type stepPayload struct {
+	FlowID string `json:"flow_id"`
+	Step   int    `json:"step"`
+}
+
 // onFlow runs one step of a flow, read-decide-write: it re-reads the flow
 // and its ticket; when current says the step has passed, it does nothing
 // (so every handler is idempotent); a ticket that a person paused or
@@ -139,10 +145,7 @@ func (s *Service) onFlow(ctx context.Context, flowID string, current func(Flow) 
 // a human stage waits for an approval, a merge stage starts checking the
 // pull request.
 func (s *Service) handleEnter(ctx context.Context, j *job.Job) error {
-	var p struct {
-		FlowID string `json:"flow_id"`
-		Step   int    `json:"step"`
-	}
+	var p stepPayload
 	if err := decodeJob(j, &p); err != nil {
 		return err
 	}
@@ -650,10 +653,7 @@ func (s *Service) mergeDecision(ctx context.Context, proj tracker.Project, it tr
 // handleTimeout enforces a stage's timeout: a run still going when it is
 // up is cancelled and the flow is flagged.
 func (s *Service) handleTimeout(ctx context.Context, j *job.Job) error {
-	var p struct {
-		FlowID string `json:"flow_id"`
-		Step   int    `json:"step"`
-	}
+	var p stepPayload
 	if err := decodeJob(j, &p); err != nil {
 		return err
 	}
