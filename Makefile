@@ -18,7 +18,8 @@ vet:
 # Short runs of every fuzz target (package:Target); a longer run is
 # `go test -run='^$$' -fuzz=Target -fuzztime=5m ./path`.
 FUZZ_TARGETS := internal/keys:FuzzParseItem internal/config:FuzzParse \
-	internal/pipeline:FuzzParse internal/pipeline:FuzzValidate internal/pipeline:FuzzDecodeJSON
+	internal/pipeline:FuzzParse internal/pipeline:FuzzValidate internal/pipeline:FuzzDecodeJSON \
+	internal/server:FuzzDecode internal/realtime:FuzzDecodeMessage
 FUZZTIME ?= 5s
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
