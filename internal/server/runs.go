@@ -51,7 +51,7 @@ func (h *Runs) Routes() []*Route {
 		{Method: "POST", Path: "/api/v1/runs/{run}/heartbeat", Perm: run.PermRun,
 			Summary: "Record that the run's session is alive; cancelled: true asks it to stop and finish", Response: run.HeartbeatReply{}, Handle: h.heartbeat},
 		{Method: "GET", Path: "/api/v1/runs/{run}/skills", Perm: run.PermRun,
-			Summary: "The project skills the run's session receives (the stage's allowed skills; all when it names none)",
+			Summary:  "The project skills the run's session receives (the stage's allowed skills; all when it names none)",
 			Response: SkillList{}, Handle: h.skills},
 		{Method: "POST", Path: "/api/v1/runs/{run}/report", Perm: run.PermRun,
 			Summary: "Submit the stage report: outcome done, failed or blocked, and a summary (a repeat is a no-op; a different second report 409)",
