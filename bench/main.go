@@ -109,9 +109,10 @@ func run() (code int) {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 2
 	}
-	// Kill every rqlited this process started, whatever happens: on return,
-	// on a panic in this goroutine, and on SIGINT/SIGTERM. (A panic in
-	// another goroutine is covered by Pdeathsig on the children.)
+	// Kill every rqlited this process started: on return, on a panic in this
+	// goroutine, and on SIGINT/SIGTERM. (If this process is killed with -9,
+	// its rqlited processes, each in its own process group, stay: kill them
+	// with pkill -f rqlited-v8.43.4.)
 	defer killAll()
 	defer func() {
 		if r := recover(); r != nil {

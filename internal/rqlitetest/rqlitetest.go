@@ -106,10 +106,24 @@ func Start(t testing.TB, n int) *Cluster {
 	if n != 1 && n != 3 {
 		t.Fatalf("rqlitetest: cluster size %d: use 1 or 3", n)
 	}
-	bin := Binary(t)
-	root := t.TempDir()
+	c, err := Launch(Binary(t), t.TempDir(), n)
+	if err != nil {
+		t.Fatalf("rqlitetest: %v", err)
+	}
+	t.Cleanup(func() {
+		c.Stop()
+		if t.Failed() {
+			t.Logf("rqlitetest: node logs%s", c.tails())
+		}
+	})
+	return c
+}
+
+// Launch starts a cluster of n nodes of the rqlited at bin, with their data
+// under root, outside any test (the benchmark program uses it); it returns
+// once every node is ready and knows all n voters. Stop kills it.
+func Launch(bin, root string, n int) (*Cluster, error) {
 	c := &Cluster{bin: bin}
-	t.Cleanup(func() { c.stopAll(t) })
 	for i := range n {
 		nd := &Node{
 			ID:      fmt.Sprintf("n%d", i+1),
@@ -117,13 +131,18 @@ func Start(t testing.TB, n int) *Cluster {
 		}
 		nd.LogPath = filepath.Join(nd.DataDir, "rqlited.log")
 		if err := os.MkdirAll(nd.DataDir, 0o755); err != nil {
-			t.Fatalf("rqlitetest: %v", err)
+			return nil, err
 		}
 		c.Nodes = append(c.Nodes, nd)
 	}
+	fail := func(err error) (*Cluster, error) {
+		tails := c.tails()
+		c.Stop()
+		return nil, fmt.Errorf("%w%s", err, tails)
+	}
 	// The first node bootstraps the cluster; the others join it.
 	if err := c.boot(c.Nodes[0]); err != nil {
-		t.Fatalf("rqlitetest: %v%s", err, c.tails())
+		return fail(err)
 	}
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -133,10 +152,22 @@ func Start(t testing.TB, n int) *Cluster {
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		t.Fatalf("rqlitetest: %v%s", err, c.tails())
+		return fail(err)
 	}
-	c.waitMembers(t, n)
-	return c
+	if err := c.waitMembers(n); err != nil {
+		return fail(err)
+	}
+	return c, nil
+}
+
+// Stop kills every node of the cluster (exactly the processes it started)
+// and waits for them to exit.
+func (c *Cluster) Stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, nd := range c.Nodes {
+		c.killLocked(nd)
+	}
 }
 
 // URLs returns the nodes' base URLs in node order.
@@ -307,17 +338,6 @@ func (c *Cluster) killLocked(nd *Node) {
 	<-nd.done
 }
 
-func (c *Cluster) stopAll(t testing.TB) {
-	c.mu.Lock()
-	for _, nd := range c.Nodes {
-		c.killLocked(nd)
-	}
-	c.mu.Unlock()
-	if t.Failed() {
-		t.Logf("rqlitetest: node logs%s", c.tails())
-	}
-}
-
 func (c *Cluster) tails() string {
 	var b strings.Builder
 	for _, nd := range c.Nodes {
@@ -386,10 +406,9 @@ func (nd *Node) waitReady() error {
 // waitMembers waits until every node's own Raft configuration lists n
 // voters. The leader knows a joined node first; a follower that does not
 // know it yet could not form a majority with it if the leader died now.
-func (c *Cluster) waitMembers(t testing.TB, n int) {
-	t.Helper()
+func (c *Cluster) waitMembers(n int) error {
 	if n == 1 {
-		return
+		return nil
 	}
 	deadline := time.Now().Add(maxWait)
 	for {
@@ -412,10 +431,10 @@ func (c *Cluster) waitMembers(t testing.TB, n int) {
 			}
 		}
 		if last == "" {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("rqlitetest: cluster did not form after %s: %s%s", maxWait, last, c.tails())
+			return fmt.Errorf("cluster did not form after %s: %s", maxWait, last)
 		}
 		time.Sleep(pollInterval)
 	}
