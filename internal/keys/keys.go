@@ -38,6 +38,9 @@ func ParseItem(k string) (project string, n int64, err error) {
 		return "", 0, fmt.Errorf("item key %q: %w", k, err)
 	}
 	num := k[i+1:]
+	if num == "" || strings.TrimLeft(num, "0123456789") != "" {
+		return "", 0, fmt.Errorf("item key %q: number must be a positive integer without leading zeros", k)
+	}
 	n, err = strconv.ParseInt(num, 10, 64)
 	if err != nil || n < 1 || num[0] == '0' {
 		return "", 0, fmt.Errorf("item key %q: number must be a positive integer without leading zeros", k)

@@ -23,7 +23,7 @@ func TestItemKeys(t *testing.T) {
 	if err != nil || p != "ACME" || n != 42 || Item(p, n) != "ACME-42" {
 		t.Fatalf("%q %d %v", p, n, err)
 	}
-	for _, k := range []string{"ACME", "ACME-", "ACME-0", "ACME-042", "acme-1", "ACME--1", "ACME-1x", "-1", "ACME-99999999999999999999"} {
+	for _, k := range []string{"ACME", "ACME-", "ACME-0", "ACME-042", "acme-1", "ACME--1", "ACME-1x", "ACME-+1", "ACME- 1", "-1", "ACME-99999999999999999999"} {
 		if _, _, err := ParseItem(k); err == nil {
 			t.Errorf("%q accepted", k)
 		}
