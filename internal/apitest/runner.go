@@ -3,7 +3,6 @@ package apitest
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 )
 
 // StartJobs runs the job orchestrator as the leader would, until the test
@@ -95,9 +94,6 @@ func (r *Runner) Ask(run LeasedRun, text string, blocking bool) string {
 	r.e.Must(201, run.Token, "POST", "/api/v1/runs/"+run.ID+"/questions", map[string]any{"text": text, "blocking": blocking}).JSON(r.e.T, &q)
 	return q.ID
 }
-
-// String names the runner in messages.
-func (r *Runner) String() string { return fmt.Sprintf("runner %s", r.ID) }
 
 // StartScheduler runs the scheduler as the leader would, until the test
 // ends.

@@ -84,25 +84,15 @@ func (s *Service) Day(t time.Time) (time.Time, time.Time) {
 
 // TicketSpend sums the cost of every run of an item.
 func (s *Service) TicketSpend(ctx context.Context, itemID string) (int64, error) {
-	return s.sum(ctx, `SELECT COALESCE(SUM(cost_micros), 0) FROM runs WHERE item_id = ?`, itemID)
+	u, err := s.TicketUsage(ctx, itemID)
+	return u.CostMicros, err
 }
 
 // DaySpend sums the cost of a project's runs that finished during the day
 // that contains t.
 func (s *Service) DaySpend(ctx context.Context, projectID string, t time.Time) (int64, error) {
-	start, end := s.Day(t)
-	return s.sum(ctx, `SELECT COALESCE(SUM(cost_micros), 0) FROM runs WHERE project_id = ? AND finished_at >= ? AND finished_at < ?`,
-		projectID, start.UnixMilli(), end.UnixMilli())
-}
-
-func (s *Service) sum(ctx context.Context, q string, args ...any) (int64, error) {
-	rows, err := s.Store.Query(ctx, q, args...)
-	if err != nil {
-		return 0, fmt.Errorf("read spend: %w", err)
-	}
-	var n int64
-	err = rows.Scan(0, &n)
-	return n, err
+	u, err := s.DayUsage(ctx, projectID, t)
+	return u.CostMicros, err
 }
 
 // Usage is a rollup of runs' usage.

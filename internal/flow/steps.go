@@ -111,8 +111,6 @@ func (s *Service) CancelRun(ctx context.Context, t *transition.Transition, f Flo
 	return nil
 }
 
-func decodeJob(j *job.Job, v any) error { return j.Decode(v) }
-
 // stepPayload names the flow step a job was queued for.
 type stepPayload struct {
 	FlowID string `json:"flow_id"`
@@ -146,7 +144,7 @@ func (s *Service) onFlow(ctx context.Context, flowID string, current func(Flow) 
 // pull request.
 func (s *Service) handleEnter(ctx context.Context, j *job.Job) error {
 	var p stepPayload
-	if err := decodeJob(j, &p); err != nil {
+	if err := j.Decode(&p); err != nil {
 		return err
 	}
 	current := func(f Flow) bool { return f.Step == p.Step && Accepts(f.State(), InEnter) }
@@ -277,7 +275,7 @@ func (s *Service) handleRunFinished(ctx context.Context, j *job.Job) error {
 		FlowID string `json:"flow_id"`
 		RunID  string `json:"run_id"`
 	}
-	if err := decodeJob(j, &p); err != nil {
+	if err := j.Decode(&p); err != nil {
 		return err
 	}
 	current := func(f Flow) bool { return f.RunID == p.RunID && Accepts(f.State(), InRunFinished) }
@@ -433,7 +431,7 @@ func (s *Service) handleResume(ctx context.Context, j *job.Job) error {
 	var p struct {
 		ItemID string `json:"item_id"`
 	}
-	if err := decodeJob(j, &p); err != nil {
+	if err := j.Decode(&p); err != nil {
 		return err
 	}
 	return s.step(ctx, func(ctx context.Context) (*transition.Transition, error) {
@@ -463,7 +461,7 @@ func (s *Service) handleStop(ctx context.Context, j *job.Job) error {
 	var p struct {
 		ItemID string `json:"item_id"`
 	}
-	if err := decodeJob(j, &p); err != nil {
+	if err := j.Decode(&p); err != nil {
 		return err
 	}
 	return s.step(ctx, func(ctx context.Context) (*transition.Transition, error) {
@@ -539,7 +537,7 @@ func (s *Service) handleMerge(ctx context.Context, j *job.Job) error {
 		Step      int    `json:"step"`
 		EnteredAt int64  `json:"entered_at"`
 	}
-	if err := decodeJob(j, &p); err != nil {
+	if err := j.Decode(&p); err != nil {
 		return err
 	}
 	f, it, err := s.load(ctx, p.FlowID)
@@ -654,7 +652,7 @@ func (s *Service) mergeDecision(ctx context.Context, proj tracker.Project, it tr
 // up is cancelled and the flow is flagged.
 func (s *Service) handleTimeout(ctx context.Context, j *job.Job) error {
 	var p stepPayload
-	if err := decodeJob(j, &p); err != nil {
+	if err := j.Decode(&p); err != nil {
 		return err
 	}
 	// The step has passed when the run finished in time.

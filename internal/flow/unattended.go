@@ -144,7 +144,7 @@ func (s *Service) handleRelease(ctx context.Context, j *job.Job) error {
 	var p struct {
 		ProjectID string `json:"project_id"`
 	}
-	if err := decodeJob(j, &p); err != nil {
+	if err := j.Decode(&p); err != nil {
 		return err
 	}
 	ids, err := s.waitingFlows(ctx, p.ProjectID)

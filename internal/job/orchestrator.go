@@ -319,10 +319,8 @@ WHERE id = ? AND status = 'running' AND attempt = ?`, runAt, truncate(herr.Error
 	}
 	res, err := o.store.Exec(ctx, st)
 	if err != nil {
-		if errors.Is(err, store.ErrUnknownOutcome) {
-			// If it did not land, the lease runs out and the job runs again.
-			return fmt.Errorf("record %s for job %s: %w", result, j.ID, err)
-		}
+		// Also on an unknown outcome: if it did not land, the lease runs out
+		// and the job runs again (handlers are idempotent).
 		return fmt.Errorf("record %s for job %s: %w", result, j.ID, err)
 	}
 	if res[0].RowsAffected != 1 {
