@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/strictjson"
 )
 
 // JSON-RPC error codes.
@@ -186,22 +190,23 @@ func (jsonCodec) marshal(v any) ([]byte, error) {
 func (jsonCodec) decodeMessage(b []byte) (*message, *Error) {
 	b = bytes.TrimSpace(b)
 	if len(b) > 0 && b[0] == '[' {
-		if !json.Valid(b) {
+		if !jsontext.Value(b).IsValid() {
 			return nil, rpcErr(CodeParseError, "parse error: the frame is not valid JSON")
 		}
 		return nil, rpcErr(CodeInvalidRequest, "batch requests are not supported")
 	}
-	var raw map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&raw); err != nil {
-		var ute *json.UnmarshalTypeError
-		if errors.As(err, &ute) {
-			return nil, rpcErr(CodeInvalidRequest, "invalid request: the message must be a JSON object")
+	// Strictly: a member given twice, or text that is not valid UTF-8, is
+	// refused rather than resolved (last wins, U+FFFD) behind the client's back.
+	var raw map[string]jsontext.Value
+	if err := strictjson.Unmarshal(b, &raw); err != nil {
+		var se *strictjson.Error
+		if errors.As(err, &se) && !se.Malformed {
+			if se.Field == "" {
+				return nil, rpcErr(CodeInvalidRequest, "invalid request: the message must be a JSON object")
+			}
+			return nil, rpcErr(CodeInvalidRequest, "invalid request: %v", err)
 		}
-		return nil, rpcErr(CodeParseError, "parse error: the frame is not valid JSON")
-	}
-	if dec.More() {
-		return nil, rpcErr(CodeParseError, "parse error: trailing data after the JSON object")
+		return nil, rpcErr(CodeParseError, "parse error: the frame is not valid JSON (%v)", err)
 	}
 	if raw == nil {
 		return nil, rpcErr(CodeInvalidRequest, "invalid request: the message must be a JSON object")
@@ -235,26 +240,20 @@ func (jsonCodec) decodeMessage(b []byte) (*message, *Error) {
 	}
 	if v, ok := raw["error"]; ok && string(v) != "null" {
 		m.Error = &Error{}
-		if json.Unmarshal(v, m.Error) != nil {
+		if strictjson.Unmarshal(v, m.Error) != nil {
 			return m, rpcErr(CodeInvalidRequest, "invalid request: bad error object")
 		}
 	}
 	return m, nil
 }
 
+// decodeStrict decodes params strictly (package strictjson): unknown,
+// duplicate or miscased members and invalid text are refused, by name.
 func (jsonCodec) decodeStrict(raw rawValue, v any) error {
 	if len(raw) == 0 || string(raw) == "null" {
 		raw = rawValue("{}")
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("trailing data")
-	}
-	return nil
+	return strictjson.Unmarshal(raw, v)
 }
 
 func (jsonCodec) decode(raw rawValue, v any) error { return json.Unmarshal(raw, v) }
@@ -289,6 +288,9 @@ func (msgpackCodec) decodeMessage(b []byte) (*message, *Error) {
 	if raw == nil {
 		return nil, rpcErr(CodeInvalidRequest, "invalid request: the message must be a map")
 	}
+	if err := checkMsgpack(msgpack.NewDecoder(bytes.NewReader(b)), "", 0); err != nil {
+		return nil, rpcErr(CodeInvalidRequest, "invalid request: %v", err)
+	}
 	m := &message{}
 	if v, ok := raw["jsonrpc"]; ok && msgpack.Unmarshal(v, &m.JSONRPC) != nil {
 		return nil, rpcErr(CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`)
@@ -322,6 +324,97 @@ func (msgpackCodec) decodeMessage(b []byte) (*message, *Error) {
 		m.Error = e
 	}
 	return m, nil
+}
+
+// maxMsgpackDepth bounds the nesting checkMsgpack follows; a request needs 2.
+const maxMsgpackDepth = 32
+
+// checkMsgpack holds MessagePack frames to what strictjson holds JSON to: a
+// map key given twice, or a string that is not valid UTF-8, is refused
+// (decoding would let the last key win and keep the invalid text).
+func checkMsgpack(dec *msgpack.Decoder, path string, depth int) error {
+	if depth > maxMsgpackDepth {
+		return fmt.Errorf("%s: nested more than %d levels deep", path, maxMsgpackDepth)
+	}
+	c, err := dec.PeekCode()
+	if err != nil {
+		return err
+	}
+	switch {
+	case msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32:
+		n, err := dec.DecodeMapLen()
+		if err != nil {
+			return err
+		}
+		seen := make(map[string]bool, n)
+		for range n {
+			kc, err := dec.PeekCode()
+			if err != nil {
+				return err
+			}
+			if !msgpcode.IsString(kc) && !msgpcode.IsBin(kc) {
+				if err := dec.Skip(); err != nil { // a key decoding will refuse
+					return err
+				}
+			} else {
+				k, err := dec.DecodeString()
+				if err != nil {
+					return err
+				}
+				if !utf8.ValidString(k) {
+					return fmt.Errorf("%s: a key is not valid UTF-8", nonEmpty(path))
+				}
+				if seen[k] {
+					return fmt.Errorf("%s: is given twice: a key may appear only once", join(path, k))
+				}
+				seen[k] = true
+				path := join(path, k)
+				if err := checkMsgpack(dec, path, depth+1); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := dec.Skip(); err != nil {
+				return err
+			}
+		}
+		return nil
+	case msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32:
+		n, err := dec.DecodeArrayLen()
+		if err != nil {
+			return err
+		}
+		for i := range n {
+			if err := checkMsgpack(dec, fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	case msgpcode.IsString(c):
+		s, err := dec.DecodeString()
+		if err != nil {
+			return err
+		}
+		if !utf8.ValidString(s) {
+			return fmt.Errorf("%s: must be valid UTF-8", nonEmpty(path))
+		}
+		return nil
+	}
+	return dec.Skip()
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func nonEmpty(path string) string {
+	if path == "" {
+		return "the message"
+	}
+	return path
 }
 
 func (msgpackCodec) decodeStrict(raw rawValue, v any) error {

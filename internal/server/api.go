@@ -2,19 +2,17 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/strictjson"
 	"github.com/ballet/ballet/internal/transition"
 )
 
@@ -133,69 +131,32 @@ func (r *Request) Authorize(perm access.Permission, orgID, projectID string) err
 // own tokens), after the handler has filtered by the caller.
 func (r *Request) Checked() { r.checked = true }
 
-// Decode reads a JSON body strictly into v: unknown fields, wrong types,
-// trailing data and oversized bodies are errors naming the problem.
+// Decode reads a JSON body strictly into v (package strictjson): unknown,
+// duplicate or differently-cased fields, wrong types, invalid UTF-8,
+// trailing data and oversized bodies are errors naming the problem and its
+// field.
 func (r *Request) Decode(v any) error {
 	// The body must be JSON whatever Content-Type says (curl -d sends a
 	// form type by default); anything else fails as malformed JSON.
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return decodeError(err, r.api.maxBody)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return decodeError(err, r.api.maxBody)
-		}
-		return apperr.New(apperr.Invalid, "request body must hold exactly one JSON object")
-	}
-	return nil
+	return decodeError(strictjson.Read(r.Body, v), r.api.maxBody)
 }
 
 func decodeError(err error, limit int64) error {
 	var (
 		mbe *http.MaxBytesError
-		se  *json.SyntaxError
-		te  *json.UnmarshalTypeError
+		se  *strictjson.Error
 	)
 	switch {
+	case err == nil:
+		return nil
 	case errors.As(err, &mbe):
 		return apperr.New(apperr.TooLarge, "request body exceeds %d bytes", limit)
-	case errors.Is(err, io.EOF):
-		return apperr.New(apperr.Invalid, "request body is empty: a JSON object is required")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return apperr.New(apperr.Invalid, "malformed JSON: the body ends too early")
+	case errors.As(err, &se) && se.Field == "":
+		return apperr.New(apperr.Invalid, "request body %s", se.Message)
 	case errors.As(err, &se):
-		return apperr.New(apperr.Invalid, "malformed JSON at byte %d: %s", se.Offset, se.Error())
-	case errors.As(err, &te):
-		field := te.Field
-		if field == "" {
-			return apperr.New(apperr.Invalid, "the body must be a JSON object, not %s", te.Value)
-		}
-		return apperr.Fields([]apperr.FieldError{{Field: field, Message: fmt.Sprintf("must be %s, not %s", jsonType(te.Type.String()), te.Value)}})
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return apperr.Fields([]apperr.FieldError{{Field: name, Message: "unknown field"}})
+		return apperr.Fields([]apperr.FieldError{{Field: se.Field, Message: se.Message}})
 	}
-	return apperr.New(apperr.Invalid, "malformed JSON: %v", err)
-}
-
-func jsonType(goType string) string {
-	switch strings.TrimPrefix(goType, "*") {
-	case "string":
-		return "a string"
-	case "int", "int64", "int32":
-		return "an integer"
-	case "float64":
-		return "a number"
-	case "bool":
-		return "true or false"
-	}
-	if strings.HasPrefix(goType, "[]") {
-		return "an array"
-	}
-	return "an object"
+	return apperr.New(apperr.Invalid, "request body could not be read: %v", err)
 }
 
 // QueryInt reads an optional integer query parameter within [min, max].

@@ -4,6 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/ballet/ballet/internal/strictjson"
 )
 
 // Nullable is a PATCH field that distinguishes absent (Set false), null
@@ -13,7 +18,25 @@ type Nullable[T any] struct {
 	Value *T
 }
 
-// UnmarshalJSON records that the field was present.
+// UnmarshalJSONFrom records that the field was present and decodes the
+// value with the decoder's own options, so that a strict decode of the
+// body stays strict inside the value (unknown or miscased fields, paths).
+func (n *Nullable[T]) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	n.Set = true
+	if dec.PeekKind() == 'n' {
+		_, err := dec.ReadToken()
+		n.Value = nil
+		return err
+	}
+	var v T
+	if err := jsonv2.UnmarshalDecode(dec, &v); err != nil {
+		return err
+	}
+	n.Value = &v
+	return nil
+}
+
+// UnmarshalJSON is UnmarshalJSONFrom for encoding/json callers, strict too.
 func (n *Nullable[T]) UnmarshalJSON(b []byte) error {
 	n.Set = true
 	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
@@ -21,7 +44,7 @@ func (n *Nullable[T]) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	var v T
-	if err := json.Unmarshal(b, &v); err != nil {
+	if err := strictjson.Unmarshal(b, &v); err != nil {
 		return err
 	}
 	n.Value = &v
