@@ -79,6 +79,14 @@ func (v *Validator) Check(ok bool, field, format string, args ...any) {
 	}
 }
 
+// CheckErr records err's message as field's problem when err is not nil
+// (for checks that explain themselves, such as text.Line).
+func (v *Validator) CheckErr(field string, err error) {
+	if err != nil {
+		v.Add(field, "%s", err.Error())
+	}
+}
+
 // Err returns the collected problems as one error, or nil.
 func (v *Validator) Err() error {
 	if len(v.Problems) == 0 {

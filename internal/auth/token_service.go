@@ -13,6 +13,7 @@ import (
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/text"
 	"github.com/ballet/ballet/internal/transition"
 )
 
@@ -94,6 +95,7 @@ func (in TokenCreate) validate() (tokenRequest, error) {
 		r.kind = KindAPI
 	}
 	v.Check(r.name != "" && len(r.name) <= 200, "name", "must be 1–200 characters")
+	v.CheckErr("name", text.Line(r.name))
 	switch r.kind {
 	case KindAPI:
 		switch {

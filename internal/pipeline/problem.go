@@ -28,7 +28,7 @@ const (
 	CodeInvalidTimeout     = "invalid_timeout"      // timeout_minutes negative or above a week
 	CodeInvalidSkill       = "invalid_skill"        // an empty skill name
 	CodeDuplicateSkill     = "duplicate_skill"      // a skill listed twice
-	CodeInvalidText        = "invalid_text"         // a string that is not valid UTF-8
+	CodeInvalidText        = "invalid_text"         // a string that is not valid UTF-8 or holds control characters
 	CodeUnknownTarget      = "unknown_target"       // next leads to neither a stage nor $done, $failed, $question
 	CodeUnreachableStage   = "unreachable_stage"    // no path from the first stage leads here
 	CodeNoPathToDone       = "no_path_to_done"      // $done can never be reached (from the first stage, or from this stage)

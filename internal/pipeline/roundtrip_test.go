@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/ballet/ballet/internal/text"
 )
 
 // fragments are pieces of text that YAML treats specially somewhere.
@@ -44,6 +46,26 @@ func randomID(r *rand.Rand) string {
 	return string(b)
 }
 
+// randomLine and randomMultiline are random texts within the rules of
+// package text: control characters (and, on one line, line breaks) dropped.
+func randomLine(r *rand.Rand) string {
+	return strings.Map(func(c rune) rune {
+		if text.Line(string(c)) != nil {
+			return -1
+		}
+		return c
+	}, randomText(r))
+}
+
+func randomMultiline(r *rand.Rand) string {
+	return strings.Map(func(c rune) rune {
+		if text.Multiline(string(c)) != nil {
+			return -1
+		}
+		return c
+	}, randomText(r))
+}
+
 // randomDefinition builds a definition that respects every per-field rule;
 // the graph rules may still fail (the caller filters with Validate).
 func randomDefinition(r *rand.Rand) Definition {
@@ -61,7 +83,7 @@ func randomDefinition(r *rand.Rand) Definition {
 		seen[id] = true
 		s := Stage{ID: id}
 		if r.IntN(2) == 0 {
-			s.Name = randomText(r)
+			s.Name = randomLine(r)
 		}
 		switch r.IntN(4) {
 		case 0:
@@ -72,17 +94,17 @@ func randomDefinition(r *rand.Rand) Definition {
 			s.Kind = KindAgent
 			s.Adapter = []string{"", AdapterClaudeCode, AdapterOpenCode}[r.IntN(3)]
 			if r.IntN(2) == 0 {
-				s.Model = randomText(r)
+				s.Model = randomLine(r)
 			}
 			skills := map[string]bool{}
 			for range r.IntN(4) {
-				sk := randomText(r)
+				sk := randomLine(r)
 				if strings.TrimSpace(sk) != "" && !skills[sk] {
 					skills[sk] = true
 					s.Skills = append(s.Skills, sk)
 				}
 			}
-			s.Instructions = randomText(r)
+			s.Instructions = randomMultiline(r)
 			if r.IntN(3) == 0 {
 				s.TimeoutMinutes = 1 + r.IntN(MaxTimeoutMinutes)
 			}

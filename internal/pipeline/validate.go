@@ -3,6 +3,8 @@ package pipeline
 import (
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ballet/ballet/internal/text"
 )
 
 // Validate checks a definition against the rules of the specification and
@@ -17,7 +19,8 @@ import (
 //     instructions and timeout_minutes belong to agent stages, action to
 //     platform stages;
 //   - a negative timeout_minutes (or one above a week), an empty or repeated
-//     skill, a string that is not valid UTF-8;
+//     skill, a string that is not valid UTF-8 or holds control characters
+//     (package text: instructions may hold line feeds and tabs);
 //   - a next entry that leads to neither a stage id nor $done, $failed or
 //     $question;
 //   - stages that can never be reached from the first one, following every
@@ -73,14 +76,18 @@ func Validate(d Definition) []Problem {
 		}
 		badText := map[string]bool{}
 		for _, t := range texts {
-			if !utf8.ValidString(t.value) {
-				add(problemf(CodeInvalidText, p+"."+t.field, "%s of %s is not valid UTF-8 text", t.field, name))
+			check := text.Line
+			if t.field == "instructions" {
+				check = text.Multiline
+			}
+			if err := check(t.value); err != nil {
+				add(problemf(CodeInvalidText, p+"."+t.field, "%s of %s %v", t.field, name, err))
 				badText[t.field] = true
 			}
 		}
 		for j, sk := range s.Skills {
-			if !utf8.ValidString(sk) {
-				add(problemf(CodeInvalidText, p+".skills["+itoa(j)+"]", "a skill of %s is not valid UTF-8 text", name))
+			if err := text.Line(sk); err != nil {
+				add(problemf(CodeInvalidText, p+".skills["+itoa(j)+"]", "a skill of %s %v", name, err))
 				badText["skills"] = true
 			}
 		}

@@ -166,6 +166,9 @@ func TestValidateDefinitions(t *testing.T) {
 		{"invalid utf-8 instructions", Definition{Stages: []Stage{{ID: "a", Kind: KindAgent, Instructions: "\xc3"}}}, []string{"invalid_text@stages[0].instructions"}},
 		{"invalid utf-8 skill", Definition{Stages: []Stage{{ID: "a", Kind: KindAgent, Skills: []string{"\xff", "\xfe"}}}}, []string{"invalid_text@stages[0].skills[0]", "invalid_text@stages[0].skills[1]"}},
 		{"invalid utf-8 target", Definition{Stages: []Stage{{ID: "a", Kind: KindAgent, Next: Next{Done: "\xff"}}}}, []string{"invalid_text@stages[0].next.done"}},
+		{"control characters", Definition{Stages: []Stage{{ID: "a", Kind: KindAgent, Name: "x\x1b[2J", Model: "m\x00", Skills: []string{"go\n"},
+			Instructions: "ok\x1b]0;pwned\x07"}}}, []string{"invalid_text@stages[0].name", "invalid_text@stages[0].model", "invalid_text@stages[0].skills[0]", "invalid_text@stages[0].instructions"}},
+		{"line feeds and tabs in instructions are fine", Definition{Stages: []Stage{{ID: "a", Kind: KindAgent, Instructions: "one\n\ttwo\n"}}}, nil},
 		{"empty skills list is fine", Definition{Stages: []Stage{{ID: "a", Kind: KindHuman, Skills: []string{}}}}, nil},
 		{"sorted by stage index numerically", Definition{Stages: append(make([]Stage, 0), stagesN(12)...)}, nil},
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/text"
 	"github.com/ballet/ballet/internal/transition"
 )
 
@@ -49,13 +50,13 @@ type RunnerRegister struct {
 func (in RunnerRegister) validate() error {
 	var v apperr.Validator
 	name := strings.TrimSpace(in.Name)
-	v.Check(name != "" && utf8.RuneCountInString(name) <= MaxRunnerName && utf8.ValidString(name), "name",
-		"must be 1–%d characters of valid UTF-8", MaxRunnerName)
+	v.Check(name != "" && utf8.RuneCountInString(name) <= MaxRunnerName, "name", "must be 1–%d characters", MaxRunnerName)
+	v.CheckErr("name", text.Line(name))
 	v.Check(len(in.Labels) <= MaxLabels, "labels", "at most %d labels", MaxLabels)
 	for k, val := range in.Labels {
 		v.Check(labelRE.MatchString(k), "labels."+k, "the label name must match [a-z][a-z0-9_.-]{0,63}")
-		v.Check(utf8.ValidString(val) && utf8.RuneCountInString(val) <= MaxLabelValue, "labels."+k,
-			"must be at most %d characters of valid UTF-8", MaxLabelValue)
+		v.Check(utf8.RuneCountInString(val) <= MaxLabelValue, "labels."+k, "must be at most %d characters", MaxLabelValue)
+		v.CheckErr("labels."+k, text.Line(val))
 	}
 	return v.Err()
 }

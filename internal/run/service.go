@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/auth"
@@ -17,6 +16,7 @@ import (
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/text"
 	"github.com/ballet/ballet/internal/tracker"
 	"github.com/ballet/ballet/internal/transition"
 )
@@ -282,7 +282,7 @@ type ReportIn struct {
 func validateText(v *apperr.Validator, field, s string, max int, required bool) {
 	v.Check(!required || strings.TrimSpace(s) != "", field, "must not be blank")
 	v.Check(len(s) <= max, field, "must be at most %d bytes (is %d)", max, len(s))
-	v.Check(utf8.ValidString(s), field, "must be valid UTF-8")
+	v.CheckErr(field, text.Multiline(s))
 }
 
 // Report stores the session's outcome and summary (event run.reported).

@@ -6,6 +6,7 @@ import (
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/flow"
+	"github.com/ballet/ballet/internal/text"
 	"github.com/ballet/ballet/internal/tracker"
 )
 
@@ -121,8 +122,11 @@ func (h *Flows) decide(approve bool) func(*Request) (any, error) {
 				return nil, err
 			}
 		}
-		if len(in.Comment) > 64<<10 {
-			return nil, apperr.Fields([]apperr.FieldError{{Field: "comment", Message: "must be at most 65536 bytes"}})
+		var v apperr.Validator
+		v.Check(len(in.Comment) <= 64<<10, "comment", "must be at most 65536 bytes")
+		v.CheckErr("comment", text.Multiline(in.Comment))
+		if err := v.Err(); err != nil {
+			return nil, err
 		}
 		f, err := h.F.Decide(r.Context(), r.Principal.Actor(), it.ID, approve, in.Comment)
 		if err != nil {

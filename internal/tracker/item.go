@@ -13,6 +13,7 @@ import (
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/keys"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/text"
 	"github.com/ballet/ballet/internal/transition"
 )
 
@@ -184,13 +185,13 @@ func allowedUserMoves(itemType, from string) []string {
 var kindChangeStates = []string{StateBacklog, StateReady, StateDone, StateCancelled}
 
 func validateTitle(v *apperr.Validator, title string) {
-	v.Check(title != "" && utf8.RuneCountInString(title) <= MaxTitle && !strings.ContainsAny(title, "\r\n"), "title",
-		"must be 1–%d characters on one line", MaxTitle)
+	v.Check(title != "" && utf8.RuneCountInString(title) <= MaxTitle, "title", "must be 1–%d characters on one line", MaxTitle)
+	v.CheckErr("title", text.Line(title))
 }
 
 func validateItemText(v *apperr.Validator, field, s string) {
 	v.Check(len(s) <= MaxItemText, field, "must be at most %d bytes (is %d)", MaxItemText, len(s))
-	v.Check(utf8.ValidString(s), field, "must be valid UTF-8")
+	v.CheckErr(field, text.Multiline(s))
 }
 
 func validateItemType(v *apperr.Validator, p *Project, t string) {

@@ -10,6 +10,7 @@ import (
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/text"
 	"github.com/ballet/ballet/internal/transition"
 )
 
@@ -50,10 +51,10 @@ FROM memberships WHERE organization_id = ? AND project_id = ? ORDER BY subject`,
 }
 
 func validSubject(subject string) error {
-	if subject == "" || len(subject) > 255 {
-		return apperr.Fields([]apperr.FieldError{{Field: "subject", Message: "must be 1–255 characters"}})
-	}
-	return nil
+	var v apperr.Validator
+	v.Check(subject != "" && len(subject) <= 255, "subject", "must be 1–255 characters")
+	v.CheckErr("subject", text.Line(subject))
+	return v.Err()
 }
 
 // SetMember gives subject a role in the organization (projectID "") or a

@@ -11,6 +11,7 @@ import (
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/text"
 	"github.com/ballet/ballet/internal/transition"
 )
 
@@ -36,6 +37,7 @@ func (c OrganizationCreate) validate() error {
 	var v apperr.Validator
 	v.Check(slugRE.MatchString(c.Slug), "slug", "%q must be 3–40 lower-case letters, digits or dashes, not starting or ending with a dash", c.Slug)
 	v.Check(strings.TrimSpace(c.Name) != "" && len(c.Name) <= 200, "name", "must be 1–200 characters")
+	v.CheckErr("name", text.Line(c.Name))
 	return v.Err()
 }
 

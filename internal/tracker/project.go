@@ -14,6 +14,7 @@ import (
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/keys"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/text"
 	"github.com/ballet/ballet/internal/transition"
 )
 
@@ -89,6 +90,7 @@ func ValidTicketType(t string) bool { return typeRE.MatchString(t) && t != "epic
 
 func validateProject(v *apperr.Validator, p *Project) {
 	v.Check(strings.TrimSpace(p.Name) != "" && len(p.Name) <= 200, "name", "must be 1–200 characters")
+	v.CheckErr("name", text.Line(p.Name))
 	if r := p.Repository; r != nil {
 		switch r.Forge {
 		case "git":
@@ -108,7 +110,9 @@ func validateProject(v *apperr.Validator, p *Project) {
 	v.Check(m.RequiredApprovals >= 0 && m.RequiredApprovals <= 10, "merge_policy.required_approvals", "%d is outside 0 … 10", m.RequiredApprovals)
 	v.Check(len(m.RequiredChecks) <= 50, "merge_policy.required_checks", "at most 50 checks")
 	for i, c := range m.RequiredChecks {
-		v.Check(strings.TrimSpace(c) != "" && len(c) <= 200, fmt.Sprintf("merge_policy.required_checks[%d]", i), "must be 1–200 characters")
+		field := fmt.Sprintf("merge_policy.required_checks[%d]", i)
+		v.Check(strings.TrimSpace(c) != "" && len(c) <= 200, field, "must be 1–200 characters")
+		v.CheckErr(field, text.Line(c))
 	}
 	v.Check(p.ConcurrencyLimit >= 0 && p.ConcurrencyLimit <= 1000, "concurrency_limit", "%d is outside 0 … 1000 (0: no limit)", p.ConcurrencyLimit)
 	for field, b := range map[string]*float64{"budgets.per_ticket_usd": p.Budgets.PerTicketUSD, "budgets.per_day_usd": p.Budgets.PerDayUSD} {

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/text"
 	"github.com/ballet/ballet/internal/transition"
 )
 
@@ -80,7 +80,7 @@ func scanQuestion(rows *store.Rows, i int) (Question, error) {
 
 func validateText(v *apperr.Validator, field, s string, max int) {
 	v.Check(strings.TrimSpace(s) != "" && len(s) <= max, field, "must be 1–%d bytes, not blank (is %d)", max, len(s))
-	v.Check(utf8.ValidString(s), field, "must be valid UTF-8")
+	v.CheckErr(field, text.Multiline(s))
 }
 
 // FindQuestion finds a question by id.

@@ -12,6 +12,7 @@ import (
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/text"
 	"github.com/ballet/ballet/internal/transition"
 )
 
@@ -70,8 +71,10 @@ func ValidSkillName(name string) bool { return skillNameRE.MatchString(name) }
 
 func validateSkillText(v *apperr.Validator, description, content string) {
 	v.Check(len(description) <= MaxSkillDescription, "description", "is %d bytes: at most %d (1 KiB)", len(description), MaxSkillDescription)
+	v.CheckErr("description", text.Multiline(description))
 	v.Check(content != "", "content", "is required: the instructions agent sessions receive")
 	v.Check(len(content) <= MaxSkillContent, "content", "is %d bytes: at most %d (256 KiB)", len(content), MaxSkillContent)
+	v.CheckErr("content", text.Multiline(content))
 }
 
 const skillColumns = `id, project_id, name, description, content, created_at, updated_at, updated_by, version`

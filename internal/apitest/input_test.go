@@ -1,0 +1,76 @@
+package apitest_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ballet/ballet/internal/apitest"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/store/storetest"
+)
+
+// TestControlCharactersAreRefused: NUL, ESC and the other control
+// characters are refused in every text a client stores, with 400 naming the
+// field (package text); multi-line texts keep their line feeds and tabs.
+// Nothing of it is stored.
+func TestControlCharactersAreRefused(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		w := newFlowWorld(t, s)
+		key := w.ticket("task")
+		w.Admin(200, "POST", "/api/v1/items/"+key+"/flow/start", nil)
+		run := w.leaseStage(key, "implement", 1)
+		var q struct{ ID string }
+		w.Admin(201, "POST", "/api/v1/items/"+key+"/questions", map[string]any{"text": "Which\n\tport?"}).JSON(t, &q)
+		var tok struct{ Token string }
+		w.Admin(201, "POST", "/api/v1/tokens", map[string]any{"name": "rn", "kind": "runner"}).JSON(t, &tok)
+
+		const esc, nul = "\x1b[2J", "\x00"
+		admin := apitest.BootstrapToken
+		cases := []struct {
+			token, method, path string
+			body                any
+			field               string
+		}{
+			{admin, "POST", "/api/v1/orgs", map[string]any{"slug": "ctl-org", "name": "Evil" + esc}, "name"},
+			{admin, "POST", "/api/v1/orgs/acme/projects", map[string]any{"key": "CTL", "name": "a\nb"}, "name"},
+			{admin, "PATCH", "/api/v1/projects/ACME", map[string]any{"version": 1, "merge_policy": map[string]any{"mode": "manual", "required_checks": []string{"ci" + nul}}}, "merge_policy.required_checks[0]"},
+			{admin, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "t" + esc}, "title"},
+			{admin, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "t\u2028u"}, "title"},
+			{admin, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "t", "description": "d" + nul}, "description"},
+			{admin, "PATCH", "/api/v1/items/" + key, map[string]any{"version": 2, "acceptance_criteria": "a\rb"}, "acceptance_criteria"},
+			{admin, "PUT", "/api/v1/orgs/acme/members/al%1Bice", map[string]any{"role": "member"}, "subject"},
+			{admin, "PUT", "/api/v1/projects/ACME/members/bob%00", map[string]any{"role": "member"}, "subject"},
+			{admin, "POST", "/api/v1/items/" + key + "/questions", map[string]any{"text": "q" + esc}, "text"},
+			{admin, "POST", "/api/v1/questions/" + q.ID + "/answer", map[string]any{"answer": "a" + nul}, "answer"},
+			{admin, "POST", "/api/v1/projects/ACME/skills", map[string]any{"name": "go", "description": "d\x07", "content": "c"}, "description"},
+			{admin, "POST", "/api/v1/projects/ACME/skills", map[string]any{"name": "go", "content": "c\u009b31m"}, "content"},
+			{admin, "POST", "/api/v1/tokens", map[string]any{"name": "ci" + esc, "kind": "runner"}, "name"},
+			{tok.Token, "POST", "/api/v1/runners", map[string]any{"name": "r" + nul}, "name"},
+			{tok.Token, "POST", "/api/v1/runners", map[string]any{"name": "r", "labels": map[string]string{"os": "linux\n"}}, "labels.os"},
+			{run.Token, "POST", "/api/v1/runs/" + run.ID + "/report", map[string]any{"outcome": "done", "summary": "ok" + esc}, "summary"},
+			{run.Token, "POST", "/api/v1/runs/" + run.ID + "/questions", map[string]any{"text": "q" + nul}, "text"},
+			{run.Token, "POST", "/api/v1/runs/" + run.ID + "/finish", map[string]any{"exit_status": 1, "error": "boom" + esc}, "error"},
+			{admin, "POST", "/api/v1/items/" + key + "/flow/approve", map[string]any{"comment": "fine" + esc}, "comment"},
+		}
+		for _, c := range cases {
+			r := w.Do(c.token, c.method, c.path, c.body)
+			if r.Status != 400 || !strings.Contains(string(r.Body), `"field":"`+c.field+`"`) ||
+				!strings.Contains(string(r.Body), "control character") && !strings.Contains(string(r.Body), "line break U+2028") {
+				t.Errorf("%s %s %v: %d %s; want 400 naming %s", c.method, c.path, c.body, r.Status, r.Body, c.field)
+			}
+		}
+		// Nothing was stored: the only event text with ESC or NUL would
+		// have come from a refused request.
+		rows, err := s.Query(t.Context(), `SELECT COUNT(*) FROM events WHERE instr(payload, char(27)) > 0 OR instr(payload, '\u001b') > 0`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		if err := rows.Scan(0, &n); err != nil || n != 0 {
+			t.Fatalf("%d events hold ESC (%v)", n, err)
+		}
+		// Multi-line texts keep line feeds and tabs; the run goes on.
+		w.runner.Complete(run, "done", "Implemented.\n\n\t- one\n\t- two")
+		w.Admin(201, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "ok ✓", "description": "line 1\n\tline 2"})
+	})
+}
