@@ -167,6 +167,7 @@ func TestBadInputIsRejectedClearly(t *testing.T) {
 			{"POST", "/api/v1/orgs", `{"slug":"a","name":"x"} {}`, 400, "exactly one JSON object"},
 			{"POST", "/api/v1/orgs", `[1,2]`, 400, "must be a JSON object"},
 			{"POST", "/api/v1/orgs", `{"slug":"Not Valid","name":""}`, 400, `"field":"name"`},
+			{"POST", "/api/v1/orgs", `{"slug":"0190f5a2-7b1c-7d2e-8f3a-4b5c6d7e8f90","name":"x"}`, 400, `has the shape of an id (a UUID); a slug must not look like one"}]`},
 			{"POST", "/api/v1/orgs", `{"slug":"x","name":"` + strings.Repeat("a", 5000) + `"}`, 413, "exceeds 4096 bytes"},
 			{"POST", "/api/v1/orgs/acme/projects", `{"key":"acme","name":"x"}`, 400, `"field":"key"`},
 			{"POST", "/api/v1/orgs/acme/projects", `{"key":"OK","name":"x","repository":{"forge":"svn","url":"x","default_branch":"main","credentials_ref":""}}`, 400, `"field":"repository.forge"`},

@@ -190,7 +190,7 @@ func (s *TokenService) Create(ctx context.Context, p *Principal, in TokenCreate)
 // else the creator's role. An organization the creator has no role in is
 // not found.
 func (s *TokenService) orgRole(ctx context.Context, p *Principal, ref, want string) (orgID, role string, err error) {
-	rows, err := s.Store.Query(ctx, `SELECT id, slug FROM organizations WHERE slug = ? OR id = ?`, ref, ref)
+	rows, err := s.Store.Query(ctx, `SELECT id, slug FROM organizations WHERE slug = ? OR id = ? ORDER BY id = ? DESC LIMIT 1`, ref, ref, ref)
 	if err != nil {
 		return "", "", fmt.Errorf("read organization: %w", err)
 	}

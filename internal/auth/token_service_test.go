@@ -290,3 +290,22 @@ func TestConcurrentRevoke(t *testing.T) {
 		}
 	})
 }
+
+// TestTokenOrganizationByIDWins: should an (old) organization's slug equal
+// acme's id, a token for "acme's id" is still a token for acme.
+func TestTokenOrganizationByIDWins(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		f := setup(t, s)
+		if _, err := s.Exec(ctx, store.Stmt(`INSERT INTO organizations (id, slug, name, created_at, updated_at, version) VALUES (?, ?, 'Shadow', 0, 0, 1)`,
+			"00000000-0000-7000-8000-000000000000", f.orgID)); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			c, err := f.svc.Create(ctx, member, auth.TokenCreate{Name: "ci", Organization: f.orgID, Role: "viewer"})
+			if err != nil || c.OrganizationID != f.orgID {
+				t.Fatalf("token for acme's id: %+v, %v", c, err)
+			}
+		}
+	})
+}

@@ -3,6 +3,8 @@ package keys
 import (
 	"strings"
 	"testing"
+
+	"github.com/google/uuid"
 )
 
 func TestProjectKeys(t *testing.T) {
@@ -43,4 +45,20 @@ func FuzzParseItem(f *testing.F) {
 			t.Fatalf("%q parsed to %q %d", s, p, n)
 		}
 	})
+}
+
+// TestKeysNeverLookLikeIDs: projects and items are found "by key or id", so
+// no key may equal an id (a UUID, in any case or form).
+func TestKeysNeverLookLikeIDs(t *testing.T) {
+	for range 100 {
+		id := uuid.Must(uuid.NewV7()).String()
+		for _, s := range []string{id, strings.ToUpper(id), strings.ReplaceAll(id, "-", ""), strings.ToUpper(strings.ReplaceAll(id, "-", ""))} {
+			if ValidateProject(s) == nil {
+				t.Fatalf("project key %q looks like an id", s)
+			}
+			if _, _, err := ParseItem(s); err == nil {
+				t.Fatalf("item key %q looks like an id", s)
+			}
+		}
+	}
 }

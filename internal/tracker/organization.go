@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/store"
@@ -36,6 +38,11 @@ var slugRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{1,38}[a-z0-9]$`)
 func (c OrganizationCreate) validate() error {
 	var v apperr.Validator
 	v.Check(slugRE.MatchString(c.Slug), "slug", "%q must be 3–40 lower-case letters, digits or dashes, not starting or ending with a dash", c.Slug)
+	if _, err := uuid.Parse(c.Slug); err == nil {
+		// Organizations are found by slug or id: this slug would shadow
+		// (or be shadowed by) the organization with that id.
+		v.Add("slug", "%q has the shape of an id (a UUID); a slug must not look like one", c.Slug)
+	}
 	v.Check(strings.TrimSpace(c.Name) != "" && len(c.Name) <= 200, "name", "must be 1–200 characters")
 	v.CheckErr("name", text.Line(c.Name))
 	return v.Err()
@@ -74,9 +81,11 @@ func (s *Service) CreateOrganization(ctx context.Context, actor event.Actor, in 
 	return o, nil
 }
 
-// FindOrganization finds an organization by slug or id.
+// FindOrganization finds an organization by slug or id. Slugs cannot look
+// like ids; should an old one do, the id wins.
 func (s *Service) FindOrganization(ctx context.Context, ref string) (Organization, error) {
-	rows, err := one(ctx, s.Store, fmt.Sprintf("organization %q", ref), `SELECT `+orgColumns+` FROM organizations WHERE slug = ? OR id = ?`, ref, ref)
+	rows, err := one(ctx, s.Store, fmt.Sprintf("organization %q", ref), `SELECT `+orgColumns+` FROM organizations WHERE slug = ? OR id = ?
+ORDER BY id = ? DESC LIMIT 1`, ref, ref, ref)
 	if err != nil {
 		return Organization{}, err
 	}
