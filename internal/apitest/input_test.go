@@ -74,3 +74,38 @@ func TestControlCharactersAreRefused(t *testing.T) {
 		w.Admin(201, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "ok ✓", "description": "line 1\n\tline 2"})
 	})
 }
+
+// TestBudgetsAreExact: budgets are kept in millionths of a dollar, so an
+// amount that is not a whole number of millionths is refused (1e-9 used to
+// be answered as sent and stored as 0, 0.0000015 stored as 0.000002), and
+// what is kept is answered exactly.
+func TestBudgetsAreExact(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		e := apitest.New(t, s)
+		e.Org("acme")
+		e.Project("acme", "ACME")
+		for _, c := range []struct{ body, field, want string }{
+			{`{"version":1,"budgets":{"per_ticket_usd":1e-9,"per_day_usd":null}}`, "budgets.per_ticket_usd", "1e-9 is not a whole number of millionths of a dollar"},
+			{`{"version":1,"budgets":{"per_ticket_usd":null,"per_day_usd":0.0000015}}`, "budgets.per_day_usd", "0.0000015 is not a whole number of millionths"},
+			{`{"version":1,"budgets":{"per_ticket_usd":-0.5,"per_day_usd":null}}`, "budgets.per_ticket_usd", "negative"},
+			{`{"version":1,"budgets":{"per_ticket_usd":1e400,"per_day_usd":null}}`, "budgets.per_ticket_usd", "more than 1000000 US dollars"},
+			{`{"version":1,"budgets":{"per_ticket_usd":"5","per_day_usd":null}}`, "budgets.per_ticket_usd", "must be a number of US dollars"},
+		} {
+			r := e.Do(apitest.BootstrapToken, "PATCH", "/api/v1/projects/ACME", c.body)
+			if r.Status != 400 || !strings.Contains(string(r.Body), `"field":"`+c.field+`"`) || !strings.Contains(string(r.Body), c.want) {
+				t.Errorf("%s: %d %s; want 400 naming %s: %s", c.body, r.Status, r.Body, c.field, c.want)
+			}
+		}
+		const want = `"budgets":{"per_ticket_usd":0.000001,"per_day_usd":123456.789012}`
+		r := e.Admin(200, "PATCH", "/api/v1/projects/ACME", `{"version":1,"budgets":{"per_ticket_usd":1e-6,"per_day_usd":123456.789012}}`)
+		if !strings.Contains(string(r.Body), want) {
+			t.Fatalf("answered %s, want %s", r.Body, want)
+		}
+		if r := e.Admin(200, "GET", "/api/v1/projects/ACME", nil); !strings.Contains(string(r.Body), want) {
+			t.Fatalf("read back %s, want %s", r.Body, want)
+		}
+		if r := e.Admin(200, "GET", "/api/v1/projects/ACME/budget", nil); !strings.Contains(string(r.Body), `"limit_usd":123456.789012,"spent_usd":0,"remaining_usd":123456.789012`) {
+			t.Fatalf("budget %s", r.Body)
+		}
+	})
+}

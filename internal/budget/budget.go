@@ -8,7 +8,6 @@ package budget
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/ballet/ballet/internal/clock"
@@ -54,15 +53,6 @@ func Check(l Limits, s Spend) Verdict {
 
 // USD formats micro-USD.
 func USD(micros int64) string { return fmt.Sprintf("$%.2f", float64(micros)/1e6) }
-
-// Micros converts a USD amount (nil stays nil).
-func Micros(usd *float64) *int64 {
-	if usd == nil {
-		return nil
-	}
-	m := int64(math.Round(*usd * 1e6))
-	return &m
-}
 
 // Service reads spend.
 type Service struct {

@@ -47,7 +47,7 @@ func (s *Service) limits(ctx context.Context, projectID string) (budget.Limits, 
 	if err != nil {
 		return budget.Limits{}, err
 	}
-	return budget.Limits{PerTicket: budget.Micros(p.Budgets.PerTicketUSD), PerDay: budget.Micros(p.Budgets.PerDayUSD)}, nil
+	return budget.Limits{PerTicket: (*int64)(p.Budgets.PerTicketUSD), PerDay: (*int64)(p.Budgets.PerDayUSD)}, nil
 }
 
 // gate checks the budget of an agent stage about to start.

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/ballet/ballet/internal/budget"
 )
 
 // OpenAPI builds the OpenAPI 3.1 document of the route table.
@@ -64,6 +66,7 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 var timeType = reflect.TypeOf(time.Time{})
 var rawType = reflect.TypeOf(json.RawMessage{})
+var dollarsType = reflect.TypeFor[budget.Dollars]()
 
 // schemaOf returns a JSON schema for t, registering named structs.
 func schemaOf(t reflect.Type, schemas map[string]any) map[string]any {
@@ -75,6 +78,8 @@ func schemaOf(t reflect.Type, schemas map[string]any) map[string]any {
 		return map[string]any{"type": "string", "format": "date-time"}
 	case t == rawType:
 		return map[string]any{}
+	case t == dollarsType:
+		return map[string]any{"type": "number", "minimum": 0, "maximum": budget.MaxDollars, "multipleOf": 0.000001}
 	}
 	switch t.Kind() {
 	case reflect.Pointer:

@@ -24,21 +24,21 @@ type Unattended struct {
 // Amount is a budget figure: limit (null: none), spent and remaining, with
 // the usage behind the spend.
 type Amount struct {
-	LimitUSD     *float64 `json:"limit_usd"`
-	SpentUSD     float64  `json:"spent_usd"`
-	RemainingUSD *float64 `json:"remaining_usd"`
-	InputTokens  int64    `json:"input_tokens"`
-	OutputTokens int64    `json:"output_tokens"`
-	Runs         int64    `json:"runs"`
+	LimitUSD     *budget.Dollars `json:"limit_usd"`
+	SpentUSD     budget.Dollars  `json:"spent_usd"`
+	RemainingUSD *budget.Dollars `json:"remaining_usd"`
+	InputTokens  int64           `json:"input_tokens"`
+	OutputTokens int64           `json:"output_tokens"`
+	Runs         int64           `json:"runs"`
 }
 
 // ProjectBudget is GET /projects/{project}/budget.
 type ProjectBudget struct {
-	Project      string   `json:"project"`
-	PerTicketUSD *float64 `json:"per_ticket_usd"`
-	Today        Amount   `json:"today"`
-	Day          string   `json:"day"`      // the budget day, YYYY-MM-DD
-	Timezone     string   `json:"timezone"` // its time zone
+	Project      string          `json:"project"`
+	PerTicketUSD *budget.Dollars `json:"per_ticket_usd"`
+	Today        Amount          `json:"today"`
+	Day          string          `json:"day"`      // the budget day, YYYY-MM-DD
+	Timezone     string          `json:"timezone"` // its time zone
 }
 
 // ItemBudget is GET /items/{item}/budget.
@@ -64,8 +64,9 @@ func (h *Unattended) Routes() []*Route {
 	}
 }
 
-func amount(limit *float64, u budget.Usage) Amount {
-	a := Amount{LimitUSD: limit, SpentUSD: float64(u.CostMicros) / 1e6, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Runs: u.Runs}
+// amount is exact: micro-USD throughout, no float rounding.
+func amount(limit *budget.Dollars, u budget.Usage) Amount {
+	a := Amount{LimitUSD: limit, SpentUSD: budget.Dollars(u.CostMicros), InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Runs: u.Runs}
 	if limit != nil {
 		r := max(*limit-a.SpentUSD, 0)
 		a.RemainingUSD = &r

@@ -2,15 +2,16 @@ package tracker
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/url"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/budget"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/keys"
 	"github.com/ballet/ballet/internal/store"
@@ -33,10 +34,11 @@ type MergePolicy struct {
 	RequiredChecks    []string `json:"required_checks"`
 }
 
-// Budgets limit spend in USD; null means no limit.
+// Budgets limit spend in USD, exactly to the millionth (budget.Dollars);
+// null means no limit.
 type Budgets struct {
-	PerTicketUSD *float64 `json:"per_ticket_usd"`
-	PerDayUSD    *float64 `json:"per_day_usd"`
+	PerTicketUSD *budget.Dollars `json:"per_ticket_usd"`
+	PerDayUSD    *budget.Dollars `json:"per_day_usd"`
 }
 
 // Project is a tracker and pipeline scope within an organization.
@@ -115,9 +117,9 @@ func validateProject(v *apperr.Validator, p *Project) {
 		v.CheckErr(field, text.Line(c))
 	}
 	v.Check(p.ConcurrencyLimit >= 0 && p.ConcurrencyLimit <= 1000, "concurrency_limit", "%d is outside 0 … 1000 (0: no limit)", p.ConcurrencyLimit)
-	for field, b := range map[string]*float64{"budgets.per_ticket_usd": p.Budgets.PerTicketUSD, "budgets.per_day_usd": p.Budgets.PerDayUSD} {
+	for field, b := range map[string]*budget.Dollars{"budgets.per_ticket_usd": p.Budgets.PerTicketUSD, "budgets.per_day_usd": p.Budgets.PerDayUSD} {
 		if b != nil {
-			v.Check(*b >= 0 && *b <= 1e6 && !math.IsNaN(*b), field, "%v is outside 0 … 1000000", *b)
+			v.Check(*b >= 0 && *b <= budget.MaxMicros, field, "%v is outside 0 … %d", *b, budget.MaxDollars)
 		}
 	}
 	v.Check(len(p.TicketTypes) >= 1 && len(p.TicketTypes) <= 20, "ticket_types", "must list 1–20 types")
@@ -137,7 +139,7 @@ func scanProject(rows *store.Rows, i int) (Project, error) {
 	var p Project
 	var r Repository
 	var checks, types string
-	var ticket, day any
+	var ticket, day sql.NullInt64
 	var c, u int64
 	if err := rows.Scan(i, &p.ID, &p.OrganizationID, &p.Key, &p.Name, &r.Forge, &r.URL, &r.DefaultBranch, &r.CredentialsRef,
 		&p.MergePolicy.Mode, &p.MergePolicy.RequiredApprovals, &checks, &p.ConcurrencyLimit, &ticket, &day, &types, &p.Paused, &c, &u, &p.Version); err != nil {
@@ -157,20 +159,19 @@ func scanProject(rows *store.Rows, i int) (Project, error) {
 	return p, nil
 }
 
-func fromMicros(v any) *float64 {
-	n, ok := v.(int64)
-	if !ok {
+func fromMicros(v sql.NullInt64) *budget.Dollars {
+	if !v.Valid {
 		return nil
 	}
-	f := float64(n) / 1e6
-	return &f
+	d := budget.Dollars(v.Int64)
+	return &d
 }
 
-func toMicros(f *float64) any {
-	if f == nil {
+func toMicros(d *budget.Dollars) any {
+	if d == nil {
 		return nil
 	}
-	return int64(math.Round(*f * 1e6))
+	return d.Micros()
 }
 
 func nullIfEmpty(s string) any {

@@ -1,0 +1,63 @@
+package budget
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestParseDollars: amounts are read exactly from the number's text; what a
+// micro-USD cannot hold is refused, never rounded (1e-9 used to be stored as
+// 0, 0.0000015 as 0.000002).
+func TestParseDollars(t *testing.T) {
+	t.Parallel()
+	ok := map[string]Dollars{
+		"0": 0, "-0": 0, "0.0": 0, "0e5": 0, "0.000e-99999999999999999999": 0,
+		"5": 5_000_000, "50": 50_000_000, "0.015": 15_000, "0.000001": 1, "1e-6": 1, "10e-7": 1, "0.0000010": 1,
+		"1.5e3": 1_500_000_000, "1E2": 100_000_000, "1e+2": 100_000_000, "1000000": 1_000_000_000_000, "1e6": 1_000_000_000_000,
+		"999999.999999": 999_999_999_999, "0.1": 100_000, "0.2": 200_000, "0.3": 300_000, "12345.678901": 12_345_678_901,
+		"100000000000000000000e-20": 1_000_000,
+	}
+	for s, want := range ok {
+		got, err := ParseDollars(s)
+		if err != nil || got != want {
+			t.Errorf("ParseDollars(%s) = %d, %v; want %d", s, got, err, want)
+		}
+	}
+	bad := map[string]string{
+		"1e-9":                 "not a whole number of millionths",
+		"0.0000015":            "not a whole number of millionths",
+		"0.0000010000000001":   "not a whole number of millionths",
+		"1e-99999999999999999": "not a whole number of millionths",
+		"-5":                   "negative",
+		"-0.000001":            "negative",
+		"1000000.000001":       "more than 1000000",
+		"1e7":                  "more than 1000000",
+		"1e99999999999999999":  "more than 1000000",
+		"1e400":                "more than 1000000",
+		"9223372036854775807":  "more than 1000000",
+		`"5"`:                  "must be a number",
+		"true":                 "must be a number",
+		"null":                 "must be a number",
+	}
+	for s, want := range bad {
+		if got, err := ParseDollars(s); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseDollars(%s) = %d, %v; want an error with %q", s, got, err, want)
+		}
+	}
+}
+
+// TestDollarsJSON: written exactly, read back the same.
+func TestDollarsJSON(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[Dollars]string{0: "0", 1: "0.000001", 15_000: "0.015", 5_000_000: "5", 1_234_567: "1.234567", MaxMicros: "1000000"} {
+		b, err := json.Marshal(d)
+		if err != nil || string(b) != want {
+			t.Errorf("%d: %s %v, want %s", d, b, err, want)
+		}
+		var back Dollars
+		if err := json.Unmarshal(b, &back); err != nil || back != d {
+			t.Errorf("%s read back as %d, %v", b, back, err)
+		}
+	}
+}
