@@ -1,8 +1,12 @@
 package apitest_test
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ballet/ballet/internal/apitest"
 	"github.com/ballet/ballet/internal/store"
@@ -106,6 +110,86 @@ func TestBudgetsAreExact(t *testing.T) {
 		}
 		if r := e.Admin(200, "GET", "/api/v1/projects/ACME/budget", nil); !strings.Contains(string(r.Body), `"limit_usd":123456.789012,"spent_usd":0,"remaining_usd":123456.789012`) {
 			t.Fatalf("budget %s", r.Body)
+		}
+	})
+}
+
+// TestRepositorySettingsGitWouldExecute: a repository location or default
+// branch that git would execute or read as an option is refused when saved;
+// one stored directly in the database, past the API, still makes git run
+// nothing when the merge stage reaches it.
+func TestRepositorySettingsGitWouldExecute(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		w := newFlowWorld(t, s)
+		marker := filepath.Join(t.TempDir(), "pwned")
+		repo := func(forge, url, branch, creds string) map[string]any {
+			return map[string]any{"forge": forge, "url": url, "default_branch": branch, "credentials_ref": creds}
+		}
+		cases := []struct {
+			repo  map[string]any
+			field string
+		}{
+			{repo("git", "-oProxyCommand=touch "+marker, "main", ""), "repository.url"},
+			{repo("git", "ext::sh -c touch% "+marker, "main", ""), "repository.url"},
+			{repo("git", "/srv/a.git\x00--upload-pack=x", "main", ""), "repository.url"},
+			{repo("git", "ssh://-oProxyCommand=x/a.git", "main", ""), "repository.url"},
+			{repo("git", "git://example.com/a.git", "main", ""), "repository.url"},
+			{repo("git", "relative/a.git", "main", ""), "repository.url"},
+			{repo("gitea", "https://user:token@gitea.example.com/acme/app", "main", ""), "repository.url"},
+			{repo("github", "/srv/a.git", "main", ""), "repository.url"},
+			{repo("git", "/srv/a.git", "--upload-pack=touch "+marker, ""), "repository.default_branch"},
+			{repo("git", "/srv/a.git", "main..x", ""), "repository.default_branch"},
+			{repo("git", "/srv/a.git", "HEAD", ""), "repository.default_branch"},
+			{repo("git", "/srv/a.git", "main", "vault:acme"), "repository.credentials_ref"},
+			{repo("git", "/srv/a.git", "main", "env:NOT-A-NAME"), "repository.credentials_ref"},
+		}
+		for _, c := range cases {
+			for _, req := range []struct {
+				method, path string
+				body         map[string]any
+			}{
+				{"POST", "/api/v1/orgs/acme/projects", map[string]any{"key": "EVIL", "name": "Evil", "repository": c.repo}},
+				{"PATCH", "/api/v1/projects/ACME", map[string]any{"version": 1, "repository": c.repo}},
+			} {
+				r := w.Do(apitest.BootstrapToken, req.method, req.path, req.body)
+				if r.Status != 400 || !strings.Contains(string(r.Body), `"field":"`+c.field+`"`) {
+					t.Errorf("%s %v: %d %s; want 400 naming %s", req.method, c.repo, r.Status, r.Body, c.field)
+				}
+			}
+		}
+		// Settings git accepts are saved.
+		w.Admin(201, "POST", "/api/v1/orgs/acme/projects", map[string]any{"key": "SSH", "name": "Over ssh",
+			"repository": repo("git", "git@git.example.com:acme/app.git", "release/1.x", "env:ACME_GIT_KEY")})
+
+		// Past the API: the location is rewritten in the database.
+		if _, err := s.Exec(t.Context(), store.Stmt(`UPDATE projects SET repo_url = ? WHERE key = 'ACME'`, "ext::sh -c touch% "+marker)); err != nil {
+			t.Fatal(err)
+		}
+		key := w.ticket("task")
+		w.Admin(200, "POST", "/api/v1/items/"+key+"/flow/start", nil)
+		w.runner.Complete(w.leaseStage(key, "implement", 1), "done", "ok")
+		w.runner.Complete(w.leaseStage(key, "review", 1), "done", "ok")
+		w.runner.Complete(w.leaseStage(key, "verify", 1), "done", "ok")
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			rows, err := s.Query(t.Context(), `SELECT COALESCE(last_error, '') FROM jobs WHERE kind = 'flow.merge'`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var last string
+			if rows.Len() > 0 {
+				_ = rows.Scan(0, &last)
+			}
+			if strings.Contains(last, "the repository location is refused") {
+				break // the merge stage reached the forge, and was refused
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the merge stage did not reach the forge: %d jobs, last error %q", rows.Len(), last)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("git executed a command: %s exists (%v)", marker, err)
 		}
 	})
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/budget"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/forge"
 	"github.com/ballet/ballet/internal/keys"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/text"
@@ -24,7 +24,7 @@ type Repository struct {
 	Forge          string `json:"forge"` // git, gitea or github
 	URL            string `json:"url"`
 	DefaultBranch  string `json:"default_branch"`
-	CredentialsRef string `json:"credentials_ref"` // name of a secret, never the secret
+	CredentialsRef string `json:"credentials_ref"` // where the secret is (env:NAME), never the secret
 }
 
 // MergePolicy decides how the merge stage merges (ADR-0008).
@@ -94,18 +94,16 @@ func validateProject(v *apperr.Validator, p *Project) {
 	v.Check(strings.TrimSpace(p.Name) != "" && len(p.Name) <= 200, "name", "must be 1–200 characters")
 	v.CheckErr("name", text.Line(p.Name))
 	if r := p.Repository; r != nil {
+		// What git would execute is refused here, when saved, and again
+		// where git runs (gitforge).
 		switch r.Forge {
-		case "git":
-			v.Check(r.URL != "", "repository.url", "must name the repository (a path or URL)")
-		case "gitea", "github":
-			u, err := url.Parse(r.URL)
-			v.Check(err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != "", "repository.url", "%q must be an http(s) URL", r.URL)
+		case forge.KindGit, forge.KindGitea, forge.KindGitHub:
+			v.CheckErr("repository.url", forge.CheckLocation(r.Forge, r.URL))
 		default:
 			v.Add("repository.forge", "%q is not git, gitea or github", r.Forge)
 		}
-		v.Check(len(r.URL) <= 2000, "repository.url", "must be at most 2000 characters")
-		v.Check(r.DefaultBranch != "" && len(r.DefaultBranch) <= 200 && !strings.ContainsAny(r.DefaultBranch, " ~^:?*[\\"), "repository.default_branch", "%q is not a branch name", r.DefaultBranch)
-		v.Check(len(r.CredentialsRef) <= 200, "repository.credentials_ref", "must be at most 200 characters")
+		v.CheckErr("repository.default_branch", forge.CheckBranch(r.DefaultBranch))
+		v.CheckErr("repository.credentials_ref", forge.CheckCredentialsRef(r.CredentialsRef))
 	}
 	m := p.MergePolicy
 	v.Check(m.Mode == "auto" || m.Mode == "manual", "merge_policy.mode", "%q is not auto or manual", m.Mode)

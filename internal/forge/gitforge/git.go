@@ -68,7 +68,8 @@ func exitCode(err error) int {
 
 // gitEnv is the process environment without variables that would point git
 // at another repository, plus: no prompts, ssh in batch mode, only the
-// file, git, http(s) and ssh transports, untranslated messages.
+// file, http(s) and ssh transports (GIT_ALLOW_PROTOCOL overrides any
+// protocol.*.allow configuration), untranslated messages.
 func gitEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -81,7 +82,7 @@ func gitEnv() []string {
 		}
 		env = append(env, kv)
 	}
-	env = append(env, "GIT_TERMINAL_PROMPT=0", "GIT_ALLOW_PROTOCOL=file:git:http:https:ssh", "LC_ALL=C")
+	env = append(env, "GIT_TERMINAL_PROMPT=0", "GIT_ALLOW_PROTOCOL=file:http:https:ssh", "LC_ALL=C")
 	if os.Getenv("GIT_SSH_COMMAND") == "" && os.Getenv("GIT_SSH") == "" {
 		env = append(env, "GIT_SSH_COMMAND=ssh -o BatchMode=yes")
 	}

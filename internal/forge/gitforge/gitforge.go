@@ -1,5 +1,5 @@
 // Package gitforge is the plain git forge: a bare repository on disk, or a
-// git URL (file://, http(s)://, ssh://, user@host:path). Plain git has no
+// git URL (file://, http(s)://, ssh://, user@host:path: forge.CheckLocation). Plain git has no
 // pull requests, checks or reviews, and Ballet cannot merge there: a human
 // merges, and the merge stage waits until the branch's head commit is
 // contained in the default branch.
@@ -21,8 +21,11 @@
 //
 // git runs without a shell, with GIT_TERMINAL_PROMPT=0 and ssh in batch mode
 // (credentials come from an ssh agent or a credential helper, never a
-// prompt), only the file, git, http(s) and ssh transports, a timeout per
-// command, and errors that carry git's stderr with URL credentials removed.
+// prompt), only the file, http(s) and ssh transports (GIT_ALLOW_PROTOCOL:
+// no ext::, fd:: or git://), a timeout per command, and errors that carry
+// git's stderr with URL credentials removed. A location and branch names are
+// checked again before every command, whatever the database holds, and
+// every user value follows "--" or an option's "=".
 package gitforge
 
 import (
@@ -54,7 +57,6 @@ type Forge struct {
 
 	mu      sync.Mutex
 	mirrors map[string]*sync.Mutex // one lock per mirror directory
-	valid   map[string]bool        // branch names git accepted
 }
 
 // New returns a plain git forge that keeps mirrors under cacheDir.
@@ -78,7 +80,7 @@ func (f *Forge) Merge(ctx context.Context, repo forge.Repo, pr forge.PullRequest
 // title and body are not used: plain git has nowhere to put them.
 func (f *Forge) EnsurePullRequest(ctx context.Context, repo forge.Repo, branch, title, body string) (forge.PullRequest, error) {
 	base := repo.DefaultBranch
-	if err := f.check(ctx, repo.URL, branch, base); err != nil {
+	if err := f.check(repo.URL, branch, base); err != nil {
 		return forge.PullRequest{}, err
 	}
 	heads, err := f.lsRemote(ctx, repo.URL, branch, base)
@@ -105,7 +107,7 @@ func (f *Forge) State(ctx context.Context, repo forge.Repo, pr forge.PullRequest
 	if base == "" {
 		base = repo.DefaultBranch
 	}
-	if err := f.check(ctx, repo.URL, pr.Branch, base); err != nil {
+	if err := f.check(repo.URL, pr.Branch, base); err != nil {
 		return forge.State{}, err
 	}
 	if pr.HeadSHA != "" && !shaRE.MatchString(pr.HeadSHA) {
@@ -140,52 +142,21 @@ func (f *Forge) State(ctx context.Context, repo forge.Repo, pr forge.PullRequest
 var shaRE = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 
 // check validates the repository location and the branch names before any
-// of them reaches a git command line.
-func (f *Forge) check(ctx context.Context, url string, branches ...string) error {
-	if url == "" || strings.HasPrefix(url, "-") || strings.ContainsAny(url, "\x00\n\r") {
-		return fmt.Errorf("gitforge: %q is not a repository path or URL", redact(url))
+// of them reaches a git command line (forge.CheckLocation,
+// forge.CheckBranch): the settings were checked when saved, and are checked
+// again here, where git runs, whatever the database holds.
+func (f *Forge) check(url string, branches ...string) error {
+	if err := forge.CheckLocation(forge.KindGit, url); err != nil {
+		return fmt.Errorf("gitforge: the repository location is refused: %s", redactText(err.Error(), []string{url}))
 	}
 	for _, b := range branches {
-		if err := f.checkBranch(ctx, b); err != nil {
-			return err
+		if err := forge.CheckBranch(b); err != nil {
+			return fmt.Errorf("%w: %v", forge.ErrInvalidBranch, err)
 		}
 	}
 	if branches[0] == branches[1] {
 		return fmt.Errorf("%w: %s is the default branch itself", forge.ErrInvalidBranch, branches[0])
 	}
-	return nil
-}
-
-// checkBranch accepts what `git check-ref-format --branch` accepts, except
-// names starting with '-', HEAD and @{…} shorthands; it remembers the names
-// it accepted.
-func (f *Forge) checkBranch(ctx context.Context, name string) error {
-	if name == "" || strings.HasPrefix(name, "-") || name == "HEAD" || strings.Contains(name, "@{") || len(name) > 255 ||
-		strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return fmt.Errorf("%w: %q", forge.ErrInvalidBranch, name)
-	}
-	f.mu.Lock()
-	ok := f.valid[name]
-	f.mu.Unlock()
-	if ok {
-		return nil
-	}
-	out, err := f.git(ctx, "check-ref-format", "--branch", name)
-	if err != nil {
-		if exitCode(err) > 0 {
-			return fmt.Errorf("%w: %q", forge.ErrInvalidBranch, name)
-		}
-		return err
-	}
-	if strings.TrimSpace(out) != name {
-		return fmt.Errorf("%w: %q", forge.ErrInvalidBranch, name)
-	}
-	f.mu.Lock()
-	if f.valid == nil || len(f.valid) >= 4096 {
-		f.valid = map[string]bool{}
-	}
-	f.valid[name] = true
-	f.mu.Unlock()
 	return nil
 }
 

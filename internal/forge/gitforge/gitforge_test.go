@@ -323,15 +323,71 @@ func TestInvalidInput(t *testing.T) {
 			t.Errorf("head %q: %v, want not a commit id", sha, err)
 		}
 	}
-	// Transports outside file, git, http(s) and ssh are refused.
-	if _, err := f.EnsurePullRequest(ctx, forge.Repo{URL: "ext::sh -c touch% /tmp/pwned", DefaultBranch: "main"}, "ok", "", ""); err == nil || !strings.Contains(err.Error(), "transport 'ext' not allowed") {
-		t.Errorf("ext transport: %v", err)
-	}
 	// Names git accepts pass.
 	for _, b := range []string{"ok", "feature/ACME-1", "ACME-1_fix.2"} {
-		if err := f.checkBranch(ctx, b); err != nil {
-			t.Errorf("checkBranch(%q): %v", b, err)
+		if err := f.check(w.bare, b, "main"); err != nil {
+			t.Errorf("branch %q: %v", b, err)
 		}
+	}
+}
+
+// TestGitExecutesNothing: repository settings that would make git run a
+// command — stored directly in the database, past the validation of the
+// API — are refused before git runs; and were one to reach git, git itself
+// refuses the transport (GIT_ALLOW_PROTOCOL). No marker file appears.
+func TestGitExecutesNothing(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	w.pushBranch("ok")
+	f := New(t.TempDir())
+	ctx := context.Background()
+	marker := filepath.Join(t.TempDir(), "pwned")
+	urls := []string{
+		"ext::sh -c touch% " + marker,
+		"ext::sh -c 'touch " + marker + "'",
+		"-oProxyCommand=touch " + marker,
+		"--upload-pack=touch " + marker,
+		"ssh://-oProxyCommand=touch%20" + marker + "/x",
+		"ssh://-oProxyCommand=touch/x",
+		"-oProxyCommand=touch " + marker + ":x",
+		"git@-oProxyCommand=touch:x",
+		"fd::0",
+		"git://127.0.0.1:1/x",
+	}
+	for _, u := range urls {
+		repo := forge.Repo{URL: u, DefaultBranch: "main"}
+		if _, err := f.EnsurePullRequest(ctx, repo, "ok", "", ""); err == nil || !strings.Contains(err.Error(), "location is refused") {
+			t.Errorf("EnsurePullRequest on %q: %v, want the location refused", u, err)
+		}
+		if _, err := f.State(ctx, repo, forge.PullRequest{Branch: "ok", Base: "main"}); err == nil || !strings.Contains(err.Error(), "location is refused") {
+			t.Errorf("State on %q: %v, want the location refused", u, err)
+		}
+	}
+	// A default branch or branch that git would read as an option.
+	for _, b := range []string{"--upload-pack=touch " + marker, "-u" + marker} {
+		if _, err := f.EnsurePullRequest(ctx, forge.Repo{URL: w.bare, DefaultBranch: b}, "ok", "", ""); !errors.Is(err, forge.ErrInvalidBranch) {
+			t.Errorf("default branch %q: %v", b, err)
+		}
+		if _, err := f.State(ctx, forge.Repo{URL: w.bare, DefaultBranch: "main"}, forge.PullRequest{Branch: b}); !errors.Is(err, forge.ErrInvalidBranch) {
+			t.Errorf("branch %q: %v", b, err)
+		}
+	}
+	// One layer down, past check: git refuses the transports itself.
+	for _, u := range []string{"ext::sh -c touch% " + marker, "fd::0", "git://127.0.0.1:1/x"} {
+		if _, err := f.lsRemote(ctx, u, "main"); err == nil || !strings.Contains(err.Error(), "not allowed") {
+			t.Errorf("git ls-remote %q: %v, want the transport not allowed", u, err)
+		}
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("git executed a command: %s exists (%v)", marker, err)
+	}
+	// The same marker is created when the command does run: the check is
+	// not vacuous.
+	if out, err := exec.Command("sh", "-c", "touch "+marker).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatal(err)
 	}
 }
 

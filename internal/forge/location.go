@@ -1,0 +1,203 @@
+package forge
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/ballet/ballet/internal/text"
+)
+
+// Forge kinds, as a project's repository names them.
+const (
+	KindGit    = "git"
+	KindGitea  = "gitea"
+	KindGitHub = "github"
+)
+
+// MaxLocation bounds a repository location, in bytes.
+const MaxLocation = 2000
+
+// Locations git may be given: these and nothing else reach a git command
+// line (gitforge also allows git only these transports).
+//
+//   - an absolute local path: /srv/git/acme.git
+//   - file:///srv/git/acme.git (host empty or localhost)
+//   - https://host/path and http://host/path, without credentials (those
+//     belong in the credentials reference, not in a URL every viewer reads)
+//   - ssh://[user@]host[:port]/path
+//   - scp-like [user@]host:path, as git reads it (no '/' before the ':')
+//
+// Refused: relative paths; other schemes — git:// (unauthenticated: whoever
+// sits on the network could answer whether a branch is merged), ftp…; git's
+// remote-helper syntax transport::address (ext::sh -c … runs a command, fd::
+// reads a descriptor); anything starting with '-', which git or ssh would
+// read as an option (-oProxyCommand=…, --upload-pack=…), in the location or
+// in its host or user; control characters.
+//
+// Gitea and GitHub take the repository's web URL: https:// or http://,
+// without credentials.
+func CheckLocation(kind, location string) error {
+	switch {
+	case location == "":
+		return fmt.Errorf("must name the repository")
+	case len(location) > MaxLocation:
+		return fmt.Errorf("must be at most %d bytes", MaxLocation)
+	case strings.HasPrefix(location, "-"):
+		return fmt.Errorf("%q starts with '-', which git would read as an option", location)
+	case strings.TrimSpace(location) != location:
+		return fmt.Errorf("%q starts or ends with white space", location)
+	}
+	if err := text.Line(location); err != nil {
+		return err
+	}
+	if m := helperRE.FindStringSubmatch(location); m != nil {
+		return fmt.Errorf("%q uses git's remote-helper syntax (%s::…), which can run commands: use a path or an http(s)/ssh URL", location, m[1])
+	}
+	switch kind {
+	case KindGit:
+		return checkGitLocation(location)
+	case KindGitea, KindGitHub:
+		u, err := url.Parse(location)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return fmt.Errorf("%q must be the repository's http(s) URL", location)
+		}
+		return checkURL(u, location)
+	}
+	return fmt.Errorf("the forge %q is not git, gitea or github", kind)
+}
+
+var (
+	helperRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)::`)
+	// scpRE is git's scp-like syntax: [user@]host:path.
+	scpRE = regexp.MustCompile(`^(?:([^@/:]+)@)?([^@/:\[\]]+|\[[0-9A-Fa-f:.]+\]):(.+)$`)
+	// nameRE is a host or user name that no program can read as an option.
+	nameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._~+-]*$`)
+	hostRE = regexp.MustCompile(`^(?:[A-Za-z0-9_][A-Za-z0-9._-]*|\[[0-9A-Fa-f:.]+\])$`)
+)
+
+func checkGitLocation(location string) error {
+	if strings.HasPrefix(location, "/") {
+		return nil // an absolute local path
+	}
+	if strings.Contains(location, "://") {
+		u, err := url.Parse(location)
+		if err != nil {
+			return fmt.Errorf("%q is not a valid URL: %v", location, err)
+		}
+		switch u.Scheme {
+		case "file":
+			if (u.Host != "" && u.Host != "localhost") || !strings.HasPrefix(u.Path, "/") || u.User != nil {
+				return fmt.Errorf("%q must be file:///absolute/path", location)
+			}
+			return nil
+		case "http", "https", "ssh":
+			if u.Host == "" || (u.Path == "" || u.Path == "/") {
+				return fmt.Errorf("%q must name a host and the repository's path", location)
+			}
+			return checkURL(u, location)
+		}
+		return fmt.Errorf("%q: the %s:// transport is not allowed; use a path, file://, http(s)://, ssh:// or user@host:path", location, u.Scheme)
+	}
+	m := scpRE.FindStringSubmatch(location)
+	if m == nil {
+		return fmt.Errorf("%q must be an absolute path, a file://, http(s):// or ssh:// URL, or user@host:path", location)
+	}
+	if m[1] != "" && !nameRE.MatchString(m[1]) {
+		return fmt.Errorf("%q: the user %q is not a plain user name", location, m[1])
+	}
+	if !hostRE.MatchString(m[2]) {
+		return fmt.Errorf("%q: the host %q is not a plain host name", location, m[2])
+	}
+	return nil
+}
+
+// checkURL refuses credentials and option-like hosts and users in an
+// http(s) or ssh URL.
+func checkURL(u *url.URL, location string) error {
+	if h := u.Hostname(); !nameRE.MatchString(h) && net.ParseIP(h) == nil {
+		return fmt.Errorf("%q: the host %q is not a plain host name", location, h)
+	}
+	if u.User == nil {
+		return nil
+	}
+	if _, hasPassword := u.User.Password(); hasPassword || u.Scheme != "ssh" {
+		return fmt.Errorf("%q holds credentials: put them behind credentials_ref, not in the URL", redacted(u))
+	}
+	if !nameRE.MatchString(u.User.Username()) {
+		return fmt.Errorf("%q: the user %q is not a plain user name", location, u.User.Username())
+	}
+	return nil
+}
+
+func redacted(u *url.URL) string {
+	c := *u
+	c.User = url.User("xxxxx")
+	return c.String()
+}
+
+// CheckBranch accepts what `git check-ref-format --branch` accepts (the
+// rules of git-check-ref-format(1) for refs/heads/<name>), except git's
+// @{-N} shorthand for a previous branch; and it is stricter: at most 255
+// bytes of valid UTF-8.
+func CheckBranch(name string) error {
+	bad := func(why string) error { return fmt.Errorf("%q is not a branch name: %s", name, why) }
+	switch {
+	case name == "":
+		return bad("it is empty")
+	case len(name) > 255:
+		return bad("it is longer than 255 bytes")
+	case !utf8.ValidString(name):
+		return bad("it is not valid UTF-8")
+	case strings.HasPrefix(name, "-"):
+		return bad("it starts with '-'")
+	case name == "HEAD":
+		return bad("HEAD names the current commit, not a branch")
+	case strings.HasSuffix(name, "."):
+		return bad("it ends with '.'")
+	case strings.Contains(name, ".."):
+		return bad(`it holds ".."`)
+	case strings.Contains(name, "@{"):
+		return bad(`it holds "@{"`)
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f || strings.ContainsRune(" ~^:?*[\\", r) {
+			return bad(fmt.Sprintf("it holds %q", r))
+		}
+	}
+	for _, c := range strings.Split(name, "/") {
+		switch {
+		case c == "":
+			return bad("it starts or ends with '/' or holds '//'")
+		case strings.HasPrefix(c, "."):
+			return bad("a part of it starts with '.'")
+		case strings.HasSuffix(c, ".lock"):
+			return bad(`a part of it ends with ".lock"`)
+		}
+	}
+	return nil
+}
+
+// CheckCredentialsRef checks the reference to a repository's credentials:
+// "" (none: git's own credentials — ssh agent, credential helper) or
+// env:NAME, the environment variable of Core that holds the secret.
+func CheckCredentialsRef(ref string) error {
+	if ref == "" {
+		return nil
+	}
+	scheme, name, ok := strings.Cut(ref, ":")
+	switch {
+	case !ok:
+		return fmt.Errorf("%q must be scheme:name, such as env:ACME_GIT_TOKEN", ref)
+	case scheme != "env":
+		return fmt.Errorf("%q: the scheme %q is unknown; use env:NAME", ref, scheme)
+	case !envRE.MatchString(name):
+		return fmt.Errorf("%q: %q is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)", ref, name)
+	}
+	return nil
+}
+
+var envRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)

@@ -1,0 +1,147 @@
+package forge
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+func TestCheckLocation(t *testing.T) {
+	t.Parallel()
+	ok := []struct{ kind, loc string }{
+		{KindGit, "/srv/git/acme.git"},
+		{KindGit, "/srv/my repos/acme.git"},
+		{KindGit, "/srv/a:b/acme.git"},
+		{KindGit, "file:///srv/git/acme.git"},
+		{KindGit, "file://localhost/srv/git/acme.git"},
+		{KindGit, "https://git.example.com/acme/app.git"},
+		{KindGit, "http://127.0.0.1:3000/acme/app.git"},
+		{KindGit, "ssh://git@git.example.com:2222/acme/app.git"},
+		{KindGit, "ssh://[::1]/srv/acme.git"},
+		{KindGit, "git@github.com:acme/app.git"},
+		{KindGit, "build-host:/srv/git/acme.git"},
+		{KindGitea, "https://gitea.example.com/acme/app"},
+		{KindGitHub, "https://github.com/acme/app"},
+	}
+	for _, c := range ok {
+		if err := CheckLocation(c.kind, c.loc); err != nil {
+			t.Errorf("%s %q: %v", c.kind, c.loc, err)
+		}
+	}
+	bad := []struct{ kind, loc, want string }{
+		{KindGit, "", "must name"},
+		{KindGit, "-oProxyCommand=touch /tmp/pwned", "starts with '-'"},
+		{KindGit, "--upload-pack=touch /tmp/pwned", "starts with '-'"},
+		{KindGit, "ext::sh -c touch% /tmp/pwned", "remote-helper syntax (ext::"},
+		{KindGit, "fd::3", "remote-helper syntax (fd::"},
+		{KindGit, "git-remote-x::y", "remote-helper syntax"},
+		{KindGit, "/srv/a\x00b", "control character"},
+		{KindGit, "/srv/a\nb", "control character"},
+		{KindGit, " /srv/a", "white space"},
+		{KindGit, "srv/git/acme.git", "must be an absolute path"},
+		{KindGit, "acme.git", "must be an absolute path"},
+		{KindGit, "git://git.example.com/acme.git", "git:// transport is not allowed"},
+		{KindGit, "ftp://example.com/acme.git", "ftp:// transport is not allowed"},
+		{KindGit, "ssh://-oProxyCommand=touch%20x/acme.git", "not a valid URL"},
+		{KindGit, "ssh://-oProxyCommand=touch/acme.git", "not a plain host name"},
+		{KindGit, "ssh://-oProxyCommand=x@host/acme.git", "not a plain user name"},
+		{KindGit, "ssh://git:secret@host/acme.git", "holds credentials"},
+		{KindGit, "https://user:token@git.example.com/acme.git", "holds credentials"},
+		{KindGit, "https://token@git.example.com/acme.git", "holds credentials"},
+		{KindGit, "https://git.example.com", "must name a host and the repository's path"},
+		{KindGit, "file://otherhost/srv/a.git", "file:///absolute/path"},
+		{KindGit, "-oProxyCommand=x@host:acme.git", "starts with '-'"},
+		{KindGit, "x@-oProxyCommand=y:acme.git", "not a plain host name"},
+		{KindGit, "a b@host:acme.git", "not a plain user name"},
+		{KindGit, "/" + strings.Repeat("a", MaxLocation), "at most 2000 bytes"},
+		{KindGitea, "/srv/git/acme.git", "http(s) URL"},
+		{KindGitea, "ssh://git@gitea.example.com/acme/app.git", "http(s) URL"},
+		{KindGitHub, "https://x:y@github.com/acme/app", "holds credentials"},
+		{KindGitHub, "https://-x/acme/app", "not a plain host name"},
+		{"svn", "/srv/x", "not git, gitea or github"},
+	}
+	for _, c := range bad {
+		if err := CheckLocation(c.kind, c.loc); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %.50q: %v, want an error with %q", c.kind, c.loc, err, c.want)
+		}
+	}
+}
+
+func TestCheckCredentialsRef(t *testing.T) {
+	t.Parallel()
+	for _, ref := range []string{"", "env:ACME_GIT_TOKEN", "env:_x1"} {
+		if err := CheckCredentialsRef(ref); err != nil {
+			t.Errorf("%q: %v", ref, err)
+		}
+	}
+	for ref, want := range map[string]string{
+		"ACME_TOKEN":        "must be scheme:name",
+		"vault:secret/acme": `the scheme "vault" is unknown`,
+		"file:/etc/shadow":  `the scheme "file" is unknown`,
+		"env:":              "not an environment variable name",
+		"env:1X":            "not an environment variable name",
+		"env:A-B":           "not an environment variable name",
+		"env:A B":           "not an environment variable name",
+	} {
+		if err := CheckCredentialsRef(ref); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error with %q", ref, err, want)
+		}
+	}
+}
+
+// TestCheckBranchAgreesWithGit: CheckBranch implements the rules of `git
+// check-ref-format --branch`; every name here is decided the same way by
+// the real git, except the few where Ballet is stricter on purpose.
+func TestCheckBranchAgreesWithGit(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("git is required on CI: %v", err)
+		}
+		t.Skipf("git not installed: %v", err)
+	}
+	names := []string{
+		"main", "master", "feature/ACME-1", "ballet/ACME-42", "ACME-1_fix.2", "a/b/c", "release-1.0", "x.y", "a.b.c", "@",
+		"a@b", "a}b", "a{b", "a@", "ünïcödé", "日本", "a+b", "a=b", "a,b", "a;b", "a'b", `a"b`, "a#b", "a%b", "a&b", "a!b", "a$b",
+		"a(b)", "a<b>", "a|b", "a`b", "x.lock/y", "lock", ".lockx", "a_", "0", "a-", "a/-b", "a/HEAD", "HEADS", "head",
+		"", "-x", "--upload-pack=touch /tmp/x", "a..b", "a b", "a~1", "a^", "a:b", "a?b", "a*b", "a[b", `a\b`, "@{-1}", "x@{u}", "a@{b",
+		"a.lock", "a/b.lock", "/a", "a/", "a//b", ".a", "a/.b", "a.", "a/b.", "a\nb", "a\tb", "a\x7fb", "a\x1bb",
+		"..", ".", "a/..", "a/./b", "a.lock.lock", "HEAD",
+	}
+	stricter := map[string]bool{
+		strings.Repeat("a", 256): true, // git has no limit
+		"a\xffb":                 true, // git takes any bytes
+		"a\x00b":                 true, // no command line can even carry it
+	}
+	for n := range stricter {
+		names = append(names, n)
+	}
+	for _, name := range names {
+		if strings.ContainsRune(name, 0) {
+			if CheckBranch(name) == nil {
+				t.Errorf("%q accepted", name)
+			}
+			continue
+		}
+		cmd := exec.Command("git", "check-ref-format", "--branch", name)
+		cmd.Dir = t.TempDir() // not a repository: @{-N} is not expanded
+		cmd.Env = append(os.Environ(), "GIT_CEILING_DIRECTORIES="+cmd.Dir)
+		out, err := cmd.Output()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		gitOK := err == nil && strings.TrimSuffix(string(out), "\n") == name
+		ours := CheckBranch(name)
+		switch {
+		case stricter[name]:
+			if ours == nil {
+				t.Errorf("%.30q accepted; Ballet is stricter than git here", name)
+			}
+		case gitOK != (ours == nil):
+			t.Errorf("%q: git accepts: %v; CheckBranch: %v", name, gitOK, ours)
+		}
+	}
+}
