@@ -19,7 +19,7 @@ vet:
 # `go test -run='^$$' -fuzz=Target -fuzztime=5m ./path`.
 FUZZ_TARGETS := internal/keys:FuzzParseItem internal/config:FuzzParse \
 	internal/pipeline:FuzzParse internal/pipeline:FuzzValidate internal/pipeline:FuzzDecodeJSON \
-	internal/server:FuzzDecode internal/realtime:FuzzDecodeMessage
+	internal/server:FuzzDecode internal/realtime:FuzzDecodeMessage internal/budget:FuzzParseDollars
 FUZZTIME ?= 5s
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -2,6 +2,8 @@ package budget
 
 import (
 	"encoding/json"
+	"math/big"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -60,4 +62,37 @@ func TestDollarsJSON(t *testing.T) {
 			t.Errorf("%s read back as %d, %v", b, back, err)
 		}
 	}
+}
+
+// FuzzParseDollars: ParseDollars agrees with exact rational arithmetic on
+// every JSON number (of a modest exponent): it accepts exactly the whole
+// numbers of millionths from 0 to MaxDollars, with their value.
+func FuzzParseDollars(f *testing.F) {
+	for _, s := range []string{"0", "5", "0.015", "1e-6", "1e-9", "0.0000015", "-1", "1e6", "1000000.000001", "12.5e-3", "0.10e1", "-0.0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var n json.Number
+		if json.Unmarshal([]byte(s), &n) != nil || string(n) != s {
+			return // not a JSON number as such
+		}
+		if i := strings.IndexAny(s, "eE"); i >= 0 {
+			if e, err := strconv.Atoi(s[i+1:]); err != nil || e > 60 || e < -60 {
+				return // big.Rat would compute 10^e
+			}
+		}
+		r, ok := new(big.Rat).SetString(s)
+		if !ok {
+			t.Fatalf("big.Rat cannot read %q", s)
+		}
+		micros := new(big.Rat).Mul(r, big.NewRat(1_000_000, 1))
+		want := micros.IsInt() && micros.Sign() >= 0 && micros.Num().Cmp(big.NewInt(int64(MaxMicros))) <= 0
+		got, err := ParseDollars(s)
+		switch {
+		case want && (err != nil || got.Micros() != micros.Num().Int64()):
+			t.Fatalf("ParseDollars(%s) = %d, %v; want %s", s, got, err, micros.Num())
+		case !want && err == nil:
+			t.Fatalf("ParseDollars(%s) = %d, want an error", s, got)
+		}
+	})
 }

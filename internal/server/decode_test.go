@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/tracker"
@@ -24,10 +25,12 @@ type fuzzBody struct {
 }
 
 // FuzzDecode: any body decodes or fails with an application error that has
-// a code, a message and a status — never a panic, never a 500.
+// a code, a message and a status — never a panic, never a 500; what decodes
+// holds only valid UTF-8.
 func FuzzDecode(f *testing.F) {
 	for _, s := range []string{`{"name":"a","version":1}`, `{"name":1}`, `{"x":1}`, `{`, ``, `[]`, `{} {}`,
-		`{"tags":["a",2]}`, `{"labels":{"a":"b"}}`, `{"nested":{"on":"yes"}}`, `{"version":1e400}`} {
+		`{"tags":["a",2]}`, `{"labels":{"a":"b"}}`, `{"nested":{"on":"yes"}}`, `{"version":1e400}`,
+		`{"name":"a","name":"b"}`, `{"NAME":"a"}`, `{"name":"\ud800"}`, "{\"name\":\"\xff\"}", `{"labels":{"a":"1","a":"2"}}`} {
 		f.Add([]byte(s))
 	}
 	api := &API{maxBody: 4096}
@@ -39,6 +42,15 @@ func FuzzDecode(f *testing.F) {
 		var v fuzzBody
 		err := r.Decode(&v)
 		if err == nil {
+			texts := append([]string{v.Name}, v.Tags...)
+			for k, val := range v.Labels {
+				texts = append(texts, k, val)
+			}
+			for _, s := range texts {
+				if !utf8.ValidString(s) {
+					t.Fatalf("body %q decoded to invalid UTF-8 %q", b, s)
+				}
+			}
 			return
 		}
 		code := apperr.Code(err)
