@@ -10,11 +10,13 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // git runs one git command, without a shell, and returns its stdout. Errors
-// name the command (credentials removed) and carry git's stderr; a timeout
-// wraps context.DeadlineExceeded.
+// name the command (credentials removed) and carry git's stderr, printable
+// (they reach flow reports and logs: a remote's ESC sequences must not); a
+// timeout wraps context.DeadlineExceeded.
 func (f *Forge) git(ctx context.Context, args ...string) (string, error) {
 	timeout := f.Timeout
 	if timeout <= 0 {
@@ -37,7 +39,7 @@ func (f *Forge) git(ctx context.Context, args ...string) (string, error) {
 	if err == nil {
 		return stdout.String(), nil
 	}
-	name := "git " + redactArgs(args)
+	name := printable("git " + redactArgs(args))
 	if ctx.Err() != nil {
 		return "", fmt.Errorf("gitforge: %s: %w", name, ctx.Err())
 	}
@@ -46,7 +48,7 @@ func (f *Forge) git(ctx context.Context, args ...string) (string, error) {
 	}
 	var lines []string // git's stderr on one line
 	for _, l := range strings.Split(redactText(stderr.String(), args), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
+		if l = strings.TrimSpace(printable(l)); l != "" {
 			lines = append(lines, l)
 		}
 	}
@@ -55,6 +57,17 @@ func (f *Forge) git(ctx context.Context, args ...string) (string, error) {
 		return "", fmt.Errorf("gitforge: %s: %w", name, err)
 	}
 	return "", fmt.Errorf("gitforge: %s: %w: %s", name, err, msg)
+}
+
+// printable replaces control characters (C0, DEL, C1) and invalid UTF-8
+// with '?'.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) || r == utf8.RuneError {
+			return '?'
+		}
+		return r
+	}, strings.ToValidUTF8(s, "?"))
 }
 
 // exitCode is the exit status of a git that ran and failed, else -1.

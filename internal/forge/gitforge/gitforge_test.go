@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ballet/ballet/internal/forge"
 )
@@ -421,6 +422,12 @@ func TestGitErrors(t *testing.T) {
 	_, err = f.State(ctx, forge.Repo{URL: "http://ballet:s3cret-token@127.0.0.1:1/r.git", DefaultBranch: "main"}, forge.PullRequest{Branch: "ACME-1"})
 	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Fatalf("unreachable URL: %v, want an error without the password", err)
+	}
+	// git's stderr (which a remote partly writes) reaches reports and logs
+	// printable: no ESC sequences, no invalid UTF-8.
+	_, err = f.git(ctx, "check-ref-format", "--branch", "a\x1b[2J\xffb")
+	if err == nil || strings.ContainsAny(err.Error(), "\x1b\x00") || !utf8.ValidString(err.Error()) || !strings.Contains(err.Error(), "a?[2J?b") {
+		t.Fatalf("error with control characters: %q", err)
 	}
 	// A URL needs the cache for its mirror.
 	if _, err := New("").contains(ctx, "file:///x.git", "main", strings.Repeat("a", 40), strings.Repeat("b", 40)); err == nil || !strings.Contains(err.Error(), "cache directory") {
