@@ -21,7 +21,10 @@ import (
 // written as a list is not also "missing") are left out.
 //
 // The Definition returned is what could be read (best effort); it is only
-// meaningful when there are no problems. Anchors, aliases and merge keys
+// meaningful when there are no problems. A list of more than MaxStages
+// stages (or MaxSkills skills) is reported and not read. At most
+// MaxProblems problems are returned, then one saying how many more there
+// are. Parse takes time linear in the size of data. Anchors, aliases and merge keys
 // (<<) are resolved; comments are not kept. An empty document is an empty
 // pipeline.
 func Parse(data []byte) (Definition, []Problem) {
@@ -29,28 +32,34 @@ func Parse(data []byte) (Definition, []Problem) {
 	if syntax != nil {
 		return Definition{}, []Problem{*syntax}
 	}
-	return decode(root, false, len(data))
+	return newReader(false, len(data)).decode(root)
 }
 
 // DecodeJSON reads a definition from JSON — the REST API's "definition",
 // with the keys of the YAML (max_iterations, stages, id, …) — and validates
 // it, exactly like Parse: unknown fields, repeated keys and wrong types are
-// problems, and every problem is reported at once.
+// problems, every problem is reported at once (up to MaxProblems), and it
+// takes time linear in the size of data.
 func DecodeJSON(data []byte) (Definition, []Problem) {
 	root, syntax := parseJSON(data)
 	if syntax != nil {
 		return Definition{}, []Problem{*syntax}
 	}
-	return decode(root, true, len(data))
+	return newReader(true, len(data)).decode(root)
 }
 
 // tooMuchAliasing stops a walk that visits far more values than the input
 // holds: anchors referenced over and over (a "billion laughs").
 type tooMuchAliasing struct{}
 
-func decode(root *yaml.Node, isJSON bool, size int) (d Definition, ps []Problem) {
+// newReader returns a reader of input of size bytes.
+func newReader(isJSON bool, size int) *reader {
 	// Without aliases every value visited is at least one byte of input.
-	r := &reader{json: isJSON, pos: map[string]*yaml.Node{}, budget: 2*size + 10000}
+	return &reader{json: isJSON, pos: map[string]*yaml.Node{}, unread: map[string]bool{}, budget: 2*size + 10000}
+}
+
+// decode reads the definition under root and validates it.
+func (r *reader) decode(root *yaml.Node) (d Definition, ps []Problem) {
 	defer func() {
 		if v := recover(); v != nil {
 			if _, ok := v.(tooMuchAliasing); !ok {
@@ -61,20 +70,12 @@ func decode(root *yaml.Node, isJSON bool, size int) (d Definition, ps []Problem)
 	}()
 	d = r.definition(root)
 	ps = r.problems
-	for _, v := range Validate(d) {
-		follows := false
-		for _, path := range r.unread {
-			if under(v.Path, path) {
-				follows = true
-				break
-			}
-		}
-		if !follows {
+	for _, v := range validate(d) {
+		if !r.follows(v.Path) {
 			ps = append(ps, r.locate(v))
 		}
 	}
-	sortProblems(ps)
-	return d, ps
+	return d, limitProblems(ps)
 }
 
 var yamlErrRE = regexp.MustCompile(`^yaml: (?:line (\d+): )?(.*)$`)
@@ -129,12 +130,10 @@ const maxJSONDepth = 64
 // parseJSON reads JSON into the node tree the YAML reader walks, keeping the
 // order of keys, repeated keys and positions.
 func parseJSON(data []byte) (root *yaml.Node, problem *Problem) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	j := &jsonReader{data: data, dec: dec}
+	j := newJSONReader(data)
 	root, err := j.value(0)
 	if err == nil {
-		if _, err2 := dec.Token(); !errors.Is(err2, io.EOF) {
+		if _, err2 := j.dec.Token(); !errors.Is(err2, io.EOF) {
 			line, col := lineCol(data, j.start())
 			return nil, &Problem{Code: CodeJSONSyntax, Message: "the JSON holds more than one value; a definition is a single object", Line: line, Column: col}
 		}
@@ -158,6 +157,13 @@ func parseJSON(data []byte) (root *yaml.Node, problem *Problem) {
 type jsonReader struct {
 	data []byte
 	dec  *json.Decoder
+	pos  cursor // the position of each value, from its offset
+}
+
+func newJSONReader(data []byte) *jsonReader {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	return &jsonReader{data: data, dec: dec, pos: cursor{data: data, line: 1}}
 }
 
 // start returns the offset where the next token starts.
@@ -178,7 +184,7 @@ func (j *jsonReader) value(depth int) (*yaml.Node, error) {
 	if depth > maxJSONDepth {
 		return nil, fmt.Errorf("the JSON is nested more than %d levels deep", maxJSONDepth)
 	}
-	line, col := lineCol(j.data, j.start())
+	line, col := j.pos.at(j.start())
 	tok, err := j.dec.Token()
 	if err != nil {
 		return nil, err
@@ -226,6 +232,33 @@ func (j *jsonReader) value(depth int) (*yaml.Node, error) {
 	return n, nil
 }
 
+// cursor turns growing byte offsets into lines and columns, looking at each
+// byte of the input once (lineCol for every value would look at the input
+// before it again and again: time quadratic in its size).
+type cursor struct {
+	data      []byte
+	off       int // the offset reached
+	line      int // its line, 1-based
+	lineStart int // the offset where that line starts
+	scanned   int // bytes looked at, for tests
+}
+
+// at returns the 1-based line and column (in bytes) of offset off.
+func (c *cursor) at(off int) (int, int) {
+	off = min(max(off, 0), len(c.data))
+	if off < c.off { // never done by the reader; correct all the same
+		c.off, c.line, c.lineStart = 0, 1, 0
+	}
+	seg := c.data[c.off:off]
+	if n := bytes.Count(seg, []byte("\n")); n > 0 {
+		c.line += n
+		c.lineStart = c.off + bytes.LastIndexByte(seg, '\n') + 1
+	}
+	c.scanned += off - c.off
+	c.off = off
+	return c.line, off - c.lineStart + 1
+}
+
 // lineCol turns a byte offset into a 1-based line and column (in bytes).
 func lineCol(data []byte, off int) (int, int) {
 	if off > len(data) {
@@ -245,11 +278,12 @@ type reader struct {
 	json     bool
 	problems []Problem
 	pos      map[string]*yaml.Node
-	// unread lists the paths of values that could not be read; what
+	// unread holds the paths of values that could not be read; what
 	// Validate says about them (a kind written as a list is "missing")
 	// follows from the problem already reported.
-	unread []string
-	budget int // values that may still be visited
+	unread  map[string]bool
+	lookups int // of unread paths, for tests
+	budget  int // values that may still be visited
 }
 
 // step counts a value visited.
@@ -271,7 +305,21 @@ func (r *reader) fail(code, path string, n *yaml.Node, format string, args ...an
 // drop reports a value that could not be read.
 func (r *reader) drop(code, path string, n *yaml.Node, format string, args ...any) {
 	r.fail(code, path, n, format, args...)
-	r.unread = append(r.unread, path)
+	r.unread[path] = true
+}
+
+// follows reports whether path is, or lies inside, a value that could not
+// be read: it looks up path and its parents, not every unread path.
+func (r *reader) follows(path string) bool {
+	for ; ; path = parent(path) {
+		r.lookups++
+		if r.unread[path] {
+			return true
+		}
+		if path == "" {
+			return false
+		}
+	}
 }
 
 // locate sets the position of a problem found by Validate: that of its
@@ -335,10 +383,7 @@ func (r *reader) describe(n *yaml.Node) string {
 	case yaml.DocumentNode:
 		return "a document"
 	}
-	v := n.Value
-	if len(v) > 40 {
-		v = v[:37] + "..."
-	}
+	v := cut(n.Value)
 	switch n.ShortTag() {
 	case "!!int":
 		return "the integer " + v
@@ -387,7 +432,7 @@ func (r *reader) fields(n *yaml.Node, path string, depth int) []field {
 			continue
 		}
 		if seen[k.Value] {
-			r.fail(CodeDuplicateField, joinPath(path, k.Value), k, "%s is written twice%s; remove one", strconv.Quote(k.Value), in(path))
+			r.fail(CodeDuplicateField, joinPath(path, k.Value), k, "%s is written twice%s; remove one", short(k.Value), in(path))
 			continue
 		}
 		seen[k.Value] = true
@@ -452,9 +497,9 @@ func describePath(path string) string {
 
 // unknown reports an unknown key, suggesting a close known one.
 func (r *reader) unknown(f field, path string, known []string) {
-	msg := fmt.Sprintf("unknown field %s%s; the fields are %s", strconv.Quote(f.key), in(path), strings.Join(known, ", "))
+	msg := fmt.Sprintf("unknown field %s%s; the fields are %s", short(f.key), in(path), strings.Join(known, ", "))
 	if s := closest(f.key, known); s != "" {
-		msg = fmt.Sprintf("unknown field %s%s; did you mean %s?", strconv.Quote(f.key), in(path), s)
+		msg = fmt.Sprintf("unknown field %s%s; did you mean %s?", short(f.key), in(path), s)
 	}
 	r.fail(CodeUnknownField, joinPath(path, f.key), f.k, "%s", msg)
 }
@@ -505,7 +550,7 @@ func (r *reader) str(n *yaml.Node, path string) string {
 	}
 	hint := ""
 	if n.Kind == yaml.ScalarNode && !r.json {
-		hint = fmt.Sprintf(" (quote it: %s)", strconv.Quote(n.Value))
+		hint = fmt.Sprintf(" (quote it: %s)", short(n.Value))
 	}
 	r.drop(CodeInvalidType, path, n, "%s must be a string, not %s%s", path, r.describe(n), hint)
 	return ""
@@ -520,7 +565,7 @@ func (r *reader) integer(n *yaml.Node, path, rangeCode, rangeMsg string) int {
 	}
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" && yamlIntRE.MatchString(n.Value) {
 		// An integer too large for int64 resolves as a float.
-		r.drop(rangeCode, path, n, "%s is %s; %s", path, n.Value, rangeMsg)
+		r.drop(rangeCode, path, n, "%s is %s; %s", path, cut(n.Value), rangeMsg)
 		return 0
 	}
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!int" {
@@ -528,7 +573,7 @@ func (r *reader) integer(n *yaml.Node, path, rangeCode, rangeMsg string) int {
 		if err := n.Decode(&v); err == nil && v >= math.MinInt && v <= math.MaxInt {
 			return int(v)
 		}
-		r.drop(rangeCode, path, n, "%s is %s; %s", path, n.Value, rangeMsg)
+		r.drop(rangeCode, path, n, "%s is %s; %s", path, cut(n.Value), rangeMsg)
 		return 0
 	}
 	r.drop(CodeInvalidType, path, n, "%s must be a whole number, not %s", path, r.describe(n))
@@ -565,6 +610,9 @@ func (r *reader) definition(root *yaml.Node) Definition {
 			case isNull(f.v):
 			case f.v.Kind != yaml.SequenceNode:
 				r.drop(CodeInvalidType, "stages", f.v, "stages must be %s of stages, not %s", r.describe(&yaml.Node{Kind: yaml.SequenceNode}), r.describe(f.v))
+			case len(f.v.Content) > MaxStages:
+				p := tooManyStages(len(f.v.Content))
+				r.drop(p.Code, p.Path, f.v, "%s", p.Message)
 			default:
 				for i, item := range f.v.Content {
 					r.step()
@@ -633,6 +681,11 @@ func (r *reader) skills(n *yaml.Node, path string) []string {
 		r.drop(CodeInvalidType, path, n, "%s must be %s of skill names, not %s", path, r.describe(&yaml.Node{Kind: yaml.SequenceNode}), r.describe(n))
 		return nil
 	}
+	if len(n.Content) > MaxSkills {
+		p := tooManySkills(path, len(n.Content))
+		r.drop(p.Code, p.Path, n, "%s", p.Message)
+		return nil
+	}
 	var out []string
 	for i, item := range n.Content {
 		r.step()
@@ -661,7 +714,7 @@ func (r *reader) next(n *yaml.Node, path string) Next {
 		case OutcomeBlocked:
 			next.Blocked = r.str(f.v, fp)
 		default:
-			msg := fmt.Sprintf("unknown outcome %s%s; the outcomes are done, failed and blocked", strconv.Quote(f.key), in(path))
+			msg := fmt.Sprintf("unknown outcome %s%s; the outcomes are done, failed and blocked", short(f.key), in(path))
 			if s := closest(f.key, Outcomes()); s != "" {
 				msg += "; did you mean " + s + "?"
 			}

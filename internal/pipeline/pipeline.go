@@ -67,6 +67,26 @@ const (
 	MaxTimeoutMinutes = 7 * 24 * 60
 	// DefaultTimeout is a stage's timeout when timeout_minutes is 0.
 	DefaultTimeout = 2 * time.Hour
+
+	// MaxStages bounds the stages of a pipeline: a ticket goes through
+	// every one of them, each a session, an approval or a merge.
+	MaxStages = 100
+	// MaxSkills bounds the skills one stage lists (none: every project
+	// skill).
+	MaxSkills = 100
+	// MaxNameLength and MaxModelLength bound a stage's name and model, and
+	// MaxSkillLength a skill name, in characters (a project skill's name
+	// has at most 64).
+	MaxNameLength  = 200
+	MaxModelLength = 200
+	MaxSkillLength = 64
+	// MaxInstructionsBytes bounds a stage's instructions (as much as an
+	// item's description).
+	MaxInstructionsBytes = 64 << 10
+
+	// MaxProblems bounds the problems reported at once; one more, the last
+	// (CodeTooManyProblems), says how many were left out.
+	MaxProblems = 100
 )
 
 // Outcomes lists the outcomes in their canonical order.

@@ -1,10 +1,12 @@
 package pipeline
 
 import (
+	"container/heap"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Problem codes: stable, machine-readable; the UI and API clients match on
@@ -32,6 +34,10 @@ const (
 	CodeUnknownTarget      = "unknown_target"       // next leads to neither a stage nor $done, $failed, $question
 	CodeUnreachableStage   = "unreachable_stage"    // no path from the first stage leads here
 	CodeNoPathToDone       = "no_path_to_done"      // $done can never be reached (from the first stage, or from this stage)
+	CodeTooManyStages      = "too_many_stages"      // more than MaxStages stages
+	CodeTooManySkills      = "too_many_skills"      // a stage lists more than MaxSkills skills
+	CodeTextTooLong        = "text_too_long"        // a name, model, skill or instructions beyond its limit
+	CodeTooManyProblems    = "too_many_problems"    // the last problem: how many more were left out (MaxProblems)
 )
 
 // Problem is one thing wrong with a definition.
@@ -67,6 +73,38 @@ func (p Problem) String() string {
 
 func problemf(code, path, format string, args ...any) Problem {
 	return Problem{Code: code, Path: path, Message: fmt.Sprintf(format, args...)}
+}
+
+// Lossy reports whether p means that the Definition read from the input
+// lacks something the input holds: a value that could not be read (a wrong
+// type, an unknown or repeated field, a syntax error, a list beyond its
+// limit), or — for the last problem of a long list — maybe one of the
+// problems left out. Rendering such a definition would silently drop what
+// was written.
+func (p Problem) Lossy() bool {
+	switch p.Code {
+	case CodeYAMLSyntax, CodeJSONSyntax, CodeExcessiveAliasing, CodeInvalidType, CodeUnknownField, CodeDuplicateField,
+		CodeTooManyStages, CodeTooManySkills, CodeTooManyProblems:
+		return true
+	}
+	return false
+}
+
+// short quotes a value written by the user for a message (see cut).
+func short(s string) string { return strconv.Quote(cut(s)) }
+
+// cut shortens a value written by the user to about 40 bytes for a
+// message: a message names the value, it need not repeat a long one.
+func cut(s string) string {
+	const max = 40
+	if len(s) <= max {
+		return s
+	}
+	n := max - 3
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
 
 // fieldRank orders the known keys as the canonical YAML does; unknown keys
@@ -121,9 +159,9 @@ func segments(path string) []segment {
 }
 
 // pathLess orders paths as the values appear in the canonical YAML: the
-// document, max_iterations, then stage by stage, each field in key order.
-func pathLess(a, b string) bool {
-	sa, sb := segments(a), segments(b)
+// document, max_iterations, then stage by stage, each field in key order;
+// sa and sb are a and b split by segments.
+func pathLess(sa, sb []segment, a, b string) bool {
 	for i := 0; i < len(sa) && i < len(sb); i++ {
 		x, y := sa[i], sb[i]
 		if (x.index >= 0) != (y.index >= 0) {
@@ -145,37 +183,98 @@ func pathLess(a, b string) bool {
 	return a < b
 }
 
-// sortProblems orders problems by path (see pathLess), then position, code
-// and message, so that output is deterministic.
-func sortProblems(ps []Problem) {
-	sort.SliceStable(ps, func(i, j int) bool {
-		a, b := ps[i], ps[j]
-		if a.Path != b.Path {
-			return pathLess(a.Path, b.Path)
-		}
-		if a.Line != b.Line {
-			return a.Line < b.Line
-		}
-		if a.Column != b.Column {
-			return a.Column < b.Column
-		}
-		if a.Code != b.Code {
-			return a.Code < b.Code
-		}
-		return a.Message < b.Message
-	})
+// sortKey is a problem with its path split once, so that ordering n
+// problems splits n paths, not one per comparison.
+type sortKey struct {
+	p    Problem
+	segs []segment
 }
 
-// under reports whether path is base or lies inside it.
-func under(path, base string) bool {
-	if base == "" || path == base {
-		return true
+func keyOf(p Problem) sortKey { return sortKey{p: p, segs: segments(p.Path)} }
+
+// compareKeys orders problems by path (see pathLess), then position, code
+// and message, so that output is deterministic: only identical problems
+// compare equal.
+func compareKeys(a, b sortKey) int {
+	if a.p.Path != b.p.Path {
+		if pathLess(a.segs, b.segs, a.p.Path, b.p.Path) {
+			return -1
+		}
+		return 1
 	}
-	return strings.HasPrefix(path, base) && (path[len(base)] == '.' || path[len(base)] == '[')
+	if c := a.p.Line - b.p.Line; c != 0 {
+		return c
+	}
+	if c := a.p.Column - b.p.Column; c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.p.Code, b.p.Code); c != 0 {
+		return c
+	}
+	return strings.Compare(a.p.Message, b.p.Message)
+}
+
+// sortProblems orders problems (see compareKeys).
+func sortProblems(ps []Problem) {
+	keys := make([]sortKey, len(ps))
+	for i, p := range ps {
+		keys[i] = keyOf(p)
+	}
+	slices.SortFunc(keys, compareKeys)
+	for i, k := range keys {
+		ps[i] = k.p
+	}
+}
+
+// limitProblems orders problems and keeps the first MaxProblems; the rest
+// are counted in a last problem (CodeTooManyProblems). Picking the first
+// MaxProblems of n takes time linear in n (a heap of MaxProblems), however
+// many problems a large input holds.
+func limitProblems(ps []Problem) []Problem {
+	if len(ps) <= MaxProblems {
+		sortProblems(ps)
+		return ps
+	}
+	h := &keyHeap{}
+	for _, p := range ps {
+		k := keyOf(p)
+		if h.Len() < MaxProblems {
+			heap.Push(h, k)
+		} else if compareKeys(k, (*h)[0]) < 0 {
+			(*h)[0] = k
+			heap.Fix(h, 0)
+		}
+	}
+	slices.SortFunc(*h, compareKeys)
+	out := make([]Problem, 0, MaxProblems+1)
+	for _, k := range *h {
+		out = append(out, k.p)
+	}
+	more := len(ps) - MaxProblems
+	return append(out, problemf(CodeTooManyProblems, "", "and %d more problem%s: only the first %d are reported; fix these first", more, plural(more), MaxProblems))
+}
+
+// keyHeap is a max-heap: its root is the last of the problems kept.
+type keyHeap []sortKey
+
+func (h keyHeap) Len() int           { return len(h) }
+func (h keyHeap) Less(i, j int) bool { return compareKeys(h[i], h[j]) > 0 }
+func (h keyHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *keyHeap) Push(x any)        { *h = append(*h, x.(sortKey)) }
+func (h *keyHeap) Pop() any {
+	old := *h
+	k := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return k
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
 
 func stagePath(i int) string { return "stages[" + strconv.Itoa(i) + "]" }
 
 func itoa(i int) string { return strconv.Itoa(i) }
-
-func quote(s string) string { return strconv.Quote(s) }

@@ -21,6 +21,9 @@ import (
 //   - a negative timeout_minutes (or one above a week), an empty or repeated
 //     skill, a string that is not valid UTF-8 or holds control characters
 //     (package text: instructions may hold line feeds and tabs);
+//   - more than MaxStages stages (nothing else is checked then), more than
+//     MaxSkills skills on a stage, a name, model, skill or instructions
+//     beyond its length limit;
 //   - a next entry that leads to neither a stage id nor $done, $failed or
 //     $question;
 //   - stages that can never be reached from the first one, following every
@@ -28,18 +31,25 @@ import (
 //   - a pipeline whose first stage can never reach $done, and reachable stages
 //     from which $done can no longer be reached.
 //
-// The graph checks (the last two) run only when ids and targets are sound,
-// so that one typo is not reported three times.
-func Validate(d Definition) []Problem {
+// The graph checks run only when ids and targets are sound, so that one
+// typo is not reported three times. At most MaxProblems problems are
+// returned, then one saying how many more there are. Validate takes time
+// linear in the size of d.
+func Validate(d Definition) []Problem { return limitProblems(validate(d)) }
+
+// validate returns Validate's problems, neither ordered nor limited.
+func validate(d Definition) []Problem {
 	var ps []Problem
 	add := func(p Problem) { ps = append(ps, p) }
 	if d.MaxIterations != 0 && (d.MaxIterations < MinMaxIterations || d.MaxIterations > MaxMaxIterations) {
 		add(problemf(CodeMaxIterationsRange, "max_iterations", "max_iterations is %d; it must be between %d and %d", d.MaxIterations, MinMaxIterations, MaxMaxIterations))
 	}
-	if len(d.Stages) == 0 {
+	switch {
+	case len(d.Stages) == 0:
 		add(problemf(CodeEmptyPipeline, "stages", "the pipeline has no stages; it needs at least one"))
-		sortProblems(ps)
 		return ps
+	case len(d.Stages) > MaxStages:
+		return append(ps, tooManyStages(len(d.Stages)))
 	}
 
 	graphOK := true
@@ -56,12 +66,12 @@ func Validate(d Definition) []Problem {
 			add(problemf(CodeMissingField, p+".id", "stage %d has no id", i+1))
 			graphOK = false
 		case dup:
-			add(problemf(CodeDuplicateID, p+".id", "stage id %q is already used by stages[%d]; stage ids must be unique", s.ID, j))
+			add(problemf(CodeDuplicateID, p+".id", "stage id %s is already used by stages[%d]; stage ids must be unique", short(s.ID), j))
 			graphOK = false
 		default:
 			first[s.ID] = i
 			if !idRE.MatchString(s.ID) {
-				add(problemf(CodeInvalidID, p+".id", "stage id %q is invalid: it must be a lowercase letter followed by up to 31 lowercase letters, digits, \"_\" or \"-\"", s.ID))
+				add(problemf(CodeInvalidID, p+".id", "stage id %s is invalid: it must be a lowercase letter followed by up to 31 lowercase letters, digits, \"_\" or \"-\"", short(s.ID)))
 			}
 		}
 	}
@@ -85,11 +95,31 @@ func Validate(d Definition) []Problem {
 				badText[t.field] = true
 			}
 		}
+		skillsOK := len(s.Skills) <= MaxSkills
+		if !skillsOK {
+			add(tooManySkills(p+".skills", len(s.Skills)))
+		}
 		for j, sk := range s.Skills {
+			if !skillsOK {
+				break
+			}
 			if err := text.Line(sk); err != nil {
 				add(problemf(CodeInvalidText, p+".skills["+itoa(j)+"]", "a skill of %s %v", name, err))
 				badText["skills"] = true
+			} else if n := utf8.RuneCountInString(sk); n > MaxSkillLength {
+				add(problemf(CodeTextTooLong, p+".skills["+itoa(j)+"]", "skill %d of %s is %d characters long; a skill name has at most %d", j+1, name, n, MaxSkillLength))
 			}
+		}
+		for _, t := range []struct {
+			field, value string
+			max          int
+		}{{"name", s.Name, MaxNameLength}, {"model", s.Model, MaxModelLength}} {
+			if n := utf8.RuneCountInString(t.value); n > t.max && !badText[t.field] {
+				add(problemf(CodeTextTooLong, p+"."+t.field, "%s of %s is %d characters long; at most %d are allowed", t.field, name, n, t.max))
+			}
+		}
+		if len(s.Instructions) > MaxInstructionsBytes && !badText["instructions"] {
+			add(problemf(CodeTextTooLong, p+".instructions", "instructions of %s are %d bytes long; at most %d (%d KiB) are allowed", name, len(s.Instructions), MaxInstructionsBytes, MaxInstructionsBytes>>10))
 		}
 
 		notAllowed := func(field string, written bool) {
@@ -105,11 +135,13 @@ func Validate(d Definition) []Problem {
 			case "", AdapterClaudeCode, AdapterOpenCode:
 			default:
 				if !badText["adapter"] {
-					add(problemf(CodeUnknownAdapter, p+".adapter", "adapter %q of %s is unknown; use claude-code (the default) or opencode", s.Adapter, name))
+					add(problemf(CodeUnknownAdapter, p+".adapter", "adapter %s of %s is unknown; use claude-code (the default) or opencode", short(s.Adapter), name))
 				}
 			}
 			notAllowed("action", s.Action != "")
-			checkSkills(&ps, p, name, s.Skills, badText["skills"])
+			if skillsOK {
+				checkSkills(&ps, p, name, s.Skills, badText["skills"])
+			}
 			if s.TimeoutMinutes < 0 || s.TimeoutMinutes > MaxTimeoutMinutes {
 				add(problemf(CodeInvalidTimeout, p+".timeout_minutes", "timeout_minutes of %s is %d; it must be between 1 and %d, or 0 for the default (two hours)", name, s.TimeoutMinutes, MaxTimeoutMinutes))
 			}
@@ -129,12 +161,12 @@ func Validate(d Definition) []Problem {
 			case ActionMerge:
 			default:
 				if !badText["action"] {
-					add(problemf(CodeUnknownAction, p+".action", "action %q of %s is unknown; use merge", s.Action, name))
+					add(problemf(CodeUnknownAction, p+".action", "action %s of %s is unknown; use merge", short(s.Action), name))
 				}
 			}
 		default:
 			if !badText["kind"] {
-				add(problemf(CodeUnknownKind, p+".kind", "kind %q of %s is unknown; use agent, human or platform", s.Kind, name))
+				add(problemf(CodeUnknownKind, p+".kind", "kind %s of %s is unknown; use agent, human or platform", short(s.Kind), name))
 			}
 		}
 
@@ -152,9 +184,9 @@ func Validate(d Definition) []Problem {
 			}
 			graphOK = false
 			if strings.HasPrefix(t, "$") {
-				add(problemf(CodeUnknownTarget, p+".next."+o, "%s of %s leads to %q, which is unknown; the special targets are $done, $failed and $question", o, name, t))
+				add(problemf(CodeUnknownTarget, p+".next."+o, "%s of %s leads to %s, which is unknown; the special targets are $done, $failed and $question", o, name, short(t)))
 			} else {
-				add(problemf(CodeUnknownTarget, p+".next."+o, "%s of %s leads to %q, which is neither a stage id nor $done, $failed or $question", o, name, t))
+				add(problemf(CodeUnknownTarget, p+".next."+o, "%s of %s leads to %s, which is neither a stage id nor $done, $failed or $question", o, name, short(t)))
 			}
 		}
 	}
@@ -162,8 +194,15 @@ func Validate(d Definition) []Problem {
 	if graphOK {
 		ps = append(ps, checkGraph(d, first)...)
 	}
-	sortProblems(ps)
 	return ps
+}
+
+func tooManySkills(path string, n int) Problem {
+	return problemf(CodeTooManySkills, path, "%s lists %d skills; at most %d are allowed (list none for every project skill)", path, n, MaxSkills)
+}
+
+func tooManyStages(n int) Problem {
+	return problemf(CodeTooManyStages, "stages", "the pipeline has %d stages; at most %d are allowed", n, MaxStages)
 }
 
 var belongs = map[string]string{
@@ -183,7 +222,7 @@ func checkSkills(ps *[]Problem, p, name string, skills []string, badText bool) {
 		case strings.TrimSpace(sk) == "":
 			*ps = append(*ps, problemf(CodeInvalidSkill, sp, "skill %d of %s is empty; name a project skill", j+1, name))
 		case seen[sk]:
-			*ps = append(*ps, problemf(CodeDuplicateSkill, sp, "skill %q is listed twice in %s", sk, name))
+			*ps = append(*ps, problemf(CodeDuplicateSkill, sp, "skill %s is listed twice in %s", short(sk), name))
 		}
 		if !badText {
 			seen[sk] = true
@@ -192,57 +231,40 @@ func checkSkills(ps *[]Problem, p, name string, skills []string, badText bool) {
 }
 
 // checkGraph reports unreachable stages and missing paths to $done; every id
-// is unique and every target known.
+// is unique and every target known. Both searches visit each stage and each
+// outcome once.
 func checkGraph(d Definition, index map[string]int) []Problem {
 	n := len(d.Stages)
 	succ := make([][]int, n)
-	toDone := make([]bool, n)
+	pred := make([][]int, n)
+	var toDone []int
 	for i := range d.Stages {
 		for _, o := range Outcomes() {
 			t, _ := d.target(i, o)
 			if t == TargetDone {
-				toDone[i] = true
+				toDone = append(toDone, i)
 			} else if j, ok := index[t]; ok {
 				succ[i] = append(succ[i], j)
+				pred[j] = append(pred[j], i)
 			}
 		}
 	}
 	// Forward: reachable from the first stage.
 	reached := make([]bool, n)
 	reached[0] = true
-	queue := []int{0}
-	for len(queue) > 0 {
-		i := queue[0]
-		queue = queue[1:]
-		for _, j := range succ[i] {
-			if !reached[j] {
-				reached[j] = true
-				queue = append(queue, j)
-			}
-		}
+	search(succ, reached, []int{0})
+	// Backward: stages from which $done can be reached.
+	good := make([]bool, n)
+	for _, i := range toDone {
+		good[i] = true
 	}
-	// Backward: stages from which $done can be reached (fixpoint).
-	good := append([]bool(nil), toDone...)
-	for changed := true; changed; {
-		changed = false
-		for i := range d.Stages {
-			if good[i] {
-				continue
-			}
-			for _, j := range succ[i] {
-				if good[j] {
-					good[i], changed = true, true
-					break
-				}
-			}
-		}
-	}
+	search(pred, good, toDone)
 
 	var ps []Problem
 	firstName := stageName(d.Stages[0], 0)
 	for i, s := range d.Stages {
 		if !reached[i] {
-			ps = append(ps, problemf(CodeUnreachableStage, stagePath(i), "%s can never be reached: no outcome of any stage reachable from the first stage %q leads to it", stageName(s, i), d.Stages[0].ID))
+			ps = append(ps, problemf(CodeUnreachableStage, stagePath(i), "%s can never be reached: no outcome of any stage reachable from the first stage %s leads to it", stageName(s, i), short(d.Stages[0].ID)))
 		}
 	}
 	if !good[0] {
@@ -257,11 +279,26 @@ func checkGraph(d Definition, index map[string]int) []Problem {
 	return ps
 }
 
+// search marks every node reachable from queue along edges (breadth
+// first); the nodes in queue are marked already.
+func search(edges [][]int, marked []bool, queue []int) {
+	for len(queue) > 0 {
+		i := queue[0]
+		queue = queue[1:]
+		for _, j := range edges[i] {
+			if !marked[j] {
+				marked[j] = true
+				queue = append(queue, j)
+			}
+		}
+	}
+}
+
 // stageName names a stage in messages: `stage "review"`, or by position
 // when it has no usable id.
 func stageName(s Stage, i int) string {
 	if s.ID != "" && utf8.ValidString(s.ID) {
-		return "stage " + quote(s.ID)
+		return "stage " + short(s.ID)
 	}
 	return "stage " + itoa(i+1)
 }

@@ -324,10 +324,18 @@ func TestExcessiveAliasing(t *testing.T) {
 	for i := 1; i < 10; i++ {
 		b.WriteString("  - &a" + itoa(i) + " {<<: [" + strings.TrimSuffix(strings.Repeat("*a"+itoa(i-1)+",", 10), ",") + "]}\n")
 	}
+	// Lists repeated through aliases are bounded by MaxStages and MaxSkills
+	// now: refused as too long before any stage is read.
 	lists := "stages:\n  - &s {id: a, kind: agent, skills: [" + strings.TrimSuffix(strings.Repeat("x,", 5000), ",") + "]}\n" + strings.Repeat("  - *s\n", 5000)
-	for name, src := range map[string]string{"merge keys": b.String(), "lists": lists} {
-		_, ps := Parse([]byte(src))
-		if got := summary(ps); !reflect.DeepEqual(got, []string{"excessive_aliasing@"}) {
+	for name, tc := range map[string]struct {
+		src  string
+		want []string
+	}{
+		"merge keys": {b.String(), []string{"excessive_aliasing@"}},
+		"lists":      {lists, []string{"too_many_stages@stages"}},
+	} {
+		_, ps := Parse([]byte(tc.src))
+		if got := summary(ps); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: %q", name, got)
 		}
 	}
