@@ -64,11 +64,23 @@ func Code(err error) string {
 	return Internal
 }
 
-// Validator collects field problems.
-type Validator struct{ Problems []FieldError }
+// MaxFieldErrors bounds the problems one error lists: a body with a list
+// of a hundred thousand bad entries gets the first ones, and their count.
+const MaxFieldErrors = 100
+
+// Validator collects field problems (the first MaxFieldErrors; the rest are
+// counted).
+type Validator struct {
+	Problems []FieldError
+	more     int // problems beyond MaxFieldErrors
+}
 
 // Add records a problem.
 func (v *Validator) Add(field, format string, args ...any) {
+	if len(v.Problems) >= MaxFieldErrors {
+		v.more++
+		return
+	}
 	v.Problems = append(v.Problems, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
@@ -92,7 +104,11 @@ func (v *Validator) Err() error {
 	if len(v.Problems) == 0 {
 		return nil
 	}
-	return Fields(v.Problems)
+	e := Fields(v.Problems)
+	if v.more > 0 {
+		e.Message = fmt.Sprintf("%d invalid fields; the first %d are listed", len(v.Problems)+v.more, len(v.Problems))
+	}
+	return e
 }
 
 // FieldErrors returns the field problems of an Invalid error (nil when the
