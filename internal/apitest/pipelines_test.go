@@ -2,12 +2,15 @@ package apitest_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/ballet/ballet/internal/apitest"
+	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/pipeline"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/storetest"
@@ -225,4 +228,150 @@ func TestParseAndRender(t *testing.T) {
 	e.Admin(400, "POST", "/api/v1/pipelines/render", map[string]any{"definition": map[string]any{"stages": "nope"}})
 	e.Admin(400, "POST", "/api/v1/pipelines/render", map[string]any{})
 	e.Must(401, "", "POST", "/api/v1/pipelines/render", map[string]any{"definition": minimalPipeline})
+}
+
+type problemsBody struct {
+	Error struct {
+		Code    string
+		Message string
+		Details []pipeline.Problem
+	}
+}
+
+// TestPublishYAML: PUT takes the pipeline as YAML instead of JSON (exactly
+// one of the two); YAML problems come back as parse reports them, with
+// their lines and columns.
+func TestPublishYAML(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		e := apitest.New(t, s)
+		e.Org("acme")
+		e.Project("acme", "ACME")
+		const path = "/api/v1/projects/ACME/pipelines/default"
+		good := "max_iterations: 2\nstages:\n  - id: implement\n    kind: agent\n  - id: approve\n    kind: human\n"
+		var v1 pipelineBody
+		e.Admin(200, "PUT", path, map[string]any{"version": 0, "yaml": good}).JSON(t, &v1)
+		want, _ := pipeline.Parse([]byte(good))
+		if v1.Version != 1 || !reflect.DeepEqual(v1.Definition, want) {
+			t.Fatalf("published %+v", v1)
+		}
+		var got pipelineBody
+		e.Admin(200, "GET", path, nil).JSON(t, &got)
+		if got.Version != 1 || !reflect.DeepEqual(got.Definition, want) {
+			t.Fatalf("read back %+v", got)
+		}
+
+		// Exactly one of definition and yaml.
+		var bad struct {
+			Error struct {
+				Message string
+				Details []apperr.FieldError
+			}
+		}
+		e.Admin(400, "PUT", path, map[string]any{"version": 1}).JSON(t, &bad)
+		if len(bad.Error.Details) != 1 || bad.Error.Details[0].Field != "definition" || !strings.Contains(bad.Error.Message, "yaml") {
+			t.Fatalf("neither: %+v", bad)
+		}
+		e.Admin(400, "PUT", path, map[string]any{"version": 1, "yaml": good, "definition": minimalPipeline}).JSON(t, &bad)
+		if len(bad.Error.Details) != 1 || bad.Error.Details[0].Field != "yaml" || !strings.Contains(bad.Error.Message, "definition") {
+			t.Fatalf("both: %+v", bad)
+		}
+		e.Admin(400, "PUT", path, map[string]any{"version": 1, "yaml": 3}).JSON(t, &bad)
+		if len(bad.Error.Details) != 1 || bad.Error.Details[0].Field != "yaml" {
+			t.Fatalf("yaml not a string: %+v", bad)
+		}
+
+		// Problems: the same as parse reports, located in the YAML.
+		for _, src := range []string{
+			"max_iterations: 30\nstages:\n  - id: implement\n    kind: agnet\n    next: {done: reviw}\n",
+			"stages: [\n",
+			"",
+			stagesYAML(pipeline.MaxStages + 1),
+		} {
+			var pb problemsBody
+			e.Admin(400, "PUT", path, map[string]any{"version": 1, "yaml": src}).JSON(t, &pb)
+			_, want := pipeline.Parse([]byte(src))
+			if pb.Error.Code != "invalid" || !reflect.DeepEqual(pb.Error.Details, want) || !strings.HasPrefix(pb.Error.Message, "yaml: the pipeline has ") ||
+				!strings.Contains(pb.Error.Message, want[0].String()) {
+				t.Fatalf("%q:\n%+v\nwant details %+v", src, pb.Error, want)
+			}
+		}
+		var pb problemsBody
+		e.Admin(400, "PUT", path, map[string]any{"version": 1, "yaml": "max_iterations: 30\nstages:\n  - id: implement\n    kind: agnet\n"}).JSON(t, &pb)
+		if pb.Error.Message != `yaml: the pipeline has 2 problems; the first: 1:17: max_iterations: max_iterations is 30; it must be between 1 and 20 [max_iterations_range]` ||
+			pb.Error.Details[1].Line != 4 || pb.Error.Details[1].Column != 11 {
+			t.Fatalf("problems %+v", pb.Error)
+		}
+		// Nothing was published meanwhile; a stale version is still a conflict.
+		e.Admin(409, "PUT", path, map[string]any{"version": 0, "yaml": good})
+		e.Admin(200, "PUT", path, map[string]any{"version": 1, "yaml": good})
+	})
+}
+
+// stagesYAML is a valid pipeline of n agent stages.
+func stagesYAML(n int) string {
+	var b strings.Builder
+	b.WriteString("stages:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  - {id: s%d, kind: agent}\n", i)
+	}
+	return b.String()
+}
+
+// TestPipelineInputLimits: the largest bodies the API takes, in the shapes
+// that once took minutes (a list of scalars), answer with the limits that
+// were hit; many problems are cut to the first MaxProblems.
+func TestPipelineInputLimits(t *testing.T) {
+	s := storetest.Open(t, "sqlite")
+	e := apitest.New(t, s)
+	e.Org("acme")
+	e.Project("acme", "ACME")
+	n := 400_000 // about 800 KiB, under the body limit
+	scalarsYAML := "stages: [" + strings.TrimSuffix(strings.Repeat("1,", n), ",") + "]\n"
+	scalarsJSON := json.RawMessage(`{"stages":[` + strings.TrimSuffix(strings.Repeat("1,", n), ",") + `]}`)
+
+	var parsed struct {
+		Definition *pipeline.Definition
+		Errors     []pipeline.Problem
+	}
+	e.Admin(200, "POST", "/api/v1/pipelines/parse", map[string]any{"yaml": scalarsYAML}).JSON(t, &parsed)
+	if len(parsed.Errors) != 1 || parsed.Errors[0].Code != pipeline.CodeTooManyStages || parsed.Errors[0].Line != 1 {
+		t.Fatalf("parse: %+v", parsed.Errors)
+	}
+	for _, body := range []map[string]any{{"version": 0, "yaml": scalarsYAML}, {"version": 0, "definition": scalarsJSON}} {
+		var pb problemsBody
+		e.Admin(400, "PUT", "/api/v1/projects/ACME/pipelines/default", body).JSON(t, &pb)
+		if len(pb.Error.Details) != 1 || pb.Error.Details[0].Code != pipeline.CodeTooManyStages {
+			t.Fatalf("PUT: %+v", pb.Error)
+		}
+	}
+	var pb problemsBody
+	e.Admin(400, "POST", "/api/v1/pipelines/render", map[string]any{"definition": scalarsJSON}).JSON(t, &pb)
+	if len(pb.Error.Details) != 1 || pb.Error.Details[0].Code != pipeline.CodeTooManyStages {
+		t.Fatalf("render: %+v", pb.Error)
+	}
+
+	// 100 stages with two problems each: the first 100, then the count of
+	// the rest; parse still returns the definition for the editor.
+	var b strings.Builder
+	b.WriteString("stages:\n")
+	for i := range pipeline.MaxStages {
+		fmt.Fprintf(&b, "  - {id: s%d, kind: robot, next: {done: nowhere}}\n", i)
+	}
+	parsed.Definition, parsed.Errors = nil, nil
+	e.Admin(200, "POST", "/api/v1/pipelines/parse", map[string]any{"yaml": b.String()}).JSON(t, &parsed)
+	last := parsed.Errors[len(parsed.Errors)-1]
+	if len(parsed.Errors) != pipeline.MaxProblems+1 || last.Code != pipeline.CodeTooManyProblems || !strings.HasPrefix(last.Message, "and 100 more problems") ||
+		parsed.Definition == nil || len(parsed.Definition.Stages) != pipeline.MaxStages {
+		t.Fatalf("parse: %d problems, last %+v, definition %v", len(parsed.Errors), last, parsed.Definition != nil)
+	}
+	pb = problemsBody{}
+	e.Admin(400, "PUT", "/api/v1/projects/ACME/pipelines/default", map[string]any{"version": 0, "yaml": b.String()}).JSON(t, &pb)
+	if len(pb.Error.Details) != pipeline.MaxProblems+1 || !strings.HasPrefix(pb.Error.Message, "yaml: the pipeline has more than 100 problems; the first: 2:20: stages[0].kind:") {
+		t.Fatalf("PUT: %d problems, %s", len(pb.Error.Details), pb.Error.Message)
+	}
+	// Over the body limit: 413.
+	huge := strings.Repeat("#", 1<<20)
+	if r := e.Do(apitest.BootstrapToken, "POST", "/api/v1/pipelines/parse", map[string]any{"yaml": huge}); r.Status != 413 {
+		t.Fatalf("over the limit: %d %s", r.Status, r.Body)
+	}
 }

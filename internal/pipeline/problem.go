@@ -47,8 +47,9 @@ type Problem struct {
 	// "" is the whole document.
 	Path    string `json:"path"`
 	Message string `json:"message"`
-	// Line and Column locate the value in the parsed YAML (1-based; 0 when
-	// unknown, e.g. for JSON or a missing field of an unlocated mapping).
+	// Line and Column locate the value in the parsed YAML or JSON (1-based,
+	// in bytes; 0 when unknown, e.g. for a definition built in Go or the
+	// last problem of a list cut at MaxProblems).
 	Line   int `json:"line,omitempty"`
 	Column int `json:"column,omitempty"`
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apperr"
@@ -59,7 +58,7 @@ func (h *Pipelines) Routes() []*Route {
 		{Method: "GET", Path: "/api/v1/projects/{project}/pipelines/{name}/versions", Perm: access.TrackerRead,
 			Summary: "A pipeline's versions, newest first", Response: PipelineVersionList{}, Handle: h.versions},
 		{Method: "PUT", Path: "/api/v1/projects/{project}/pipelines/{name}", Perm: access.ProjectUpdate,
-			Summary: "Publish a new version after the version read (0 for the first); 409 when another was published meanwhile",
+			Summary: "Publish a new version after the version read (0 for the first), from definition (JSON) or yaml, exactly one of them; 400 lists every problem (path, line, column); 409 when another was published meanwhile",
 			Request: tracker.PipelineSave{}, Response: tracker.PipelineVersion{}, Handle: h.save},
 		{Method: "POST", Path: "/api/v1/pipelines/parse", Perm: access.Authenticated,
 			Summary: "Parse and validate pipeline YAML (unknown fields are errors)", Request: ParseRequest{}, Response: ParseResponse{}, Handle: h.parse},
@@ -129,10 +128,11 @@ func (h *Pipelines) parse(r *Request) (any, error) {
 	return out, nil
 }
 
-// fatal reports problems that leave no usable definition.
+// fatal reports problems that leave no usable definition (the one counting
+// the problems left out concerns no value).
 func fatal(ps []pipeline.Problem) bool {
 	for _, p := range ps {
-		if p.Path == "" {
+		if p.Path == "" && p.Code != pipeline.CodeTooManyProblems {
 			return true
 		}
 	}
@@ -150,10 +150,12 @@ func (h *Pipelines) render(r *Request) (any, error) {
 	}
 	def, problems := pipeline.DecodeJSON(in.Definition)
 	for _, p := range problems {
-		// Structural problems (unknown fields, wrong types) make the
-		// definition unreadable; validation problems do not stop rendering.
-		if p.Code == pipeline.CodeUnknownField || p.Code == pipeline.CodeInvalidType || p.Code == pipeline.CodeJSONSyntax || p.Code == pipeline.CodeDuplicateField {
-			return nil, &apperr.Error{Code: apperr.Invalid, Message: fmt.Sprintf("definition: %s: %s", p.Path, p.Message), Details: problems}
+		// What could not be read (unknown fields, wrong types, lists
+		// beyond their limit) would be lost in the YAML; validation
+		// problems do not stop rendering.
+		if p.Lossy() {
+			p.Line, p.Column = 0, 0 // the message names the path
+			return nil, &apperr.Error{Code: apperr.Invalid, Message: "definition: " + p.String(), Details: problems}
 		}
 	}
 	y, err := pipeline.Render(def)

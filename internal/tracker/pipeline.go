@@ -27,9 +27,11 @@ type PipelineVersion struct {
 	CreatedAt  *time.Time          `json:"created_at,omitempty"` // absent for the template
 }
 
-// PipelineSave is the body of PUT …/pipelines/{name}.
+// PipelineSave is the body of PUT …/pipelines/{name}: the pipeline as JSON
+// (definition) or as YAML (yaml), exactly one of the two.
 type PipelineSave struct {
-	Definition json.RawMessage `json:"definition"`
+	Definition json.RawMessage `json:"definition,omitempty"`
+	YAML       *string         `json:"yaml,omitempty"`
 	Version    *int64          `json:"version"` // the version the edit was based on (0 for the first)
 }
 
@@ -153,8 +155,12 @@ func (s *Service) SavePipeline(ctx context.Context, actor event.Actor, p Project
 	} else if *in.Version < 0 {
 		v.Add("version", "must be 0 or more")
 	}
-	if len(in.Definition) == 0 || string(in.Definition) == "null" {
-		v.Add("definition", "is required")
+	hasDef := len(in.Definition) > 0 && string(in.Definition) != "null"
+	switch {
+	case !hasDef && in.YAML == nil:
+		v.Add("definition", "is required: the pipeline as JSON (or send it as YAML in yaml instead)")
+	case hasDef && in.YAML != nil:
+		v.Add("yaml", "cannot be sent together with definition: send the pipeline once, as JSON (definition) or as YAML (yaml)")
 	}
 	if err := checkPipelineName(p, name); err != nil {
 		return PipelineVersion{}, err
@@ -162,9 +168,17 @@ func (s *Service) SavePipeline(ctx context.Context, actor event.Actor, p Project
 	if err := v.Err(); err != nil {
 		return PipelineVersion{}, err
 	}
-	def, problems := pipeline.DecodeJSON(in.Definition)
+	var def pipeline.Definition
+	var problems []pipeline.Problem
+	field := "definition"
+	if in.YAML != nil {
+		field = "yaml"
+		def, problems = pipeline.Parse([]byte(*in.YAML))
+	} else {
+		def, problems = pipeline.DecodeJSON(in.Definition)
+	}
 	if len(problems) > 0 {
-		return PipelineVersion{}, &apperr.Error{Code: apperr.Invalid, Message: fmt.Sprintf("the definition has %d problem(s): %s", len(problems), problems[0].Message), Details: problems}
+		return PipelineVersion{}, pipelineProblems(field, problems)
 	}
 	base := *in.Version
 	now := s.now()
@@ -187,6 +201,20 @@ SELECT ?, ?, ?, ?, ?, ? WHERE (SELECT COALESCE(MAX(version), 0) FROM pipeline_ve
 		return PipelineVersion{}, err
 	}
 	return out, nil
+}
+
+// pipelineProblems is the error of a definition with problems: every
+// problem (with its line and column) in the details, the first in the
+// message.
+func pipelineProblems(field string, ps []pipeline.Problem) error {
+	n := fmt.Sprintf("%d problem", len(ps))
+	if len(ps) > 1 {
+		n += "s"
+	}
+	if ps[len(ps)-1].Code == pipeline.CodeTooManyProblems {
+		n = fmt.Sprintf("more than %d problems", pipeline.MaxProblems)
+	}
+	return &apperr.Error{Code: apperr.Invalid, Message: fmt.Sprintf("%s: the pipeline has %s; the first: %s", field, n, ps[0]), Details: ps}
 }
 
 // ResolvePipeline picks the pipeline a ticket of the given type starts on:
