@@ -41,7 +41,7 @@ func eventsFollow(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs := flag.NewFlagSet("ballet events follow", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	srv := fs.String("server", "http://127.0.0.1:8080", "Core's URL")
-	token := fs.String("token", os.Getenv("BALLET_TOKEN"), "bearer token (default $BALLET_TOKEN)")
+	token := fs.String("token", "", "bearer token (default $BALLET_TOKEN)") // not the default: help would print it
 	project := fs.String("project", "", "project key")
 	item := fs.String("item", "", "item key (ACME-42)")
 	org := fs.String("org", "", "organization slug")
@@ -49,6 +49,9 @@ func eventsFollow(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	msgp := fs.Bool("msgpack", false, "use MessagePack frames instead of JSON")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *token == "" {
+		*token = os.Getenv("BALLET_TOKEN")
 	}
 	var stream string
 	n := 0

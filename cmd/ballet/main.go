@@ -25,7 +25,7 @@ const usage = `ballet — tickets through pipelines of coding agents, unattended
 Usage:
   ballet serve [--config FILE]   start Core (embedded SQLite by default)
   ballet config [--config FILE]  print the effective configuration as TOML
-  ballet pipeline COMMAND        validate or render pipeline YAML (ballet pipeline help)
+  ballet pipeline COMMAND        validate, render or publish pipeline YAML (ballet pipeline help)
   ballet events follow ...       print a project's, item's or org's events as they happen (ballet events help)
   ballet version                 print the version
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,11 +14,25 @@ const pipelineUsage = `Usage:
   ballet pipeline validate FILE...    check pipeline YAML files ("-" reads stdin)
   ballet pipeline render [FILE]       print the canonical YAML of FILE (default: stdin)
   ballet pipeline render --template   print Ballet's template pipeline
+  ballet pipeline publish --project KEY [--name NAME] [--version N]
+                          [--server URL] [--token T] FILE
+                                      publish FILE as a new version of a project's pipeline
 
 validate prints every problem as FILE:LINE:COL: path: message [code] and exits
 1 when there are problems, or prints FILE: ok and exits 0. render prints the
-problems to stderr and exits 1 instead of printing YAML. Exit status 2 means a
-usage error or an unreadable file.
+problems to stderr and exits 1 instead of printing YAML.
+
+publish sends FILE to Core (--server, default http://127.0.0.1:8080) with the
+token --token (default $BALLET_TOKEN), which needs project.update, as the next
+version of the pipeline NAME (--name: "default", the default, or a ticket
+type) of project KEY. --version N is the version FILE is based on (0 for the
+first); without it publish reads the latest version first. It prints
+"FILE: published as pipeline NAME of KEY version N" and exits 0. Problems are
+printed to stderr as validate prints them, exit 1; so is a conflict (another
+version was published after N: the message names the latest), as is any other
+refusal.
+
+Exit status 2 means a usage error or an unreadable file.
 `
 
 const stdinName = "<stdin>"
@@ -36,6 +51,8 @@ func pipelineRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return pipelineValidate(args[1:], stdin, stdout, stderr)
 	case "render":
 		return pipelineRender(args[1:], stdin, stdout, stderr)
+	case "publish":
+		return pipelinePublish(args[1:], stdin, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, pipelineUsage)
 		return 0
@@ -48,14 +65,39 @@ func pipelineRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func pipelineFlags(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("ballet pipeline "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, pipelineUsage) }
+	fs.Usage = func() {
+		fmt.Fprint(stderr, pipelineUsage)
+		if hasFlags(fs) {
+			fmt.Fprintf(stderr, "\nFlags of %s:\n", fs.Name())
+			fs.PrintDefaults()
+		}
+	}
 	return fs
+}
+
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
+}
+
+// parseFlags parses args; when it returns ok false, the command exits with
+// code: 0 after --help, 2 after a bad flag (the flag package has printed
+// why).
+func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	switch err := fs.Parse(args); {
+	case errors.Is(err, flag.ErrHelp):
+		return 0, false
+	case err != nil:
+		return 2, false
+	}
+	return 0, true
 }
 
 func pipelineValidate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := pipelineFlags("validate", stderr)
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintf(stderr, "ballet pipeline validate: no FILE given\n\n%s", pipelineUsage)
@@ -83,8 +125,8 @@ func pipelineValidate(args []string, stdin io.Reader, stdout, stderr io.Writer) 
 func pipelineRender(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := pipelineFlags("render", stderr)
 	template := fs.Bool("template", false, "print Ballet's template pipeline")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	var def pipeline.Definition
 	switch {
