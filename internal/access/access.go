@@ -64,15 +64,39 @@ func RoleAtLeast(a, b string) bool {
 	return ValidRole(a)
 }
 
+// Lower returns the lesser of two roles: what a principal may do when both
+// apply. "" (no role) when either is "".
+func Lower(a, b string) string {
+	switch {
+	case !ValidRole(a) || !ValidRole(b):
+		return ""
+	case RoleAtLeast(a, b):
+		return b
+	}
+	return a
+}
+
 // Principal is what access needs to know about a caller.
 type Principal interface {
 	// Subject is the identity memberships are recorded for.
 	AccessSubject() string
 	// IsPlatformAdmin: may do everything.
 	IsPlatformAdmin() bool
-	// TokenRole, for a scoped token: the organization it is limited to and
-	// the role it carries there (ok=false for humans).
-	TokenRole() (orgID, role string, ok bool)
+	// TokenGrant, for a token: what it may do (ok=false for humans).
+	TokenGrant() (g Grant, ok bool)
+}
+
+// Grant is what a token may do: act in one organization with a role, and
+// never above its creator's current role in the scope it touches — the
+// organization, or a project, where a project override replaces the
+// creator's organization role. A zero Grant holds no role anywhere (runner
+// and run tokens).
+type Grant struct {
+	OrgID string
+	Role  string
+	// CappedBy is the subject whose current role caps the token (its
+	// creator); "" when nothing does (a platform admin created it).
+	CappedBy string
 }
 
 // Resolver reads memberships.
@@ -83,19 +107,35 @@ type Resolver struct {
 }
 
 // Role returns p's role in the organization, overridden by its role in the
-// project when projectID is set and an override exists. "" means none.
+// project when projectID is set and an override exists. "" means none. A
+// token's role is its own, lowered to its creator's role in that same
+// scope: a token never acts above the person behind it, in any project.
 func (r *Resolver) Role(ctx context.Context, p Principal, orgID, projectID string) (string, error) {
 	if p.IsPlatformAdmin() {
 		return Admin, nil
 	}
-	if tOrg, tRole, ok := p.TokenRole(); ok {
-		if tOrg != orgID {
-			return "", nil
-		}
-		return tRole, nil
+	g, ok := p.TokenGrant()
+	if !ok {
+		return r.memberRole(ctx, p.AccessSubject(), orgID, projectID)
 	}
+	if g.OrgID == "" || g.OrgID != orgID || g.Role == "" {
+		return "", nil
+	}
+	if g.CappedBy == "" {
+		return g.Role, nil
+	}
+	creator, err := r.memberRole(ctx, g.CappedBy, orgID, projectID)
+	if err != nil {
+		return "", fmt.Errorf("read token creator's role: %w", err)
+	}
+	return Lower(g.Role, creator), nil
+}
+
+// memberRole is subject's recorded role: its project override when
+// projectID is set and one exists, else its organization role.
+func (r *Resolver) memberRole(ctx context.Context, subject, orgID, projectID string) (string, error) {
 	rows, err := r.Store.Query(ctx, `SELECT project_id, role FROM memberships WHERE organization_id = ? AND subject = ? AND project_id IN ('', ?)`,
-		orgID, p.AccessSubject(), projectID)
+		orgID, subject, projectID)
 	if err != nil {
 		return "", fmt.Errorf("read memberships: %w", err)
 	}
@@ -110,6 +150,26 @@ func (r *Resolver) Role(ctx context.Context, p Principal, orgID, projectID strin
 		}
 	}
 	return role, nil
+}
+
+// HighestRole returns the highest role a person holds anywhere in the
+// organization: organization-wide or in any project ("" when none).
+func (r *Resolver) HighestRole(ctx context.Context, subject, orgID string) (string, error) {
+	rows, err := r.Store.Query(ctx, `SELECT role FROM memberships WHERE organization_id = ? AND subject = ?`, orgID, subject)
+	if err != nil {
+		return "", fmt.Errorf("read memberships: %w", err)
+	}
+	best := ""
+	for i := range rows.Len() {
+		var rl string
+		if err := rows.Scan(i, &rl); err != nil {
+			return "", err
+		}
+		if best == "" || !RoleAtLeast(best, rl) {
+			best = rl
+		}
+	}
+	return best, nil
 }
 
 // Check returns nil when p holds perm in the scope; an apperr NotFound when

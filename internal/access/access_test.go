@@ -32,3 +32,14 @@ func TestRolesGrantTheirPermissions(t *testing.T) {
 		}
 	}
 }
+
+func TestLowerIsTheLesserRole(t *testing.T) {
+	for _, c := range []struct{ a, b, want string }{
+		{Admin, Viewer, Viewer}, {Viewer, Admin, Viewer}, {Member, Admin, Member}, {Admin, Admin, Admin},
+		{Admin, "", ""}, {"", Member, ""}, {"owner", Viewer, ""},
+	} {
+		if got := Lower(c.a, c.b); got != c.want {
+			t.Errorf("Lower(%q, %q) = %q, want %q", c.a, c.b, got, c.want)
+		}
+	}
+}

@@ -355,3 +355,87 @@ func checkNoSecrets(t *testing.T, e *apitest.Env, s store.Store, secrets, reader
 		}
 	}
 }
+
+// TestTokenNeverActsAboveItsCreatorInAProject: the finding "a token escapes
+// its creator's project role". ada, an organization admin overridden to
+// viewer in ACME, creates an admin token: in ACME it acts as a viewer, as
+// she does; in BETA, where no override applies, as an admin. The cap
+// follows her current role: lifted with the override, gone with her
+// membership (the organization disappears from the token's list too).
+func TestTokenNeverActsAboveItsCreatorInAProject(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		iss := oidctest.New(t)
+		e := oidcEnv(t, s, iss)
+		e.Project("acme", "BETA")
+		e.Admin(200, "PUT", "/api/v1/projects/ACME/members/"+ada, map[string]any{"role": "viewer"})
+		asAda := iss.Token(t, ada)
+		var tk tokenOut
+		e.Must(201, asAda, "POST", "/api/v1/tokens", map[string]any{"name": "ada's admin", "organization": "acme", "role": "admin"}).JSON(t, &tk)
+		var it struct{ Key string }
+		e.Admin(201, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "t"}).JSON(t, &it)
+		publish := map[string]any{"version": 0, "definition": map[string]any{"stages": []any{map[string]any{"id": "work", "kind": "agent"}}}}
+
+		for who, cred := range map[string]string{"ada": asAda, "her token": tk.Token} {
+			for _, c := range []struct {
+				method, path string
+				body         any
+			}{
+				{"PATCH", "/api/v1/items/" + it.Key, map[string]any{"version": 1, "title": "Renamed"}},
+				{"PUT", "/api/v1/projects/ACME/pipelines/default", publish},
+				{"DELETE", "/api/v1/projects/ACME/members/" + ada, nil},
+			} {
+				if r := e.Do(cred, c.method, c.path, c.body); r.Status != 403 {
+					t.Errorf("%s: %s %s: %d %s, want 403 (she is a viewer in ACME)", who, c.method, c.path, r.Status, r.Body)
+				}
+			}
+			e.Must(200, cred, "GET", "/api/v1/projects/ACME", nil)
+		}
+		e.Must(200, tk.Token, "PUT", "/api/v1/projects/BETA/pipelines/default", publish) // admin where no override applies
+		e.Must(201, tk.Token, "POST", "/api/v1/orgs/acme/projects", map[string]any{"key": "GAMMA", "name": "Gamma"})
+
+		// Her override removed: the token is an admin in ACME too.
+		e.Admin(204, "DELETE", "/api/v1/projects/ACME/members/"+ada, nil)
+		e.Must(200, tk.Token, "PATCH", "/api/v1/items/"+it.Key, map[string]any{"version": 1, "title": "Renamed"})
+
+		// Her membership gone (another admin remains): the token holds
+		// nothing and lists no organization.
+		e.Admin(200, "PUT", "/api/v1/orgs/acme/members/oidc|eve", map[string]any{"role": "admin"})
+		e.Admin(204, "DELETE", "/api/v1/orgs/acme/members/"+ada, nil)
+		e.Must(404, tk.Token, "GET", "/api/v1/projects/BETA", nil)
+		var orgs struct{ Organizations []struct{ Slug string } }
+		e.Must(200, tk.Token, "GET", "/api/v1/orgs", nil).JSON(t, &orgs)
+		if len(orgs.Organizations) != 0 {
+			t.Errorf("the token of a removed member lists %+v", orgs.Organizations)
+		}
+	})
+}
+
+// TestProjectOnlyMemberToken: a person with a role in one project only
+// creates a token for the organization; it acts in that project with at
+// most that role, and nowhere else.
+func TestProjectOnlyMemberToken(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		iss := oidctest.New(t)
+		e := oidcEnv(t, s, iss)
+		e.Project("acme", "BETA")
+		e.Admin(200, "PUT", "/api/v1/projects/ACME/members/"+stranger, map[string]any{"role": "member"})
+		asPam := iss.Token(t, stranger)
+		e.Must(403, asPam, "POST", "/api/v1/tokens", map[string]any{"name": "x", "organization": "acme", "role": "admin"})
+		var tk tokenOut
+		e.Must(201, asPam, "POST", "/api/v1/tokens", map[string]any{"name": "pam's bot", "organization": "acme"}).JSON(t, &tk)
+		if tk.Role != "member" {
+			t.Fatalf("default role %q, want member (her highest role in acme)", tk.Role)
+		}
+		for _, cred := range []string{asPam, tk.Token} {
+			e.Must(201, cred, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "mine"})
+			e.Must(403, cred, "PATCH", "/api/v1/projects/ACME", map[string]any{"version": 1, "name": "x"})
+			e.Must(404, cred, "GET", "/api/v1/projects/BETA", nil)
+			e.Must(404, cred, "GET", "/api/v1/orgs/acme", nil)
+		}
+		var orgs struct{ Organizations []struct{ Slug string } }
+		e.Must(200, tk.Token, "GET", "/api/v1/orgs", nil).JSON(t, &orgs)
+		if len(orgs.Organizations) != 1 || orgs.Organizations[0].Slug != "acme" {
+			t.Errorf("her token lists %+v", orgs.Organizations)
+		}
+	})
+}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ballet/ballet/internal/config"
+	"github.com/ballet/ballet/internal/oidctest"
 	"github.com/ballet/ballet/internal/store"
 )
 
@@ -25,8 +27,74 @@ const (
 // privileged first, so failed attempts leave the state for the next.
 var MatrixRoles = []string{None, Other, Viewer, Member, Admin, Platform}
 
+// Override rows: people (OIDC identities) whose role in project ACME is not
+// their organization role, and an API token each of them created with the
+// highest role they hold in acme. Each acts, on a route, as the base role
+// it holds in the scope the route touches: InProject on routes of project
+// ACME (its items, runs, skills, pipelines, members…), InOrg on routes of
+// the organization and on routes of no organization. A token row must get
+// exactly what its creator gets: a token never acts above the person
+// behind it, in any project.
+type Override struct {
+	Name      string // the person's row; the token's row is "token of " + Name
+	Subject   string // OIDC subject
+	OrgRole   string // role in acme ("" for none)
+	Project   string // override in ACME
+	InProject string // base role whose status it gets on ACME routes
+	InOrg     string // … on organization routes and elsewhere
+}
+
+// Overrides: the rows of project overrides.
+var Overrides = []Override{
+	{Name: "viewer, ACME member", Subject: "oidc|vic", OrgRole: "viewer", Project: "member", InProject: Member, InOrg: Viewer},
+	{Name: "admin, ACME viewer", Subject: "oidc|ava", OrgRole: "admin", Project: "viewer", InProject: Viewer, InOrg: Admin},
+	{Name: "ACME-only member", Subject: "oidc|pam", OrgRole: "", Project: "member", InProject: Member, InOrg: Other},
+}
+
+// TokenRow names the row of the token an override's person created.
+func TokenRow(o Override) string { return "token of " + o.Name }
+
+// routeScope tells which scope of the matrix world a route touches:
+// "project" (ACME: every case of a route naming a project, an item, a run
+// or a question works in ACME), "org" (acme), or "" (none: the platform,
+// the caller's own tokens, runners, pure functions).
+func routeScope(route string) string {
+	_, path, _ := strings.Cut(route, " ")
+	switch {
+	case strings.Contains(path, "{project}"), strings.Contains(path, "{item}"), strings.Contains(path, "{run}"),
+		strings.HasPrefix(path, "/api/v1/questions/"):
+		return "project"
+	case strings.Contains(path, "{org}"):
+		return "org"
+	}
+	return ""
+}
+
+// want returns the status a caller must get on route: the case's own
+// expectation for base roles and, for an override row, its explicit one
+// (Case.Override) or else the one of the base role it acts as there.
+func (c Case) want(route, caller string) (int, bool) {
+	if w, ok := c.Override[caller]; ok {
+		return w, true
+	}
+	if w, ok := c.Want[caller]; ok {
+		return w, true
+	}
+	for _, o := range Overrides {
+		if caller == o.Name || caller == TokenRow(o) {
+			as := o.InOrg
+			if routeScope(route) == "project" {
+				as = o.InProject
+			}
+			w, ok := c.Want[as]
+			return w, ok
+		}
+	}
+	return 0, false
+}
+
 // World is the shared state of a matrix run: two organizations, each with
-// a project, and a token per role.
+// a project, and a credential per caller (MatrixCallers).
 type World struct {
 	*Env
 	OrgA, OrgB         string // ids
@@ -47,6 +115,9 @@ type Case struct {
 	Prepare func(w *World) (path string, body any)
 	// Want maps each role of MatrixRoles to the exact status.
 	Want map[string]int
+	// Override, optional, gives an override row (Overrides, by row name)
+	// a status other than that of the base role it acts as.
+	Override map[string]int
 }
 
 var (
@@ -89,9 +160,12 @@ var (
 	}
 )
 
-// NewWorld builds the matrix world on s.
+// NewWorld builds the matrix world on s: Core trusts an OIDC issuer, so
+// that the override rows are real people and tokens they created through
+// the API.
 func NewWorld(t testing.TB, s store.Store) *World {
-	e := New(t, s)
+	iss := oidctest.New(t)
+	e := New(t, s, func(c *config.Config) { c.Auth.OIDCIssuer, c.Auth.OIDCAudience = iss.URL, iss.Audience })
 	w := &World{Env: e, SlugA: "acme", SlugB: "globex", KeyA: "ACME", KeyB: "GLX"}
 	w.OrgA, w.OrgB = e.Org(w.SlugA), e.Org(w.SlugB)
 	w.ProjectA, w.ProjectB = e.Project(w.SlugA, w.KeyA), e.Project(w.SlugB, w.KeyB)
@@ -103,7 +177,32 @@ func NewWorld(t testing.TB, s store.Store) *World {
 		Other:    e.RoleToken(w.OrgB, "admin"),
 		Platform: BootstrapToken,
 	}
+	for _, o := range Overrides {
+		if o.OrgRole != "" {
+			e.Admin(200, "PUT", "/api/v1/orgs/acme/members/"+o.Subject, map[string]any{"role": o.OrgRole})
+		}
+		e.Admin(200, "PUT", "/api/v1/projects/ACME/members/"+o.Subject, map[string]any{"role": o.Project})
+		person := iss.Token(t, o.Subject) // valid for an hour
+		w.Tokens[o.Name] = person
+		role := o.Project
+		if o.OrgRole == Admin {
+			role = Admin
+		}
+		var tk struct{ Token, Role string }
+		e.Must(201, person, "POST", "/api/v1/tokens", map[string]any{"name": "matrix " + o.Name, "organization": w.SlugA, "role": role}).JSON(t, &tk)
+		w.Tokens[TokenRow(o)] = tk.Token
+	}
 	return w
+}
+
+// MatrixCallers lists every caller of the matrix: the base roles, then the
+// override rows (each person, then the token it created).
+func MatrixCallers() []string {
+	out := append([]string{}, MatrixRoles...)
+	for _, o := range Overrides {
+		out = append(out, o.Name, TokenRow(o))
+	}
+	return out
 }
 
 // RunMatrix checks every route of the API against its registered case:
@@ -142,8 +241,8 @@ func RunMatrix(t *testing.T, s store.Store) {
 	for _, route := range keys {
 		c := cases[route]
 		method, _, _ := strings.Cut(route, " ")
-		for _, role := range MatrixRoles {
-			want, ok := c.Want[role]
+		for _, role := range MatrixCallers() {
+			want, ok := c.want(route, role)
 			if !ok {
 				t.Errorf("%s: no expectation for role %s", route, role)
 				continue

@@ -57,7 +57,14 @@ type Principal struct {
 	TokenKind string
 	OrgID     string // API tokens: the one organization they act in
 	Role      string // API tokens: their role there
-	Scopes    []string
+	// CappedBy is the subject whose current role caps an API token in
+	// every scope it touches (its creator); "" when its creator is a
+	// platform admin.
+	CappedBy string
+	Scopes   []string
+	// ExpiresAt is when the credential stops being valid (zero: never):
+	// an opaque token's expiry or an identity token's exp.
+	ExpiresAt time.Time
 }
 
 // AccessSubject implements access.Principal.
@@ -66,16 +73,17 @@ func (p *Principal) AccessSubject() string { return p.Subject }
 // IsPlatformAdmin implements access.Principal.
 func (p *Principal) IsPlatformAdmin() bool { return p.PlatformAdmin }
 
-// TokenRole implements access.Principal: service tokens act only within
-// their organization and role; runner and run tokens hold no role.
-func (p *Principal) TokenRole() (string, string, bool) {
+// TokenGrant implements access.Principal: an API token acts only within
+// its organization and role, capped by its creator's current role in each
+// scope; runner and run tokens hold no role.
+func (p *Principal) TokenGrant() (access.Grant, bool) {
 	if p.TokenID == "" {
-		return "", "", false
+		return access.Grant{}, false
 	}
 	if p.TokenKind != KindAPI {
-		return "", "", true
+		return access.Grant{}, true
 	}
-	return p.OrgID, p.Role, true
+	return access.Grant{OrgID: p.OrgID, Role: p.Role, CappedBy: p.CappedBy}, true
 }
 
 // Actor is the principal as events record it.
@@ -168,15 +176,53 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Princ
 }
 
 func (a *Authenticator) token(ctx context.Context, secret string) (*Principal, error) {
+	p, err := a.load(ctx, `hash = ?`, Hash(secret))
+	if err != nil {
+		return nil, err
+	}
+	switch p.TokenKind {
+	case KindAPI:
+		a.capRole(p)
+	case KindRunner:
+		// A runner token leases every organization's runs: it acts only
+		// while its creator is a platform admin, as it had to be to
+		// create it.
+		if !a.platformAdmin(p.ActingFor) {
+			return nil, unauthenticated("token void: its creator is no longer a platform admin")
+		}
+	case KindRun:
+		// A run token acts for the runner token that leased its run, and
+		// dies with it (revoked, expired or void).
+		id, ok := strings.CutPrefix(p.ActingFor, "token:")
+		var runner *Principal
+		if ok {
+			runner, err = a.load(ctx, `id = ?`, id)
+		}
+		switch {
+		case err != nil && apperr.Code(err) != apperr.Unauthenticated:
+			return nil, err
+		case !ok || err != nil || runner.TokenKind != KindRunner || !a.platformAdmin(runner.ActingFor):
+			return nil, unauthenticated("token void: the runner token that leased its run is no longer valid")
+		}
+		if !runner.ExpiresAt.IsZero() && (p.ExpiresAt.IsZero() || runner.ExpiresAt.Before(p.ExpiresAt)) {
+			p.ExpiresAt = runner.ExpiresAt
+		}
+	}
+	return p, nil
+}
+
+// load reads one stored token by a condition on its row and returns it as
+// a principal; unknown, revoked and expired tokens are unauthenticated.
+func (a *Authenticator) load(ctx context.Context, where string, arg any) (*Principal, error) {
 	rows, err := a.store.Query(ctx, `SELECT id, kind, subject, COALESCE(acting_for, ''), COALESCE(organization_id, ''), COALESCE(role, ''), scopes,
-COALESCE(expires_at, 0), COALESCE(revoked_at, 0) FROM tokens WHERE hash = ?`, Hash(secret))
+COALESCE(expires_at, 0), COALESCE(revoked_at, 0) FROM tokens WHERE `+where, arg)
 	if err != nil {
 		return nil, fmt.Errorf("read token: %w", err)
 	}
 	if rows.Len() == 0 {
 		return nil, unauthenticated("unknown token")
 	}
-	var p Principal
+	p := &Principal{Kind: event.ActorService}
 	var scopes string
 	var expires, revoked int64
 	if err := rows.Scan(0, &p.TokenID, &p.TokenKind, &p.Subject, &p.ActingFor, &p.OrgID, &p.Role, &scopes, &expires, &revoked); err != nil {
@@ -185,53 +231,41 @@ COALESCE(expires_at, 0), COALESCE(revoked_at, 0) FROM tokens WHERE hash = ?`, Ha
 	if revoked != 0 {
 		return nil, unauthenticated("token revoked")
 	}
-	if expires != 0 && !a.clock.Now().Before(time.UnixMilli(expires)) {
-		return nil, unauthenticated("token expired")
+	if expires != 0 {
+		p.ExpiresAt = time.UnixMilli(expires).UTC()
+		if !a.clock.Now().Before(p.ExpiresAt) {
+			return nil, unauthenticated("token expired")
+		}
 	}
 	if err := json.Unmarshal([]byte(scopes), &p.Scopes); err != nil {
 		return nil, fmt.Errorf("token %s scopes: %w", p.TokenID, err)
 	}
-	p.Kind = event.ActorService
-	if p.TokenKind == KindAPI {
-		if err := a.capRole(ctx, &p); err != nil {
-			return nil, err
-		}
-	}
-	return &p, nil
+	return p, nil
+}
+
+// platformAdmin reports whether subject is a platform admin now.
+func (a *Authenticator) platformAdmin(subject string) bool {
+	return subject == BootstrapSubject || a.admins[subject]
 }
 
 // capRole limits an API token to what its creator may do now: a token
-// never outlives its creator's role (a creator who lost or lowered their
-// role takes the token down with them).
-func (a *Authenticator) capRole(ctx context.Context, p *Principal) error {
-	creatorAdmin := p.ActingFor == BootstrapSubject || a.admins[p.ActingFor]
+// never outlives its creator's role nor acts above it. A platform_admin
+// token is a platform admin only while its creator is one; any other API
+// token is capped, in every organization and project it touches, by its
+// creator's current role there (access.Resolver.Role), unless the creator
+// is a platform admin.
+func (a *Authenticator) capRole(p *Principal) {
+	creatorAdmin := a.platformAdmin(p.ActingFor)
 	if p.Role == RolePlatformAdmin {
 		p.PlatformAdmin = creatorAdmin
 		if !creatorAdmin {
 			p.Role = ""
 		}
-		return nil
+		return
 	}
-	if creatorAdmin {
-		return nil
+	if !creatorAdmin {
+		p.CappedBy = p.ActingFor
 	}
-	rows, err := a.store.Query(ctx, `SELECT role FROM memberships WHERE organization_id = ? AND project_id = '' AND subject = ?`, p.OrgID, p.ActingFor)
-	if err != nil {
-		return fmt.Errorf("read token creator's role: %w", err)
-	}
-	current := ""
-	if rows.Len() > 0 {
-		if err := rows.Scan(0, &current); err != nil {
-			return err
-		}
-	}
-	switch {
-	case current == "":
-		p.Role = ""
-	case !access.RoleAtLeast(current, p.Role):
-		p.Role = current
-	}
-	return nil
 }
 
 func (a *Authenticator) jwt(ctx context.Context, raw string) (*Principal, error) {
@@ -249,7 +283,7 @@ func (a *Authenticator) jwt(ctx context.Context, raw string) (*Principal, error)
 	if tok.Subject == BootstrapSubject {
 		return nil, unauthenticated("the subject %q is reserved for the bootstrap token", BootstrapSubject)
 	}
-	return &Principal{Kind: event.ActorHuman, Subject: tok.Subject, PlatformAdmin: a.admins[tok.Subject]}, nil
+	return &Principal{Kind: event.ActorHuman, Subject: tok.Subject, PlatformAdmin: a.platformAdmin(tok.Subject), ExpiresAt: tok.Expiry.UTC()}, nil
 }
 
 // oidcVerifier discovers the issuer on first use, so that Core starts even

@@ -35,8 +35,10 @@ const ScopeRunner = "runner"
 //   - only humans (OIDC users, the bootstrap admin) create tokens: a token
 //     cannot mint tokens (403);
 //   - kind "api" (the default) acts in exactly one organization with a role
-//     not above its creator's organization role there (default: the
-//     creator's role); role "platform_admin" is for platform admins only
+//     not above the highest role its creator holds there, organization-wide
+//     or in a project (default: that role); in each scope it touches it
+//     acts at most with its creator's current role there (a project
+//     override included); role "platform_admin" is for platform admins only
 //     and names no organization; an organization is otherwise required
 //     (400 without one);
 //   - kind "runner" is platform-wide, for platform admins only, and carries
@@ -186,9 +188,10 @@ func (s *TokenService) Create(ctx context.Context, p *Principal, in TokenCreate)
 }
 
 // orgRole resolves the organization of an API token and the role it gets:
-// the requested one if the creator's own role there is at least as high,
-// else the creator's role. An organization the creator has no role in is
-// not found.
+// the requested one if the creator's highest role there (organization-wide
+// or in a project) is at least as high; by default that role. An
+// organization the creator has no role in is not found. Wherever the token
+// acts, its creator's role in that scope caps it (access.Resolver.Role).
 func (s *TokenService) orgRole(ctx context.Context, p *Principal, ref, want string) (orgID, role string, err error) {
 	rows, err := s.Store.Query(ctx, `SELECT id, slug FROM organizations WHERE slug = ? OR id = ? ORDER BY id = ? DESC LIMIT 1`, ref, ref, ref)
 	if err != nil {
@@ -202,9 +205,11 @@ func (s *TokenService) orgRole(ctx context.Context, p *Principal, ref, want stri
 	if err := rows.Scan(0, &orgID, &slug); err != nil {
 		return "", "", err
 	}
-	mine, err := s.Access.Role(ctx, p, orgID, "")
-	if err != nil {
-		return "", "", err
+	mine := access.Admin
+	if !p.PlatformAdmin {
+		if mine, err = s.Access.HighestRole(ctx, p.Subject, orgID); err != nil {
+			return "", "", err
+		}
 	}
 	if mine == "" {
 		return "", "", notFound
@@ -213,7 +218,7 @@ func (s *TokenService) orgRole(ctx context.Context, p *Principal, ref, want stri
 		return orgID, mine, nil
 	}
 	if !access.RoleAtLeast(mine, want) {
-		return "", "", apperr.New(apperr.Forbidden, "a token's role cannot be above yours: you are %s in %s, not %s", mine, slug, want)
+		return "", "", apperr.New(apperr.Forbidden, "a token's role cannot be above yours: your highest role in %s is %s, not %s", slug, mine, want)
 	}
 	return orgID, want, nil
 }

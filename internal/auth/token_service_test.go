@@ -309,3 +309,66 @@ func TestTokenOrganizationByIDWins(t *testing.T) {
 		}
 	})
 }
+
+// TestRunnerAndRunTokensDieWithTheirIssuer: a runner token acts only while
+// its creator is a platform admin; a run token only while the runner token
+// that leased its run is valid (not revoked, expired or void), and never
+// past that token's expiry.
+func TestRunnerAndRunTokensDieWithTheirIssuer(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		f := setup(t, s)
+		// demoted is Core after root left platform_admins.
+		demoted := auth.NewAuthenticator(s, f.clock, "", nil, auth.OIDCConfig{})
+		runExp := start.Add(7 * 24 * time.Hour)
+		// pair issues a runner token (expiring in 2h) and a run token
+		// leased with it, as run.Service.Lease does.
+		pair := func() (runner auth.CreatedToken, run string) {
+			t.Helper()
+			r, err := f.svc.Create(ctx, root, auth.TokenCreate{Name: "runner", Kind: "runner", ExpiresIn: "2h"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rp, err := f.authenticate(r.Secret)
+			if err != nil {
+				t.Fatal(err)
+			}
+			secret, _, tr := auth.Issue(rp.Actor(), auth.KindRun, "run x", f.orgID, "", []string{"run:x"}, &runExp, f.clock.Now())
+			if err := (&transition.Applier{Store: s, Clock: f.clock}).Apply(ctx, tr); err != nil {
+				t.Fatal(err)
+			}
+			return r, secret
+		}
+		void := func(what, run string, a *auth.Authenticator) {
+			t.Helper()
+			if _, err := a.Authenticate(ctx, "Bearer "+run); code(err) != apperr.Unauthenticated || !strings.Contains(err.Error(), "runner token") {
+				t.Errorf("run token after %s: %v", what, err)
+			}
+		}
+
+		r, run := pair()
+		p, err := f.authenticate(run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.ExpiresAt.Equal(*r.ExpiresAt) {
+			t.Errorf("run token expires at %v, want its runner token's %v", p.ExpiresAt, *r.ExpiresAt)
+		}
+		if _, err := demoted.Authenticate(ctx, "Bearer "+r.Secret); code(err) != apperr.Unauthenticated || !strings.Contains(err.Error(), "no longer a platform admin") {
+			t.Errorf("runner token of a former platform admin: %v", err)
+		}
+		void("its runner's creator lost platform admin", run, demoted)
+		if err := f.svc.Revoke(ctx, root, r.ID); err != nil {
+			t.Fatal(err)
+		}
+		void("its runner token was revoked", run, f.authn)
+
+		_, run = pair()
+		f.clock.Advance(2*time.Hour - time.Millisecond)
+		if _, err := f.authenticate(run); err != nil {
+			t.Fatalf("run token before its runner token expires: %v", err)
+		}
+		f.clock.Advance(time.Millisecond)
+		void("its runner token expired", run, f.authn)
+	})
+}

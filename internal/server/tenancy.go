@@ -79,15 +79,36 @@ func (h *Tenancy) createOrg(r *Request) (any, error) {
 func (h *Tenancy) listOrgs(r *Request) (any, error) {
 	r.Checked() // filtered to the caller's memberships below
 	p := r.Principal
-	if orgID, _, ok := p.TokenRole(); ok && !p.PlatformAdmin {
-		o, err := h.T.FindOrganization(r.Context(), orgID)
-		if err != nil || orgID == "" {
-			return OrganizationList{Organizations: []tracker.Organization{}}, nil
-		}
-		return OrganizationList{Organizations: []tracker.Organization{o}}, nil
+	g, token := p.TokenGrant()
+	if !token || p.PlatformAdmin {
+		orgs, err := h.T.ListOrganizations(r.Context(), p.Subject, p.PlatformAdmin)
+		return OrganizationList{Organizations: orgs}, err
 	}
-	orgs, err := h.T.ListOrganizations(r.Context(), p.Subject, p.PlatformAdmin)
-	return OrganizationList{Organizations: orgs}, err
+	// A token sees its one organization, while its creator (if anyone
+	// caps it) still has a role there.
+	out := []tracker.Organization{}
+	if g.OrgID == "" || g.Role == "" {
+		return OrganizationList{Organizations: out}, nil
+	}
+	var orgs []tracker.Organization
+	var err error
+	if g.CappedBy == "" {
+		var o tracker.Organization
+		switch o, err = h.T.FindOrganization(r.Context(), g.OrgID); {
+		case err == nil:
+			orgs = append(orgs, o)
+		case apperr.Code(err) == apperr.NotFound:
+			err = nil
+		}
+	} else {
+		orgs, err = h.T.ListOrganizations(r.Context(), g.CappedBy, false)
+	}
+	for _, o := range orgs {
+		if o.ID == g.OrgID {
+			out = append(out, o)
+		}
+	}
+	return OrganizationList{Organizations: out}, err
 }
 
 // org resolves {org} and checks the route's permission there.
