@@ -22,18 +22,15 @@ import (
 // graphVersion reads an organization's blocker graph version and returns
 // the guarded statement that bumps it.
 func (s *Service) graphVersion(ctx context.Context, orgID string) (store.Statement, error) {
-	rows, err := s.Store.Query(ctx, `SELECT version FROM graph_versions WHERE organization_id = ?`, orgID)
+	rows, err := s.Store.Query(ctx, `SELECT COALESCE((SELECT version FROM graph_versions WHERE organization_id = ?), 0)`, orgID)
 	if err != nil {
 		return store.Statement{}, fmt.Errorf("read graph version: %w", err)
-	}
-	if rows.Len() == 0 {
-		return store.Stmt(`INSERT INTO graph_versions (organization_id, version) VALUES (?, 1) ON CONFLICT DO NOTHING`, orgID), nil
 	}
 	var v int64
 	if err := rows.Scan(0, &v); err != nil {
 		return store.Statement{}, err
 	}
-	return store.Stmt(`UPDATE graph_versions SET version = version + 1 WHERE organization_id = ? AND version = ?`, orgID, v), nil
+	return bumpOrgVersion("graph_versions", orgID, v), nil
 }
 
 func (s *Service) hasBlocker(ctx context.Context, itemID, blockerID string) (bool, error) {

@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -69,19 +70,18 @@ func (s *Service) SetMember(ctx context.Context, actor event.Actor, orgID, proje
 	}
 	var out Member
 	_, err := s.Applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
-		cur, found, err := s.member(ctx, orgID, projectID, subject)
+		st, err := s.memberships(ctx, orgID, projectID, subject)
 		if err != nil {
 			return nil, err
 		}
+		cur, found := st.cur, st.found
 		now := s.now()
 		if found && cur.Role == in.Role {
 			out = cur
 			return nil, nil
 		}
-		if found && projectID == "" && cur.Role == access.Admin {
-			if err := s.keepAnAdmin(ctx, orgID, subject); err != nil {
-				return nil, err
-			}
+		if err := st.keepsAnAdmin(in.Role); err != nil {
+			return nil, err
 		}
 		out = Member{OrganizationID: orgID, ProjectID: projectID, Subject: subject, Role: in.Role, CreatedAt: now, UpdatedAt: now, Version: 1}
 		payload, _ := json.Marshal(map[string]any{"subject": subject, "role": in.Role, "previous_role": cur.Role, "project_id": projectID})
@@ -94,6 +94,7 @@ WHERE organization_id = ? AND project_id = ? AND subject = ? AND version = ?`, i
 			t.Guarded = []store.Statement{store.Stmt(`INSERT INTO memberships (organization_id, project_id, subject, role, created_at, updated_at, version)
 VALUES (?, ?, ?, ?, ?, ?, 1) ON CONFLICT DO NOTHING`, orgID, projectID, subject, in.Role, now.UnixMilli(), now.UnixMilli())}
 		}
+		t.Guarded = append(t.Guarded, st.bump)
 		return t, nil
 	})
 	return out, err
@@ -102,58 +103,74 @@ VALUES (?, ?, ?, ?, ?, ?, 1) ON CONFLICT DO NOTHING`, orgID, projectID, subject,
 // RemoveMember removes subject's organization role or project override.
 func (s *Service) RemoveMember(ctx context.Context, actor event.Actor, orgID, projectID, subject string) error {
 	_, err := s.Applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
-		cur, found, err := s.member(ctx, orgID, projectID, subject)
+		st, err := s.memberships(ctx, orgID, projectID, subject)
 		if err != nil {
 			return nil, err
 		}
-		if !found {
+		if !st.found {
 			return nil, apperr.New(apperr.NotFound, "%q is not a member here", subject)
 		}
-		if projectID == "" && cur.Role == access.Admin {
-			if err := s.keepAnAdmin(ctx, orgID, subject); err != nil {
-				return nil, err
-			}
+		if err := st.keepsAnAdmin(""); err != nil {
+			return nil, err
 		}
+		cur := st.cur
 		payload, _ := json.Marshal(map[string]any{"subject": subject, "previous_role": cur.Role, "project_id": projectID})
 		return &transition.Transition{
 			Events: []event.Event{newEvent(actor, orgID, projectID, "member", subject, "removed", payload)},
 			Guarded: []store.Statement{store.Stmt(`DELETE FROM memberships WHERE organization_id = ? AND project_id = ? AND subject = ? AND version = ?`,
-				orgID, projectID, subject, cur.Version)},
+				orgID, projectID, subject, cur.Version), st.bump},
 		}, nil
 	})
 	return err
 }
 
-// keepAnAdmin refuses to demote or remove the organization's last admin.
-func (s *Service) keepAnAdmin(ctx context.Context, orgID, subject string) error {
-	rows, err := s.Store.Query(ctx, `SELECT COUNT(*) FROM memberships WHERE organization_id = ? AND project_id = '' AND role = 'admin' AND subject <> ?`, orgID, subject)
-	if err != nil {
-		return fmt.Errorf("count admins: %w", err)
-	}
-	var n int64
-	if err := rows.Scan(0, &n); err != nil {
-		return err
-	}
-	if n == 0 {
-		return apperr.New(apperr.Conflict, "%q is the organization's last admin: make someone else admin first", subject)
-	}
-	return nil
+// membershipState is what a membership change decides on, read in one
+// query: the subject's current row, how many organization admins there
+// are besides the subject, and the guarded statement that bumps the
+// organization's membership version. Every membership change commits that
+// bump, so a change decided on counts another change has since altered
+// loses its race and decides again: the last-admin rule is part of the
+// batch, not a read before it.
+type membershipState struct {
+	projectID   string
+	cur         Member
+	found       bool
+	otherAdmins int64
+	bump        store.Statement
 }
 
-func (s *Service) member(ctx context.Context, orgID, projectID, subject string) (Member, bool, error) {
-	rows, err := s.Store.Query(ctx, `SELECT role, created_at, version FROM memberships WHERE organization_id = ? AND project_id = ? AND subject = ?`,
-		orgID, projectID, subject)
+// memberships reads the state of subject's membership in the organization
+// (projectID "") or its override in a project.
+func (s *Service) memberships(ctx context.Context, orgID, projectID, subject string) (membershipState, error) {
+	rows, err := s.Store.Query(ctx, `SELECT
+  COALESCE((SELECT version FROM member_versions WHERE organization_id = ?), 0),
+  (SELECT COUNT(*) FROM memberships WHERE organization_id = ? AND project_id = '' AND role = 'admin' AND subject <> ?),
+  m.role, m.created_at, m.version
+FROM (SELECT 1) LEFT JOIN memberships m ON m.organization_id = ? AND m.project_id = ? AND m.subject = ?`,
+		orgID, orgID, subject, orgID, projectID, subject)
 	if err != nil {
-		return Member{}, false, fmt.Errorf("read member: %w", err)
+		return membershipState{}, fmt.Errorf("read memberships: %w", err)
 	}
-	if rows.Len() == 0 {
-		return Member{}, false, nil
+	st := membershipState{projectID: projectID, cur: Member{OrganizationID: orgID, ProjectID: projectID, Subject: subject}}
+	var v int64
+	var role sql.NullString
+	var created, version sql.NullInt64
+	if err := rows.Scan(0, &v, &st.otherAdmins, &role, &created, &version); err != nil {
+		return membershipState{}, err
 	}
-	m := Member{OrganizationID: orgID, ProjectID: projectID, Subject: subject}
-	var c int64
-	if err := rows.Scan(0, &m.Role, &c, &m.Version); err != nil {
-		return Member{}, false, err
+	if role.Valid {
+		st.found = true
+		st.cur.Role, st.cur.CreatedAt, st.cur.Version = role.String, ms(created.Int64), version.Int64
 	}
-	m.CreatedAt = ms(c)
-	return m, true, nil
+	st.bump = bumpOrgVersion("member_versions", orgID, v)
+	return st, nil
+}
+
+// keepsAnAdmin refuses a change that would leave the organization without
+// an admin: demoting (to role) or removing (role "") its last one.
+func (st membershipState) keepsAnAdmin(role string) error {
+	if st.projectID != "" || !st.found || st.cur.Role != access.Admin || role == access.Admin || st.otherAdmins > 0 {
+		return nil
+	}
+	return apperr.New(apperr.Conflict, "%q is the organization's last admin: make someone else admin first", st.cur.Subject)
 }

@@ -67,6 +67,18 @@ func newEvent(actor event.Actor, orgID, projectID, entityType, entityID, change 
 	return e
 }
 
+// bumpOrgVersion returns the guarded statement that moves an
+// organization's row of a version table (graph_versions, member_versions)
+// from v to v+1 (v = 0: there is no row yet). A change that reads v before
+// deciding on the rows the table covers, and commits the bump in the same
+// batch, loses its race when another such change committed meanwhile.
+func bumpOrgVersion(table, orgID string, v int64) store.Statement {
+	if v == 0 {
+		return store.Stmt(`INSERT INTO `+table+` (organization_id, version) VALUES (?, 1) ON CONFLICT DO NOTHING`, orgID)
+	}
+	return store.Stmt(`UPDATE `+table+` SET version = version + 1 WHERE organization_id = ? AND version = ?`, orgID, v)
+}
+
 // stale turns a lost race on a caller-supplied version into a 409.
 func stale(err error, what string) error {
 	if errors.Is(err, store.ErrLostRace) {
