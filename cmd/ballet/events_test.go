@@ -48,7 +48,7 @@ func TestEventsFollowPrintsAndResumes(t *testing.T) {
 	f := feed.New(s, clock.Real{}, log, feed.Config{})
 	c.Applier.OnCommit = func(transition.Committed) { f.Nudge() }
 	mux := http.NewServeMux()
-	mux.Handle("GET "+realtime.Path, realtime.New(f, c.Auth, &access.Resolver{Store: s}, c.Tracker, s, log, realtime.Config{}))
+	mux.Handle("GET "+realtime.Path, realtime.New(f, c.Auth, &access.Resolver{Store: s}, c.Tracker, s, c.Clock, log, realtime.Config{}))
 	mux.Handle("/", c.Handler())
 	srv := httptest.NewServer(mux)
 	defer srv.Close()

@@ -81,6 +81,17 @@ func TestOIDC(t *testing.T) {
 		if len(orgs.Organizations) != 1 || orgs.Organizations[0].Slug != "acme" {
 			t.Errorf("vera's organizations: %+v", orgs)
 		}
+		// The principal carries the token's expiry (realtime ends her
+		// subscriptions then).
+		tok := iss.Token(t, vera, oidctest.ExpiresIn(10*time.Minute))
+		p, err := e.Core.Auth.Authenticate(context.Background(), "Bearer "+tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claims, _ := oidctest.Claims(tok)
+		if exp, _ := claims["exp"].(float64); p.ExpiresAt.Unix() != int64(exp) {
+			t.Errorf("principal expires at %v, want the token's exp %v", p.ExpiresAt, claims["exp"])
+		}
 		// Her role holds: a viewer cannot write.
 		e.Must(403, iss.Token(t, vera), "POST", "/api/v1/projects/ACME/skills", map[string]any{"name": "x", "content": "y"})
 		// Someone valid but without a role sees nothing.

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/apitest"
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/oidctest"
 	"github.com/ballet/ballet/internal/realtime"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/storetest"
@@ -44,6 +46,45 @@ func TestRealtimeIsWired(t *testing.T) {
 		}
 		if _, err := realtime.Dial(ctx, e.URL, "", nil); err == nil {
 			t.Fatal("an unauthenticated handshake was accepted")
+		}
+	})
+}
+
+// TestRealtimeEndsWhenAPersonLosesAccess: a person (OIDC) subscribed to a
+// project is removed from the organization: the subscription ends with
+// -32003 before any later event, and the person's identity token still
+// holds the connection (it is valid, only the role is gone).
+func TestRealtimeEndsWhenAPersonLosesAccess(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		iss := oidctest.New(t)
+		e := oidcEnv(t, s, iss)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		c, err := realtime.Dial(ctx, e.URL, iss.Token(t, vera), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		sub, err := c.Subscribe(ctx, "project:ACME", realtime.LiveOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Admin(204, "DELETE", "/api/v1/orgs/acme/members/"+vera, nil)
+		removed, err := event.LastSeq(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Admin(201, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "after"})
+		for ev := range sub.C() {
+			if ev.Seq > removed {
+				t.Fatalf("event %d (%s) delivered after the removal at seq %d", ev.Seq, ev.Type, removed)
+			}
+		}
+		if !realtime.IsForbidden(sub.Err()) {
+			t.Fatalf("ended with %v, want forbidden", sub.Err())
+		}
+		if err := c.Ping(ctx); err != nil {
+			t.Fatalf("connection: %v", err)
 		}
 	})
 }

@@ -112,6 +112,10 @@ func (b Budgets) Location() (*time.Location, error) { return time.LoadLocation(b
 // Events configures the event feed behind the realtime API.
 type Events struct {
 	TailInterval Duration `toml:"tail_interval"` // how often the log is read for other instances' events (200ms)
+	// AuthRecheck: how often a realtime connection's credential and its
+	// subscriptions' access are re-checked at least (1m); revocations and
+	// role changes apply at once, expiry at its instant.
+	AuthRecheck Duration `toml:"auth_recheck"`
 }
 
 // Leader configures leader election among Core instances.
@@ -138,7 +142,7 @@ func Default() Config {
 		Scheduler:  Scheduler{Interval: Duration{10 * time.Second}},
 		Runs:       Runs{Grace: Duration{2 * time.Minute}},
 		Budgets:    Budgets{Timezone: "UTC"},
-		Events:     Events{TailInterval: Duration{200 * time.Millisecond}},
+		Events:     Events{TailInterval: Duration{200 * time.Millisecond}, AuthRecheck: Duration{time.Minute}},
 		Auth:       Auth{PlatformAdmins: []string{}},
 		Log:        Log{Level: "info", Format: "text"},
 	}
@@ -226,8 +230,9 @@ func (c Config) Validate() error {
 		"jobs.lease": c.Jobs.Lease, "jobs.poll": c.Jobs.Poll, "jobs.backoff_cap": c.Jobs.BackoffCap,
 		"jobs.shutdown_grace": c.Jobs.ShutdownGrace, "reconciler.interval": c.Reconciler.Interval,
 		"leader.ttl": c.Leader.TTL, "leader.renew": c.Leader.Renew, "runs.grace": c.Runs.Grace, "scheduler.interval": c.Scheduler.Interval, "events.tail_interval": c.Events.TailInterval,
+		"events.auth_recheck": c.Events.AuthRecheck,
 	}
-	for _, key := range []string{"jobs.lease", "jobs.poll", "jobs.backoff_cap", "jobs.shutdown_grace", "reconciler.interval", "leader.ttl", "leader.renew", "runs.grace", "scheduler.interval", "events.tail_interval"} {
+	for _, key := range []string{"jobs.lease", "jobs.poll", "jobs.backoff_cap", "jobs.shutdown_grace", "reconciler.interval", "leader.ttl", "leader.renew", "runs.grace", "scheduler.interval", "events.tail_interval", "events.auth_recheck"} {
 		if positive[key].Duration <= 0 {
 			bad(key, "must be a positive duration")
 		}

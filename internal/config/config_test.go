@@ -54,6 +54,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"[storage]\nengine = \"rqlite\"\nurl = \"127.0.0.1:4001\"\n", "storage.url: \"127.0.0.1:4001\" must start with http://"},
 		{"[http]\naddr = \"8080\"\n", `http.addr: "8080" is not host:port`},
 		{"[reconciler]\ninterval = \"0s\"\n", "reconciler.interval: must be a positive duration"},
+		{"[events]\nauth_recheck = \"0s\"\n", "events.auth_recheck: must be a positive duration"},
 		{"[leader]\nttl = \"5s\"\nrenew = \"10s\"\n", "leader.renew: 10s must be shorter than leader.ttl"},
 		{"[log]\nlevel = \"loud\"\n", `log.level: "loud"`},
 		{"[storage\n", "line 2: expected"},

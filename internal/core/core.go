@@ -217,8 +217,8 @@ func (c *Core) openAPI(cfg config.Config) error {
 	c.Flows.Register(c.Jobs)
 	flows := &server.Flows{T: c.Tracker, F: c.Flows}
 	c.API.Add(flows.Routes()...)
-	c.Realtime = realtime.New(c.Feed, c.Auth, &access.Resolver{Store: c.Store}, c.Tracker, c.Store,
-		c.Log.With("component", "realtime"), realtime.Config{})
+	c.Realtime = realtime.New(c.Feed, c.Auth, &access.Resolver{Store: c.Store}, c.Tracker, c.Store, c.Clock,
+		c.Log.With("component", "realtime"), realtime.Config{AuthRecheck: cfg.Events.AuthRecheck.Duration})
 	c.API.Add((&server.Unattended{T: c.Tracker, F: c.Flows, B: c.Flows.Budget, Tenancy: tenancy, Flows: flows}).Routes()...)
 	return nil
 }

@@ -131,8 +131,9 @@ type Subscription struct {
 func (s *Subscription) C() <-chan event.Event { return s.c }
 
 // Err is why the subscription ended: an *Error with CodeLagged or
-// CodeUnavailable (resume from LastSeq), ErrClosed or a connection error;
-// nil after Unsubscribe.
+// CodeUnavailable (resume from LastSeq), CodeForbidden (the stream may no
+// longer be read) or CodeUnauthorized (the credential is no longer valid),
+// ErrClosed or a connection error; nil after Unsubscribe.
 func (s *Subscription) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -348,8 +349,16 @@ func IsLagged(err error) bool {
 	return errors.As(err, &e) && e.Code == CodeLagged
 }
 
-// IsForbidden reports whether err refused a stream.
+// IsForbidden reports whether err refused a stream, or ended a
+// subscription whose stream the caller may no longer read.
 func IsForbidden(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Code == CodeForbidden
+}
+
+// IsUnauthorized reports whether err says the connection's credential is
+// no longer valid (revoked, expired or void).
+func IsUnauthorized(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == CodeUnauthorized
 }

@@ -38,6 +38,13 @@ type env struct {
 
 func newEnv(t testing.TB, s store.Store, fc feed.Config) *env {
 	t.Helper()
+	return newEnvOn(t, s, fc, clock.Real{})
+}
+
+// newEnvOn is newEnv whose realtime handler checks credentials, and runs
+// its expiry and re-check timers, on clk.
+func newEnvOn(t testing.TB, s store.Store, fc feed.Config, clk clock.Clock) *env {
+	t.Helper()
 	cfg := config.Default()
 	cfg.Auth.BootstrapToken = bootstrap
 	cfg.Auth.BootstrapTokenFile = t.TempDir() + "/bootstrap-token"
@@ -54,7 +61,8 @@ func newEnv(t testing.TB, s store.Store, fc feed.Config) *env {
 		}
 		f.Nudge()
 	}
-	h := realtime.New(f, c.Auth, &access.Resolver{Store: s}, c.Tracker, s, log, realtime.Config{})
+	authn := auth.NewAuthenticator(s, clk, bootstrap, nil, auth.OIDCConfig{})
+	h := realtime.New(f, authn, &access.Resolver{Store: s}, c.Tracker, s, clk, log, realtime.Config{})
 	mux := http.NewServeMux()
 	mux.Handle("GET "+realtime.Path, h)
 	mux.Handle("/", c.Handler())

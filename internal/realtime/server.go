@@ -15,17 +15,35 @@
 // stopped or the log could not be read: resume likewise).
 //
 // Authorization happens at subscribe: tracker.read on the stream's project
-// (or organization for org streams), with the credential re-checked, so
-// permission changes and revocations apply to every new subscription.
+// (or organization for org streams), with the credential re-checked.
 // Unknown streams and streams the caller may not read get the same error
 // (-32003), so other organizations' keys cannot be probed.
+//
+// An open subscription ends when its credential stops allowing it:
+//
+//   - at once on a revocation or a membership change that concerns the
+//     credential (token.revoked of its token; member.* of its person — the
+//     human, or the creator of a token): its pump, which sees those events
+//     in seq order with the stream's, re-checks before it delivers anything
+//     later, so no event committed after the change reaches the caller;
+//   - at the credential's expiry (a timer on the injected clock);
+//   - at the latest after Config.AuthRecheck (default 1 minute), a safety
+//     net that re-checks every connection.
+//
+// The subscription then gets "ended" with code -32003 (the stream may no
+// longer be read; the connection stays usable) or -32004 (the credential
+// is no longer valid: every subscription ends so, and the connection
+// closes with status 1008). A re-check that cannot be decided now (the
+// store is unavailable) ends the subscription with -32002: resume.
 package realtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"sync"
 	"time"
@@ -35,6 +53,7 @@ import (
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/auth"
+	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/feed"
 	"github.com/ballet/ballet/internal/server"
@@ -65,6 +84,9 @@ type Config struct {
 	// FeedWait bounds how long subscribe waits for the feed to start
 	// (default 5 s).
 	FeedWait time.Duration
+	// AuthRecheck is the safety net: every connection's credential and
+	// subscriptions are re-checked at least this often (default 1 min).
+	AuthRecheck time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -83,6 +105,9 @@ func (c Config) withDefaults() Config {
 	if c.FeedWait <= 0 {
 		c.FeedWait = 5 * time.Second
 	}
+	if c.AuthRecheck <= 0 {
+		c.AuthRecheck = time.Minute
+	}
 	return c
 }
 
@@ -93,6 +118,7 @@ type Handler struct {
 	Access  *access.Resolver
 	Tracker *tracker.Service
 	Store   event.Querier
+	Clock   clock.Clock // times credential expiry and the re-checks
 	Log     *slog.Logger
 	Config  Config
 
@@ -100,17 +126,18 @@ type Handler struct {
 }
 
 // New returns the handler.
-func New(f *feed.Feed, authn Authenticator, res *access.Resolver, t *tracker.Service, q event.Querier, log *slog.Logger, cfg Config) *Handler {
+func New(f *feed.Feed, authn Authenticator, res *access.Resolver, t *tracker.Service, q event.Querier, clk clock.Clock, log *slog.Logger, cfg Config) *Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{Feed: f, Auth: authn, Access: res, Tracker: t, Store: q, Log: log, Config: cfg.withDefaults(), encoded: newEncodedEvents()}
+	return &Handler{Feed: f, Auth: authn, Access: res, Tracker: t, Store: q, Clock: clk, Log: log, Config: cfg.withDefaults(), encoded: newEncodedEvents()}
 }
 
 // ServeHTTP authenticates the handshake and runs the connection.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	header := r.Header.Get("Authorization")
-	if _, err := h.Auth.Authenticate(r.Context(), header); err != nil {
+	principal, err := h.Auth.Authenticate(r.Context(), header)
+	if err != nil {
 		switch apperr.Code(err) {
 		case apperr.Unauthenticated:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ballet"`)
@@ -130,7 +157,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cfg := h.Config.withDefaults()
 	ws.SetReadLimit(cfg.HardReadLimit)
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &conn{h: h, cfg: cfg, ws: ws, header: header, ctx: ctx, cancel: cancel, subs: map[string]*subState{}}
+	c := &conn{h: h, cfg: cfg, ws: ws, header: header, principal: principal, ctx: ctx, cancel: cancel,
+		subs: map[string]*subState{}, kick: make(chan struct{}, 1)}
 	c.serve()
 }
 
@@ -139,18 +167,26 @@ type conn struct {
 	cfg    Config
 	ws     *websocket.Conn
 	header string
-	codec  codec // set by the first frame, before any pump starts
-	ctx    context.Context
-	cancel context.CancelFunc
+	// principal is who authenticated at the handshake: the identity whose
+	// revocations and membership changes the pumps watch for.
+	principal *auth.Principal
+	codec     codec // set by the first frame, before any pump starts
+	ctx       context.Context
+	cancel    context.CancelFunc
+	kick      chan struct{} // asks the guard to re-check now
 
 	mu     sync.Mutex
 	subs   map[string]*subState
+	dead   *Error // set once the credential is no longer valid
 	nextID int
 	wg     sync.WaitGroup
 }
 
 type subState struct {
-	cancel context.CancelFunc
+	st *stream
+	// cancel ends the pump; a *Error cause is sent as its "ended"
+	// notification (nil: unsubscribed, nothing to send).
+	cancel context.CancelCauseFunc
 	done   chan struct{}
 }
 
@@ -160,6 +196,8 @@ func (c *conn) serve() {
 		c.wg.Wait()
 		_ = c.ws.CloseNow()
 	}()
+	c.wg.Add(1)
+	go c.guard()
 	for {
 		typ, rd, err := c.ws.Reader(c.ctx)
 		if err != nil {
@@ -286,29 +324,36 @@ func (c *conn) subscribe(p SubscribeParams) (any, func(), *Error) {
 	if n >= c.cfg.MaxSubscriptions {
 		return nil, nil, rpcErr(CodeTooMany, "at most %d subscriptions per connection", c.cfg.MaxSubscriptions)
 	}
-	principal, err := c.h.Auth.Authenticate(c.ctx, c.header)
-	if err != nil {
-		if code := apperr.Code(err); code != apperr.Unauthenticated && code != apperr.Forbidden {
-			c.h.Log.Error("realtime: re-authentication failed", "err", err)
-			return nil, nil, rpcErr(CodeUnavailable, "cannot authenticate now; retry")
-		}
-		return nil, nil, rpcErr(CodeUnauthorized, "the connection's credential is no longer valid: %v", err)
+	// A dead credential learns nothing, not even whether a stream exists.
+	if _, e := c.authenticate(c.ctx); e != nil {
+		return nil, nil, e
 	}
-	st, e := c.h.resolveStream(c.ctx, principal, p.Stream)
+	st, e := c.h.resolveStream(c.ctx, p.Stream)
 	if e != nil {
 		return nil, nil, e
 	}
 	wctx, cancel := context.WithTimeout(c.ctx, c.cfg.FeedWait)
-	sub, err := c.h.Feed.SubscribeContext(wctx, st.live)
+	sub, err := c.h.Feed.SubscribeContext(wctx, func(ev event.Event) bool { return st.live(ev) || c.concerns(st, ev) })
 	cancel()
 	if err != nil {
 		return nil, nil, rpcErr(CodeUnavailable, "the event feed is not running; retry")
 	}
+	// Authorized once the feed's position is fixed: a revocation or role
+	// change committed before it is seen here, a later one by the pump.
+	e = c.recheck(c.ctx, st)
 	c.mu.Lock()
+	if e == nil && c.dead != nil {
+		e = c.dead
+	}
+	if e != nil {
+		c.mu.Unlock()
+		sub.Close()
+		return nil, nil, e
+	}
 	c.nextID++
 	id := fmt.Sprintf("s%d", c.nextID)
-	sctx, scancel := context.WithCancel(c.ctx)
-	ss := &subState{cancel: scancel, done: make(chan struct{})}
+	sctx, scancel := context.WithCancelCause(c.ctx)
+	ss := &subState{st: st, cancel: scancel, done: make(chan struct{})}
 	c.subs[id] = ss
 	c.mu.Unlock()
 	c.wg.Add(1)
@@ -330,6 +375,127 @@ func (c *conn) subscribe(p SubscribeParams) (any, func(), *Error) {
 	return SubscribeResult{Subscription: id, Position: sub.Start()}, start, nil
 }
 
+// authenticate re-checks the connection's credential.
+func (c *conn) authenticate(ctx context.Context) (*auth.Principal, *Error) {
+	p, err := c.h.Auth.Authenticate(ctx, c.header)
+	switch code := apperr.Code(err); {
+	case err == nil:
+		return p, nil
+	case code == apperr.Unauthenticated || code == apperr.Forbidden:
+		return nil, rpcErr(CodeUnauthorized, "the connection's credential is no longer valid: %v", err)
+	case ctx.Err() == nil:
+		c.h.Log.Error("realtime: re-authentication failed", "err", err)
+	}
+	return nil, rpcErr(CodeUnavailable, "cannot authenticate now; retry")
+}
+
+// recheck re-authenticates the credential and checks that it may still
+// read st.
+func (c *conn) recheck(ctx context.Context, st *stream) *Error {
+	p, e := c.authenticate(ctx)
+	if e != nil {
+		return e
+	}
+	return c.h.authorize(ctx, p, st)
+}
+
+// concerns reports whether e may change what the connection's credential
+// may read in st: the revocation of its token, or a change to the
+// memberships, in st's organization, of the person behind it (the human,
+// or the creator of a token).
+func (c *conn) concerns(st *stream, e event.Event) bool {
+	p := c.principal
+	switch {
+	case e.Type == "token.revoked":
+		return p.TokenID != "" && e.EntityID == p.TokenID
+	case e.EntityType == "member":
+		return e.OrganizationID == st.orgID && (e.EntityID == p.Subject || p.ActingFor != "" && e.EntityID == p.ActingFor)
+	}
+	return false
+}
+
+// guard ends what the connection's credential no longer allows: at the
+// credential's expiry, when a pump found it invalid (kick), and every
+// AuthRecheck as a safety net. It returns when the connection ends.
+func (c *conn) guard() {
+	defer c.wg.Done()
+	clk := c.h.Clock
+	var expiry <-chan time.Time
+	if exp := c.principal.ExpiresAt; !exp.IsZero() {
+		t := clk.NewTimer(exp.Sub(clk.Now()))
+		defer t.Stop()
+		expiry = t.C()
+	}
+	for {
+		t := clk.NewTimer(c.cfg.AuthRecheck)
+		select {
+		case <-c.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		case <-expiry:
+		case <-c.kick:
+		}
+		t.Stop()
+		if c.recheckAll() {
+			return
+		}
+	}
+}
+
+// recheckAll re-checks the credential and every subscription. A
+// credential that is no longer valid ends every subscription and closes
+// the connection (true); a stream the caller may no longer read, or one
+// whose access cannot be decided now, ends alone.
+func (c *conn) recheckAll() bool {
+	p, e := c.authenticate(c.ctx)
+	if e != nil && e.Code == CodeUnauthorized {
+		c.h.Log.Info("realtime: closing a connection whose credential is no longer valid", "subject", c.principal.Subject, "reason", e.Message)
+		c.end(e)
+		return true
+	}
+	c.mu.Lock()
+	subs := maps.Clone(c.subs)
+	c.mu.Unlock()
+	for _, ss := range subs {
+		se := e
+		if se == nil {
+			se = c.h.authorize(c.ctx, p, ss.st)
+		}
+		if se != nil {
+			ss.cancel(se)
+		}
+	}
+	return false
+}
+
+// end ends every subscription with e (each gets its "ended" notification)
+// and closes the connection: its credential is no longer valid.
+func (c *conn) end(e *Error) {
+	c.mu.Lock()
+	if c.dead == nil {
+		c.dead = e
+	}
+	subs := maps.Clone(c.subs)
+	c.mu.Unlock()
+	for _, ss := range subs {
+		ss.cancel(e)
+	}
+	for _, ss := range subs {
+		<-ss.done
+	}
+	_ = c.ws.Close(websocket.StatusPolicyViolation, "the credential is no longer valid")
+	c.cancel()
+}
+
+// kickGuard asks the guard to re-check now (never blocks).
+func (c *conn) kickGuard() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
 func (c *conn) unsubscribe(id string) (any, *Error) {
 	c.mu.Lock()
 	ss, ok := c.subs[id]
@@ -338,7 +504,7 @@ func (c *conn) unsubscribe(id string) (any, *Error) {
 	if !ok {
 		return nil, rpcErr(CodeInvalidParams, "invalid params: no subscription %q on this connection", id)
 	}
-	ss.cancel()
+	ss.cancel(nil)
 	<-ss.done // no notification of it follows the answer
 	return true, nil
 }
@@ -349,6 +515,9 @@ func (c *conn) pump(ctx context.Context, id string, st *stream, sub *feed.Subscr
 	start := sub.Start()
 	last := start
 	send := func(e event.Event) bool {
+		if ctx.Err() != nil {
+			return false // ended (by the guard, too): nothing more goes out
+		}
 		n, err := c.h.encoded.notification(id, e, msgp)
 		if err != nil {
 			c.h.Log.Error("realtime: encode failed", "err", err)
@@ -357,9 +526,18 @@ func (c *conn) pump(ctx context.Context, id string, st *stream, sub *feed.Subscr
 		}
 		return c.write(n)
 	}
+	ended := false
 	end := func(method string, code int, msg string) {
+		ended = true
 		c.write(notification{JSONRPC: "2.0", Method: method, Params: EndParams{Subscription: id, LastSeq: last, Code: code, Message: msg}})
 	}
+	defer func() {
+		// Ended by the guard: say why.
+		var e *Error
+		if !ended && errors.As(context.Cause(ctx), &e) {
+			end(NotifyEnded, e.Code, e.Message)
+		}
+	}()
 	filter := func(e event.Event) (bool, bool) {
 		v, err := st.visible(ctx, c.h.Store, e)
 		if err != nil {
@@ -424,6 +602,20 @@ func (c *conn) pump(ctx context.Context, id string, st *stream, sub *feed.Subscr
 			}
 			if e.Seq <= last {
 				continue // already replayed (or passed): no duplicate
+			}
+			if c.concerns(st, e) {
+				// Nothing after a revocation or role change is delivered
+				// before the access it changed is re-checked.
+				if re := c.recheck(ctx, st); re != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					if re.Code == CodeUnauthorized {
+						c.kickGuard() // and every other subscription
+					}
+					end(NotifyEnded, re.Code, re.Message)
+					return
+				}
 			}
 			v, ok := filter(e)
 			if !ok {

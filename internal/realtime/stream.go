@@ -40,10 +40,10 @@ type stream struct {
 
 const maxChildCache = 10000
 
-// resolveStream parses and authorizes a stream name. Unknown and invisible
-// streams and missing tracker.read all answer the same CodeForbidden, so a
-// caller cannot probe for other organizations' keys.
-func (h *Handler) resolveStream(ctx context.Context, p access.Principal, name string) (*stream, *Error) {
+// resolveStream parses a stream name and finds its scope. Unknown streams
+// answer CodeForbidden, as streams the caller may not read do (authorize),
+// so a caller cannot probe for other organizations' keys.
+func (h *Handler) resolveStream(ctx context.Context, name string) (*stream, *Error) {
 	kind, ref, ok := strings.Cut(name, ":")
 	if !ok || ref == "" || strings.TrimSpace(ref) != ref {
 		return nil, rpcErr(CodeInvalidParams, `invalid params: stream must be "project:KEY", "item:KEY-N" or "org:SLUG"`)
@@ -69,16 +69,8 @@ func (h *Handler) resolveStream(ctx context.Context, p access.Principal, name st
 	default:
 		return nil, rpcErr(CodeInvalidParams, `invalid params: stream must be "project:KEY", "item:KEY-N" or "org:SLUG"`)
 	}
-	if err == nil {
-		err = h.Access.Check(ctx, p, access.TrackerRead, s.orgID, s.projectID)
-	}
-	switch {
-	case err == nil:
-	case apperr.Code(err) == apperr.NotFound || apperr.Code(err) == apperr.Forbidden:
-		return nil, rpcErr(CodeForbidden, "forbidden stream %q: it does not exist or you may not read it", name)
-	default:
-		h.Log.Error("realtime: resolving a stream failed", "stream", name, "err", err)
-		return nil, rpcErr(CodeUnavailable, "cannot resolve stream %q now; retry", name)
+	if e := h.refusal(name, err); e != nil {
+		return nil, e
 	}
 	switch {
 	case s.itemID != "":
@@ -96,6 +88,26 @@ func (h *Handler) resolveStream(ctx context.Context, p access.Principal, name st
 		s.live = func(e event.Event) bool { return e.OrganizationID == oid }
 	}
 	return s, nil
+}
+
+// authorize checks that p may read the stream now: tracker.read on its
+// project (its organization for org streams).
+func (h *Handler) authorize(ctx context.Context, p access.Principal, s *stream) *Error {
+	return h.refusal(s.name, h.Access.Check(ctx, p, access.TrackerRead, s.orgID, s.projectID))
+}
+
+// refusal turns a lookup or access error into the stream's refusal: the
+// same CodeForbidden for a stream that does not exist and one the caller
+// may not read, CodeUnavailable (logged) when it cannot be decided now.
+func (h *Handler) refusal(name string, err error) *Error {
+	switch {
+	case err == nil:
+		return nil
+	case apperr.Code(err) == apperr.NotFound || apperr.Code(err) == apperr.Forbidden:
+		return rpcErr(CodeForbidden, "forbidden stream %q: it does not exist or you may not read it", name)
+	}
+	h.Log.Error("realtime: resolving a stream failed", "stream", name, "err", err)
+	return rpcErr(CodeUnavailable, "cannot resolve stream %q now; retry", name)
 }
 
 // visible reports whether an event that passed the coarse filter belongs to
