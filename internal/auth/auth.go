@@ -214,7 +214,16 @@ func (a *Authenticator) token(ctx context.Context, secret string) (*Principal, e
 // load reads one stored token by a condition on its row and returns it as
 // a principal; unknown, revoked and expired tokens are unauthenticated.
 func (a *Authenticator) load(ctx context.Context, where string, arg any) (*Principal, error) {
-	rows, err := a.store.Query(ctx, `SELECT id, kind, subject, COALESCE(acting_for, ''), COALESCE(organization_id, ''), COALESCE(role, ''), scopes,
+	return loadToken(ctx, a.store, a.clock.Now(), where, arg)
+}
+
+// Querier reads the store.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (*store.Rows, error)
+}
+
+func loadToken(ctx context.Context, q Querier, now time.Time, where string, arg any) (*Principal, error) {
+	rows, err := q.Query(ctx, `SELECT id, kind, subject, COALESCE(acting_for, ''), COALESCE(organization_id, ''), COALESCE(role, ''), scopes,
 COALESCE(expires_at, 0), COALESCE(revoked_at, 0) FROM tokens WHERE `+where, arg)
 	if err != nil {
 		return nil, fmt.Errorf("read token: %w", err)
@@ -233,7 +242,7 @@ COALESCE(expires_at, 0), COALESCE(revoked_at, 0) FROM tokens WHERE `+where, arg)
 	}
 	if expires != 0 {
 		p.ExpiresAt = time.UnixMilli(expires).UTC()
-		if !a.clock.Now().Before(p.ExpiresAt) {
+		if !now.Before(p.ExpiresAt) {
 			return nil, unauthenticated("token expired")
 		}
 	}
@@ -241,6 +250,24 @@ COALESCE(expires_at, 0), COALESCE(revoked_at, 0) FROM tokens WHERE `+where, arg)
 		return nil, fmt.Errorf("token %s scopes: %w", p.TokenID, err)
 	}
 	return p, nil
+}
+
+// StillValid re-checks, at now, a token authenticated a while ago (a long
+// poll holds its credential for up to a minute): unauthenticated once it
+// was revoked or has expired since. Pair it with ValidGuard in the batch
+// the caller then writes.
+func StillValid(ctx context.Context, q Querier, tokenID string, now time.Time) error {
+	_, err := loadToken(ctx, q, now, `id = ?`, tokenID)
+	return err
+}
+
+// ValidGuard is a guarded statement that matches the token's row only
+// while it is neither revoked nor expired at now (it changes nothing): a
+// batch acting for a credential read earlier carries it, so a revocation
+// committed meanwhile makes the batch lose its race and decide again.
+func ValidGuard(tokenID string, now time.Time) store.Statement {
+	return store.Stmt(`UPDATE tokens SET version = version WHERE id = ? AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)`,
+		tokenID, now.UnixMilli())
 }
 
 // platformAdmin reports whether subject is a platform admin now.

@@ -427,6 +427,30 @@ func TestLeaseLongPoll(t *testing.T) {
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled long poll: %v", err)
 		}
+		// A runner token revoked during the long poll gets no run: the
+		// run stays queued.
+		rp := w.runnerToken("runner-revoked")
+		rn, err := w.svc.RegisterRunner(w.ctx, rp, run.RunnerRegister{Name: "host-r"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		revokedCh := make(chan result, 1)
+		go func() {
+			l, ok, err := w.svc.Lease(w.ctx, rp, rn.ID, 30*time.Second)
+			revokedCh <- result{l, ok, err}
+		}()
+		w.fc.BlockUntil(1)
+		if _, err := st.Exec(w.ctx, store.Stmt(`UPDATE tokens SET revoked_at = ?, version = version + 1 WHERE id = ?`, w.fc.Now().UnixMilli(), rp.TokenID)); err != nil {
+			t.Fatal(err)
+		}
+		r = w.newRunNoTick()
+		w.svc.Notify()
+		if res := <-revokedCh; res.ok || codeOf(res.err) != apperr.Unauthenticated {
+			t.Fatalf("revoked runner's long poll: %+v", res)
+		}
+		if got := w.get(r.ID); got.Status != run.StatusQueued {
+			t.Fatalf("run %s after a revoked runner's lease", got.Status)
+		}
 	})
 }
 

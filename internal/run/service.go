@@ -205,6 +205,11 @@ func (s *Service) leaseOnce(ctx context.Context, p *auth.Principal, rn Runner) (
 		}
 		r := runs[0]
 		now := s.now()
+		// The runner token was authenticated when the long poll began:
+		// a runner revoked since gets no run.
+		if err := auth.StillValid(ctx, s.store, p.TokenID, now); err != nil {
+			return nil, err
+		}
 		exp := now.Add(RunTokenTTL)
 		secret, tok, issue := auth.Issue(p.Actor(), auth.KindRun, "run "+r.ID, r.OrganizationID, "", []string{scopeOf(r.ID)}, &exp, now)
 		at := now.UnixMilli()
@@ -214,7 +219,7 @@ func (s *Service) leaseOnce(ctx context.Context, p *auth.Principal, rn Runner) (
 			Events: append([]event.Event{started}, issue.Events...),
 			Guarded: []store.Statement{store.Stmt(`UPDATE runs SET status = 'running', runner_id = ?, token_id = ?, started_at = ?,
 heartbeat_at = ?, updated_at = ?, version = version + 1 WHERE id = ? AND status = 'queued' AND version = ?`,
-				rn.ID, tok.ID, at, at, at, r.ID, r.Version)},
+				rn.ID, tok.ID, at, at, at, r.ID, r.Version), auth.ValidGuard(p.TokenID, now)},
 			Statements: issue.Statements,
 		}
 		r.Status, r.RunnerID, r.TokenID, r.StartedAt, r.HeartbeatAt, r.UpdatedAt, r.Version = StatusRunning, rn.ID, tok.ID, &now, &now, now, r.Version+1
