@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,16 +19,23 @@ const eventsUsage = `Usage:
 
 Prints one JSON line per event as it happens (the event as the log stores it),
 reconnecting and resuming from the last seq when the connection drops.
---after N replays every event after seq N first (default: only new events).
-The token defaults to $BALLET_TOKEN.
+--after N replays every event after seq N first (default: only new events);
+an N beyond the log's head is an error that names the head.
+
+Exit status: 0 when interrupted, 1 when the token or the stream is refused,
+2 for a usage error.
+
+Environment:
+  BALLET_TOKEN  the bearer token (default of --token)
 `
 
 func eventsCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprint(stdout, eventsUsage)
+		return 0
+	}
 	if len(args) == 0 || args[0] != "follow" {
 		fmt.Fprint(stderr, eventsUsage)
-		if len(args) > 0 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
-			return 0
-		}
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -38,8 +44,7 @@ func eventsCmd(args []string, stdout, stderr io.Writer) int {
 }
 
 func eventsFollow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("ballet events follow", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("events follow", stderr)
 	srv := fs.String("server", "http://127.0.0.1:8080", "Core's URL")
 	token := fs.String("token", "", "bearer token (default $BALLET_TOKEN)") // not the default: help would print it
 	project := fs.String("project", "", "project key")
@@ -47,8 +52,8 @@ func eventsFollow(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	org := fs.String("org", "", "organization slug")
 	after := fs.Int64("after", -1, "replay the events after this seq first (default: only new events)")
 	msgp := fs.Bool("msgpack", false, "use MessagePack frames instead of JSON")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, done := parseFlags(fs, args, eventsUsage, stdout); done {
+		return code
 	}
 	if *token == "" {
 		*token = os.Getenv("BALLET_TOKEN")

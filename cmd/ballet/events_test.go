@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -116,6 +117,14 @@ func TestEventsFollowPrintsAndResumes(t *testing.T) {
 		if evs[i].Seq != want[i].Seq || evs[i].ID != want[i].ID {
 			t.Fatalf("line %d: seq %d, want %d", i, evs[i].Seq, want[i].Seq)
 		}
+	}
+	// --after beyond the log's head is an error naming the head, not a
+	// silent wait that would skip every event up to it.
+	head, _ := event.LastSeq(context.Background(), s)
+	var bout, berr syncBuf
+	if code := eventsFollow(context.Background(), []string{"--server", srv.URL, "--token", token, "--project", "ACME", "--after", "100000"}, &bout, &berr); code != 1 ||
+		!strings.Contains(berr.String(), fmt.Sprintf("beyond the log's head (seq %d)", head)) {
+		t.Fatalf("--after beyond the head: exit %d, %q", code, berr.String())
 	}
 }
 

@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	if err := os.Chmod(dir, 0o755); err != nil { // TestUnwritableDataFolder runs it as another user
+		panic(err)
+	}
 	binary = filepath.Join(dir, "ballet")
 	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
 	if err != nil {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -53,7 +51,7 @@ func pipelineRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return pipelineRender(args[1:], stdin, stdout, stderr)
 	case "publish":
 		return pipelinePublish(args[1:], stdin, stdout, stderr)
-	case "help", "-h", "--help":
+	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, pipelineUsage)
 		return 0
 	default:
@@ -62,41 +60,9 @@ func pipelineRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 }
 
-func pipelineFlags(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("ballet pipeline "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, pipelineUsage)
-		if hasFlags(fs) {
-			fmt.Fprintf(stderr, "\nFlags of %s:\n", fs.Name())
-			fs.PrintDefaults()
-		}
-	}
-	return fs
-}
-
-func hasFlags(fs *flag.FlagSet) bool {
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	return n > 0
-}
-
-// parseFlags parses args; when it returns ok false, the command exits with
-// code: 0 after --help, 2 after a bad flag (the flag package has printed
-// why).
-func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
-	switch err := fs.Parse(args); {
-	case errors.Is(err, flag.ErrHelp):
-		return 0, false
-	case err != nil:
-		return 2, false
-	}
-	return 0, true
-}
-
 func pipelineValidate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := pipelineFlags("validate", stderr)
-	if code, ok := parseFlags(fs, args); !ok {
+	fs := newFlags("pipeline validate", stderr)
+	if code, done := parseFlags(fs, args, pipelineUsage, stdout); done {
 		return code
 	}
 	if fs.NArg() == 0 {
@@ -123,9 +89,9 @@ func pipelineValidate(args []string, stdin io.Reader, stdout, stderr io.Writer) 
 }
 
 func pipelineRender(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := pipelineFlags("render", stderr)
+	fs := newFlags("pipeline render", stderr)
 	template := fs.Bool("template", false, "print Ballet's template pipeline")
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, done := parseFlags(fs, args, pipelineUsage, stdout); done {
 		return code
 	}
 	var def pipeline.Definition

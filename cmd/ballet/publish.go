@@ -23,7 +23,7 @@ import (
 // pipelinePublish sends a YAML file to Core as a new version of a project's
 // pipeline: `ballet pipeline publish`.
 func pipelinePublish(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := pipelineFlags("publish", stderr)
+	fs := newFlags("pipeline publish", stderr)
 	server := fs.String("server", "http://127.0.0.1:8080", "Core's URL")
 	token := fs.String("token", "", "bearer token (default $BALLET_TOKEN); needs project.update")
 	project := fs.String("project", "", "project key (required)")
@@ -37,7 +37,7 @@ func pipelinePublish(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 		version = v
 		return nil
 	})
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, done := parseFlags(fs, args, pipelineUsage, stdout); done {
 		return code
 	}
 	if *token == "" {

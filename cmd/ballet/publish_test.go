@@ -147,7 +147,7 @@ func TestHelpDoesNotPrintTheToken(t *testing.T) {
 		}
 	}
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"pipeline", "publish", "--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stderr.String(), "ballet pipeline publish --project KEY") {
-		t.Errorf("publish --help: exit %d\n%s", code, stderr.String())
+	if code := run([]string{"pipeline", "publish", "--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "ballet pipeline publish --project KEY") {
+		t.Errorf("publish --help: exit %d\n%s", code, stdout.String())
 	}
 }

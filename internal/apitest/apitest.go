@@ -53,7 +53,12 @@ func New(t testing.TB, s store.Store, adjust ...func(*config.Config)) *Env {
 	feedDone := make(chan struct{})
 	go func() { c.RunFeed(feedCtx); close(feedDone) }()
 	t.Cleanup(func() { stopFeed(); <-feedDone })
-	srv := httptest.NewServer(c.Handler())
+	// Core's own server (its [http] timeouts) and connection caps, so that
+	// every API test also runs under them.
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Config = c.HTTPServer()
+	srv.Listener = c.LimitConns(srv.Listener)
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return &Env{T: t, Core: c, Store: s, URL: srv.URL, logs: logs}
 }

@@ -263,6 +263,15 @@ func TestItemsAPI(t *testing.T) {
 		if len(empty.Events) != 0 || empty.LastSeq != all.LastSeq || !strings.Contains(string(e.Must(200, member, "GET", fmt.Sprintf("/api/v1/projects/ACME/events?after=%d", all.LastSeq), nil).Body), `"events":[]`) {
 			t.Fatalf("empty page %+v", empty)
 		}
+		// Beyond the log's head: an error naming the head, not an empty
+		// page that would make a poller skip every event up to there.
+		head := all.LastSeq // the project's events are the last ones written
+		for _, path := range []string{"/api/v1/projects/ACME/events", "/api/v1/items/ACME-2/events"} {
+			r := e.Must(400, member, "GET", fmt.Sprintf("%s?after=%d", path, head+10), nil)
+			if want := fmt.Sprintf(`"field":"after","message":"%d is beyond the log's head (seq %d)`, head+10, head); !strings.Contains(string(r.Body), want) {
+				t.Fatalf("%s after the head: %s, want %s", path, r.Body, want)
+			}
+		}
 		if strings.Contains(e.Logs(), "level=ERROR") {
 			t.Fatalf("errors logged:\n%s", e.Logs())
 		}

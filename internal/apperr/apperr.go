@@ -16,6 +16,7 @@ const (
 	Forbidden       = "forbidden"       // 403
 	NotFound        = "not_found"       // 404
 	Conflict        = "conflict"        // 409: stale version, state does not allow it, duplicate
+	Timeout         = "timeout"         // 408: the request did not arrive in time
 	TooLarge        = "too_large"       // 413
 	Unprocessable   = "unprocessable"   // 422: well-formed but not allowed (e.g. a cycle)
 	Unavailable     = "unavailable"     // 503

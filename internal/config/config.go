@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -72,6 +74,20 @@ type Storage struct {
 type HTTP struct {
 	Addr         string `toml:"addr"`           // 127.0.0.1:8080
 	MaxBodyBytes int64  `toml:"max_body_bytes"` // request body limit (1 MiB)
+	// ReadHeaderTimeout bounds reading a request's headers (10s),
+	// ReadTimeout its headers and body (30s), WriteTimeout the time from
+	// its headers to the end of the answer (30s; long polls and the
+	// realtime WebSocket extend it), IdleTimeout a keep-alive connection
+	// between requests (60s).
+	ReadHeaderTimeout Duration `toml:"read_header_timeout"`
+	ReadTimeout       Duration `toml:"read_timeout"`
+	WriteTimeout      Duration `toml:"write_timeout"`
+	IdleTimeout       Duration `toml:"idle_timeout"`
+	// MaxConns caps open connections (2048), MaxConnsPerIP those from one
+	// remote address (512; 0: no per-address cap, e.g. behind a proxy).
+	// Excess connections are answered 503 and closed at once.
+	MaxConns      int `toml:"max_conns"`
+	MaxConnsPerIP int `toml:"max_conns_per_ip"`
 }
 
 // Jobs configures the durable job orchestrator.
@@ -116,6 +132,10 @@ type Events struct {
 	// subscriptions' access are re-checked at least (1m); revocations and
 	// role changes apply at once, expiry at its instant.
 	AuthRecheck Duration `toml:"auth_recheck"`
+	// PingInterval is how often the realtime WebSocket pings a client
+	// (30s); one that does not answer within PingTimeout (10s) is dropped.
+	PingInterval Duration `toml:"ping_interval"`
+	PingTimeout  Duration `toml:"ping_timeout"`
 }
 
 // Leader configures leader election among Core instances.
@@ -134,7 +154,10 @@ type Log struct {
 func Default() Config {
 	return Config{
 		Storage: Storage{Engine: "sqlite", Path: "data/core.db", URL: "http://127.0.0.1:4001", ReadConsistency: "weak"},
-		HTTP:    HTTP{Addr: "127.0.0.1:8080", MaxBodyBytes: 1 << 20},
+		HTTP: HTTP{Addr: "127.0.0.1:8080", MaxBodyBytes: 1 << 20,
+			ReadHeaderTimeout: Duration{10 * time.Second}, ReadTimeout: Duration{30 * time.Second},
+			WriteTimeout: Duration{30 * time.Second}, IdleTimeout: Duration{time.Minute},
+			MaxConns: 2048, MaxConnsPerIP: 512},
 		Jobs: Jobs{Concurrency: 8, Lease: Duration{5 * time.Minute}, Poll: Duration{time.Second},
 			BackoffCap: Duration{10 * time.Minute}, MaxAttempts: 20, ShutdownGrace: Duration{30 * time.Second}},
 		Reconciler: Reconciler{Interval: Duration{time.Minute}, Slack: Duration{5 * time.Minute}},
@@ -142,9 +165,10 @@ func Default() Config {
 		Scheduler:  Scheduler{Interval: Duration{10 * time.Second}},
 		Runs:       Runs{Grace: Duration{2 * time.Minute}},
 		Budgets:    Budgets{Timezone: "UTC"},
-		Events:     Events{TailInterval: Duration{200 * time.Millisecond}, AuthRecheck: Duration{time.Minute}},
-		Auth:       Auth{PlatformAdmins: []string{}},
-		Log:        Log{Level: "info", Format: "text"},
+		Events: Events{TailInterval: Duration{200 * time.Millisecond}, AuthRecheck: Duration{time.Minute},
+			PingInterval: Duration{30 * time.Second}, PingTimeout: Duration{10 * time.Second}},
+		Auth: Auth{PlatformAdmins: []string{}},
+		Log:  Log{Level: "info", Format: "text"},
 	}
 }
 
@@ -167,11 +191,7 @@ func Parse(text, name string) (Config, error) {
 	cfg := Default()
 	md, err := toml.Decode(text, &cfg)
 	if err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			return cfg, fmt.Errorf("config %s: line %d: %s", name, pe.Position.Line, pe.Message)
-		}
-		return cfg, fmt.Errorf("config %s: %w", name, err)
+		return cfg, fmt.Errorf("config %s: %s", name, decodeError(err))
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		keys := make([]string, len(und))
@@ -184,6 +204,55 @@ func Parse(text, name string) (Config, error) {
 		return cfg, fmt.Errorf("config %s: %w", name, err)
 	}
 	return cfg, nil
+}
+
+var (
+	// lastKey matches the decoder's type errors: toml: line 2 (last key "jobs.concurrency"): …
+	lastKey = regexp.MustCompile(`^toml: (?:line (\d+) )?\(last key "([^"]*)"\): (.*)$`)
+	// badType matches the decoder's incompatible-types message.
+	badType = regexp.MustCompile(`^incompatible types: TOML value has type (\S+); destination has type (\S+)$`)
+)
+
+// decodeError turns a TOML decoding error into "line N: key: problem", so
+// that every error names its key (a bad duration, a wrong type).
+func decodeError(err error) string {
+	line, key, msg := "", "", err.Error()
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		line, key, msg = strconv.Itoa(pe.Position.Line), pe.LastKey, pe.Message
+	} else if m := lastKey.FindStringSubmatch(msg); m != nil {
+		line, key, msg = m[1], m[2], m[3]
+	}
+	if m := badType.FindStringSubmatch(msg); m != nil {
+		msg = fmt.Sprintf("must be %s, not %s", tomlType(m[2]), tomlType(m[1]))
+	}
+	out := msg
+	if key != "" {
+		out = key + ": " + out
+	}
+	if line != "" && line != "0" {
+		out = "line " + line + ": " + out
+	}
+	return out
+}
+
+// tomlType names a type of the decoder's messages for a person.
+func tomlType(t string) string {
+	switch t {
+	case "string":
+		return "a string"
+	case "integer", "int64":
+		return "an integer"
+	case "float", "float64":
+		return "a number"
+	case "bool":
+		return "true or false"
+	case "slice", "array":
+		return "an array"
+	case "map", "table", "struct":
+		return "a table"
+	}
+	return t
 }
 
 // Validate checks every value and names the key of each bad one.
@@ -214,11 +283,17 @@ func (c Config) Validate() error {
 	default:
 		bad("storage.read_consistency", "%q is not none, weak, linearizable or strong", c.Storage.ReadConsistency)
 	}
-	if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
-		bad("http.addr", "%q is not host:port", c.HTTP.Addr)
+	if err := checkAddr(c.HTTP.Addr); err != nil {
+		bad("http.addr", "%q %v", c.HTTP.Addr, err)
 	}
 	if c.HTTP.MaxBodyBytes < 1024 || c.HTTP.MaxBodyBytes > 1<<30 {
 		bad("http.max_body_bytes", "%d is outside 1024 … 1073741824", c.HTTP.MaxBodyBytes)
+	}
+	if c.HTTP.MaxConns < 1 || c.HTTP.MaxConns > 1_000_000 {
+		bad("http.max_conns", "%d is outside 1 … 1000000", c.HTTP.MaxConns)
+	}
+	if c.HTTP.MaxConnsPerIP < 0 || c.HTTP.MaxConnsPerIP > 1_000_000 {
+		bad("http.max_conns_per_ip", "%d is outside 0 … 1000000 (0: no per-address cap)", c.HTTP.MaxConnsPerIP)
 	}
 	if c.Jobs.Concurrency < 1 || c.Jobs.Concurrency > 1024 {
 		bad("jobs.concurrency", "%d is outside 1 … 1024", c.Jobs.Concurrency)
@@ -226,16 +301,25 @@ func (c Config) Validate() error {
 	if c.Jobs.MaxAttempts < 1 || c.Jobs.MaxAttempts > 1000 {
 		bad("jobs.max_attempts", "%d is outside 1 … 1000", c.Jobs.MaxAttempts)
 	}
-	positive := map[string]Duration{
-		"jobs.lease": c.Jobs.Lease, "jobs.poll": c.Jobs.Poll, "jobs.backoff_cap": c.Jobs.BackoffCap,
-		"jobs.shutdown_grace": c.Jobs.ShutdownGrace, "reconciler.interval": c.Reconciler.Interval,
-		"leader.ttl": c.Leader.TTL, "leader.renew": c.Leader.Renew, "runs.grace": c.Runs.Grace, "scheduler.interval": c.Scheduler.Interval, "events.tail_interval": c.Events.TailInterval,
-		"events.auth_recheck": c.Events.AuthRecheck,
-	}
-	for _, key := range []string{"jobs.lease", "jobs.poll", "jobs.backoff_cap", "jobs.shutdown_grace", "reconciler.interval", "leader.ttl", "leader.renew", "runs.grace", "scheduler.interval", "events.tail_interval", "events.auth_recheck"} {
-		if positive[key].Duration <= 0 {
-			bad(key, "must be a positive duration")
+	for _, d := range []struct {
+		key string
+		v   Duration
+	}{
+		{"http.read_header_timeout", c.HTTP.ReadHeaderTimeout}, {"http.read_timeout", c.HTTP.ReadTimeout},
+		{"http.write_timeout", c.HTTP.WriteTimeout}, {"http.idle_timeout", c.HTTP.IdleTimeout},
+		{"jobs.lease", c.Jobs.Lease}, {"jobs.poll", c.Jobs.Poll}, {"jobs.backoff_cap", c.Jobs.BackoffCap},
+		{"jobs.shutdown_grace", c.Jobs.ShutdownGrace}, {"reconciler.interval", c.Reconciler.Interval},
+		{"leader.ttl", c.Leader.TTL}, {"leader.renew", c.Leader.Renew}, {"runs.grace", c.Runs.Grace},
+		{"scheduler.interval", c.Scheduler.Interval}, {"events.tail_interval", c.Events.TailInterval},
+		{"events.auth_recheck", c.Events.AuthRecheck},
+		{"events.ping_interval", c.Events.PingInterval}, {"events.ping_timeout", c.Events.PingTimeout},
+	} {
+		if d.v.Duration <= 0 {
+			bad(d.key, "must be a positive duration")
 		}
+	}
+	if h, r := c.HTTP.ReadHeaderTimeout, c.HTTP.ReadTimeout; h.Duration > r.Duration && r.Duration > 0 {
+		bad("http.read_header_timeout", "%s must not exceed http.read_timeout (%s)", h, r)
 	}
 	if c.Reconciler.Slack.Duration < 0 {
 		bad("reconciler.slack", "must not be negative")
@@ -271,6 +355,34 @@ func (c Config) Validate() error {
 		bad("log.format", "%q is not text or json", c.Log.Format)
 	}
 	return errors.Join(errs...)
+}
+
+// checkAddr accepts host:port with a numeric port 0 … 65535 and a host that
+// is empty (every interface), an IP address or a host name.
+func checkAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("is not host:port (e.g. 127.0.0.1:8080)")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("has port %q: a port is a number from 0 to 65535", port)
+	}
+	if host == "" || net.ParseIP(host) != nil {
+		return nil
+	}
+	labels := strings.Split(host, ".")
+	if _, err := strconv.Atoi(labels[len(labels)-1]); err == nil { // 999.1.1.1: neither an IP nor a name
+		return fmt.Errorf("has host %q: not an IP address or host name", host)
+	}
+	for _, label := range labels {
+		if label == "" || len(label) > 63 || strings.HasPrefix(label, "-") || strings.HasSuffix(label, "-") ||
+			strings.ContainsFunc(label, func(r rune) bool {
+				return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-')
+			}) {
+			return fmt.Errorf("has host %q: not an IP address or host name", host)
+		}
+	}
+	return nil
 }
 
 // URLs splits the comma-separated rqlite node list.

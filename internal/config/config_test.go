@@ -47,12 +47,28 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"[storage]\npaht = \"x\"\n", "unknown key storage.paht"},
 		{"[jobz]\nconcurrency = 1\n", "unknown key jobz"},
 		{"[jobs]\nconcurrency = 0\n", "jobs.concurrency: 0 is outside 1 … 1024"},
-		{"[jobs]\nlease = \"soon\"\n", `"soon" is not a duration`},
+		{"[jobs]\nlease = \"soon\"\n", `line 2: jobs.lease: "soon" is not a duration`},
+		{"[jobs]\nlease = \"5x\"\n", `jobs.lease: "5x" is not a duration`},
+		{"[http]\nread_timeout = \"fast\"\n", `http.read_timeout: "fast" is not a duration`},
+		{"[events]\nping_interval = 30\n", `events.ping_interval: "30" is not a duration`},
+		{"[jobs]\nconcurrency = \"eight\"\n", "line 2: jobs.concurrency: must be an integer, not a string"},
+		{"[http]\naddr = 8080\n", "http.addr: must be a string, not an integer"},
+		{"[auth]\nplatform_admins = \"alice\"\n", "auth.platform_admins: must be an array, not a string"},
+		{"[http]\nwrite_timeout = \"0s\"\n", "http.write_timeout: must be a positive duration"},
+		{"[http]\nidle_timeout = \"-1s\"\n", "http.idle_timeout: must be a positive duration"},
+		{"[http]\nread_header_timeout = \"1m\"\nread_timeout = \"10s\"\n", "http.read_header_timeout: 1m0s must not exceed http.read_timeout"},
+		{"[http]\nmax_conns = 0\n", "http.max_conns: 0 is outside 1 … 1000000"},
+		{"[http]\nmax_conns_per_ip = -1\n", "http.max_conns_per_ip: -1 is outside 0 … 1000000"},
+		{"[events]\nping_timeout = \"0s\"\n", "events.ping_timeout: must be a positive duration"},
 		{"[jobs]\nlease = \"-1s\"\n", "jobs.lease: must be a positive duration"},
-		{"[jobs]\nconcurrency = \"eight\"\n", "concurrency"},
 		{"[storage]\nengine = \"postgres\"\n", `storage.engine: "postgres" is not sqlite or rqlite`},
 		{"[storage]\nengine = \"rqlite\"\nurl = \"127.0.0.1:4001\"\n", "storage.url: \"127.0.0.1:4001\" must start with http://"},
 		{"[http]\naddr = \"8080\"\n", `http.addr: "8080" is not host:port`},
+		{"[http]\naddr = \"127.0.0.1:99999\"\n", `http.addr: "127.0.0.1:99999" has port "99999": a port is a number from 0 to 65535`},
+		{"[http]\naddr = \"127.0.0.1:-1\"\n", `http.addr: "127.0.0.1:-1" has port "-1"`},
+		{"[http]\naddr = \"127.0.0.1:http\"\n", `http.addr: "127.0.0.1:http" has port "http"`},
+		{"[http]\naddr = \"exa mple:80\"\n", `http.addr: "exa mple:80" has host "exa mple": not an IP address or host name`},
+		{"[http]\naddr = \"999.1.1.1:80\"\n", `http.addr: "999.1.1.1:80" has host "999.1.1.1"`},
 		{"[reconciler]\ninterval = \"0s\"\n", "reconciler.interval: must be a positive duration"},
 		{"[events]\nauth_recheck = \"0s\"\n", "events.auth_recheck: must be a positive duration"},
 		{"[leader]\nttl = \"5s\"\nrenew = \"10s\"\n", "leader.renew: 10s must be shorter than leader.ttl"},
@@ -63,6 +79,14 @@ func TestErrorsNameTheKey(t *testing.T) {
 		_, err := Parse(c.toml, "test.toml")
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: got %v, want an error containing %q", c.toml, err, c.want)
+		}
+	}
+}
+
+func TestGoodAddrs(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:0", "127.0.0.1:65535", ":8080", "localhost:8080", "[::1]:8080", "core-1.example.com:443"} {
+		if _, err := Parse("[http]\naddr = \""+addr+"\"\n", "t"); err != nil {
+			t.Errorf("%s: %v", addr, err)
 		}
 	}
 }

@@ -67,6 +67,7 @@ type Core struct {
 	Runs       *run.Service
 
 	listener net.Listener
+	conns    *server.ConnMetrics
 	http     *http.Server
 	leading  func() bool
 }
@@ -113,6 +114,7 @@ func migrate(ctx context.Context, st store.Store, log *slog.Logger) error {
 func New(cfg config.Config, log *slog.Logger, st store.Store) (*Core, error) {
 	c := &Core{Config: cfg, Log: log, Clock: clock.Real{}, ID: instanceID(), Registry: prometheus.NewRegistry(), Store: st}
 	c.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	c.conns = server.NewConnMetrics(c.Registry)
 	c.Jobs = job.NewOrchestrator(st, c.Clock, log.With("component", "jobs"), job.Config{
 		Concurrency: cfg.Jobs.Concurrency, Lease: cfg.Jobs.Lease.Duration, Poll: cfg.Jobs.Poll.Duration,
 		BackoffCap: cfg.Jobs.BackoffCap.Duration, ShutdownGrace: cfg.Jobs.ShutdownGrace.Duration,
@@ -191,7 +193,7 @@ func (c *Core) openAPI(cfg config.Config) error {
 	}
 	c.Auth = auth.NewAuthenticator(c.Store, c.Clock, bootstrap, cfg.Auth.PlatformAdmins, auth.OIDCConfig{Issuer: cfg.Auth.OIDCIssuer, Audience: cfg.Auth.OIDCAudience})
 	c.Tracker = tracker.New(c.Store, c.Applier, c.Clock)
-	c.API = server.NewAPI(c.Log.With("component", "api"), c.Auth, &access.Resolver{Store: c.Store}, cfg.HTTP.MaxBodyBytes)
+	c.API = server.NewAPI(c.Log.With("component", "api"), c.Auth, &access.Resolver{Store: c.Store}, cfg.HTTP.MaxBodyBytes, cfg.HTTP.WriteTimeout.Duration)
 	tenancy := &server.Tenancy{T: c.Tracker}
 	c.API.Add(tenancy.Routes()...)
 	c.API.Add((&server.Pipelines{T: c.Tracker, Tenancy: tenancy}).Routes()...)
@@ -218,7 +220,9 @@ func (c *Core) openAPI(cfg config.Config) error {
 	flows := &server.Flows{T: c.Tracker, F: c.Flows}
 	c.API.Add(flows.Routes()...)
 	c.Realtime = realtime.New(c.Feed, c.Auth, &access.Resolver{Store: c.Store}, c.Tracker, c.Store, c.Clock,
-		c.Log.With("component", "realtime"), realtime.Config{AuthRecheck: cfg.Events.AuthRecheck.Duration})
+		c.Log.With("component", "realtime"), realtime.Config{AuthRecheck: cfg.Events.AuthRecheck.Duration,
+			PingInterval: cfg.Events.PingInterval.Duration, PingTimeout: cfg.Events.PingTimeout.Duration,
+			Metrics: realtime.NewMetrics(c.Registry)})
 	c.API.Add((&server.Unattended{T: c.Tracker, F: c.Flows, B: c.Flows.Budget, Tenancy: tenancy, Flows: flows}).Routes()...)
 	return nil
 }
@@ -247,14 +251,44 @@ func instanceID() string {
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
 }
 
-// Listen binds the HTTP address (use 127.0.0.1:0 in tests).
-func (c *Core) Listen() error {
-	l, err := net.Listen("tcp", c.Config.HTTP.Addr)
+// Listen binds the HTTP address addr (http.addr). `ballet serve` binds it
+// before Open, so that a busy port fails before anything is created.
+func Listen(addr string) (net.Listener, error) {
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s (http.addr): %w", c.Config.HTTP.Addr, err)
+		return nil, fmt.Errorf("listen on %s (http.addr): %w", addr, err)
+	}
+	return l, nil
+}
+
+// Listen binds the configured HTTP address (use 127.0.0.1:0 in tests).
+func (c *Core) Listen() error {
+	l, err := Listen(c.Config.HTTP.Addr)
+	if err != nil {
+		return err
 	}
 	c.listener = l
 	return nil
+}
+
+// UseListener makes Run serve on l (bound with Listen before Open).
+func (c *Core) UseListener(l net.Listener) { c.listener = l }
+
+// HTTPServer returns the server Run uses: Core's handler under the [http]
+// timeouts. Routes that wait longer (the runners' lease long poll, the
+// realtime WebSocket) extend their own connection's deadlines.
+func (c *Core) HTTPServer() *http.Server {
+	h := c.Config.HTTP
+	return &http.Server{Handler: c.Handler(),
+		ReadHeaderTimeout: h.ReadHeaderTimeout.Duration, ReadTimeout: h.ReadTimeout.Duration,
+		WriteTimeout: h.WriteTimeout.Duration, IdleTimeout: h.IdleTimeout.Duration,
+		ErrorLog: slog.NewLogLogger(c.Log.Handler(), slog.LevelWarn)}
+}
+
+// LimitConns wraps l with the [http] connection caps (max_conns,
+// max_conns_per_ip).
+func (c *Core) LimitConns(l net.Listener) net.Listener {
+	return server.LimitConns(l, c.Config.HTTP.MaxConns, c.Config.HTTP.MaxConnsPerIP, c.conns)
 }
 
 // Addr returns the bound HTTP address.
@@ -291,13 +325,13 @@ func (c *Core) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	c.http = &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(c.Log.Handler(), slog.LevelWarn)}
+	c.http = c.HTTPServer()
 	var wg sync.WaitGroup
 	errc := make(chan error, 1)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := c.http.Serve(c.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := c.http.Serve(c.LimitConns(c.listener)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("http server: %w", err)
 		}
 	}()

@@ -42,8 +42,9 @@ func newEnv(t testing.TB, s store.Store, fc feed.Config) *env {
 }
 
 // newEnvOn is newEnv whose realtime handler checks credentials, and runs
-// its expiry and re-check timers, on clk.
-func newEnvOn(t testing.TB, s store.Store, fc feed.Config, clk clock.Clock) *env {
+// its expiry, re-check and ping timers, on clk (with rc, if given, as its
+// configuration).
+func newEnvOn(t testing.TB, s store.Store, fc feed.Config, clk clock.Clock, rc ...realtime.Config) *env {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Auth.BootstrapToken = bootstrap
@@ -62,7 +63,11 @@ func newEnvOn(t testing.TB, s store.Store, fc feed.Config, clk clock.Clock) *env
 		f.Nudge()
 	}
 	authn := auth.NewAuthenticator(s, clk, bootstrap, nil, auth.OIDCConfig{})
-	h := realtime.New(f, authn, &access.Resolver{Store: s}, c.Tracker, s, clk, log, realtime.Config{})
+	var rcfg realtime.Config
+	if len(rc) > 0 {
+		rcfg = rc[0]
+	}
+	h := realtime.New(f, authn, &access.Resolver{Store: s}, c.Tracker, s, clk, log, rcfg)
 	mux := http.NewServeMux()
 	mux.Handle("GET "+realtime.Path, h)
 	mux.Handle("/", c.Handler())

@@ -14,6 +14,13 @@
 // has ended: resume with after_seq = last_seq) and "ended" (the feed
 // stopped or the log could not be read: resume likewise).
 //
+// A subscribe whose after_seq lies beyond the log's head is refused
+// (-32602, naming the head): the events up to it do not exist yet, and
+// skipping them when they come would lose them silently.
+//
+// The server pings every client at PingInterval and drops one that does
+// not answer within PingTimeout, so dead peers do not hold connections.
+//
 // Authorization happens at subscribe: tracker.read on the stream's project
 // (or organization for org streams), with the credential re-checked.
 // Unknown streams and streams the caller may not read get the same error
@@ -87,6 +94,13 @@ type Config struct {
 	// AuthRecheck is the safety net: every connection's credential and
 	// subscriptions are re-checked at least this often (default 1 min).
 	AuthRecheck time.Duration
+	// PingInterval is how often the server pings a client (default 30 s;
+	// on the handler's clock); one that does not answer within PingTimeout
+	// (default 10 s) is dropped.
+	PingInterval time.Duration
+	PingTimeout  time.Duration
+	// Metrics may be nil.
+	Metrics *Metrics
 }
 
 func (c Config) withDefaults() Config {
@@ -108,6 +122,12 @@ func (c Config) withDefaults() Config {
 	if c.AuthRecheck <= 0 {
 		c.AuthRecheck = time.Minute
 	}
+	if c.PingInterval <= 0 {
+		c.PingInterval = 30 * time.Second
+	}
+	if c.PingTimeout <= 0 {
+		c.PingTimeout = 10 * time.Second
+	}
 	return c
 }
 
@@ -118,7 +138,7 @@ type Handler struct {
 	Access  *access.Resolver
 	Tracker *tracker.Service
 	Store   event.Querier
-	Clock   clock.Clock // times credential expiry and the re-checks
+	Clock   clock.Clock // times credential expiry, the re-checks and the pings
 	Log     *slog.Logger
 	Config  Config
 
@@ -150,6 +170,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	// Accept hijacks the connection, which lifts the HTTP server's read
+	// and write deadlines: pings keep it honest instead, and every write
+	// has its own timeout.
 	ws, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return // Accept has answered the handshake
@@ -159,6 +182,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{h: h, cfg: cfg, ws: ws, header: header, principal: principal, ctx: ctx, cancel: cancel,
 		subs: map[string]*subState{}, kick: make(chan struct{}, 1)}
+	cfg.Metrics.opened()
+	defer cfg.Metrics.closed()
 	c.serve()
 }
 
@@ -198,6 +223,8 @@ func (c *conn) serve() {
 	}()
 	c.wg.Add(1)
 	go c.guard()
+	c.wg.Add(1)
+	go func() { defer c.wg.Done(); c.keepAlive() }()
 	for {
 		typ, rd, err := c.ws.Reader(c.ctx)
 		if err != nil {
@@ -224,6 +251,53 @@ func (c *conn) serve() {
 		}
 		c.handle(b)
 	}
+}
+
+// keepAlive pings the client every PingInterval and drops the connection
+// when a ping goes unanswered for PingTimeout (the serve loop's reads
+// process the pongs).
+func (c *conn) keepAlive() {
+	for {
+		t := c.h.Clock.NewTimer(c.cfg.PingInterval)
+		select {
+		case <-c.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		if !c.ping() {
+			if c.ctx.Err() == nil {
+				c.h.Log.Debug("realtime: client did not answer a ping: dropped")
+			}
+			c.cancel()
+			_ = c.ws.CloseNow() // unblocks the serve loop and any write
+			return
+		}
+	}
+}
+
+// ping sends one ping and waits PingTimeout (on the clock) for its pong.
+func (c *conn) ping() bool {
+	ctx, cancel := context.WithCancel(c.ctx)
+	defer cancel()
+	t := c.h.Clock.NewTimer(c.cfg.PingTimeout)
+	defer t.Stop()
+	res := make(chan error, 1)
+	go func() { res <- c.ws.Ping(ctx) }()
+	var err error
+	select {
+	case err = <-res:
+	case <-t.C():
+		cancel()
+		err = <-res
+		if err == nil {
+			err = errors.New("no pong in time")
+		}
+	}
+	if c.ctx.Err() == nil { // not closing anyway
+		c.cfg.Metrics.pinged(err == nil)
+	}
+	return err == nil
 }
 
 func encodingName(cd codec) string {
@@ -341,6 +415,11 @@ func (c *conn) subscribe(p SubscribeParams) (any, func(), *Error) {
 	// Authorized once the feed's position is fixed: a revocation or role
 	// change committed before it is seen here, a later one by the pump.
 	e = c.recheck(c.ctx, st)
+	if e == nil && p.AfterSeq != nil && *p.AfterSeq > sub.Start() {
+		// Beyond this feed's position: fine up to the log's head (another
+		// instance's feed may be ahead of this one), never past it.
+		e = c.checkHead(*p.AfterSeq)
+	}
 	c.mu.Lock()
 	if e == nil && c.dead != nil {
 		e = c.dead
@@ -494,6 +573,20 @@ func (c *conn) kickGuard() {
 	case c.kick <- struct{}{}:
 	default:
 	}
+}
+
+// checkHead refuses an after_seq beyond the log's last seq.
+func (c *conn) checkHead(after int64) *Error {
+	head, err := event.LastSeq(c.ctx, c.h.Store)
+	if err != nil {
+		c.h.Log.Warn("realtime: cannot read the log's head", "err", err)
+		return rpcErr(CodeUnavailable, "the log cannot be read now; retry")
+	}
+	if after > head {
+		return &Error{Code: CodeInvalidParams, Message: fmt.Sprintf(`invalid params: "after_seq" %d is beyond the log's head (seq %d): `+
+			`resume from a seq you received, at most %d`, after, head, head), Data: map[string]int64{"head": head}}
+	}
+	return nil
 }
 
 func (c *conn) unsubscribe(id string) (any, *Error) {

@@ -1,12 +1,16 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apperr"
@@ -33,7 +37,13 @@ type Route struct {
 	Request  any
 	Response any
 	Status   int // success status (200 when 0)
-	Handle   func(r *Request) (any, error)
+	// Hold is the longest the handler may keep the request waiting (a long
+	// poll). The server's read and write timeouts would cut it short, so
+	// for such a route the body is read first, under the read timeout, and
+	// then the connection's deadlines move to Hold plus the write timeout
+	// from then.
+	Hold   time.Duration
+	Handle func(r *Request) (any, error)
 }
 
 // Request is a request after authentication.
@@ -47,16 +57,19 @@ type Request struct {
 
 // API serves the REST endpoints under /api/v1.
 type API struct {
-	log     *slog.Logger
-	authn   Authenticator
-	access  *access.Resolver
-	maxBody int64
-	routes  []*Route
+	log          *slog.Logger
+	authn        Authenticator
+	access       *access.Resolver
+	maxBody      int64
+	writeTimeout time.Duration
+	routes       []*Route
 }
 
 // NewAPI returns an API; add routes with Add, then Register it on a mux.
-func NewAPI(log *slog.Logger, authn Authenticator, res *access.Resolver, maxBody int64) *API {
-	return &API{log: log, authn: authn, access: res, maxBody: maxBody}
+// maxBody bounds request bodies; writeTimeout is the server's (a route
+// that holds requests gets it on top of its Hold).
+func NewAPI(log *slog.Logger, authn Authenticator, res *access.Resolver, maxBody int64, writeTimeout time.Duration) *API {
+	return &API{log: log, authn: authn, access: res, maxBody: maxBody, writeTimeout: writeTimeout}
 }
 
 // Add adds routes.
@@ -90,6 +103,12 @@ func (a *API) handler(rt *Route) http.Handler {
 		if hr.Body != nil {
 			hr.Body = http.MaxBytesReader(w, hr.Body, a.maxBody)
 		}
+		if rt.Hold > 0 {
+			if err := a.hold(w, hr, rt.Hold); err != nil {
+				a.writeErr(w, hr, err)
+				return
+			}
+		}
 		out, err := rt.Handle(r)
 		if err == nil && !r.checked && rt.Perm != access.PlatformAdmin {
 			err = fmt.Errorf("route %s %s returned without an access check", rt.Method, rt.Path)
@@ -111,6 +130,27 @@ func (a *API) handler(rt *Route) http.Handler {
 		}
 		WriteJSON(w, status, out)
 	})
+}
+
+// hold reads the body of a request that may wait up to d (under the
+// server's read timeout, so a slow body is still cut off), then moves the
+// connection's read and write deadlines to d plus the write timeout from
+// now (http.ResponseController), past the server's own.
+func (a *API) hold(w http.ResponseWriter, hr *http.Request, d time.Duration) error {
+	if hr.Body != nil {
+		b, err := io.ReadAll(hr.Body)
+		if err != nil {
+			return decodeError(err, a.maxBody)
+		}
+		hr.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	until := time.Now().Add(d + a.writeTimeout)
+	rc := http.NewResponseController(w)
+	err := errors.Join(rc.SetReadDeadline(until), rc.SetWriteDeadline(until))
+	if err != nil && !errors.Is(err, http.ErrNotSupported) { // a test recorder has no deadlines
+		return fmt.Errorf("hold the request open: %w", err)
+	}
+	return nil
 }
 
 // Check verifies that the caller holds the route's permission in the
@@ -145,12 +185,15 @@ func decodeError(err error, limit int64) error {
 	var (
 		mbe *http.MaxBytesError
 		se  *strictjson.Error
+		ne  net.Error
 	)
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &mbe):
 		return apperr.New(apperr.TooLarge, "request body exceeds %d bytes", limit)
+	case errors.As(err, &ne) && ne.Timeout():
+		return apperr.New(apperr.Timeout, "the request body did not arrive within the server's read timeout")
 	case errors.As(err, &se) && se.Field == "":
 		return apperr.New(apperr.Invalid, "request body %s", se.Message)
 	case errors.As(err, &se):
@@ -178,6 +221,7 @@ var statusOf = map[string]int{
 	apperr.Forbidden:       http.StatusForbidden,
 	apperr.NotFound:        http.StatusNotFound,
 	apperr.Conflict:        http.StatusConflict,
+	apperr.Timeout:         http.StatusRequestTimeout,
 	apperr.TooLarge:        http.StatusRequestEntityTooLarge,
 	apperr.Unprocessable:   http.StatusUnprocessableEntity,
 	apperr.Unavailable:     http.StatusServiceUnavailable,

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"math"
 	"net/http"
 
@@ -271,15 +272,27 @@ func (h *Items) eventPage(r *Request) (after int64, limit int, err error) {
 	return after, int(l), err
 }
 
-func (h *Items) page(events []event.Event, after int64) EventPage {
+// page answers a page of events. An empty page after a seq beyond the
+// log's head is an error naming the head: a client that kept polling from
+// there would silently skip every event up to it.
+func (h *Items) page(r *Request, events []event.Event, after int64) (EventPage, error) {
 	out := EventPage{Events: events, LastSeq: after}
-	if out.Events == nil {
-		out.Events = []event.Event{}
-	}
 	if n := len(events); n > 0 {
 		out.LastSeq = events[n-1].Seq
+		return out, nil
 	}
-	return out
+	out.Events = []event.Event{}
+	if after > 0 {
+		head, err := event.LastSeq(r.Context(), h.T.Store)
+		if err != nil {
+			return out, err
+		}
+		if after > head {
+			return out, apperr.Fields([]apperr.FieldError{{Field: "after",
+				Message: fmt.Sprintf("%d is beyond the log's head (seq %d): resume from a seq you received", after, head)}})
+		}
+	}
+	return out, nil
 }
 
 func (h *Items) itemEvents(r *Request) (any, error) {
@@ -295,7 +308,7 @@ func (h *Items) itemEvents(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return h.page(evs, after), nil
+	return h.page(r, evs, after)
 }
 
 func (h *Items) projectEvents(r *Request) (any, error) {
@@ -311,5 +324,5 @@ func (h *Items) projectEvents(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return h.page(evs, after), nil
+	return h.page(r, evs, after)
 }

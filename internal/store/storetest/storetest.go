@@ -77,10 +77,11 @@ func Address(t testing.TB, s store.Store) (engine, addr string) {
 	return "", ""
 }
 
-// OpenAddress opens a store from Address's result, without migrating.
+// OpenAddress opens a store from Address's result, without migrating. A
+// SQLite file is opened shared (sqlite.OpenShared): the test holds it too.
 func OpenAddress(ctx context.Context, engine, addr string) (store.Store, error) {
 	if engine == "rqlite" {
 		return rqlite.Open(ctx, rqlite.Options{URLs: strings.Split(addr, ",")})
 	}
-	return sqlite.Open(ctx, addr)
+	return sqlite.OpenShared(ctx, addr)
 }

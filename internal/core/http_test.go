@@ -1,0 +1,309 @@
+package core_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ballet/ballet/internal/apitest"
+	"github.com/ballet/ballet/internal/config"
+	"github.com/ballet/ballet/internal/realtime"
+	"github.com/ballet/ballet/internal/store/storetest"
+)
+
+// These tests run Core's own HTTP server (apitest.New serves through
+// Core.HTTPServer and Core.LimitConns) with small limits. They assert what
+// happens to the connection, never how long it took; the 20 s read
+// deadline on the client only keeps a failing test from hanging.
+
+const stuck = 20 * time.Second
+
+func httpEnv(t *testing.T, adjust func(h *config.HTTP)) *apitest.Env {
+	t.Helper()
+	return apitest.New(t, storetest.Open(t, "sqlite"), func(c *config.Config) { adjust(&c.HTTP) })
+}
+
+func hostOf(t *testing.T, e *apitest.Env) string {
+	t.Helper()
+	u, err := url.Parse(e.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
+
+// dialFrom connects to the server from a given local IP (127.0.0.x).
+func dialFrom(t *testing.T, e *apitest.Env, local string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+	c, err := d.Dial("tcp", hostOf(t, e))
+	if err != nil {
+		t.Fatalf("dial from %s: %v", local, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// closedByServer reads c (through r, if given) until the server closes
+// it; it returns what was read, failing the test if the connection stays
+// open.
+func closedByServer(t *testing.T, c net.Conn, r ...io.Reader) string {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(stuck))
+	var rd io.Reader = c
+	if len(r) > 0 {
+		rd = r[0]
+	}
+	b, err := io.ReadAll(rd)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the server kept the connection open (read so far: %q)", b)
+	}
+	return string(b) // EOF or a reset: closed
+}
+
+// roundTrip sends one keep-alive request on c and reads its answer.
+func roundTrip(t *testing.T, c net.Conn, br *bufio.Reader, method, path, token string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(method, "http://x"+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if err := req.Write(c); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(stuck))
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+// A client that sends its body one byte at a time is cut off after
+// http.read_timeout, authenticated or not (the 401 does not leave the
+// connection to it either).
+func TestSlowBodyIsCutOff(t *testing.T) {
+	t.Parallel()
+	e := httpEnv(t, func(h *config.HTTP) {
+		h.ReadHeaderTimeout.Duration = 200 * time.Millisecond
+		h.ReadTimeout.Duration = 300 * time.Millisecond
+	})
+	for _, tc := range []struct{ name, token, want string }{
+		{"authenticated", apitest.BootstrapToken, "HTTP/1.1 408"},
+		{"unauthenticated", "", "HTTP/1.1 401"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := dialFrom(t, e, "127.0.0.1")
+			head := "POST /api/v1/orgs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n"
+			if tc.token != "" {
+				head += "Authorization: Bearer " + tc.token + "\r\n"
+			}
+			if _, err := io.WriteString(c, head+"\r\n{"); err != nil {
+				t.Fatal(err)
+			}
+			stop := make(chan struct{})
+			defer close(stop)
+			go func() { // one byte every 50 ms until the server hangs up
+				tick := time.NewTicker(50 * time.Millisecond)
+				defer tick.Stop()
+				for {
+					select {
+					case <-stop:
+						return
+					case <-tick.C:
+						if _, err := io.WriteString(c, " "); err != nil {
+							return
+						}
+					}
+				}
+			}()
+			got := closedByServer(t, c)
+			if !strings.HasPrefix(got, tc.want) {
+				t.Fatalf("answer %q, want %s before the close", got, tc.want)
+			}
+		})
+	}
+}
+
+// A keep-alive connection left idle is closed after http.idle_timeout.
+func TestIdleConnectionIsClosed(t *testing.T) {
+	t.Parallel()
+	e := httpEnv(t, func(h *config.HTTP) { h.IdleTimeout.Duration = 200 * time.Millisecond })
+	c := dialFrom(t, e, "127.0.0.1")
+	br := bufio.NewReader(c)
+	if resp := roundTrip(t, c, br, "GET", "/healthz", ""); resp.StatusCode != 200 || resp.Close {
+		t.Fatalf("healthz: %d close=%v", resp.StatusCode, resp.Close)
+	}
+	if rest := closedByServer(t, c, br); rest != "" {
+		t.Fatalf("unexpected bytes %q", rest)
+	}
+}
+
+// A runner's lease long poll waits longer than http.write_timeout and
+// http.read_timeout and still gets its answer.
+func TestLongPollOutlivesTheWriteTimeout(t *testing.T) {
+	t.Parallel()
+	const timeout = 300 * time.Millisecond
+	e := httpEnv(t, func(h *config.HTTP) {
+		h.ReadHeaderTimeout.Duration, h.ReadTimeout.Duration, h.WriteTimeout.Duration = timeout, timeout, timeout
+	})
+	r := e.NewRunner("r1")
+	began := time.Now()
+	if _, ok := r.Lease(1); ok {
+		t.Fatal("leased a run that does not exist")
+	}
+	if waited := time.Since(began); waited < time.Second {
+		t.Fatalf("the lease answered after %v: it did not wait beyond the write timeout, so this proves nothing", waited)
+	}
+	// An ordinary route still has the write timeout: the server is the
+	// one under test, not one without limits.
+	if e.Core.HTTPServer().WriteTimeout != timeout {
+		t.Fatal("the test server does not run with the configured write timeout")
+	}
+}
+
+// A realtime WebSocket outlives http.read_timeout and http.write_timeout:
+// it still delivers events after both have passed.
+func TestWebSocketOutlivesTheTimeouts(t *testing.T) {
+	t.Parallel()
+	const timeout = 200 * time.Millisecond
+	e := httpEnv(t, func(h *config.HTTP) {
+		h.ReadHeaderTimeout.Duration, h.ReadTimeout.Duration, h.WriteTimeout.Duration = timeout, timeout, timeout
+	})
+	e.Org("acme")
+	e.Project("acme", "ACME")
+	ctx, cancel := context.WithTimeout(context.Background(), stuck)
+	defer cancel()
+	c, err := realtime.Dial(ctx, e.URL, apitest.BootstrapToken, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sub, err := c.Subscribe(ctx, "project:ACME", realtime.LiveOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not synchronisation: the condition under test is time passing
+	// beyond the server's deadlines.
+	time.Sleep(3 * timeout)
+	e.Admin(201, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "after the deadlines"})
+	select {
+	case ev, ok := <-sub.C():
+		if !ok {
+			t.Fatalf("the subscription ended: %v", sub.Err())
+		}
+		if ev.Type != "ticket.created" {
+			t.Fatalf("got %s", ev.Type)
+		}
+	case <-ctx.Done():
+		t.Fatal("no event")
+	}
+}
+
+// Connections beyond http.max_conns_per_ip (from one address) and
+// http.max_conns (in all) are answered 503 and closed at once; a closed
+// connection frees its slot.
+func TestConnectionCaps(t *testing.T) {
+	t.Parallel()
+	e := httpEnv(t, func(h *config.HTTP) { h.MaxConns, h.MaxConnsPerIP = 3, 2 })
+	open := func(local string) (net.Conn, *bufio.Reader) {
+		c := dialFrom(t, e, local)
+		br := bufio.NewReader(c)
+		if resp := roundTrip(t, c, br, "GET", "/healthz", ""); resp.StatusCode != 200 {
+			t.Fatalf("from %s: %d", local, resp.StatusCode)
+		}
+		return c, br
+	}
+	refused := func(local, want string) {
+		t.Helper()
+		c := dialFrom(t, e, local)
+		got := closedByServer(t, c)
+		if !strings.HasPrefix(got, "HTTP/1.1 503") || !strings.Contains(got, want) {
+			t.Fatalf("from %s: got %q, want a 503 saying %q", local, got, want)
+		}
+	}
+	first, _ := open("127.0.0.1")
+	open("127.0.0.1")
+	refused("127.0.0.1", "too many connections from your address")
+	if !canBind("127.0.0.2") || !canBind("127.0.0.3") {
+		t.Log("127.0.0.2 and 127.0.0.3 are not local addresses here: the total cap is not checked")
+	} else {
+		open("127.0.0.2") // another address has its own allowance
+		refused("127.0.0.3", "too many connections to this server")
+	}
+	// Closing a connection gives its slot back (once the server has seen
+	// the close).
+	first.Close()
+	deadline := time.Now().Add(stuck)
+	for {
+		c := dialFrom(t, e, "127.0.0.1")
+		br := bufio.NewReader(c)
+		req, _ := http.NewRequest("GET", "http://x/healthz", nil)
+		_ = req.Write(c)
+		_ = c.SetReadDeadline(time.Now().Add(stuck))
+		resp, err := http.ReadResponse(br, req)
+		if err == nil && resp.StatusCode == 200 {
+			break
+		}
+		if err == nil && resp.StatusCode != 503 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the closed connection's slot was never given back")
+		}
+		c.Close()
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func canBind(ip string) bool {
+	l, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+// The default caps let a burst of concurrent requests from one address
+// through (the test suites make such bursts from 127.0.0.1).
+func TestDefaultCapsLetABurstThrough(t *testing.T) {
+	t.Parallel()
+	e := httpEnv(t, func(*config.HTTP) {})
+	const n = 300
+	errs := make(chan error, n)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: 0}}
+	defer client.CloseIdleConnections()
+	start := make(chan struct{})
+	for range n {
+		go func() {
+			<-start
+			resp, err := client.Get(e.URL + "/healthz")
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					err = errors.New(resp.Status)
+				}
+			}
+			errs <- err
+		}()
+	}
+	close(start)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
