@@ -188,6 +188,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"pipeline", "--help"}, []string{"ballet pipeline validate FILE", "--template"}},
 		{[]string{"pipeline", "validate", "--help"}, []string{"ballet pipeline validate FILE"}},
 		{[]string{"pipeline", "render", "-h"}, []string{"ballet pipeline render", "-template"}},
+		{[]string{"pipeline", "publish", "--help"}, []string{"ballet pipeline publish --project KEY", "BALLET_TOKEN", "-project", "-version"}},
 		{[]string{"events", "--help"}, []string{"ballet events follow", "BALLET_TOKEN"}},
 		{[]string{"events", "follow", "--help"}, []string{"ballet events follow", "BALLET_TOKEN", "-project", "-after"}},
 		{[]string{"version", "--help"}, []string{"Usage: ballet version", "commit"}},

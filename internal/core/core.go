@@ -275,8 +275,9 @@ func (c *Core) Listen() error {
 func (c *Core) UseListener(l net.Listener) { c.listener = l }
 
 // HTTPServer returns the server Run uses: Core's handler under the [http]
-// timeouts. Routes that wait longer (the runners' lease long poll, the
-// realtime WebSocket) extend their own connection's deadlines.
+// timeouts. A route that waits longer (the runners' lease long poll)
+// extends its own connection's deadlines; the realtime WebSocket hijacks
+// its connection, which lifts them.
 func (c *Core) HTTPServer() *http.Server {
 	h := c.Config.HTTP
 	return &http.Server{Handler: c.Handler(),
