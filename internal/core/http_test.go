@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -305,5 +306,34 @@ func TestDefaultCapsLetABurstThrough(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkNewConnection measures a fresh connection per request (GET
+// /healthz, Connection: close) through Core's server with and without the
+// connection caps: the cost of the limiter on the accept path.
+func BenchmarkNewConnection(b *testing.B) {
+	e := apitest.New(b, storetest.Open(b, "sqlite"))
+	uncapped := httptest.NewUnstartedServer(nil)
+	uncapped.Config = e.Core.HTTPServer()
+	uncapped.Start()
+	defer uncapped.Close()
+	for name, base := range map[string]string{"capped": e.URL, "uncapped": uncapped.URL} {
+		b.Run(name, func(b *testing.B) {
+			host := strings.TrimPrefix(base, "http://")
+			for b.Loop() {
+				c, err := net.Dial("tcp", host)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
+					b.Fatal(err)
+				}
+				if got, _ := io.ReadAll(c); !strings.HasPrefix(string(got), "HTTP/1.1 200") {
+					b.Fatalf("%q", got)
+				}
+				c.Close()
+			}
+		})
 	}
 }
