@@ -3,7 +3,6 @@ package flow
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -238,10 +237,6 @@ finished_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, 1, 'running', NULL, 
 	})
 	return out, err
 }
-
-// errNoop marks a step that has passed: the job did its work before, or
-// the flow moved on.
-var errNoop = errors.New("nothing to do")
 
 // ListFilter selects flows of a project.
 type ListFilter struct {

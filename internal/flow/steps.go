@@ -51,13 +51,12 @@ func (s *Service) Hooks() tracker.Hooks {
 	return h
 }
 
-// step runs one read-decide-write of a flow step; decide returns nil when
-// the step has passed.
+// step runs one read-decide-write of a flow step. decide returns a nil
+// transition (and no error) when there is nothing to do: the step has
+// passed, or the flow moved on. An error — a failed read included — fails
+// the job, which is retried with backoff.
 func (s *Service) step(ctx context.Context, decide func(ctx context.Context) (*transition.Transition, error)) error {
 	_, err := s.Applier.Do(ctx, decide)
-	if errors.Is(err, errNoop) {
-		return nil
-	}
 	return err
 }
 
@@ -129,7 +128,7 @@ func (s *Service) onFlow(ctx context.Context, flowID string, current func(Flow) 
 			return nil, err
 		}
 		if !current(f) {
-			return nil, errNoop
+			return nil, nil
 		}
 		now := s.now()
 		if it.State != "in_progress" {
@@ -437,7 +436,7 @@ func (s *Service) handleResume(ctx context.Context, j *job.Job) error {
 	return s.step(ctx, func(ctx context.Context) (*transition.Transition, error) {
 		f, ok, err := s.active(ctx, p.ItemID)
 		if err != nil || !ok || !Accepts(f.State(), InAnswered) {
-			return nil, errors.Join(err, errNoop)
+			return nil, err
 		}
 		it, err := s.Tracker.FindItem(ctx, f.ItemID)
 		if err != nil {
@@ -445,7 +444,7 @@ func (s *Service) handleResume(ctx context.Context, j *job.Job) error {
 		}
 		open, err := s.Tracker.OpenBlockingQuestions(ctx, it.ID)
 		if err != nil || open > 0 {
-			return nil, errors.Join(err, errNoop)
+			return nil, err
 		}
 		now := s.now()
 		if it.State != "waiting_for_answer" && it.State != "in_progress" {
@@ -467,14 +466,14 @@ func (s *Service) handleStop(ctx context.Context, j *job.Job) error {
 	return s.step(ctx, func(ctx context.Context) (*transition.Transition, error) {
 		f, ok, err := s.active(ctx, p.ItemID)
 		if err != nil || !ok {
-			return nil, errors.Join(err, errNoop)
+			return nil, err
 		}
 		it, err := s.Tracker.FindItem(ctx, f.ItemID)
 		if err != nil {
 			return nil, err
 		}
 		if it.State != "paused" && it.State != "cancelled" {
-			return nil, errNoop // resumed meanwhile
+			return nil, nil // resumed meanwhile
 		}
 		return s.Stopped(ctx, f, it, s.now())
 	})
@@ -581,7 +580,7 @@ func (s *Service) handleMerge(ctx context.Context, j *job.Job) error {
 		}
 		samePR := (pr == nil && f.PullRequest == nil) || (pr != nil && f.PullRequest != nil && *pr == *f.PullRequest)
 		if f.State() == want && samePR {
-			return nil, errNoop
+			return nil, nil
 		}
 		next := f
 		next.Status, next.Waiting, next.PullRequest = want.Status, want.Waiting, pr

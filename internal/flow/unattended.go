@@ -85,10 +85,10 @@ func (s *Service) Release(ctx context.Context, flowID string) (bool, error) {
 			return nil, err
 		}
 		if !Accepts(f.State(), InRelease) {
-			return nil, errNoop
+			return nil, nil
 		}
 		if why, err := s.pauseReason(ctx, f.ProjectID); err != nil || why != "" {
-			return nil, errors.Join(err, errNoop)
+			return nil, err
 		}
 		if f.Waiting == WaitBudget {
 			v, err := s.gate(ctx, f)
@@ -96,7 +96,7 @@ func (s *Service) Release(ctx context.Context, flowID string) (bool, error) {
 				return nil, err
 			}
 			if v.Kind == budget.DaySpent {
-				return nil, errNoop
+				return nil, nil
 			}
 		}
 		now := s.now()
@@ -171,12 +171,14 @@ func (s *Service) handleKill(ctx context.Context, _ *job.Job) error {
 	var errs []error
 	for i := range rows.Len() {
 		var id string
-		_ = rows.Scan(i, &id)
+		if err := rows.Scan(i, &id); err != nil {
+			return fmt.Errorf("list running stages: %w", err)
+		}
 		current := func(f Flow) bool { return Accepts(f.State(), InRunFinished) }
 		err := s.onFlow(ctx, id, current, func(ctx context.Context, f Flow, it tracker.Item, now time.Time) (*transition.Transition, error) {
 			pl, err := s.Tracker.GetPlatform(ctx)
 			if err != nil || !pl.Paused {
-				return nil, errors.Join(err, errNoop) // resumed meanwhile
+				return nil, err // !pl.Paused: resumed meanwhile
 			}
 			t := s.wait(f, WaitPause, "the kill switch cancelled the running stage; it runs again after the resume", now)
 			if err := s.CancelRun(ctx, t, f, "kill switch", now); err != nil {
