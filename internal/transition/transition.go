@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -49,7 +50,11 @@ type Committed struct {
 type Applier struct {
 	Store store.Store
 	Clock clock.Clock
-	// Attempts bounds how often Do re-reads after a lost race (default 10).
+	// RetryFor bounds, on Clock, how long Do goes on retrying lost races
+	// (DefaultRetryFor when ≤ 0).
+	RetryFor time.Duration
+	// Attempts bounds how often Do decides in all (DefaultAttempts when
+	// ≤ 0): a backstop behind RetryFor.
 	Attempts int
 	// Resends bounds how often a batch whose outcome was unknown is sent
 	// again (default 5).
@@ -57,9 +62,18 @@ type Applier struct {
 	// OnCommit, if set, is called after every committed transition (to wake
 	// the job orchestrator and the event feed).
 	OnCommit func(Committed)
+
+	laneOnce sync.Once
+	lane     chan struct{} // Do's retry queue: one retrier at a time, first come first served
 }
 
-// ErrGaveUp is returned by Do when every attempt lost its race.
+// Defaults of Do's bounds.
+const (
+	DefaultRetryFor = 5 * time.Second
+	DefaultAttempts = 100
+)
+
+// ErrGaveUp is returned by Do when it stopped retrying lost races.
 var ErrGaveUp = errors.New("transition gave up")
 
 // Batch returns the statements of t in the order they are executed: the
@@ -148,13 +162,38 @@ func (a *Applier) wait(ctx context.Context, d time.Duration) error {
 
 // Do runs read-decide-write until it commits: decide reads what it needs
 // and returns the transition to apply (nil: nothing to do). On a lost race
-// it is called again, on a fresh read, at most Attempts times.
+// it is called again, on a fresh read.
+//
+// Retries are fair: a caller that lost a race joins this applier's retry
+// queue and retries only when its turn comes (first come, first served),
+// staying first until it commits or gives up. A burst of writers that all
+// read the same row (creators taking numbers from one key counter) thus
+// commits one after the other, each retry on a read that no queued writer
+// can make stale, instead of all re-reading and colliding again on every
+// round. Only newcomers' first attempts and other processes still compete
+// with the head of the queue, so it retries at once, without a backoff.
+//
+// Do gives up (ErrGaveUp, which also matches store.ErrLostRace) when a
+// race is lost after RetryFor has passed since it began (a caller that
+// waited its turn longer than that still gets one retry), or after Attempts
+// decisions. A decide that compares a version the caller sent returns its
+// own conflict on the re-read, at the first retry.
 func (a *Applier) Do(ctx context.Context, decide func(ctx context.Context) (*Transition, error)) (*Transition, error) {
-	attempts := a.Attempts
+	attempts, retryFor := a.Attempts, a.RetryFor
 	if attempts <= 0 {
-		attempts = 10
+		attempts = DefaultAttempts
 	}
-	for i := 0; i < attempts; i++ {
+	if retryFor <= 0 {
+		retryFor = DefaultRetryFor
+	}
+	began := a.Clock.Now()
+	queued := false
+	defer func() {
+		if queued {
+			<-a.lane
+		}
+	}()
+	for i := 1; ; i++ {
 		t, err := decide(ctx)
 		if err != nil || t == nil {
 			return nil, err
@@ -166,6 +205,30 @@ func (a *Applier) Do(ctx context.Context, decide func(ctx context.Context) (*Tra
 		if !errors.Is(err, store.ErrLostRace) {
 			return nil, err
 		}
+		if took := a.Clock.Now().Sub(began); i >= attempts || took >= retryFor {
+			return nil, fmt.Errorf("%w after %d lost races in %s: %w", ErrGaveUp, i, took, store.ErrLostRace)
+		}
+		if !queued && ctx.Value(laneKey{}) != a {
+			if err := a.queue(ctx); err != nil {
+				return nil, err
+			}
+			queued = true
+			// A Do nested in decide must not queue behind its caller.
+			ctx = context.WithValue(ctx, laneKey{}, a)
+		}
 	}
-	return nil, fmt.Errorf("%w after %d lost races: %w", ErrGaveUp, attempts, store.ErrLostRace)
+}
+
+// laneKey marks a context whose Do holds the retry queue of an applier.
+type laneKey struct{}
+
+// queue waits for the caller's turn to retry.
+func (a *Applier) queue(ctx context.Context) error {
+	a.laneOnce.Do(func() { a.lane = make(chan struct{}, 1) })
+	select {
+	case a.lane <- struct{}{}: // blocked senders are served in order
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait to retry a lost race: %w", ctx.Err())
+	}
 }

@@ -311,12 +311,74 @@ func TestDoGivesUpAfterBoundedLostRaces(t *testing.T) {
 	})
 }
 
+// TestDoGivesUpAfterRetryFor: Do stops retrying once a race is lost after
+// RetryFor has passed on its clock.
+func TestDoGivesUpAfterRetryFor(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		a := setup(t, s)
+		fc := clock.NewFake(start)
+		a.Clock, a.RetryFor = fc, 5*time.Second
+		createWidget(t, a, "w1")
+		calls := 0
+		_, err := a.Do(context.Background(), func(context.Context) (*transition.Transition, error) {
+			calls++
+			fc.Advance(time.Second) // each round takes a second
+			return bump("w1", 0, "never"), nil
+		})
+		if !errors.Is(err, transition.ErrGaveUp) || !errors.Is(err, store.ErrLostRace) || calls != 5 {
+			t.Fatalf("err %v after %d calls, want ErrGaveUp after 5", err, calls)
+		}
+	})
+}
+
+// TestNestedDoDoesNotQueueBehindItself: a Do inside the decide of a Do that
+// holds the retry queue retries without waiting for the queue.
+func TestNestedDoDoesNotQueueBehindItself(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		a := setup(t, s)
+		createWidget(t, a, "outer")
+		createWidget(t, a, "inner")
+		// Guard: a deadlock fails the test instead of hanging the suite.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		// fresh decides a bump of id; its first call sends a stale one, so
+		// that Do loses once and queues to retry.
+		var fresh func(id string) func(context.Context) (*transition.Transition, error)
+		fresh = func(id string) func(context.Context) (*transition.Transition, error) {
+			first := true
+			return func(ctx context.Context) (*transition.Transition, error) {
+				_, v := readWidget(t, s, id)
+				if first {
+					first = false
+					return bump(id, v-1, "stale"), nil
+				}
+				if id == "outer" {
+					if _, err := a.Do(ctx, fresh("inner")); err != nil {
+						return nil, err
+					}
+				}
+				return bump(id, v, "done"), nil
+			}
+		}
+		if _, err := a.Do(ctx, fresh("outer")); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"outer", "inner"} {
+			if state, _ := readWidget(t, s, id); state != "done" {
+				t.Fatalf("%s is %s", id, state)
+			}
+		}
+	})
+}
+
+// TestItemKeysAreUniqueUnderConcurrency: a burst of writers taking numbers
+// from one key counter, with the applier's default bounds, all commit,
+// with the numbers 1..n each once.
 func TestItemKeysAreUniqueUnderConcurrency(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		a := setup(t, s)
-		a.Attempts = 100
 		ctx := context.Background()
-		const n = 12
+		const n = 200
 		var wg sync.WaitGroup
 		nums := make([]int64, n)
 		for i := range n {
