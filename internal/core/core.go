@@ -165,6 +165,9 @@ func New(cfg config.Config, log *slog.Logger, st store.Store) (*Core, error) {
 	c.leading = func() bool { return true }
 	if st.Engine() == "rqlite" {
 		c.Elector = leader.New(st, c.Clock, log.With("component", "leader"), "core", c.ID, cfg.Leader.TTL.Duration, cfg.Leader.Renew.Duration)
+		// Another instance may lead once the lease has ended: the handlers
+		// stop before, and their claims are left for it to take back.
+		c.Elector.OnLost = c.Jobs.Abandon
 		c.leading = c.Elector.Leading
 	}
 	c.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -341,6 +344,14 @@ func (c *Core) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); c.RunFeed(ctx) }() // on every instance, leader or not
 	lead := func(ctx context.Context) {
 		c.Log.Info("leading: orchestrator started")
+		// No handler can be running for any claim now: on SQLite this is the
+		// only process (an earlier one crashed or stopped); on rqlite every
+		// earlier leader abandoned its handlers before its lease ended, and
+		// this instance's earlier terms have wound down. Their jobs run
+		// again at once instead of after their lease.
+		if _, err := c.Jobs.TakeBack(ctx); err != nil && ctx.Err() == nil {
+			c.Log.Error("take back the jobs of earlier holders (they run again when their lease ends)", "err", err)
+		}
 		// The leader's loops: sweeper, scheduler and reconciler beside the
 		// orchestrator; all stop the moment leadership is lost.
 		var loops sync.WaitGroup

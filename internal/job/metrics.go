@@ -19,7 +19,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		total: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ballet_jobs_total",
-			Help: "Jobs finished by kind and result (done, retry, dead; lost when a re-claimed job's late result was discarded).",
+			Help: "Jobs finished by kind and result (done, retry, dead; lost when a re-claimed job's late result was discarded; abandoned when leadership was lost).",
 		}, []string{"kind", "result"}),
 		running: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ballet_jobs_running",

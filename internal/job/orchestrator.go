@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,8 +50,13 @@ type Orchestrator struct {
 
 	mu      sync.Mutex
 	running int
+	abandon context.CancelCauseFunc // cancels the handlers of the running Run
 	wg      sync.WaitGroup
 }
+
+// errAbandoned is the cause of the handlers' context when Abandon cancelled
+// it.
+var errAbandoned = errors.New("job handlers abandoned: leadership lost")
 
 // NewOrchestrator returns an orchestrator; owner names this instance in
 // claims. metrics may be nil.
@@ -101,8 +107,16 @@ func (o *Orchestrator) Running() int {
 // lets running handlers finish for up to ShutdownGrace, cancels the rest
 // (their jobs are claimed again when the lease runs out) and returns.
 func (o *Orchestrator) Run(ctx context.Context) error {
-	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelHandlers()
+	handlerCtx, cancelHandlers := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelHandlers(nil)
+	o.mu.Lock()
+	o.abandon = cancelHandlers
+	o.mu.Unlock()
+	defer func() {
+		o.mu.Lock()
+		o.abandon = nil
+		o.mu.Unlock()
+	}()
 	for {
 		free := o.cfg.Concurrency - o.Running()
 		full := false
@@ -154,7 +168,59 @@ func (o *Orchestrator) sleep(ctx context.Context) time.Duration {
 	return min(max(d, minSleep), o.cfg.Poll)
 }
 
-func (o *Orchestrator) shutdown(cancelHandlers context.CancelFunc) {
+// Abandon is for a leader that lost its lease: the running handlers are
+// cancelled at once, without ShutdownGrace, and what they return is not
+// recorded, so that their claims stay as they are for the next leader to
+// take back (TakeBack) and run again. Run itself stops when its context
+// ends. Without a running Run it does nothing.
+func (o *Orchestrator) Abandon() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.abandon != nil {
+		o.abandon(errAbandoned)
+	}
+}
+
+// TakeBack ends, as of now, the lease of every claim of a running job, so
+// that Run claims them again at once — along the path of an expired lease:
+// the interrupted attempt counts, and a job on its last attempt becomes
+// dead — instead of when the lease would have run out. Call it before Run,
+// and only when no handler can be running for any claim: in the one process
+// that has a SQLite database open, at start (the claims are a previous
+// process's); in a new leader on rqlite, whose predecessors abandoned their
+// handlers before their lease ended, and whose own earlier terms' handlers
+// have all returned. It returns how many claims it ended.
+func (o *Orchestrator) TakeBack(ctx context.Context) (int, error) {
+	now := o.clock.Now().UnixMilli()
+	rows, err := o.store.Query(ctx, `SELECT COALESCE(claimed_by, ''), COUNT(*) FROM jobs WHERE status = 'running' AND lease_until > ? GROUP BY claimed_by`, now)
+	if err != nil {
+		return 0, fmt.Errorf("read claimed jobs: %w", err)
+	}
+	if rows.Len() == 0 {
+		return 0, nil
+	}
+	holders := make([]string, rows.Len())
+	for i := range holders {
+		var holder string
+		var n int64
+		if err := rows.Scan(i, &holder, &n); err != nil {
+			return 0, fmt.Errorf("read claimed jobs: %w", err)
+		}
+		holders[i] = fmt.Sprintf("%s (%d)", holder, n)
+	}
+	res, err := o.store.Exec(ctx, store.Stmt(`UPDATE jobs SET lease_until = ?, updated_at = ? WHERE status = 'running' AND lease_until > ?`, now, now, now))
+	if err != nil {
+		return 0, fmt.Errorf("take back claimed jobs: %w", err)
+	}
+	n := int(res[0].RowsAffected)
+	if n > 0 {
+		o.log.Warn("took back jobs that an earlier holder had claimed: they run again now", "jobs", n, "claimed_by", strings.Join(holders, ", "))
+		o.Notify()
+	}
+	return n, nil
+}
+
+func (o *Orchestrator) shutdown(cancelHandlers context.CancelCauseFunc) {
 	done := make(chan struct{})
 	go func() { o.wg.Wait(); close(done) }()
 	grace := o.clock.NewTimer(o.cfg.ShutdownGrace)
@@ -165,7 +231,7 @@ func (o *Orchestrator) shutdown(cancelHandlers context.CancelFunc) {
 	case <-grace.C():
 	}
 	o.log.Warn("shutdown grace over: cancelling running job handlers", "running", o.Running())
-	cancelHandlers()
+	cancelHandlers(nil)
 	<-done
 }
 
@@ -268,6 +334,11 @@ func (o *Orchestrator) execute(ctx context.Context, j *Job) {
 	start := o.clock.Now()
 	err := o.call(ctx, j)
 	o.metrics.observe(j.Kind, o.clock.Now().Sub(start))
+	if context.Cause(ctx) == errAbandoned {
+		o.metrics.count(j.Kind, "abandoned")
+		o.log.Warn("job left to the next leader: leadership lost", "job", j.ID, "kind", j.Kind, "attempt", j.Attempt, "err", err)
+		return
+	}
 	if err := o.finish(context.WithoutCancel(ctx), j, err); err != nil {
 		o.log.Error("finish job", "job", j.ID, "kind", j.Kind, "err", err)
 	}

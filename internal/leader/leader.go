@@ -2,8 +2,12 @@
 // database (ADR-0016 follow-up). The leader holds a lease row, renewed by
 // optimistic updates well inside its TTL; only the leader runs the
 // orchestrator, scheduler and reconciler. A leader that cannot renew steps
-// down before its lease can have run out, so two leaders never act at once
-// (assuming the instances' clocks agree to well within the TTL).
+// down half a renewal interval before its lease can have run out (a
+// renewal that has not answered by then counts as failed), and a leader
+// that stops cleanly keeps its lease until its work has wound down, so two
+// leaders never act at once (assuming the instances' clocks agree to well
+// within that margin). A new leader may therefore take over the work of
+// every earlier holder at once.
 package leader
 
 import (
@@ -11,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,8 +32,16 @@ type Elector struct {
 	ttl   time.Duration
 	renew time.Duration
 
-	leading atomic.Bool
-	version int64 // the lease row's version while leading
+	// OnLost, if set, is called the moment leadership is lost — the lease
+	// was taken, or could not be renewed in time — also while the leader's
+	// work winds down after a clean stop. Work that must not go on once
+	// another instance may lead stops there (the orchestrator abandons its
+	// handlers).
+	OnLost func()
+
+	leading    atomic.Bool
+	version    int64     // the lease row's version while leading
+	validUntil time.Time // while leading: the lease is ours at least until then
 }
 
 // New returns an elector for lease name on behalf of instance id.
@@ -45,9 +56,10 @@ func (e *Elector) Leading() bool { return e.leading.Load() }
 func (e *Elector) ID() string { return e.id }
 
 // Run campaigns until ctx ends. Each time it is elected it calls lead with
-// a context that is cancelled the moment leadership is lost (or ctx ends),
-// and waits for lead to return before campaigning again. On a clean stop it
-// releases the lease so that another instance takes over at once.
+// a context that is cancelled the moment leadership is lost (and then
+// calls OnLost) or ctx ends, and waits for lead to return before campaigning again. On a
+// clean stop it goes on renewing the lease until lead has returned, then
+// releases it so that another instance takes over at once.
 func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) {
 	for {
 		ok, err := e.campaign(ctx)
@@ -116,54 +128,80 @@ func (e *Elector) campaign(ctx context.Context) (bool, error) {
 	if res[0].RowsAffected != 1 {
 		return false, nil // lost the race to another instance
 	}
-	e.version = l.version + 1
+	e.version, e.validUntil = l.version+1, now.Add(e.ttl)
 	e.log.Info("elected leader", "lease", e.name, "instance", e.id)
 	return true, nil
 }
 
+// ending is why keep stopped renewing.
+type ending int
+
+const (
+	stopped  ending = iota // its context ended: a clean stop
+	lost                   // the lease was taken, or could not be renewed in time
+	finished               // lead returned
+)
+
 // hold runs lead while renewing the lease.
 func (e *Elector) hold(ctx context.Context, lead func(ctx context.Context)) {
 	lctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
+	done := make(chan struct{})
 	e.leading.Store(true)
-	go func() { defer wg.Done(); lead(lctx) }()
-	stopped := e.keep(ctx)
-	// Stop leading at once; wait for the leader's work to wind down.
-	e.leading.Store(false)
+	go func() { defer close(done); lead(lctx) }()
+	end := e.keep(ctx, done)
+	e.leading.Store(false) // stop leading at once
 	cancel()
-	wg.Wait()
-	if stopped {
+	if end == stopped {
+		// Keep the lease while the leader's work winds down (job handlers
+		// may finish within their grace), so that no other instance takes
+		// over meanwhile.
+		end = e.keep(context.WithoutCancel(ctx), done)
+	}
+	if end == lost && e.OnLost != nil {
+		e.OnLost()
+	}
+	<-done
+	if end == finished {
 		e.release()
 	}
 }
 
-// keep renews the lease every `renew` until ctx ends (it returns true) or
-// the lease is lost (false): taken by another instance, or not renewed
-// before it could have run out.
-func (e *Elector) keep(ctx context.Context) bool {
-	validUntil := e.clock.Now().Add(e.ttl)
+// keep renews the lease every `renew` until ctx ends (stopped), lead is
+// done (finished) or the lease is lost: taken by another instance, or not
+// renewed by half a renewal interval before it could run out.
+func (e *Elector) keep(ctx context.Context, done <-chan struct{}) ending {
 	for {
-		wait := min(e.renew, validUntil.Sub(e.clock.Now()))
+		deadline := e.validUntil.Add(-e.renew / 2)
+		wait := min(e.renew, deadline.Sub(e.clock.Now()))
 		if wait <= 0 {
 			e.log.Error("leader lease could not be renewed in time: stepping down", "lease", e.name)
-			return false
+			return lost
 		}
-		if !e.sleep(ctx, wait) {
-			return true
+		t := e.clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return stopped
+		case <-done:
+			t.Stop()
+			return finished
+		case <-t.C():
 		}
 		start := e.clock.Now()
-		ok, err := e.renewLease(ctx, start)
+		// A renewal that has not answered by the deadline has failed.
+		rctx, cancel := context.WithTimeout(ctx, deadline.Sub(start))
+		ok, err := e.renewLease(rctx, start)
+		cancel()
 		switch {
 		case ctx.Err() != nil:
-			return true
+			return stopped
 		case err != nil:
 			e.log.Warn("renew leader lease", "err", err)
 		case !ok:
 			e.log.Warn("leader lease taken by another instance: stepping down", "lease", e.name)
-			return false
+			return lost
 		default:
-			validUntil = start.Add(e.ttl)
+			e.validUntil = start.Add(e.ttl)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -164,5 +165,136 @@ func TestCleanStopReleasesTheLease(t *testing.T) {
 		if a.terms.Load() != 1 || b.terms.Load() != 1 {
 			t.Fatalf("terms a=%d b=%d", a.terms.Load(), b.terms.Load())
 		}
+	})
+}
+
+// leaseEnd reads when the lease row runs out.
+func leaseEnd(t *testing.T, s store.Store) time.Time {
+	t.Helper()
+	rows, err := s.Query(context.Background(), `SELECT expires_at FROM leader_leases WHERE name = 'core'`)
+	if err != nil || rows.Len() != 1 {
+		t.Fatalf("read lease: %v", err)
+	}
+	var ms int64
+	if err := rows.Scan(0, &ms); err != nil {
+		t.Fatal(err)
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// TestLeaderCutOffLosesBeforeItsLeaseEnds: a leader that cannot renew calls
+// OnLost, and stops its work, half a renewal interval before its lease could
+// run out — so a successor that takes over once it has run out never meets
+// its work.
+func TestLeaderCutOffLosesBeforeItsLeaseEnds(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		fc := clock.NewFake(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+		a := start(t, s, fc, "a")
+		var lostAt atomic.Int64
+		a.e.OnLost = func() { lostAt.Store(fc.Now().UnixMilli()) }
+		waitFor(t, "a leads", func() bool { return a.leading.Load() == 1 })
+		step(fc, 1, renew) // one renewal
+		waitFor(t, "renewed", func() bool { return leaseEnd(t, s).Equal(fc.Now().Add(ttl)) })
+		end := leaseEnd(t, s)
+		a.db.broken.Store(true)
+		for lostAt.Load() == 0 {
+			step(fc, 1, renew/10) // fine enough to land on the deadlines
+			waitFor(t, "a settles", func() bool { return lostAt.Load() != 0 || fc.Waiters() == 1 })
+		}
+		waitFor(t, "a's work stopped", func() bool { return a.leading.Load() == 0 && !a.e.Leading() })
+		if lost := time.UnixMilli(lostAt.Load()).UTC(); lost.After(end.Add(-renew / 2)) {
+			t.Fatalf("a lost leadership at %v, its lease ends at %v: want at least %v before", lost, end, renew/2)
+		}
+	})
+}
+
+// hangingRenewals makes renewals hang until their context ends, as a
+// request to an unreachable node does.
+type hangingRenewals struct {
+	store.Store
+	hang atomic.Bool
+}
+
+func (h *hangingRenewals) Exec(ctx context.Context, batch ...store.Statement) ([]store.Result, error) {
+	if h.hang.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return h.Store.Exec(ctx, batch...)
+}
+
+// TestRenewalThatHangsStepsDown: a renewal that does not answer counts as
+// failed at the step-down deadline; the leader does not lead on while it
+// waits for the answer.
+func TestRenewalThatHangsStepsDown(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		fc := clock.NewFake(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+		db := &hangingRenewals{Store: s}
+		// A short lease: the renewal gives up after (ttl - renew/2 - renew) of real time.
+		e := leader.New(db, fc, slog.New(slog.NewTextHandler(io.Discard, nil)), "core", "a", 2*time.Second, time.Second)
+		lost := make(chan struct{})
+		e.OnLost = func() { close(lost) }
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		var leading atomic.Bool
+		go func() {
+			defer close(done)
+			e.Run(ctx, func(ctx context.Context) { leading.Store(true); <-ctx.Done(); leading.Store(false) })
+		}()
+		defer func() { cancel(); <-done }()
+		waitFor(t, "a leads", func() bool { return leading.Load() })
+		db.hang.Store(true)
+		fc.BlockUntil(1)
+		fc.Advance(time.Second) // the renewal starts, and hangs
+		// It is given up at the step-down deadline (half a second away):
+		// the elector sleeps until then, and steps down.
+		waitFor(t, "the renewal given up", func() bool { return fc.Waiters() == 1 })
+		fc.Advance(time.Second)
+		<-lost
+		waitFor(t, "a's work stopped", func() bool { return !leading.Load() && !e.Leading() })
+	})
+}
+
+// TestCleanStopKeepsTheLeaseUntilWorkWoundDown: after a clean stop the
+// leader stops leading at once but renews its lease while its work winds
+// down (the orchestrator's shutdown grace), so that no other instance takes
+// over while it runs; then it hands the lease over.
+func TestCleanStopKeepsTheLeaseUntilWorkWoundDown(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		fc := clock.NewFake(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
+		windDown := make(chan struct{})
+		var working atomic.Bool
+		a := &instance{db: &breakable{Store: s}, done: make(chan struct{})}
+		a.e = leader.New(a.db, fc, slog.New(slog.NewTextHandler(io.Discard, nil)), "core", "a", ttl, renew)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			defer close(a.done)
+			a.e.Run(ctx, func(ctx context.Context) {
+				working.Store(true)
+				<-ctx.Done()
+				<-windDown // handlers finishing within their grace
+				working.Store(false)
+			})
+		}()
+		var wound sync.Once
+		windUp := func() { wound.Do(func() { close(windDown) }) }
+		t.Cleanup(func() { cancel(); windUp(); <-a.done })
+		waitFor(t, "a leads", func() bool { return working.Load() })
+		b := start(t, s, fc, "b")
+		fc.BlockUntil(2)
+		cancel()
+		waitFor(t, "a stops leading", func() bool { return !a.e.Leading() })
+		for range 3 * int(ttl/renew) {
+			// a keeps renewing (its timer) while b campaigns (b's).
+			waitFor(t, "a renewing while its work winds down, b campaigning", func() bool { return fc.Waiters() == 2 })
+			fc.Advance(renew)
+			if b.leading.Load() != 0 || b.e.Leading() {
+				t.Fatal("b took over while a's work was winding down")
+			}
+		}
+		windUp()
+		<-a.done
+		step(fc, 1, renew)
+		waitFor(t, "b leads", func() bool { return b.leading.Load() == 1 })
 	})
 }
