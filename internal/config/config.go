@@ -115,6 +115,9 @@ type Scheduler struct {
 // Runs configures agent sessions.
 type Runs struct {
 	Grace Duration `toml:"grace"` // a running run without a heartbeat this long fails (2m)
+	// UnclaimedAfter: a flow whose run no runner leased this long needs
+	// attention (no_runner) (2m).
+	UnclaimedAfter Duration `toml:"unclaimed_after"`
 }
 
 // Budgets configures how spend is rolled up.
@@ -163,7 +166,7 @@ func Default() Config {
 		Reconciler: Reconciler{Interval: Duration{time.Minute}, Slack: Duration{5 * time.Minute}},
 		Leader:     Leader{TTL: Duration{15 * time.Second}, Renew: Duration{5 * time.Second}},
 		Scheduler:  Scheduler{Interval: Duration{10 * time.Second}},
-		Runs:       Runs{Grace: Duration{2 * time.Minute}},
+		Runs:       Runs{Grace: Duration{2 * time.Minute}, UnclaimedAfter: Duration{2 * time.Minute}},
 		Budgets:    Budgets{Timezone: "UTC"},
 		Events: Events{TailInterval: Duration{200 * time.Millisecond}, AuthRecheck: Duration{time.Minute},
 			PingInterval: Duration{30 * time.Second}, PingTimeout: Duration{10 * time.Second}},
@@ -309,7 +312,7 @@ func (c Config) Validate() error {
 		{"http.write_timeout", c.HTTP.WriteTimeout}, {"http.idle_timeout", c.HTTP.IdleTimeout},
 		{"jobs.lease", c.Jobs.Lease}, {"jobs.poll", c.Jobs.Poll}, {"jobs.backoff_cap", c.Jobs.BackoffCap},
 		{"jobs.shutdown_grace", c.Jobs.ShutdownGrace}, {"reconciler.interval", c.Reconciler.Interval},
-		{"leader.ttl", c.Leader.TTL}, {"leader.renew", c.Leader.Renew}, {"runs.grace", c.Runs.Grace},
+		{"leader.ttl", c.Leader.TTL}, {"leader.renew", c.Leader.Renew}, {"runs.grace", c.Runs.Grace}, {"runs.unclaimed_after", c.Runs.UnclaimedAfter},
 		{"scheduler.interval", c.Scheduler.Interval}, {"events.tail_interval", c.Events.TailInterval},
 		{"events.auth_recheck", c.Events.AuthRecheck},
 		{"events.ping_interval", c.Events.PingInterval}, {"events.ping_timeout", c.Events.PingTimeout},

@@ -23,6 +23,9 @@ func TestDefaultsNeedNoFile(t *testing.T) {
 	if c.Reconciler.Interval.Duration != time.Minute || c.Reconciler.Slack.Duration != 5*time.Minute {
 		t.Fatalf("reconciler defaults: %+v", c.Reconciler)
 	}
+	if c.Runs.Grace.Duration != 2*time.Minute || c.Runs.UnclaimedAfter.Duration != 2*time.Minute {
+		t.Fatalf("runs defaults: %+v", c.Runs)
+	}
 }
 
 func TestFileOverridesDefaults(t *testing.T) {
@@ -71,6 +74,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"[http]\naddr = \"999.1.1.1:80\"\n", `http.addr: "999.1.1.1:80" has host "999.1.1.1"`},
 		{"[reconciler]\ninterval = \"0s\"\n", "reconciler.interval: must be a positive duration"},
 		{"[events]\nauth_recheck = \"0s\"\n", "events.auth_recheck: must be a positive duration"},
+		{"[runs]\nunclaimed_after = \"0s\"\n", "runs.unclaimed_after: must be a positive duration"},
 		{"[leader]\nttl = \"5s\"\nrenew = \"10s\"\n", "leader.renew: 10s must be shorter than leader.ttl"},
 		{"[log]\nlevel = \"loud\"\n", `log.level: "loud"`},
 		{"[storage\n", "line 2: expected"},

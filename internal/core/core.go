@@ -119,7 +119,7 @@ func New(cfg config.Config, log *slog.Logger, st store.Store) (*Core, error) {
 		Concurrency: cfg.Jobs.Concurrency, Lease: cfg.Jobs.Lease.Duration, Poll: cfg.Jobs.Poll.Duration,
 		BackoffCap: cfg.Jobs.BackoffCap.Duration, ShutdownGrace: cfg.Jobs.ShutdownGrace.Duration,
 	}, c.ID, job.NewMetrics(c.Registry))
-	c.Registry.MustRegister(job.NewQueueCollector(st), flow.NewCollector(st))
+	c.Registry.MustRegister(job.NewQueueCollector(st))
 	spend := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ballet_run_cost_usd_total",
 		Help: "Agent spend reported by finished runs, by project."}, []string{"project"})
 	c.Registry.MustRegister(spend)
@@ -212,7 +212,8 @@ func (c *Core) openAPI(cfg config.Config) error {
 				return gitforge.New(gitCache), nil
 			}
 			return nil, fmt.Errorf("the %s forge is not supported yet: only plain git", kind)
-		}}
+		}, UnclaimedAfter: cfg.Runs.UnclaimedAfter.Duration}
+	c.Registry.MustRegister(flow.NewCollector(c.Flows))
 	loc, err := cfg.Budgets.Location()
 	if err != nil {
 		return fmt.Errorf("budgets.timezone: %w", err)

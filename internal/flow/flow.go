@@ -53,6 +53,11 @@ type Flow struct {
 	UpdatedAt       time.Time
 	FinishedAt      *time.Time
 	Version         int64
+	// Attention is what the flow needs from a person that its status and
+	// waiting do not say ("" or one of Attentions), derived when it is read.
+	Attention string
+
+	runQueuedAt int64 // unix ms: when its run was queued, while no runner has leased it (else 0)
 }
 
 // State is the flow's machine state.
@@ -71,20 +76,25 @@ type Service struct {
 	Runs    *run.Service
 	Forges  Forges
 	Budget  *budget.Service // nil: no budgets enforced
+	// UnclaimedAfter is how long a flow's run may wait for a runner before
+	// the flow needs attention (DefaultUnclaimedAfter when ≤ 0).
+	UnclaimedAfter time.Duration
 }
 
 // System is the flow engine as an actor.
 var System = event.Actor{Kind: event.ActorSystem, Sub: "flow"}
 
 const flowColumns = `id, organization_id, project_id, item_id, pipeline, pipeline_version, definition, stage, iteration, max_iterations, step,
-status, COALESCE(waiting, ''), COALESCE(run_id, ''), COALESCE(outcome, ''), COALESCE(report, ''), COALESCE(outcome_stage, ''), COALESCE(pull_request, ''), started_at, updated_at, COALESCE(finished_at, 0), version`
+status, COALESCE(waiting, ''), COALESCE(run_id, ''), COALESCE(outcome, ''), COALESCE(report, ''), COALESCE(outcome_stage, ''), COALESCE(pull_request, ''), started_at, updated_at, COALESCE(finished_at, 0), version,
+COALESCE((SELECT r.created_at FROM runs r WHERE r.id = flows.run_id AND r.status = 'queued'), 0)`
 
 func scanFlow(rows *store.Rows, i int) (Flow, error) {
 	var f Flow
 	var def, pr string
 	var started, updated, finished int64
 	if err := rows.Scan(i, &f.ID, &f.OrganizationID, &f.ProjectID, &f.ItemID, &f.Pipeline, &f.PipelineVersion, &def, &f.Stage, &f.Iteration,
-		&f.MaxIterations, &f.Step, &f.Status, &f.Waiting, &f.RunID, &f.Outcome, &f.Report, &f.OutcomeStage, &pr, &started, &updated, &finished, &f.Version); err != nil {
+		&f.MaxIterations, &f.Step, &f.Status, &f.Waiting, &f.RunID, &f.Outcome, &f.Report, &f.OutcomeStage, &pr, &started, &updated, &finished, &f.Version,
+		&f.runQueuedAt); err != nil {
 		return f, fmt.Errorf("scan flow: %w", err)
 	}
 	if pr != "" {
@@ -113,7 +123,9 @@ func (s *Service) Get(ctx context.Context, id string) (Flow, error) {
 	if rows.Len() == 0 {
 		return Flow{}, apperr.New(apperr.NotFound, "flow %s not found", id)
 	}
-	return scanFlow(rows, 0)
+	f, err := scanFlow(rows, 0)
+	s.attend(&f)
+	return f, err
 }
 
 // Latest returns the item's newest flow (ok=false before any started).
@@ -126,6 +138,7 @@ func (s *Service) Latest(ctx context.Context, itemID string) (Flow, bool, error)
 		return Flow{}, false, nil
 	}
 	f, err := scanFlow(rows, 0)
+	s.attend(&f)
 	return f, err == nil, err
 }
 
@@ -240,9 +253,10 @@ finished_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, 1, 'running', NULL, 
 
 // ListFilter selects flows of a project.
 type ListFilter struct {
-	Status  string // "" for any
-	Waiting string // "" for any
-	Limit   int
+	Status    string // "" for any
+	Waiting   string // "" for any
+	Attention string // "" for any, else one of Attentions
+	Limit     int
 }
 
 // List returns a project's flows, newest first.
@@ -257,18 +271,32 @@ func (s *Service) List(ctx context.Context, projectID string, fl ListFilter) ([]
 		q += ` AND waiting = ?`
 		args = append(args, fl.Waiting)
 	}
+	switch fl.Attention {
+	case "":
+	case AttentionNoRunner:
+		q += ` AND ` + noRunnerSQL
+		args = append(args, s.unclaimedCutoff())
+	default:
+		return nil, fmt.Errorf("list flows: unknown attention %q", fl.Attention)
+	}
 	if fl.Limit <= 0 {
 		fl.Limit = 100
 	}
-	rows, err := s.Store.Query(ctx, q+` ORDER BY started_at DESC, id DESC LIMIT ?`, append(args, fl.Limit)...)
+	return s.query(ctx, "list flows", q+` ORDER BY started_at DESC, id DESC LIMIT ?`, append(args, fl.Limit)...)
+}
+
+// query reads flows, with their attention.
+func (s *Service) query(ctx context.Context, what, q string, args ...any) ([]Flow, error) {
+	rows, err := s.Store.Query(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list flows: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	out := make([]Flow, rows.Len())
 	for i := range out {
 		if out[i], err = scanFlow(rows, i); err != nil {
 			return nil, err
 		}
+		s.attend(&out[i])
 	}
 	return out, nil
 }

@@ -16,6 +16,11 @@
 //  5. flows waiting for budget are released when budget is back (and flows
 //     waiting for a pause that ended, whose release job was lost).
 //
+// It also logs, once, each flow that has come to need attention
+// (flow.Attentions: an agent run no runner leased within [runs]
+// unclaimed_after). That is no repair and writes nothing: the attention is
+// derived whenever a flow is read.
+//
 // Flagging records flow.stuck with the reason, raises a blocking question
 // on the ticket and makes the flow wait for an answer (the ticket is
 // waiting_for_answer).
@@ -93,8 +98,9 @@ type Reconciler struct {
 	runs  *run.Service
 	cfg   Config
 
-	mu   sync.Mutex                     // one pass at a time in this instance
-	defs map[string]pipeline.Definition // pinned definitions of flows with a running stage, by flow id
+	mu    sync.Mutex                     // one pass at a time in this instance
+	defs  map[string]pipeline.Definition // pinned definitions of flows with a running stage, by flow id
+	noted map[string]bool                // flows needing attention that were logged, by flow, attention and run
 }
 
 // New returns a reconciler. log may be nil.
@@ -108,7 +114,7 @@ func New(s store.Store, c clock.Clock, log *slog.Logger, flows *flow.Service, ru
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Reconciler{store: s, clock: c, log: log, flows: flows, runs: runs, cfg: cfg, defs: map[string]pipeline.Definition{}}
+	return &Reconciler{store: s, clock: c, log: log, flows: flows, runs: runs, cfg: cfg, defs: map[string]pipeline.Definition{}, noted: map[string]bool{}}
 }
 
 // Report counts the repairs of a pass by rule.
@@ -181,7 +187,7 @@ func (r *Reconciler) Pass(ctx context.Context) (Report, error) {
 	var rep Report
 	var errs []error
 	for _, rule := range []func(context.Context, *Report) error{
-		r.stopFlows, r.flagStalled, r.repairSteps, r.cancelOrphans, r.release,
+		r.stopFlows, r.flagStalled, r.repairSteps, r.cancelOrphans, r.release, r.noteAttention,
 	} {
 		if err := ctx.Err(); err != nil {
 			return rep, errors.Join(append(errs, err)...)

@@ -508,3 +508,36 @@ func (r *Reconciler) release(ctx context.Context, rep *Report) error {
 	}
 	return errors.Join(errs...)
 }
+
+// attentionReasons say in a log line what each attention means.
+var attentionReasons = map[string]string{
+	flow.AttentionNoRunner: "no runner has leased its agent run within [runs] unclaimed_after: is a runner up for this adapter?",
+}
+
+// noteAttention logs each flow that has come to need attention, once per
+// flow, attention and run (again after a restart or a change of leader).
+func (r *Reconciler) noteAttention(ctx context.Context, _ *Report) error {
+	fs, err := r.flows.NeedingAttention(ctx)
+	if err != nil {
+		return err
+	}
+	seen := make(map[string]bool, len(fs))
+	var errs []error
+	for _, f := range fs {
+		key := f.ID + " " + f.Attention + " " + f.RunID
+		if r.noted[key] {
+			seen[key] = true
+			continue
+		}
+		it, err := r.flows.Tracker.FindItem(ctx, f.ItemID)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("flow %s needs attention: %w", f.ID, err)) // noted at the next pass
+			continue
+		}
+		seen[key] = true
+		r.log.Warn("flow needs attention: "+attentionReasons[f.Attention], "attention", f.Attention, "flow", f.ID, "ticket", it.Key,
+			"stage", f.Stage, "run", f.RunID)
+	}
+	r.noted = seen
+	return errors.Join(errs...)
+}

@@ -16,7 +16,10 @@ type Flows struct {
 	F *flow.Service
 }
 
-// FlowView is GET /items/{item}/flow, field for field as the spec lists.
+// FlowView is GET /items/{item}/flow, field for field as the spec lists,
+// plus attention: what the flow needs from a person beyond what it waits
+// for, omitted when nothing — "no_runner" while its agent run has waited for
+// a runner longer than [runs] unclaimed_after (flow.Attentions).
 type FlowView struct {
 	Ticket          string      `json:"ticket"`
 	Pipeline        string      `json:"pipeline"`
@@ -30,6 +33,7 @@ type FlowView struct {
 	Run             string      `json:"run,omitempty"`
 	Outcome         string      `json:"outcome,omitempty"`
 	Report          string      `json:"report,omitempty"`
+	Attention       string      `json:"attention,omitempty"` // see FlowView's doc
 	StartedAt       time.Time   `json:"started_at"`
 	UpdatedAt       time.Time   `json:"updated_at"`
 	Version         int64       `json:"version"`
@@ -75,7 +79,7 @@ func (h *Flows) item(r *Request) (tracker.Item, error) {
 func View(it tracker.Item, f flow.Flow) FlowView {
 	v := FlowView{Ticket: it.Key, Pipeline: f.Pipeline, PipelineVersion: f.PipelineVersion, Stages: []StageView{}, Stage: f.Stage,
 		Iteration: f.Iteration, MaxIterations: f.MaxIterations, Status: f.Status, Waiting: f.Waiting, Run: f.RunID,
-		Outcome: f.Outcome, Report: f.Report, StartedAt: f.StartedAt, UpdatedAt: f.UpdatedAt, Version: f.Version}
+		Outcome: f.Outcome, Report: f.Report, Attention: f.Attention, StartedAt: f.StartedAt, UpdatedAt: f.UpdatedAt, Version: f.Version}
 	for _, s := range f.Definition.Stages {
 		v.Stages = append(v.Stages, StageView{ID: s.ID, Name: s.Name, Kind: s.Kind})
 	}

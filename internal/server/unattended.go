@@ -60,7 +60,7 @@ func (h *Unattended) Routes() []*Route {
 		{Method: "GET", Path: "/api/v1/items/{item}/budget", Perm: access.TrackerRead,
 			Summary: "A ticket's spend against the project's per-ticket budget", Response: ItemBudget{}, Handle: h.itemBudget},
 		{Method: "GET", Path: "/api/v1/projects/{project}/flows", Perm: access.TrackerRead,
-			Summary: "A project's flows, newest first; filter by status and waiting to see who needs you", Response: FlowList{}, Handle: h.flows},
+			Summary: "A project's flows, newest first; filter by status, waiting and attention (no_runner) to see who needs you", Response: FlowList{}, Handle: h.flows},
 	}
 }
 
@@ -115,9 +115,10 @@ func (h *Unattended) flows(r *Request) (any, error) {
 	}
 	q := r.URL.Query()
 	var v apperr.Validator
-	status, waiting := q.Get("status"), q.Get("waiting")
+	status, waiting, attention := q.Get("status"), q.Get("waiting"), q.Get("attention")
 	v.Check(status == "" || slices.Contains(flowStatuses, status), "status", "%q is not one of %v", status, flowStatuses)
 	v.Check(waiting == "" || slices.Contains(flowWaits, waiting), "waiting", "%q is not one of %v", waiting, flowWaits)
+	v.Check(attention == "" || slices.Contains(flow.Attentions, attention), "attention", "%q is not one of %v", attention, flow.Attentions)
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
@@ -125,7 +126,7 @@ func (h *Unattended) flows(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	fs, err := h.F.List(r.Context(), p.ID, flow.ListFilter{Status: status, Waiting: waiting, Limit: int(limit)})
+	fs, err := h.F.List(r.Context(), p.ID, flow.ListFilter{Status: status, Waiting: waiting, Attention: attention, Limit: int(limit)})
 	if err != nil {
 		return nil, err
 	}

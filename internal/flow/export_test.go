@@ -1,0 +1,5 @@
+package flow
+
+// AttentionQuery is the query of NeedingAttention, for the test that
+// checks its plan.
+const AttentionQuery = `SELECT ` + flowColumns + ` FROM flows WHERE ` + noRunnerSQL
