@@ -37,9 +37,11 @@ func (q *QueueCollector) Collect(ch chan<- prometheus.Metric) {
 	for i := range rows.Len() {
 		var status string
 		var n int64
-		if rows.Scan(i, &status, &n) == nil {
-			counts[status] = float64(n)
+		if err := rows.Scan(i, &status, &n); err != nil {
+			ch <- prometheus.NewInvalidMetric(q.desc, err) // not a count of 0
+			return
 		}
+		counts[status] = float64(n)
 	}
 	for status, n := range counts {
 		ch <- prometheus.MustNewConstMetric(q.desc, prometheus.GaugeValue, n, status)
