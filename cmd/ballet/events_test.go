@@ -19,6 +19,7 @@ import (
 	"github.com/ballet/ballet/internal/core"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/feed"
+	"github.com/ballet/ballet/internal/openapitest"
 	"github.com/ballet/ballet/internal/realtime"
 	"github.com/ballet/ballet/internal/store/storetest"
 	"github.com/ballet/ballet/internal/transition"
@@ -50,7 +51,11 @@ func TestEventsFollowPrintsAndResumes(t *testing.T) {
 	c.Applier.OnCommit = func(transition.Committed) { f.Nudge() }
 	mux := http.NewServeMux()
 	mux.Handle("GET "+realtime.Path, realtime.New(f, c.Auth, &access.Resolver{Store: s}, c.Tracker, s, c.Clock, log, realtime.Config{}))
-	mux.Handle("/", c.Handler())
+	doc, err := openapitest.Served(c.Handler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux.Handle("/", doc.Handler(t.Errorf, c.Handler())) // every answer checked against the OpenAPI document
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	fctx, fstop := context.WithCancel(context.Background())

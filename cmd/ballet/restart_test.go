@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/apitest"
+	"github.com/ballet/ballet/internal/openapitest"
 	"github.com/ballet/ballet/internal/rqlitetest"
 )
 
@@ -29,6 +30,7 @@ type coreProc struct {
 	cmd    *exec.Cmd
 	log    *bytes.Buffer
 	kills  int
+	doc    *openapitest.Doc // what Core serves: do checks every answer against it
 }
 
 func freeAddr(t *testing.T) string {
@@ -59,6 +61,12 @@ bootstrap_token = %q
 		t.Fatal(err)
 	}
 	c.start()
+	status, b := c.do("", "GET", "/api/v1/openapi.json", nil)
+	doc, err := openapitest.Load(b)
+	if status != 200 || err != nil {
+		t.Fatalf("GET /api/v1/openapi.json: %d %v", status, err)
+	}
+	c.doc = doc
 	t.Cleanup(func() {
 		if c.cmd != nil {
 			_ = c.cmd.Process.Kill()
@@ -127,6 +135,11 @@ func (c *coreProc) do(token, method, path string, body any) (int, []byte) {
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
+			if c.doc != nil && c.doc.Documented(req) {
+				if err := c.doc.Response(req, resp.StatusCode, resp.Header, b); err != nil {
+					c.t.Error(err)
+				}
+			}
 			return resp.StatusCode, b
 		}
 		if time.Now().After(deadline) {
@@ -278,6 +291,13 @@ func restartScenario(t *testing.T, c *coreProc) {
 		}
 	}
 	c.must(200, admin, "GET", "/api/v1/projects/ACME/events?limit=1000", nil, &evs)
+	var raw struct{ Events []json.RawMessage }
+	c.must(200, admin, "GET", "/api/v1/projects/ACME/events?limit=1000", nil, &raw)
+	for _, e := range raw.Events {
+		if err := c.doc.Event(e); err != nil {
+			t.Error(err)
+		}
+	}
 	seen := map[string]bool{}
 	for i, e := range evs.Events {
 		if i > 0 && e.Seq <= evs.Events[i-1].Seq {

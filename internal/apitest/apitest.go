@@ -19,6 +19,7 @@ import (
 	"github.com/ballet/ballet/internal/config"
 	"github.com/ballet/ballet/internal/core"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/openapitest"
 	"github.com/ballet/ballet/internal/store"
 )
 
@@ -49,18 +50,56 @@ func New(t testing.TB, s store.Store, adjust ...func(*config.Config)) *Env {
 	if err != nil {
 		t.Fatalf("core: %v", err)
 	}
+	doc, err := openapitest.Served(c.Handler())
+	if err != nil {
+		t.Fatalf("the OpenAPI document: %v", err)
+	}
+	// Registered first, so that it runs last: after the server and every
+	// loop of the test have stopped writing.
+	t.Cleanup(func() { checkEvents(t, doc, s) })
 	feedCtx, stopFeed := context.WithCancel(context.Background())
 	feedDone := make(chan struct{})
 	go func() { c.RunFeed(feedCtx); close(feedDone) }()
 	t.Cleanup(func() { stopFeed(); <-feedDone })
 	// Core's own server (its [http] timeouts) and connection caps, so that
-	// every API test also runs under them.
+	// every API test also runs under them; every answer is checked against
+	// the OpenAPI document.
 	srv := httptest.NewUnstartedServer(nil)
 	srv.Config = c.HTTPServer()
+	srv.Config.Handler = doc.Handler(t.Errorf, srv.Config.Handler)
 	srv.Listener = c.LimitConns(srv.Listener)
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return &Env{T: t, Core: c, Store: s, URL: srv.URL, logs: logs}
+}
+
+// checkEvents checks every event in the log against the schema of its type
+// in the OpenAPI document: every type must be in the catalogue
+// (server.EventPayloads) and every payload must match its struct.
+func checkEvents(t testing.TB, doc *openapitest.Doc, s store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	for after := int64(0); ; {
+		evs, err := event.List(ctx, s, event.Filter{AfterSeq: after, Limit: event.MaxLimit})
+		if err != nil {
+			t.Errorf("read the events to check them: %v", err)
+			return
+		}
+		for _, e := range evs {
+			b, err := json.Marshal(e)
+			if err != nil {
+				t.Errorf("encode event %d: %v", e.Seq, err)
+				continue
+			}
+			if err := doc.Event(b); err != nil {
+				t.Error(err)
+			}
+		}
+		if len(evs) < event.MaxLimit {
+			return
+		}
+		after = evs[len(evs)-1].Seq
+	}
 }
 
 // Response is an API answer.

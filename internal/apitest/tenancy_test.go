@@ -6,12 +6,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/ballet/ballet/internal/apitest"
 	"github.com/ballet/ballet/internal/config"
+	"github.com/ballet/ballet/internal/server"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/storetest"
 )
@@ -19,18 +21,34 @@ import (
 func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	s := storetest.Open(t, "sqlite")
 	e := apitest.New(t, s)
+	type schema struct {
+		Ref                  string         `json:"$ref"`
+		Properties           map[string]any `json:"properties"`
+		AdditionalProperties *bool          `json:"additionalProperties"`
+		OneOf                []struct{}     `json:"oneOf"`
+		Discriminator        struct{ Mapping map[string]string }
+	}
+	type content map[string]struct{ Schema schema }
 	var doc struct {
 		OpenAPI string
 		Paths   map[string]map[string]struct {
 			Summary     string
 			Permission  string `json:"x-permission"`
-			RequestBody *struct{}
+			RequestBody *struct{ Content content }
+			Responses   map[string]struct{ Content content }
 		}
+		Components struct{ Schemas map[string]schema }
 	}
 	r := e.Must(200, "", "GET", "/api/v1/openapi.json", nil)
 	r.JSON(t, &doc)
 	if doc.OpenAPI != "3.1.0" {
 		t.Fatalf("openapi version %q", doc.OpenAPI)
+	}
+	resolve := func(s schema) schema {
+		for s.Ref != "" {
+			s = doc.Components.Schemas[strings.TrimPrefix(s.Ref, "#/components/schemas/")]
+		}
+		return s
 	}
 	n := 0
 	for _, rt := range e.Core.API.Routes() {
@@ -46,6 +64,23 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 		if (op.RequestBody != nil) != (rt.Request != nil) {
 			t.Errorf("%s %s: request body documented %v, route has one %v", rt.Method, rt.Path, op.RequestBody != nil, rt.Request != nil)
 		}
+		// Every request schema forbids unknown fields, as the decoder does.
+		if op.RequestBody != nil {
+			if rs := resolve(op.RequestBody.Content["application/json"].Schema); rs.AdditionalProperties == nil || *rs.AdditionalProperties {
+				t.Errorf("%s %s: the request schema allows unknown fields", rt.Method, rt.Path)
+			}
+		}
+		// Every route documents the errors any route can answer, with the
+		// error body; a route with a body also 408 and 413.
+		want := []string{"400", "401", "403", "404", "500", "503"}
+		if rt.Request != nil {
+			want = append(want, "408", "413")
+		}
+		for _, status := range want {
+			if resolve(op.Responses[status].Content["application/json"].Schema).Properties["error"] == nil {
+				t.Errorf("%s %s: no error body documented for %s", rt.Method, rt.Path, status)
+			}
+		}
 	}
 	documented := 0
 	for _, ops := range doc.Paths {
@@ -54,10 +89,30 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	if documented != n {
 		t.Errorf("%d operations documented, %d routes", documented, n)
 	}
-	// Every documented request schema forbids unknown fields, as the
-	// decoder does.
-	if !strings.Contains(string(r.Body), `"additionalProperties":false`) {
-		t.Error("request schemas do not forbid unknown fields")
+	// Every field of every schema is snake_case, as the API's JSON is.
+	snake := regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+	for name, sc := range doc.Components.Schemas {
+		for p := range sc.Properties {
+			if !snake.MatchString(p) {
+				t.Errorf("schema %s: field %q is not snake_case", name, p)
+			}
+		}
+	}
+	// One schema per event type of the catalogue; Event is one of them,
+	// told apart by type.
+	ev := doc.Components.Schemas["Event"]
+	if len(ev.OneOf) != len(server.EventPayloads) || len(ev.Discriminator.Mapping) != len(server.EventPayloads) {
+		t.Errorf("Event is one of %d schemas (mapping %d), the catalogue has %d types", len(ev.OneOf), len(ev.Discriminator.Mapping), len(server.EventPayloads))
+	}
+	for _, typ := range server.EventTypes() {
+		v := doc.Components.Schemas["Event."+typ]
+		if ref, _ := v.Properties["payload"].(map[string]any)["$ref"].(string); ref != "#/components/schemas/EventPayload."+typ {
+			t.Errorf("Event.%s: payload %v", typ, v.Properties["payload"])
+		}
+		// A payload is a struct: its fields are named and closed.
+		if p := resolve(doc.Components.Schemas["EventPayload."+typ]); p.AdditionalProperties == nil || *p.AdditionalProperties {
+			t.Errorf("EventPayload.%s allows any field: make the payload a struct", typ)
+		}
 	}
 }
 

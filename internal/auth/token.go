@@ -26,6 +26,14 @@ type Token struct {
 	Version        int64      `json:"version"`
 }
 
+// TokenRevoked is the payload of token.revoked (token.created carries the
+// Token).
+type TokenRevoked struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+}
+
 // Issue returns a new token's secret, its record and the transition that
 // stores it (hashed) with its token.created event. The subject of an API
 // token is "token:<id>"; it acts for its creator.
@@ -42,8 +50,7 @@ func Issue(actor event.Actor, kind, name, orgID, role string, scopes []string, e
 	if expiresAt != nil {
 		exp = expiresAt.UnixMilli()
 	}
-	payload, _ := json.Marshal(t) // no secret, no hash
-	e := event.Event{OrganizationID: orgID, EntityType: "token", EntityID: id, Type: "token.created", Payload: payload}
+	e := event.Event{OrganizationID: orgID, EntityType: "token", EntityID: id, Type: "token.created", Payload: event.MustPayload(t)} // no secret, no hash
 	e.SetActor(actor)
 	return secret, t, &transition.Transition{
 		Events: []event.Event{e},

@@ -308,8 +308,8 @@ func (s *TokenService) Revoke(ctx context.Context, p *Principal, id string) erro
 			return nil, nil
 		}
 		now := s.Clock.Now().Truncate(time.Millisecond)
-		payload, _ := json.Marshal(map[string]any{"id": t.ID, "name": t.Name, "kind": t.Kind})
-		e := event.Event{OrganizationID: t.OrganizationID, EntityType: "token", EntityID: t.ID, Type: "token.revoked", Payload: payload}
+		e := event.Event{OrganizationID: t.OrganizationID, EntityType: "token", EntityID: t.ID, Type: "token.revoked",
+			Payload: event.MustPayload(TokenRevoked{ID: t.ID, Name: t.Name, Kind: t.Kind})}
 		e.SetActor(p.Actor())
 		return &transition.Transition{
 			Events: []event.Event{e},

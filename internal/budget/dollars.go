@@ -35,6 +35,11 @@ func (d Dollars) String() string {
 	return strings.TrimSuffix(strings.TrimRight(s, "0"), ".")
 }
 
+// JSONSchema is the amount's schema in the OpenAPI document.
+func (Dollars) JSONSchema() map[string]any {
+	return map[string]any{"type": "number", "minimum": 0, "maximum": MaxDollars, "multipleOf": 0.000001}
+}
+
 // MarshalJSON writes the amount as a JSON number of dollars.
 func (d Dollars) MarshalJSON() ([]byte, error) { return []byte(d.String()), nil }
 

@@ -48,6 +48,18 @@ type Event struct {
 	Payload        json.RawMessage `json:"payload"`
 }
 
+// MustPayload encodes an event's payload: the payload struct of its type,
+// as the catalogue (server.EventPayloads) lists it. Payload structs hold
+// plain data, so encoding cannot fail: a failure is a programming error
+// and panics.
+func MustPayload(p any) json.RawMessage {
+	b, err := json.Marshal(p)
+	if err != nil {
+		panic(fmt.Sprintf("event payload %T: %v", p, err))
+	}
+	return b
+}
+
 // SetActor copies an Actor into the event's actor fields.
 func (e *Event) SetActor(a Actor) {
 	e.ActorKind, e.ActorSub, e.ActingFor = a.Kind, a.Sub, a.ActingFor

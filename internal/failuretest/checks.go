@@ -220,6 +220,15 @@ func (s *suite) analyze(sn snapshot, mergeCommits map[string]int) []string {
 		return b.String()
 	}
 
+	// Every payload matches its type's schema in the OpenAPI document.
+	if s.doc != nil {
+		for _, e := range sn.events {
+			if err := s.doc.Payload(e.Type, []byte(e.Payload)); err != nil {
+				bad("EVENT SCHEMA: seq %d: %v", e.Seq, err)
+			}
+		}
+	}
+
 	// seq: strictly increasing from 1, no gaps, over the whole log.
 	for i, e := range sn.events {
 		if e.Seq != int64(i+1) {

@@ -2,8 +2,12 @@ package failuretest
 
 import (
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/ballet/ballet/internal/openapitest"
+	"github.com/ballet/ballet/internal/server"
 )
 
 // world builds a small end state for the checks' own test: ticket ACME-1
@@ -146,5 +150,33 @@ func TestChecksCatchBrokenEndStates(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestChecksHoldPayloadsToTheDocument: every payload in the log must match
+// its type's schema in the OpenAPI document Core serves.
+func TestChecksHoldPayloadsToTheDocument(t *testing.T) {
+	api := server.NewAPI(slog.New(slog.DiscardHandler), nil, nil, 1<<20, 0)
+	b, err := json.Marshal(api.OpenAPI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := openapitest.Load(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{}
+	w.ev("run", "r1", "run.reported", map[string]any{"outcome": "done", "summary": "ok"})
+	w.ev("run", "r1", "run.reported", map[string]any{"Outcome": "done", "Summary": "ok"})
+	w.ev("run", "r1", "run.napped", map[string]any{})
+	s := &suite{t: t, hit: map[string]bool{}, doc: doc}
+	var got []string
+	for _, p := range s.analyze(w.sn, nil) {
+		if strings.HasPrefix(p, "EVENT SCHEMA") {
+			got = append(got, p)
+		}
+	}
+	if len(got) != 2 || !strings.Contains(got[0], "seq 2") || !strings.Contains(got[1], "not in the catalogue") {
+		t.Fatalf("problems:\n%s", strings.Join(got, "\n"))
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/apitest"
+	"github.com/ballet/ballet/internal/openapitest"
 	"github.com/ballet/ballet/internal/pipeline"
 	"github.com/ballet/ballet/internal/rqlitetest"
 )
@@ -129,6 +130,7 @@ type suite struct {
 	core   *coreProc
 	runner *runnerProc
 	api    *client
+	doc    *openapitest.Doc // the OpenAPI document Core serves: every event's payload must match it
 
 	cluster  *rqlitetest.Cluster
 	dbAddr   string // SQLite file or rqlite URLs
@@ -228,6 +230,11 @@ func Run(t *testing.T, o Options) Summary {
 	})
 	if err := s.core.start(""); err != nil || s.core.dead() {
 		t.Fatalf("start core: %v\n%s", err, tailFile(s.core.logPath, 4000))
+	}
+	var doc json.RawMessage
+	s.must(200, "", "GET", "/api/v1/openapi.json", nil, &doc)
+	if s.doc, err = openapitest.Load(doc); err != nil {
+		t.Fatalf("the OpenAPI document Core serves: %v", err)
 	}
 	runnerToken := s.setup()
 	if err := s.startRunner(runnerToken); err != nil {

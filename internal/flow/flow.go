@@ -177,14 +177,12 @@ func nullable(s string) any {
 	return s
 }
 
-// flowEvent builds a flow.<change> event.
-func flowEvent(actor event.Actor, f Flow, change string, payload map[string]any) event.Event {
-	if payload == nil {
-		payload = map[string]any{}
-	}
-	payload["stage"], payload["iteration"], payload["step"] = f.Stage, f.Iteration, f.Step
-	b, _ := json.Marshal(payload)
-	e := event.Event{OrganizationID: f.OrganizationID, ProjectID: f.ProjectID, EntityType: "flow", EntityID: f.ID, Type: "flow." + change, Payload: b}
+// flowEvent builds a flow.<change> event whose payload (payloads.go)
+// carries f's position.
+func flowEvent(actor event.Actor, f Flow, change string, p payload) event.Event {
+	p.place(f)
+	e := event.Event{OrganizationID: f.OrganizationID, ProjectID: f.ProjectID, EntityType: "flow", EntityID: f.ID, Type: "flow." + change,
+		Payload: event.MustPayload(p)}
 	e.SetActor(actor)
 	return e
 }
@@ -239,7 +237,7 @@ func (s *Service) Start(ctx context.Context, actor event.Actor, itemRef string) 
 		out = f
 		ev, st := tracker.StateChange(actor, it, "in_progress", now)
 		return &transition.Transition{
-			Events: []event.Event{flowEvent(actor, f, "started", map[string]any{"ticket": it.Key, "pipeline": pv.Name, "pipeline_version": pv.Version}), ev},
+			Events: []event.Event{flowEvent(actor, f, "started", &FlowStarted{Ticket: it.Key, Pipeline: pv.Name, PipelineVersion: pv.Version}), ev},
 			Guarded: []store.Statement{st, store.Stmt(`INSERT INTO flows (id, organization_id, project_id, item_id, pipeline, pipeline_version, definition,
 stage, iteration, max_iterations, step, status, waiting, run_id, outcome, report, outcome_stage, pull_request, started_at, updated_at,
 finished_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, 1, 'running', NULL, NULL, NULL, NULL, NULL, NULL, ?, ?, NULL, 1) ON CONFLICT DO NOTHING`,

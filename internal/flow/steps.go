@@ -79,7 +79,7 @@ func (s *Service) Stopped(ctx context.Context, f Flow, it tracker.Item, now time
 	next := f
 	next.Status, next.Waiting, next.FinishedAt = StatusStopped, WaitNone, &now
 	t := &transition.Transition{
-		Events:  []event.Event{flowEvent(System, f, "stopped", map[string]any{"reason": fmt.Sprintf("the ticket is %s", it.State), "ticket_state": it.State})},
+		Events:  []event.Event{flowEvent(System, f, "stopped", &FlowStopped{Reason: fmt.Sprintf("the ticket is %s", it.State), TicketState: it.State})},
 		Guarded: []store.Statement{update(f, next, now)},
 	}
 	if err := s.CancelRun(ctx, t, f, "the flow stopped", now); err != nil {
@@ -177,7 +177,7 @@ func (s *Service) handleEnter(ctx context.Context, j *job.Job) error {
 		st := Entry(stage.Kind)
 		next.Status, next.Waiting = st.Status, st.Waiting
 		t := &transition.Transition{}
-		payload := map[string]any{"kind": stage.Kind, "waiting": st.Waiting}
+		started := &StageStarted{Kind: stage.Kind, Waiting: st.Waiting}
 		switch stage.Kind {
 		case pipeline.KindAgent:
 			r, err := s.newRun(ctx, f, it, stage, now)
@@ -185,7 +185,7 @@ func (s *Service) handleEnter(ctx context.Context, j *job.Job) error {
 				return nil, err
 			}
 			next.RunID = r.ID
-			payload["run"] = r.ID
+			started.Run = r.ID
 			t.Jobs = append(t.Jobs, job.Spec{Kind: JobTimeout, RunAt: now.Add(stage.Timeout()),
 				Payload: map[string]any{"flow_id": f.ID, "step": f.Step}, DedupeKey: fmt.Sprintf("flow:%s:timeout:%d", f.ID, f.Step)})
 			t.Guarded = append(t.Guarded, run.Insert(r, now)) // ON CONFLICT DO NOTHING must not have conflicted
@@ -196,7 +196,7 @@ func (s *Service) handleEnter(ctx context.Context, j *job.Job) error {
 		default:
 			next.RunID = ""
 		}
-		t.Events = append([]event.Event{flowEvent(System, f, "stage_started", payload)}, t.Events...)
+		t.Events = append([]event.Event{flowEvent(System, f, "stage_started", started)}, t.Events...)
 		t.Guarded = append(t.Guarded, update(f, next, now))
 		return t, nil
 	})
@@ -339,12 +339,12 @@ func (s *Service) advance(ctx context.Context, f Flow, it tracker.Item, outcome,
 	}
 	next := f
 	next.Outcome, next.Report, next.OutcomeStage, next.RunID = outcome, report, f.Stage, ""
-	finished := map[string]any{"outcome": outcome, "report": report, "reason": m.Reason}
+	finished := &StageFinished{Outcome: outcome, Report: report, Reason: m.Reason}
 	switch m.Kind {
 	case MoveNext:
 		next.Stage, next.Iteration, next.Step = m.Stage, m.Iteration, f.Step+1
 		next.Status, next.Waiting = StatusRunning, WaitNone
-		finished["next"], finished["next_iteration"] = m.Stage, m.Iteration
+		finished.Next, finished.NextIteration = m.Stage, m.Iteration
 		return &transition.Transition{
 			Events:  []event.Event{flowEvent(System, f, "stage_finished", finished)},
 			Guarded: []store.Statement{update(f, next, now)},
@@ -388,15 +388,15 @@ func (s *Service) waitAnswer(f Flow, it tracker.Item, now time.Time, change, rea
 	read := f
 	next := f
 	next.Status, next.Waiting, next.RunID = StatusWaiting, WaitAnswer, ""
-	payload := map[string]any{"waiting": WaitAnswer, "reason": reason, "outcome": f.Outcome}
+	waiting := &FlowWaiting{Waiting: WaitAnswer, Reason: reason, Outcome: f.Outcome}
 	t := &transition.Transition{}
 	if question != nil {
 		q, qev, qst := tracker.NewQuestion(System, it, *question, true, now)
-		payload["question"] = q.ID
+		waiting.Question = q.ID
 		t.Events = append(t.Events, qev)
 		t.Statements = append(t.Statements, qst)
 	}
-	t.Events = append([]event.Event{flowEvent(System, read, change, payload)}, t.Events...)
+	t.Events = append([]event.Event{flowEvent(System, read, change, waiting)}, t.Events...)
 	t.Guarded = append(t.Guarded, update(read, next, now))
 	if it.State != "waiting_for_answer" {
 		ev, st := tracker.StateChange(System, it, "waiting_for_answer", now)
@@ -412,7 +412,7 @@ func (s *Service) resume(f Flow, it tracker.Item, now time.Time, reason string) 
 	next := f
 	next.Status, next.Waiting, next.RunID, next.Step = StatusRunning, WaitNone, "", f.Step+1
 	t := &transition.Transition{
-		Events:  []event.Event{flowEvent(System, f, "resumed", map[string]any{"reason": reason})},
+		Events:  []event.Event{flowEvent(System, f, "resumed", &FlowResumed{Reason: reason})},
 		Guarded: []store.Statement{update(f, next, now)},
 		Jobs:    []job.Spec{enterJob(next)},
 	}
@@ -584,12 +584,8 @@ func (s *Service) handleMerge(ctx context.Context, j *job.Job) error {
 		}
 		next := f
 		next.Status, next.Waiting, next.PullRequest = want.Status, want.Waiting, pr
-		payload := map[string]any{"waiting": want.Waiting, "reason": d.Reason}
-		if pr != nil {
-			payload["pull_request"] = pr
-		}
 		return &transition.Transition{
-			Events:  []event.Event{flowEvent(System, f, "waiting", payload)},
+			Events:  []event.Event{flowEvent(System, f, "waiting", &FlowWaiting{Waiting: want.Waiting, Reason: d.Reason, PullRequest: pr})},
 			Guarded: []store.Statement{update(f, next, now)},
 		}, nil
 	})

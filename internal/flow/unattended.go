@@ -69,7 +69,7 @@ func (s *Service) wait(f Flow, waiting, reason string, now time.Time) *transitio
 	next := f
 	next.Status, next.Waiting, next.RunID = StatusWaiting, waiting, ""
 	return &transition.Transition{
-		Events:  []event.Event{flowEvent(System, f, "waiting", map[string]any{"waiting": waiting, "reason": reason})},
+		Events:  []event.Event{flowEvent(System, f, "waiting", &FlowWaiting{Waiting: waiting, Reason: reason})},
 		Guarded: []store.Statement{update(f, next, now)},
 	}
 }
@@ -107,7 +107,7 @@ func (s *Service) Release(ctx context.Context, flowID string) (bool, error) {
 		next := f
 		next.Status, next.Waiting, next.RunID, next.Step = StatusRunning, WaitNone, "", f.Step+1
 		return &transition.Transition{
-			Events:  []event.Event{flowEvent(System, f, "resumed", map[string]any{"reason": fmt.Sprintf("no longer waiting for %s", f.Waiting)})},
+			Events:  []event.Event{flowEvent(System, f, "resumed", &FlowResumed{Reason: fmt.Sprintf("no longer waiting for %s", f.Waiting)})},
 			Guarded: []store.Statement{update(f, next, now)},
 			Jobs:    []job.Spec{enterJob(next)},
 		}, nil
@@ -195,10 +195,8 @@ func (s *Service) handleKill(ctx context.Context, _ *job.Job) error {
 
 // unattendedHooks are the tracker hooks of pauses and budgets.
 func (s *Service) unattendedHooks(h *tracker.Hooks) {
-	h.ProjectChanged = func(p tracker.Project, changes map[string]any) []job.Spec {
-		_, pauseChanged := changes["paused"]
-		_, budgetChanged := changes["budgets"]
-		if (pauseChanged && !p.Paused) || budgetChanged {
+	h.ProjectChanged = func(p tracker.Project, changes tracker.ProjectChanges) []job.Spec {
+		if (changes.Paused != nil && !p.Paused) || changes.Budgets != nil {
 			return []job.Spec{{Kind: JobRelease, Payload: map[string]any{"project_id": p.ID}, DedupeKey: "flow-release:" + p.ID}}
 		}
 		return nil

@@ -37,11 +37,11 @@ type Repo struct {
 // is only Branch, Base and the HeadSHA seen when it was ensured — which is
 // what still proves a merge after the branch was deleted.
 type PullRequest struct {
-	Number  int    // 0 on plain git
-	URL     string // the pull request's web page; "" on plain git
-	Branch  string // the head branch
-	Base    string // the branch it merges into
-	HeadSHA string // the head commit as last seen; Merge merges exactly this commit
+	Number  int    `json:"number"`   // 0 on plain git
+	URL     string `json:"url"`      // the pull request's web page; "" on plain git
+	Branch  string `json:"branch"`   // the head branch
+	Base    string `json:"base"`     // the branch it merges into
+	HeadSHA string `json:"head_sha"` // the head commit as last seen; Merge merges exactly this commit
 }
 
 // Check states of State.Checks.

@@ -19,6 +19,7 @@ import (
 	"github.com/ballet/ballet/internal/core"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/feed"
+	"github.com/ballet/ballet/internal/openapitest"
 	"github.com/ballet/ballet/internal/realtime"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/transition"
@@ -70,7 +71,11 @@ func newEnvOn(t testing.TB, s store.Store, fc feed.Config, clk clock.Clock, rc .
 	h := realtime.New(f, authn, &access.Resolver{Store: s}, c.Tracker, s, clk, log, rcfg)
 	mux := http.NewServeMux()
 	mux.Handle("GET "+realtime.Path, h)
-	mux.Handle("/", c.Handler())
+	doc, err := openapitest.Served(c.Handler())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux.Handle("/", doc.Handler(t.Errorf, c.Handler())) // every answer checked against the OpenAPI document
 	srv := httptest.NewServer(mux)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -157,19 +157,19 @@ ON CONFLICT DO NOTHING`,
 		r.Instructions, string(sk), artifacts, at, at)
 }
 
-// newEvent builds a run event.
-func newEvent(r Run, actor event.Actor, change string, payload map[string]any) event.Event {
-	b, _ := json.Marshal(payload)
+// newEvent builds a run event; payload is the type's payload struct
+// (payloads.go).
+func newEvent(r Run, actor event.Actor, change string, payload any) event.Event {
 	e := event.Event{OrganizationID: r.OrganizationID, ProjectID: r.ProjectID, EntityType: "run", EntityID: r.ID,
-		Type: "run." + change, Payload: b}
+		Type: "run." + change, Payload: event.MustPayload(payload)}
 	e.SetActor(actor)
 	return e
 }
 
 // CreatedEvent is the run.created event of a run Insert creates.
 func CreatedEvent(r Run, actor event.Actor) event.Event {
-	return newEvent(r, actor, "created", map[string]any{"item_id": r.ItemID, "flow_id": r.FlowID, "stage": r.Stage,
-		"iteration": r.Iteration, "step": r.Step, "adapter": r.Adapter, "model": r.Model})
+	return newEvent(r, actor, "created", RunCreated{ItemID: r.ItemID, FlowID: r.FlowID, Stage: r.Stage,
+		Iteration: r.Iteration, Step: r.Step, Adapter: r.Adapter, Model: r.Model})
 }
 
 // CancelStatements cancels r as read: a queued run is cancelled at once
@@ -196,13 +196,13 @@ func CancelStatements(r Run, reason string, now time.Time) ([]store.Statement, e
 				store.Stmt(`UPDATE runs SET status = 'cancelled', error = ?, finished_at = ?, updated_at = ?, version = version + 1
 WHERE id = ? AND version = ? AND status = 'queued'`, nullable(reason), at, at, r.ID, r.Version),
 				jobInsert,
-			}, newEvent(r, event.System, "cancelled", map[string]any{"status": StatusCancelled, "reason": reason,
-				"flow_id": r.FlowID, "step": r.Step})
+			}, newEvent(r, event.System, "cancelled", RunCancelled{Status: StatusCancelled, Reason: reason,
+				FlowID: r.FlowID, Step: r.Step})
 	case r.Status == StatusRunning && !r.CancelRequested:
 		return []store.Statement{
 			store.Stmt(`UPDATE runs SET cancel_requested = 1, error = ?, updated_at = ?, version = version + 1
 WHERE id = ? AND version = ? AND status = 'running'`, nullable(reason), at, r.ID, r.Version),
-		}, newEvent(r, event.System, "cancel_requested", map[string]any{"reason": reason})
+		}, newEvent(r, event.System, "cancel_requested", RunCancelRequested{Reason: reason})
 	}
 	return nil, event.Event{}
 }

@@ -85,7 +85,7 @@ func (s *Service) RegisterRunner(ctx context.Context, p *auth.Principal, in Runn
 	now := s.now()
 	rn := Runner{ID: transition.NewID(), Name: strings.TrimSpace(in.Name), TokenID: p.TokenID, Labels: labels,
 		CreatedAt: now, LastSeenAt: now, Version: 1}
-	e := event.Event{EntityType: "runner", EntityID: rn.ID, Type: "runner.registered", Payload: mustJSON(rn)}
+	e := event.Event{EntityType: "runner", EntityID: rn.ID, Type: "runner.registered", Payload: event.MustPayload(rn)}
 	e.SetActor(p.Actor())
 	err := s.applier.Apply(ctx, &transition.Transition{
 		Events: []event.Event{e},

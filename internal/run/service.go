@@ -213,8 +213,8 @@ func (s *Service) leaseOnce(ctx context.Context, p *auth.Principal, rn Runner) (
 		exp := now.Add(RunTokenTTL)
 		secret, tok, issue := auth.Issue(p.Actor(), auth.KindRun, "run "+r.ID, r.OrganizationID, "", []string{scopeOf(r.ID)}, &exp, now)
 		at := now.UnixMilli()
-		started := newEvent(r, p.Actor(), "started", map[string]any{"runner_id": rn.ID, "runner": rn.Name, "token_id": tok.ID,
-			"stage": r.Stage, "step": r.Step})
+		started := newEvent(r, p.Actor(), "started", RunStarted{RunnerID: rn.ID, Runner: rn.Name, TokenID: tok.ID,
+			Stage: r.Stage, Step: r.Step})
 		t := &transition.Transition{
 			Events: append([]event.Event{started}, issue.Events...),
 			Guarded: []store.Statement{store.Stmt(`UPDATE runs SET status = 'running', runner_id = ?, token_id = ?, started_at = ?,
@@ -320,7 +320,7 @@ func (s *Service) Report(ctx context.Context, p *auth.Principal, runID string, i
 		now := s.now()
 		out.Outcome, out.Report, out.UpdatedAt, out.Version = in.Outcome, in.Summary, now, r.Version+1
 		return &transition.Transition{
-			Events: []event.Event{newEvent(r, actorOf(r.ID), "reported", map[string]any{"outcome": in.Outcome, "summary": in.Summary})},
+			Events: []event.Event{newEvent(r, actorOf(r.ID), "reported", RunReported{Outcome: in.Outcome, Summary: in.Summary})},
 			Guarded: []store.Statement{store.Stmt(`UPDATE runs SET outcome = ?, report = ?, updated_at = ?, version = version + 1
 WHERE id = ? AND version = ? AND status = 'running' AND outcome IS NULL`, in.Outcome, in.Summary, now.UnixMilli(), r.ID, r.Version)},
 		}, nil
@@ -359,7 +359,7 @@ func (s *Service) AskQuestion(ctx context.Context, p *auth.Principal, runID stri
 		}
 		now := s.now()
 		return &transition.Transition{
-			Events: []event.Event{newEvent(r, actorOf(r.ID), "question_asked", map[string]any{"text": in.Text, "blocking": true})},
+			Events: []event.Event{newEvent(r, actorOf(r.ID), "question_asked", RunQuestionAsked{Text: in.Text, Blocking: true})},
 			Guarded: []store.Statement{store.Stmt(`UPDATE runs SET blocking_question = 1, updated_at = ?, version = version + 1
 WHERE id = ? AND version = ? AND status = 'running'`, now.UnixMilli(), r.ID, r.Version)},
 		}, nil
@@ -476,8 +476,8 @@ cost_micros = ?, finished_at = ?, updated_at = ?, version = version + 1 WHERE id
 	t := &transition.Transition{Guarded: []store.Statement{update}, Jobs: []job.Spec{FinishedJob(r)}}
 	*out = r
 	out.Status, out.ExitStatus, out.Error, out.Usage, out.FinishedAt, out.UpdatedAt, out.Version = status, exit, errText, usage, &now, now, r.Version+1
-	t.Events = append(t.Events, newEvent(r, actor, "finished", map[string]any{"status": status, "outcome": r.Outcome,
-		"exit_status": exit, "error": errText, "usage": usage, "blocking_question": r.BlockingQuestion}))
+	t.Events = append(t.Events, newEvent(r, actor, "finished", RunFinished{Status: status, Outcome: r.Outcome,
+		ExitStatus: exit, Error: errText, Usage: usage, BlockingQuestion: r.BlockingQuestion}))
 	if r.TokenID != "" {
 		rows, err := s.store.Query(ctx, `SELECT name, version, COALESCE(revoked_at, 0) FROM tokens WHERE id = ?`, r.TokenID)
 		if err != nil {
@@ -491,7 +491,7 @@ cost_micros = ?, finished_at = ?, updated_at = ?, version = version + 1 WHERE id
 			}
 			if revoked == 0 {
 				e := event.Event{OrganizationID: r.OrganizationID, EntityType: "token", EntityID: r.TokenID, Type: "token.revoked"}
-				e.Payload = mustJSON(map[string]any{"id": r.TokenID, "name": name, "kind": auth.KindRun})
+				e.Payload = event.MustPayload(auth.TokenRevoked{ID: r.TokenID, Name: name, Kind: auth.KindRun})
 				e.SetActor(actor)
 				t.Events = append(t.Events, e)
 				t.Guarded = append(t.Guarded, store.Stmt(`UPDATE tokens SET revoked_at = ?, version = version + 1 WHERE id = ? AND version = ?`,

@@ -42,8 +42,14 @@ type Route struct {
 	// for such a route the body is read first, under the read timeout, and
 	// then the connection's deadlines move to Hold plus the write timeout
 	// from then.
-	Hold   time.Duration
-	Handle func(r *Request) (any, error)
+	Hold time.Duration
+	// Also lists the other statuses the handler answers beyond those every
+	// route may give (see statuses): a success's alternative (HTTPStatus;
+	// 204 has no body) or a route's own error, e.g. 422.
+	Also []int
+	// OptionalBody: the request body may be left out.
+	OptionalBody bool
+	Handle       func(r *Request) (any, error)
 }
 
 // Request is a request after authentication.

@@ -59,9 +59,9 @@ func (h *Flows) Routes() []*Route {
 		{Method: "POST", Path: "/api/v1/items/{item}/flow/start", Perm: access.RunManage,
 			Summary: "Start the pipeline of a ready ticket (409 when it is not ready or its flow is still active)", Response: FlowView{}, Handle: h.start},
 		{Method: "POST", Path: "/api/v1/items/{item}/flow/approve", Perm: access.TrackerWrite,
-			Summary: "Approve the human stage the flow waits on (409 when it does not wait for an approval)", Request: Decision{}, Response: FlowView{}, Handle: h.decide(true)},
+			Summary: "Approve the human stage the flow waits on (409 when it does not wait for an approval)", Request: Decision{}, OptionalBody: true, Response: FlowView{}, Handle: h.decide(true)},
 		{Method: "POST", Path: "/api/v1/items/{item}/flow/reject", Perm: access.TrackerWrite,
-			Summary: "Reject the human stage the flow waits on (409 when it does not wait for an approval)", Request: Decision{}, Response: FlowView{}, Handle: h.decide(false)},
+			Summary: "Reject the human stage the flow waits on (409 when it does not wait for an approval)", Request: Decision{}, OptionalBody: true, Response: FlowView{}, Handle: h.decide(false)},
 	}
 }
 

@@ -66,7 +66,7 @@ func (h *Items) Routes() []*Route {
 			Request: tracker.ItemUpdate{}, Response: tracker.Item{}, Handle: h.updateItem},
 		{Method: "POST", Path: "/api/v1/items/{item}/blockers/{blocker}", Perm: access.TrackerWrite,
 			Summary:  "Record that the item is blocked by another item of the organization (201; 200 when it was already; 422 for a cycle)",
-			Response: tracker.Item{}, Status: http.StatusCreated, Handle: h.addBlocker},
+			Response: tracker.Item{}, Status: http.StatusCreated, Also: []int{http.StatusOK, http.StatusUnprocessableEntity}, Handle: h.addBlocker},
 		{Method: "DELETE", Path: "/api/v1/items/{item}/blockers/{blocker}", Perm: access.TrackerWrite, Summary: "Remove a blocker from an item",
 			Status: http.StatusNoContent, Handle: h.removeBlocker},
 		{Method: "GET", Path: "/api/v1/items/{item}/questions", Perm: access.TrackerRead, Summary: "List an item's questions, oldest first",

@@ -123,6 +123,9 @@ func (h *Pipelines) parse(r *Request) (any, error) {
 	// The definition is returned whenever the YAML could be read, so that
 	// the editor can show it next to its problems.
 	if !fatal(problems) {
+		if def.Stages == nil {
+			def.Stages = []pipeline.Stage{} // "stages": [], never null
+		}
 		out.Definition = &def
 	}
 	return out, nil

@@ -45,7 +45,7 @@ func (h *Runs) Routes() []*Route {
 		{Method: "POST", Path: "/api/v1/runners/{runner}/lease",
 			Perm:    run.PermRunner,
 			Summary: "Lease the oldest queued run, waiting up to wait_seconds (0–60) for one: 200 with the run and its run token (shown once), 204 when none came",
-			Request: LeaseRequest{}, Response: run.Leased{}, Hold: run.MaxLeaseWait, Handle: h.lease},
+			Request: LeaseRequest{}, OptionalBody: true, Response: run.Leased{}, Also: []int{http.StatusNoContent}, Hold: run.MaxLeaseWait, Handle: h.lease},
 		{Method: "POST", Path: "/api/v1/runners/{runner}/heartbeat", Perm: run.PermRunner, Summary: "Record that the runner is alive",
 			Response: run.Runner{}, Handle: h.runnerHeartbeat},
 		{Method: "POST", Path: "/api/v1/runs/{run}/heartbeat", Perm: run.PermRun,

@@ -2,7 +2,6 @@ package tracker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -144,7 +143,7 @@ func (s *Service) AddBlocker(ctx context.Context, actor event.Actor, itemID, blo
 			return nil, s.cycleError(ctx, it, bl, path)
 		}
 		now := s.now()
-		payload, _ := json.Marshal(map[string]any{"blocker": bl.Key, "blocker_id": bl.ID})
+		payload := BlockerChanged{Blocker: bl.Key, BlockerID: bl.ID}
 		added = true
 		return &transition.Transition{
 			Events:     []event.Event{newEvent(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "blocker_added", payload)},
@@ -194,7 +193,7 @@ func (s *Service) RemoveBlocker(ctx context.Context, actor event.Actor, itemID, 
 		if !exists {
 			return nil, apperr.New(apperr.NotFound, "%s is not blocked by %s", it.Key, bl.Key)
 		}
-		payload, _ := json.Marshal(map[string]any{"blocker": bl.Key, "blocker_id": bl.ID})
+		payload := BlockerChanged{Blocker: bl.Key, BlockerID: bl.ID}
 		return &transition.Transition{
 			Events: []event.Event{newEvent(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "blocker_removed", payload)},
 			Guarded: []store.Statement{bump,

@@ -350,7 +350,6 @@ func (s *Service) CreateItem(ctx context.Context, actor event.Actor, p Project, 
 		if epic != nil {
 			it.Epic, it.EpicID = &epic.Key, &epic.ID
 		}
-		payload, _ := json.Marshal(it)
 		insert := `INSERT INTO items (id, organization_id, project_id, number, key, type, title, description, acceptance_criteria, epic_id,
 state, created_by, created_at, updated_at, version) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1`
 		args := []any{it.ID, it.OrganizationID, it.ProjectID, it.Number, it.Key, it.Type, it.Title, it.Description, it.AcceptanceCriteria,
@@ -362,7 +361,7 @@ state, created_by, created_at, updated_at, version) SELECT ?, ?, ?, ?, ?, ?, ?, 
 		}
 		out = it
 		return &transition.Transition{
-			Events:  []event.Event{newEvent(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "created", payload)},
+			Events:  []event.Event{newEvent(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "created", it)},
 			Guarded: []store.Statement{alloc.Take, store.Stmt(insert, args...)},
 		}, nil
 	})
@@ -417,21 +416,19 @@ func (s *Service) UpdateItem(ctx context.Context, actor event.Actor, itemID stri
 // decideUpdate is UpdateItem's decision on a fresh read of the item.
 func (s *Service) decideUpdate(ctx context.Context, actor event.Actor, cur Item, in ItemUpdate) (*transition.Transition, Item, error) {
 	next := cur
-	changes, previous := map[string]any{}, map[string]any{}
-	set := func(field string, old, now any) {
-		changes[field], previous[field] = now, old
-	}
+	var changes, previous ItemFields
+	changed := false
 	if in.Title != nil && strings.TrimSpace(*in.Title) != cur.Title {
 		next.Title = strings.TrimSpace(*in.Title)
-		set("title", cur.Title, next.Title)
+		changes.Title, previous.Title, changed = new(next.Title), new(cur.Title), true
 	}
 	if in.Description != nil && *in.Description != cur.Description {
 		next.Description = *in.Description
-		set("description", cur.Description, next.Description)
+		changes.Description, previous.Description, changed = new(next.Description), new(cur.Description), true
 	}
 	if in.AcceptanceCriteria != nil && *in.AcceptanceCriteria != cur.AcceptanceCriteria {
 		next.AcceptanceCriteria = *in.AcceptanceCriteria
-		set("acceptance_criteria", cur.AcceptanceCriteria, next.AcceptanceCriteria)
+		changes.AcceptanceCriteria, previous.AcceptanceCriteria, changed = new(next.AcceptanceCriteria), new(cur.AcceptanceCriteria), true
 	}
 	if in.Type != nil && *in.Type != cur.Type {
 		p, err := s.FindProject(ctx, cur.ProjectID)
@@ -444,7 +441,7 @@ func (s *Service) decideUpdate(ctx context.Context, actor event.Actor, cur Item,
 			return nil, cur, err
 		}
 		next.Type = *in.Type
-		set("type", cur.Type, next.Type)
+		changes.Type, previous.Type, changed = new(next.Type), new(cur.Type), true
 	}
 	if in.Epic != nil {
 		var epic *Item
@@ -458,14 +455,10 @@ func (s *Service) decideUpdate(ctx context.Context, actor event.Actor, cur Item,
 		switch {
 		case epic == nil && cur.EpicID != nil:
 			next.Epic, next.EpicID = nil, nil
-			set("epic", *cur.Epic, nil)
+			changes.Epic, previous.Epic, changed = Nullable[string]{Set: true}, Nullable[string]{Set: true, Value: cur.Epic}, true
 		case epic != nil && (cur.EpicID == nil || *cur.EpicID != epic.ID):
 			next.Epic, next.EpicID = &epic.Key, &epic.ID
-			var old any
-			if cur.Epic != nil {
-				old = *cur.Epic
-			}
-			set("epic", old, epic.Key)
+			changes.Epic, previous.Epic, changed = Nullable[string]{Set: true, Value: &epic.Key}, Nullable[string]{Set: true, Value: cur.Epic}, true
 		}
 	}
 	if next.IsEpic() && next.EpicID != nil {
@@ -492,7 +485,7 @@ func (s *Service) decideUpdate(ctx context.Context, actor event.Actor, cur Item,
 			return nil, cur, apperr.New(apperr.Conflict, "epic %s still holds %d items: move them out before changing its type", cur.Key, n)
 		}
 	}
-	if len(changes) == 0 && !stateChanged {
+	if !changed && !stateChanged {
 		return nil, cur, nil // nothing differs: no change, no event
 	}
 	now := s.now()
@@ -512,16 +505,14 @@ version = version + 1 WHERE id = ? AND version = ?`
 		sql += ` AND NOT EXISTS (SELECT 1 FROM items WHERE epic_id = ?)`
 		args = append(args, cur.ID)
 	}
-	change := "updated"
-	body := map[string]any{}
+	change, payload := "updated", any(ItemUpdated{Changes: changes, Previous: previous})
 	if stateChanged {
-		change = "state_changed"
-		body["from"], body["to"] = cur.State, next.State
+		sc := ItemStateChanged{From: cur.State, To: next.State}
+		if changed {
+			sc.Changes, sc.Previous = &changes, &previous
+		}
+		change, payload = "state_changed", sc
 	}
-	if len(changes) > 0 {
-		body["changes"], body["previous"] = changes, previous
-	}
-	payload, _ := json.Marshal(body)
 	t := &transition.Transition{
 		Events:  []event.Event{newEvent(actor, cur.OrganizationID, cur.ProjectID, next.EntityType(), cur.ID, change, payload)},
 		Guarded: []store.Statement{store.Stmt(sql, args...)},
@@ -559,8 +550,7 @@ func (s *Service) countChildren(ctx context.Context, epicID string) (int64, erro
 // for a caller that writes them within a larger transition. It does not
 // check whether the move is allowed.
 func StateChange(actor event.Actor, it Item, to string, now time.Time) (event.Event, store.Statement) {
-	payload, _ := json.Marshal(map[string]any{"from": it.State, "to": to})
-	return newEvent(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "state_changed", payload),
+	return newEvent(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "state_changed", ItemStateChanged{From: it.State, To: to}),
 		store.Stmt(`UPDATE items SET state = ?, updated_at = ?, version = version + 1 WHERE id = ? AND version = ? AND state = ?`,
 			to, now.UnixMilli(), it.ID, it.Version, it.State)
 }

@@ -3,7 +3,6 @@ package tracker
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -84,7 +83,7 @@ func (s *Service) SetMember(ctx context.Context, actor event.Actor, orgID, proje
 			return nil, err
 		}
 		out = Member{OrganizationID: orgID, ProjectID: projectID, Subject: subject, Role: in.Role, CreatedAt: now, UpdatedAt: now, Version: 1}
-		payload, _ := json.Marshal(map[string]any{"subject": subject, "role": in.Role, "previous_role": cur.Role, "project_id": projectID})
+		payload := MemberRoleSet{Subject: subject, Role: in.Role, PreviousRole: cur.Role, ProjectID: projectID}
 		t := &transition.Transition{Events: []event.Event{newEvent(actor, orgID, projectID, "member", subject, "role_set", payload)}}
 		if found {
 			out.CreatedAt, out.Version = cur.CreatedAt, cur.Version+1
@@ -114,7 +113,7 @@ func (s *Service) RemoveMember(ctx context.Context, actor event.Actor, orgID, pr
 			return nil, err
 		}
 		cur := st.cur
-		payload, _ := json.Marshal(map[string]any{"subject": subject, "previous_role": cur.Role, "project_id": projectID})
+		payload := MemberRemoved{Subject: subject, PreviousRole: cur.Role, ProjectID: projectID}
 		return &transition.Transition{
 			Events: []event.Event{newEvent(actor, orgID, projectID, "member", subject, "removed", payload)},
 			Guarded: []store.Statement{store.Stmt(`DELETE FROM memberships WHERE organization_id = ? AND project_id = ? AND subject = ? AND version = ?`,

@@ -2,7 +2,6 @@ package tracker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -66,9 +65,8 @@ func (s *Service) CreateOrganization(ctx context.Context, actor event.Actor, in 
 	}
 	now := s.now()
 	o := Organization{ID: transition.NewID(), Slug: in.Slug, Name: strings.TrimSpace(in.Name), CreatedAt: now, UpdatedAt: now, Version: 1}
-	payload, _ := json.Marshal(o)
 	t := &transition.Transition{
-		Events: []event.Event{newEvent(actor, o.ID, "", "organization", o.ID, "created", payload)},
+		Events: []event.Event{newEvent(actor, o.ID, "", "organization", o.ID, "created", o)},
 		Statements: []store.Statement{store.Stmt(`INSERT INTO organizations (`+orgColumns+`) VALUES (?, ?, ?, ?, ?, 1)`,
 			o.ID, o.Slug, o.Name, now.UnixMilli(), now.UnixMilli())},
 	}

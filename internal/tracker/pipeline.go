@@ -187,7 +187,7 @@ func (s *Service) SavePipeline(ctx context.Context, actor event.Actor, p Project
 		return PipelineVersion{}, fmt.Errorf("encode pipeline: %w", err)
 	}
 	out := PipelineVersion{Project: p.Key, Name: name, Version: base + 1, Definition: def, CreatedBy: actor.Sub, CreatedAt: &now}
-	payload, _ := json.Marshal(map[string]any{"name": name, "version": base + 1, "based_on": base})
+	payload := PipelinePublished{Name: name, Version: base + 1, BasedOn: base}
 	t := &transition.Transition{
 		Events: []event.Event{newEvent(actor, p.OrganizationID, p.ID, "pipeline", p.ID+":"+name, "published", payload)},
 		Guarded: []store.Statement{store.Stmt(`INSERT INTO pipeline_versions (project_id, name, version, definition, created_by, created_at)

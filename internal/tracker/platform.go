@@ -2,7 +2,6 @@ package tracker
 
 import (
 	"context"
-	"encoding/json"
 
 	"time"
 
@@ -67,7 +66,7 @@ func (s *Service) SetPlatformPaused(ctx context.Context, actor event.Actor, paus
 		}
 		return &transition.Transition{
 			Jobs:   jobs,
-			Events: []event.Event{newEvent(actor, "", "", "platform", "platform", change, []byte(`{}`))},
+			Events: []event.Event{newEvent(actor, "", "", "platform", "platform", change, PlatformSwitched{})},
 			Guarded: []store.Statement{store.Stmt(`UPDATE platform SET paused = ?, updated_at = ?, version = version + 1 WHERE id = 1 AND version = ?`,
 				paused, now.UnixMilli(), p.Version)},
 		}, nil
@@ -91,7 +90,7 @@ func (s *Service) UpdatePlatform(ctx context.Context, actor event.Actor, in Plat
 		return Platform{}, err
 	}
 	now := s.now()
-	payload, _ := json.Marshal(map[string]any{"changes": map[string]any{"concurrency_limit": *in.ConcurrencyLimit}})
+	payload := PlatformUpdated{Changes: PlatformChanges{ConcurrencyLimit: *in.ConcurrencyLimit}}
 	err = s.Applier.Apply(ctx, &transition.Transition{
 		Events: []event.Event{newEvent(actor, "", "", "platform", "platform", "updated", payload)},
 		Guarded: []store.Statement{store.Stmt(`UPDATE platform SET concurrency_limit = ?, updated_at = ?, version = version + 1 WHERE id = 1 AND version = ?`,

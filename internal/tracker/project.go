@@ -225,9 +225,8 @@ func (s *Service) CreateProject(ctx context.Context, actor event.Actor, orgID st
 	if err := v.Err(); err != nil {
 		return Project{}, err
 	}
-	payload, _ := json.Marshal(p)
 	t := &transition.Transition{
-		Events: []event.Event{newEvent(actor, orgID, p.ID, "project", p.ID, "created", payload)},
+		Events: []event.Event{newEvent(actor, orgID, p.ID, "project", p.ID, "created", p)},
 		Statements: []store.Statement{store.Stmt(`INSERT INTO projects (id, organization_id, key, name, repo_forge, repo_url, repo_default_branch,
 repo_credentials_ref, merge_policy, required_approvals, required_checks, concurrency_limit, budget_ticket_micros, budget_day_micros,
 ticket_types, paused, created_at, updated_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`,
@@ -271,50 +270,50 @@ func (s *Service) ListProjects(ctx context.Context, orgID string) ([]Project, er
 func (s *Service) UpdateProject(ctx context.Context, actor event.Actor, p Project, in ProjectUpdate) (Project, error) {
 	var v apperr.Validator
 	v.Check(in.Version >= 1, "version", "is required: the version you read")
-	changes := map[string]any{}
+	var changes ProjectChanges
 	if in.Name != nil {
 		p.Name = strings.TrimSpace(*in.Name)
-		changes["name"] = p.Name
+		changes.Name = new(p.Name)
 	}
 	if in.Repository.Set {
 		p.Repository = in.Repository.Value
 		if p.Repository != nil && p.Repository.DefaultBranch == "" {
 			p.Repository.DefaultBranch = "main"
 		}
-		changes["repository"] = p.Repository
+		changes.Repository = Nullable[Repository]{Set: true, Value: p.Repository}
 	}
 	if in.MergePolicy != nil {
 		p.MergePolicy = *in.MergePolicy
 		if p.MergePolicy.RequiredChecks == nil {
 			p.MergePolicy.RequiredChecks = []string{}
 		}
-		changes["merge_policy"] = p.MergePolicy
+		changes.MergePolicy = new(p.MergePolicy)
 	}
 	if in.ConcurrencyLimit != nil {
 		p.ConcurrencyLimit = *in.ConcurrencyLimit
-		changes["concurrency_limit"] = p.ConcurrencyLimit
+		changes.ConcurrencyLimit = new(p.ConcurrencyLimit)
 	}
 	if in.Budgets != nil {
 		p.Budgets = *in.Budgets
-		changes["budgets"] = p.Budgets
+		changes.Budgets = new(p.Budgets)
 	}
 	if in.TicketTypes != nil {
 		p.TicketTypes = in.TicketTypes
-		changes["ticket_types"] = p.TicketTypes
+		changes.TicketTypes = p.TicketTypes
 	}
 	if in.Paused != nil {
 		p.Paused = *in.Paused
-		changes["paused"] = p.Paused
+		changes.Paused = new(p.Paused)
 	}
 	validateProject(&v, &p)
 	if err := v.Err(); err != nil {
 		return Project{}, err
 	}
-	if len(changes) == 0 {
+	if changes.empty() {
 		return Project{}, apperr.New(apperr.Invalid, "nothing to change: name a field to update")
 	}
 	now := s.now()
-	payload, _ := json.Marshal(map[string]any{"changes": changes})
+	payload := ProjectUpdated{Changes: changes}
 	t := &transition.Transition{
 		Events: []event.Event{newEvent(actor, p.OrganizationID, p.ID, "project", p.ID, "updated", payload)},
 		Guarded: []store.Statement{store.Stmt(`UPDATE projects SET name = ?, repo_forge = ?, repo_url = ?, repo_default_branch = ?,

@@ -3,7 +3,6 @@ package tracker
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -134,7 +133,7 @@ func (s *Service) AskQuestion(ctx context.Context, actor event.Actor, itemID, te
 func NewQuestion(actor event.Actor, it Item, text string, blocking bool, now time.Time) (Question, event.Event, store.Statement) {
 	q := Question{ID: transition.NewID(), OrganizationID: it.OrganizationID, ProjectID: it.ProjectID, Item: it.Key, ItemID: it.ID, Text: text,
 		Blocking: blocking, AskedBy: ActorRef{Kind: actor.Kind, Subject: actor.Sub}, AskedAt: now, Version: 1}
-	payload, _ := json.Marshal(map[string]any{"item": it.Key, "item_id": it.ID, "item_type": it.Type, "text": text, "blocking": blocking})
+	payload := QuestionAsked{Item: it.Key, ItemID: it.ID, ItemType: it.Type, Text: text, Blocking: blocking}
 	return q, newEvent(actor, it.OrganizationID, it.ProjectID, "question", q.ID, "asked", payload),
 		store.Stmt(`INSERT INTO questions (id, organization_id, project_id, item_id, text, blocking, asked_by_kind,
 asked_by, asked_at, answer, answered_by, answered_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, 1)`,
@@ -187,8 +186,7 @@ func (s *Service) AnswerQuestion(ctx context.Context, actor event.Actor, questio
 		out = q
 		out.Answer, out.AnsweredBy, out.AnsweredAt, out.Version = &answer, &actor.Sub, &now, q.Version+1
 		last := q.Blocking && others == 0
-		payload, _ := json.Marshal(map[string]any{"item": q.Item, "item_id": q.ItemID, "blocking": q.Blocking, "answer": answer,
-			"last_blocking_answered": last})
+		payload := QuestionAnswered{Item: q.Item, ItemID: q.ItemID, Blocking: q.Blocking, Answer: answer, LastBlockingAnswered: last}
 		var jobs []job.Spec
 		if last && s.Hooks.LastBlockingAnswered != nil {
 			jobs = s.Hooks.LastBlockingAnswered(q.ItemID)

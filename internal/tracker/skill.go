@@ -2,7 +2,6 @@ package tracker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -90,8 +89,7 @@ func scanSkill(rows *store.Rows, i int) (Skill, error) {
 }
 
 func skillEvent(actor event.Actor, p Project, k Skill, change string) event.Event {
-	payload, _ := json.Marshal(map[string]any{"name": k.Name, "version": k.Version})
-	return newEvent(actor, p.OrganizationID, p.ID, "skill", k.ID, change, payload)
+	return newEvent(actor, p.OrganizationID, p.ID, "skill", k.ID, change, SkillChanged{Name: k.Name, Version: k.Version})
 }
 
 func insertSkillVersion(k Skill, deleted bool, by string, at time.Time) store.Statement {

@@ -37,7 +37,7 @@ type Hooks struct {
 	// blocking question.
 	LastBlockingAnswered func(itemID string) []job.Spec
 	// ProjectChanged: a project's settings changed (pause, budgets…).
-	ProjectChanged func(p Project, changes map[string]any) []job.Spec
+	ProjectChanged func(p Project, changes ProjectChanges) []job.Spec
 	// PlatformPaused: the kill switch was pulled (true) or released.
 	PlatformPaused func(paused bool) []job.Spec
 }
@@ -59,10 +59,11 @@ func msPtr(v int64) *time.Time {
 	return &t
 }
 
-// newEvent builds an event for a change.
-func newEvent(actor event.Actor, orgID, projectID, entityType, entityID, change string, payload []byte) event.Event {
+// newEvent builds an event for a change; payload is the event type's
+// payload struct (payloads.go).
+func newEvent(actor event.Actor, orgID, projectID, entityType, entityID, change string, payload any) event.Event {
 	e := event.Event{OrganizationID: orgID, ProjectID: projectID, EntityType: entityType, EntityID: entityID,
-		Type: entityType + "." + change, Payload: payload}
+		Type: entityType + "." + change, Payload: event.MustPayload(payload)}
 	e.SetActor(actor)
 	return e
 }

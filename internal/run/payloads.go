@@ -1,0 +1,61 @@
+package run
+
+// Event payloads of run.* events; runner.registered carries the Runner.
+// The catalogue of every event type's payload is server.EventPayloads.
+
+// RunCreated is the payload of run.created.
+type RunCreated struct {
+	ItemID    string `json:"item_id"`
+	FlowID    string `json:"flow_id"`
+	Stage     string `json:"stage"`
+	Iteration int    `json:"iteration"`
+	Step      int    `json:"step"`
+	Adapter   string `json:"adapter"`
+	Model     string `json:"model"`
+}
+
+// RunStarted is the payload of run.started: a runner leased the run.
+type RunStarted struct {
+	RunnerID string `json:"runner_id"`
+	Runner   string `json:"runner"` // the runner's name
+	TokenID  string `json:"token_id"`
+	Stage    string `json:"stage"`
+	Step     int    `json:"step"`
+}
+
+// RunReported is the payload of run.reported.
+type RunReported struct {
+	Outcome string `json:"outcome"`
+	Summary string `json:"summary"`
+}
+
+// RunQuestionAsked is the payload of run.question_asked: the session asked
+// a blocking question.
+type RunQuestionAsked struct {
+	Text     string `json:"text"`
+	Blocking bool   `json:"blocking"`
+}
+
+// RunFinished is the payload of run.finished.
+type RunFinished struct {
+	Status           string `json:"status"`
+	Outcome          string `json:"outcome"`     // "" when the session reported none
+	ExitStatus       *int   `json:"exit_status"` // null when the session never exited (a silent run swept)
+	Error            string `json:"error"`
+	Usage            Usage  `json:"usage"`
+	BlockingQuestion bool   `json:"blocking_question"`
+}
+
+// RunCancelled is the payload of run.cancelled: a queued run was cancelled.
+type RunCancelled struct {
+	Status string `json:"status"`
+	Reason string `json:"reason"`
+	FlowID string `json:"flow_id"`
+	Step   int    `json:"step"`
+}
+
+// RunCancelRequested is the payload of run.cancel_requested: a running
+// run's runner is asked to stop.
+type RunCancelRequested struct {
+	Reason string `json:"reason"`
+}

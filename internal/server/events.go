@@ -1,0 +1,75 @@
+package server
+
+import (
+	"sort"
+
+	"github.com/ballet/ballet/internal/auth"
+	"github.com/ballet/ballet/internal/flow"
+	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/tracker"
+)
+
+// EventPayloads is the catalogue of event types: each type with a zero
+// value of its payload struct. The OpenAPI document gives every type its
+// own schema (EventPayload.<type>) and Event is one of them, told apart by
+// type. An event whose type is missing here fails the API tests, which
+// check every event they write against the document.
+var EventPayloads = map[string]any{
+	"organization.created": tracker.Organization{},
+	"project.created":      tracker.Project{},
+	"project.updated":      tracker.ProjectUpdated{},
+	"member.role_set":      tracker.MemberRoleSet{},
+	"member.removed":       tracker.MemberRemoved{},
+	"platform.paused":      tracker.PlatformSwitched{},
+	"platform.resumed":     tracker.PlatformSwitched{},
+	"platform.updated":     tracker.PlatformUpdated{},
+	"pipeline.published":   tracker.PipelinePublished{},
+
+	"ticket.created":         tracker.Item{},
+	"ticket.updated":         tracker.ItemUpdated{},
+	"ticket.state_changed":   tracker.ItemStateChanged{},
+	"ticket.blocker_added":   tracker.BlockerChanged{},
+	"ticket.blocker_removed": tracker.BlockerChanged{},
+	"epic.created":           tracker.Item{},
+	"epic.updated":           tracker.ItemUpdated{},
+	"epic.state_changed":     tracker.ItemStateChanged{},
+	"epic.blocker_added":     tracker.BlockerChanged{},
+	"epic.blocker_removed":   tracker.BlockerChanged{},
+	"question.asked":         tracker.QuestionAsked{},
+	"question.answered":      tracker.QuestionAnswered{},
+	"skill.created":          tracker.SkillChanged{},
+	"skill.updated":          tracker.SkillChanged{},
+	"skill.deleted":          tracker.SkillChanged{},
+
+	"token.created":     auth.Token{},
+	"token.revoked":     auth.TokenRevoked{},
+	"runner.registered": run.Runner{},
+
+	"run.created":          run.RunCreated{},
+	"run.started":          run.RunStarted{},
+	"run.reported":         run.RunReported{},
+	"run.question_asked":   run.RunQuestionAsked{},
+	"run.finished":         run.RunFinished{},
+	"run.cancelled":        run.RunCancelled{},
+	"run.cancel_requested": run.RunCancelRequested{},
+
+	"flow.started":        flow.FlowStarted{},
+	"flow.stage_started":  flow.StageStarted{},
+	"flow.stage_finished": flow.StageFinished{},
+	"flow.done":           flow.StageFinished{},
+	"flow.failed":         flow.StageFinished{},
+	"flow.waiting":        flow.FlowWaiting{},
+	"flow.stuck":          flow.FlowWaiting{},
+	"flow.resumed":        flow.FlowResumed{},
+	"flow.stopped":        flow.FlowStopped{},
+}
+
+// EventTypes lists the catalogue's event types in order.
+func EventTypes() []string {
+	out := make([]string, 0, len(EventPayloads))
+	for t := range EventPayloads {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}

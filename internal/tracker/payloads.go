@@ -1,0 +1,121 @@
+package tracker
+
+// Event payloads of the tracker's changes. organization.created carries
+// the Organization, project.created the Project, ticket.created and
+// epic.created the Item; the other types carry the structs below. The
+// catalogue of every event type's payload is server.EventPayloads.
+
+// ProjectUpdated is the payload of project.updated.
+type ProjectUpdated struct {
+	Changes ProjectChanges `json:"changes"`
+}
+
+// ProjectChanges are a project's settings that changed, with their new
+// values; the others are absent.
+type ProjectChanges struct {
+	Name             *string              `json:"name,omitempty"`
+	Repository       Nullable[Repository] `json:"repository,omitzero"` // null: removed
+	MergePolicy      *MergePolicy         `json:"merge_policy,omitempty"`
+	ConcurrencyLimit *int                 `json:"concurrency_limit,omitempty"`
+	Budgets          *Budgets             `json:"budgets,omitempty"`
+	TicketTypes      []string             `json:"ticket_types,omitempty"`
+	Paused           *bool                `json:"paused,omitempty"`
+}
+
+func (c *ProjectChanges) empty() bool {
+	return c.Name == nil && !c.Repository.Set && c.MergePolicy == nil && c.ConcurrencyLimit == nil && c.Budgets == nil &&
+		c.TicketTypes == nil && c.Paused == nil
+}
+
+// MemberRoleSet is the payload of member.role_set.
+type MemberRoleSet struct {
+	Subject      string `json:"subject"`
+	Role         string `json:"role"`
+	PreviousRole string `json:"previous_role,omitempty"` // absent when the subject had no role here
+	ProjectID    string `json:"project_id"`              // "" for an organization role
+}
+
+// MemberRemoved is the payload of member.removed.
+type MemberRemoved struct {
+	Subject      string `json:"subject"`
+	PreviousRole string `json:"previous_role"`
+	ProjectID    string `json:"project_id"` // "" for an organization role
+}
+
+// PlatformSwitched is the payload of platform.paused and platform.resumed:
+// the type says it all.
+type PlatformSwitched struct{}
+
+// PlatformUpdated is the payload of platform.updated.
+type PlatformUpdated struct {
+	Changes PlatformChanges `json:"changes"`
+}
+
+// PlatformChanges are the platform settings that changed.
+type PlatformChanges struct {
+	ConcurrencyLimit int `json:"concurrency_limit"`
+}
+
+// PipelinePublished is the payload of pipeline.published.
+type PipelinePublished struct {
+	Name    string `json:"name"`
+	Version int64  `json:"version"`
+	BasedOn int64  `json:"based_on"` // the version it was edited from (0 for the first)
+}
+
+// ItemUpdated is the payload of ticket.updated and epic.updated: the new
+// and the previous values of the fields that changed.
+type ItemUpdated struct {
+	Changes  ItemFields `json:"changes"`
+	Previous ItemFields `json:"previous"`
+}
+
+// ItemStateChanged is the payload of ticket.state_changed and
+// epic.state_changed; a user's change may change fields at the same time.
+type ItemStateChanged struct {
+	From     string      `json:"from"`
+	To       string      `json:"to"`
+	Changes  *ItemFields `json:"changes,omitempty"`
+	Previous *ItemFields `json:"previous,omitempty"`
+}
+
+// ItemFields are an item's fields that changed; the others are absent.
+type ItemFields struct {
+	Title              *string          `json:"title,omitempty"`
+	Description        *string          `json:"description,omitempty"`
+	AcceptanceCriteria *string          `json:"acceptance_criteria,omitempty"`
+	Type               *string          `json:"type,omitempty"`
+	Epic               Nullable[string] `json:"epic,omitzero"` // the epic's key; null: none
+}
+
+// BlockerChanged is the payload of ticket.blocker_added,
+// ticket.blocker_removed and their epic.* twins.
+type BlockerChanged struct {
+	Blocker   string `json:"blocker"` // the blocking item's key
+	BlockerID string `json:"blocker_id"`
+}
+
+// QuestionAsked is the payload of question.asked.
+type QuestionAsked struct {
+	Item     string `json:"item"` // the item's key
+	ItemID   string `json:"item_id"`
+	ItemType string `json:"item_type"`
+	Text     string `json:"text"`
+	Blocking bool   `json:"blocking"`
+}
+
+// QuestionAnswered is the payload of question.answered.
+type QuestionAnswered struct {
+	Item                 string `json:"item"` // the item's key
+	ItemID               string `json:"item_id"`
+	Blocking             bool   `json:"blocking"`
+	Answer               string `json:"answer"`
+	LastBlockingAnswered bool   `json:"last_blocking_answered"` // no blocking question of the item is open any more
+}
+
+// SkillChanged is the payload of skill.created, skill.updated and
+// skill.deleted.
+type SkillChanged struct {
+	Name    string `json:"name"`
+	Version int64  `json:"version"`
+}
