@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -49,7 +50,13 @@ type Route struct {
 	Also []int
 	// OptionalBody: the request body may be left out.
 	OptionalBody bool
-	Handle       func(r *Request) (any, error)
+	// Heavy marks a route whose work grows with its body (parsing a
+	// pipeline of up to max_body_bytes takes a core and ~200 bytes of
+	// memory per byte for a moment): at most one such request per core
+	// runs at a time; the others wait their turn, so a burst of them
+	// cannot exhaust memory or starve the other routes.
+	Heavy  bool
+	Handle func(r *Request) (any, error)
 }
 
 // Request is a request after authentication.
@@ -69,13 +76,15 @@ type API struct {
 	maxBody      int64
 	writeTimeout time.Duration
 	routes       []*Route
+	heavy        chan struct{} // a slot per core for Heavy routes
 }
 
 // NewAPI returns an API; add routes with Add, then Register it on a mux.
 // maxBody bounds request bodies; writeTimeout is the server's (a route
 // that holds requests gets it on top of its Hold).
 func NewAPI(log *slog.Logger, authn Authenticator, res *access.Resolver, maxBody int64, writeTimeout time.Duration) *API {
-	return &API{log: log, authn: authn, access: res, maxBody: maxBody, writeTimeout: writeTimeout}
+	return &API{log: log, authn: authn, access: res, maxBody: maxBody, writeTimeout: writeTimeout,
+		heavy: make(chan struct{}, runtime.GOMAXPROCS(0))}
 }
 
 // Add adds routes.
@@ -113,6 +122,14 @@ func (a *API) handler(rt *Route) http.Handler {
 			if err := a.hold(w, hr, rt.Hold); err != nil {
 				a.writeErr(w, hr, err)
 				return
+			}
+		}
+		if rt.Heavy {
+			select {
+			case a.heavy <- struct{}{}:
+				defer func() { <-a.heavy }()
+			case <-hr.Context().Done():
+				return // the client gave up while waiting its turn
 			}
 		}
 		out, err := rt.Handle(r)

@@ -59,11 +59,11 @@ func (h *Pipelines) Routes() []*Route {
 			Summary: "A pipeline's versions, newest first", Response: PipelineVersionList{}, Handle: h.versions},
 		{Method: "PUT", Path: "/api/v1/projects/{project}/pipelines/{name}", Perm: access.ProjectUpdate,
 			Summary: "Publish a new version after the version read (0 for the first), from definition (JSON) or yaml, exactly one of them; 400 lists every problem (path, line, column); 409 when another was published meanwhile",
-			Request: tracker.PipelineSave{}, Response: tracker.PipelineVersion{}, Handle: h.save},
+			Request: tracker.PipelineSave{}, Response: tracker.PipelineVersion{}, Heavy: true, Handle: h.save},
 		{Method: "POST", Path: "/api/v1/pipelines/parse", Perm: access.Authenticated,
-			Summary: "Parse and validate pipeline YAML (unknown fields are errors)", Request: ParseRequest{}, Response: ParseResponse{}, Handle: h.parse},
+			Summary: "Parse and validate pipeline YAML (unknown fields are errors)", Request: ParseRequest{}, Response: ParseResponse{}, Heavy: true, Handle: h.parse},
 		{Method: "POST", Path: "/api/v1/pipelines/render", Perm: access.Authenticated,
-			Summary: "Render a pipeline definition as canonical YAML", Request: RenderRequest{}, Response: RenderResponse{}, Handle: h.render},
+			Summary: "Render a pipeline definition as canonical YAML", Request: RenderRequest{}, Response: RenderResponse{}, Heavy: true, Handle: h.render},
 	}
 }
 
