@@ -116,10 +116,13 @@ func (c *Client) Err() error {
 
 // Subscription is a client-side subscription.
 type Subscription struct {
-	ID   string
-	c    chan event.Event
-	quit chan struct{}
-	once sync.Once
+	ID string
+	// Position is the seq the server starts from: events after it follow
+	// (after the replay, if one was asked for).
+	Position int64
+	c        chan event.Event
+	quit     chan struct{}
+	once     sync.Once
 
 	mu   sync.Mutex
 	err  error
@@ -166,7 +169,7 @@ func (c *Client) Subscribe(ctx context.Context, stream string, afterSeq int64) (
 	err := c.call(ctx, MethodSubscribe, p, &res, func(raw rawValue) {
 		var r SubscribeResult
 		if c.codec.decode(raw, &r) == nil {
-			sub.ID = r.Subscription
+			sub.ID, sub.Position = r.Subscription, r.Position
 			c.subs[r.Subscription] = sub // under c.mu in the read loop
 		}
 	})

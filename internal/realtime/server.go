@@ -420,6 +420,15 @@ func (c *conn) subscribe(p SubscribeParams) (any, func(), *Error) {
 		// instance's feed may be ahead of this one), never past it.
 		e = c.checkHead(*p.AfterSeq)
 	}
+	// Live only: from the log's head as of now, not from this feed's
+	// position, which may trail a commit made just before the subscribe.
+	from := sub.Start()
+	if e == nil && p.AfterSeq == nil {
+		var head int64
+		if head, e = c.head(); e == nil {
+			from = max(from, head)
+		}
+	}
 	c.mu.Lock()
 	if e == nil && c.dead != nil {
 		e = c.dead
@@ -448,10 +457,10 @@ func (c *conn) subscribe(p SubscribeParams) (any, func(), *Error) {
 				c.mu.Unlock()
 			}()
 			defer sub.Close()
-			c.pump(sctx, id, st, sub, p.AfterSeq)
+			c.pump(sctx, id, st, sub, p.AfterSeq, from)
 		}()
 	}
-	return SubscribeResult{Subscription: id, Position: sub.Start()}, start, nil
+	return SubscribeResult{Subscription: id, Position: from}, start, nil
 }
 
 // authenticate re-checks the connection's credential.
@@ -577,16 +586,25 @@ func (c *conn) kickGuard() {
 
 // checkHead refuses an after_seq beyond the log's last seq.
 func (c *conn) checkHead(after int64) *Error {
-	head, err := event.LastSeq(c.ctx, c.h.Store)
-	if err != nil {
-		c.h.Log.Warn("realtime: cannot read the log's head", "err", err)
-		return rpcErr(CodeUnavailable, "the log cannot be read now; retry")
+	head, e := c.head()
+	if e != nil {
+		return e
 	}
 	if after > head {
 		return &Error{Code: CodeInvalidParams, Message: fmt.Sprintf(`invalid params: "after_seq" %d is beyond the log's head (seq %d): `+
 			`resume from a seq you received, at most %d`, after, head, head), Data: map[string]int64{"head": head}}
 	}
 	return nil
+}
+
+// head reads the log's last seq.
+func (c *conn) head() (int64, *Error) {
+	head, err := event.LastSeq(c.ctx, c.h.Store)
+	if err != nil {
+		c.h.Log.Warn("realtime: cannot read the log's head", "err", err)
+		return 0, rpcErr(CodeUnavailable, "the log cannot be read now; retry")
+	}
+	return head, nil
 }
 
 func (c *conn) unsubscribe(id string) (any, *Error) {
@@ -603,10 +621,10 @@ func (c *conn) unsubscribe(id string) (any, *Error) {
 }
 
 // pump replays (after, start] from the log, then forwards live events.
-func (c *conn) pump(ctx context.Context, id string, st *stream, sub *feed.Subscription, after *int64) {
+func (c *conn) pump(ctx context.Context, id string, st *stream, sub *feed.Subscription, after *int64, liveFrom int64) {
 	msgp := c.codec.frame() == websocket.MessageBinary
 	start := sub.Start()
-	last := start
+	last := liveFrom
 	send := func(e event.Event) bool {
 		if ctx.Err() != nil {
 			return false // ended (by the guard, too): nothing more goes out
