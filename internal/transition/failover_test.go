@@ -59,7 +59,7 @@ func TestFailoverLosesNothing(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// Two writers per widget pair, so lost races happen too.
+			// Two writers per widget, so lost races happen too.
 			id := fmt.Sprintf("w%d", w/2)
 			for !stop.Load() {
 				tr, err := a.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
@@ -74,12 +74,17 @@ func TestFailoverLosesNothing(t *testing.T) {
 					return bump(id, v, fmt.Sprintf("w%d", w)), nil
 				})
 				if err != nil {
-					failed.Add(1) // not acknowledged: may or may not have committed
+					// Not acknowledged: it may or may not have committed.
+					failed.Add(1)
+					// Paces the load while the cluster has no leader.
 					time.Sleep(20 * time.Millisecond)
 					continue
 				}
 				var p struct{ Version int64 }
-				_ = json.Unmarshal(tr.Events[0].Payload, &p)
+				if err := json.Unmarshal(tr.Events[0].Payload, &p); err != nil {
+					t.Error(err)
+					return
+				}
 				mu.Lock()
 				acked[tr.Events[0].ID] = p.Version
 				mu.Unlock()
@@ -91,12 +96,12 @@ func TestFailoverLosesNothing(t *testing.T) {
 	kills := 0
 	for range 5 {
 		before := applied.Load()
-		waitUntil(t, 30*time.Second, "progress before a kill", func() bool { return applied.Load() >= before+20 })
+		waitUntil(t, "progress before a kill", func() bool { return applied.Load() >= before+20 })
 		leader := cluster.Leader(t)
 		cluster.Kill(t, leader)
 		kills++
 		after := applied.Load()
-		waitUntil(t, 30*time.Second, "progress without the old leader", func() bool { return applied.Load() >= after+20 })
+		waitUntil(t, "progress without the old leader", func() bool { return applied.Load() >= after+20 })
 		cluster.Restart(t, leader)
 	}
 	stop.Store(true)
@@ -105,14 +110,13 @@ func TestFailoverLosesNothing(t *testing.T) {
 
 	// No acknowledged transition lost.
 	for id, version := range acked {
-		e, ok, err := event.ByID(ctx, s, id)
+		_, ok, err := event.ByID(ctx, s, id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !ok {
 			t.Fatalf("acknowledged transition (event %s, version %d) was lost", id, version)
 		}
-		_ = e
 	}
 	// None applied twice, no event without its change: each widget's events
 	// carry versions 1, 2, … v exactly once, v being the widget's version.
@@ -126,29 +130,25 @@ func TestFailoverLosesNothing(t *testing.T) {
 			t.Fatalf("seq gap at %d: %d", i, e.Seq)
 		}
 		var p struct{ Version int64 }
-		_ = json.Unmarshal(e.Payload, &p)
+		if err := json.Unmarshal(e.Payload, &p); err != nil {
+			t.Fatalf("event %d: %v", e.Seq, err)
+		}
 		if p.Version != seen[e.EntityID]+1 {
 			t.Fatalf("widget %s: event for version %d after %d", e.EntityID, p.Version, seen[e.EntityID])
 		}
 		seen[e.EntityID] = p.Version
 	}
 	for id, v := range seen {
-		rows, _ := s.Query(ctx, `SELECT version FROM widgets WHERE id = ?`, id)
-		var got int64
-		_ = rows.Scan(0, &got)
-		if got != v {
+		if _, got := readWidget(t, s, id); got != v {
 			t.Fatalf("widget %s at version %d, its events reach %d", id, got, v)
 		}
 	}
-	var jobs int64
-	rows, _ := s.Query(ctx, `SELECT COUNT(*) FROM jobs`)
-	_ = rows.Scan(0, &jobs)
-	if jobs != int64(len(evs)-writers) {
+	if jobs := count(t, s, `SELECT COUNT(*) FROM jobs`); jobs != int64(len(evs)-writers) {
 		t.Fatalf("%d jobs for %d state changes", jobs, len(evs)-writers)
 	}
 	// All nodes identical.
 	want := ""
-	waitUntil(t, 30*time.Second, "nodes converge", func() bool {
+	waitUntil(t, "nodes converge", func() bool {
 		want = ""
 		for _, n := range cluster.Nodes {
 			h, err := digest(ctx, n.URL)
@@ -187,17 +187,6 @@ func digest(ctx context.Context, url string) (string, error) {
 		fmt.Fprint(h, rows.Values)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // countingStore counts the writes whose outcome the engine could not tell.

@@ -108,6 +108,97 @@ func TestLostRaceCommitsNothing(t *testing.T) {
 	})
 }
 
+// TestLostRaceOnAnyGuardedStatementCommitsNothing: in a transition with
+// several guarded statements (the flow engine writes such), the one that
+// matches nothing may be any of them — the first, one in the middle or the
+// last — and the batch is a lost race that commits nothing: not the
+// guarded statements that did match, nor the event, the plain statements
+// or the jobs.
+func TestLostRaceOnAnyGuardedStatementCommitsNothing(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		a := setup(t, s)
+		ids := []string{"w1", "w2", "w3"}
+		for _, id := range ids {
+			createWidget(t, a, id)
+		}
+		for stale := range ids {
+			t.Run(fmt.Sprintf("guarded statement %d of %d matches nothing", stale+1, len(ids)), func(t *testing.T) {
+				events, jobs := count(t, s, `SELECT COUNT(*) FROM events`), count(t, s, `SELECT COUNT(*) FROM jobs`)
+				tr := &transition.Transition{
+					Events:     []event.Event{widgetEvent("w1", "widget.state_changed", 2)},
+					Statements: []store.Statement{store.Stmt(`INSERT INTO widgets (id, state, version) VALUES ('side', 'new', 1)`)},
+					Jobs:       []job.Spec{{Kind: "widget.follow_up"}},
+				}
+				for i, id := range ids {
+					v := int64(1)
+					if i == stale {
+						v = 0 // matches nothing
+					}
+					tr.Guarded = append(tr.Guarded, store.Stmt(`UPDATE widgets SET state = 'moved', version = version + 1 WHERE id = ? AND version = ?`, id, v))
+				}
+				if err := a.Apply(context.Background(), tr); !errors.Is(err, store.ErrLostRace) {
+					t.Fatalf("want ErrLostRace, got %v", err)
+				}
+				for _, id := range ids {
+					if state, v := readWidget(t, s, id); state != "new" || v != 1 {
+						t.Fatalf("widget %s changed by a lost race: %s v%d", id, state, v)
+					}
+				}
+				if n := count(t, s, `SELECT COUNT(*) FROM widgets WHERE id = 'side'`); n != 0 {
+					t.Fatal("a lost race committed its plain statement")
+				}
+				if e, j := count(t, s, `SELECT COUNT(*) FROM events`), count(t, s, `SELECT COUNT(*) FROM jobs`); e != events || j != jobs {
+					t.Fatalf("a lost race committed events %d→%d, jobs %d→%d", events, e, jobs, j)
+				}
+				if n := count(t, s, `SELECT COUNT(*) FROM race_guard`); n != 0 {
+					t.Fatalf("race_guard holds %d rows", n)
+				}
+			})
+		}
+		// The same transition with every guarded statement matching commits.
+		tr := &transition.Transition{Events: []event.Event{widgetEvent("w1", "widget.state_changed", 2)}}
+		for _, id := range ids {
+			tr.Guarded = append(tr.Guarded, store.Stmt(`UPDATE widgets SET state = 'moved', version = version + 1 WHERE id = ? AND version = ?`, id, 1))
+		}
+		if err := a.Apply(context.Background(), tr); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			if state, v := readWidget(t, s, id); state != "moved" || v != 2 {
+				t.Fatalf("widget %s: %s v%d, want moved v2", id, state, v)
+			}
+		}
+	})
+}
+
+// TestGuardedInsertThatConflictedIsALostRace: a guarded INSERT … ON
+// CONFLICT DO NOTHING that did nothing is a lost race too, also after a
+// guarded update that matched.
+func TestGuardedInsertThatConflictedIsALostRace(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		a := setup(t, s)
+		createWidget(t, a, "w1")
+		createWidget(t, a, "taken")
+		events := count(t, s, `SELECT COUNT(*) FROM events`)
+		err := a.Apply(context.Background(), &transition.Transition{
+			Events: []event.Event{widgetEvent("w1", "widget.state_changed", 2)},
+			Guarded: []store.Statement{
+				store.Stmt(`UPDATE widgets SET state = 'moved', version = version + 1 WHERE id = ? AND version = ?`, "w1", 1),
+				store.Stmt(`INSERT INTO widgets (id, state, version) VALUES (?, 'new', 1) ON CONFLICT DO NOTHING`, "taken"),
+			},
+		})
+		if !errors.Is(err, store.ErrLostRace) {
+			t.Fatalf("want ErrLostRace, got %v", err)
+		}
+		if state, v := readWidget(t, s, "w1"); state != "new" || v != 1 {
+			t.Fatalf("widget changed by a lost race: %s v%d", state, v)
+		}
+		if e := count(t, s, `SELECT COUNT(*) FROM events`); e != events {
+			t.Fatalf("a lost race committed events %d→%d", events, e)
+		}
+	})
+}
+
 func TestOtherErrorsAreNotLostRaces(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		a := setup(t, s)
@@ -234,6 +325,9 @@ func TestConcurrentWritersSeqGapless(t *testing.T) {
 		if lost != tried || tried < writers*each {
 			t.Fatalf("%d of %d stale writes lost", lost, tried)
 		}
+		if n := count(t, s, `SELECT COUNT(*) FROM race_guard`); n != 0 {
+			t.Fatalf("lost races left %d race_guard rows", n)
+		}
 	})
 }
 
@@ -273,12 +367,12 @@ func TestUnknownOutcomeIsResolvedWithoutDoubleApply(t *testing.T) {
 				a := &transition.Applier{Store: flaky, Clock: fc}
 				done := make(chan error, 1)
 				go func() { done <- a.Apply(context.Background(), bump("w1", 1, "once")) }()
-				fc.BlockUntil(1) // the resend waits on a backoff timer
+				blockUntil(t, fc, 1, "the resend's backoff timer")
 				fc.Advance(time.Second)
-				if err := <-done; err != nil {
+				if err := recv(t, done, "the apply"); err != nil {
 					t.Fatalf("apply: %v", err)
 				}
-				if flaky.calls != 2 {
+				if flaky.calls != 2 { // Apply has returned: no send is running
 					t.Fatalf("%d sends, want 2", flaky.calls)
 				}
 				if state, v := readWidget(t, s, "w1"); state != "once" || v != 2 {
@@ -338,8 +432,8 @@ func TestNestedDoDoesNotQueueBehindItself(t *testing.T) {
 		a := setup(t, s)
 		createWidget(t, a, "outer")
 		createWidget(t, a, "inner")
-		// Guard: a deadlock fails the test instead of hanging the suite.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		// A deadlock fails the test instead of hanging the suite.
+		ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 		defer cancel()
 		// fresh decides a bump of id; its first call sends a stale one, so
 		// that Do loses once and queues to retry.
