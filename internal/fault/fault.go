@@ -4,6 +4,11 @@
 // ("commit:flow.stage_started:3" kills the process at the third commit of a
 // flow.stage_started event); the process then sends itself SIGKILL, exactly
 // as an operator's kill -9 or a power cut would stop it.
+//
+// The points: "commit:<event type>", right after a transition recording
+// such an event committed (internal/core), and "handled:<job kind>", after
+// a job handler returned and before its result is recorded (internal/job):
+// the handler's own writes are in, its job runs again.
 package fault
 
 import (

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/fault"
 	"github.com/ballet/ballet/internal/store"
 )
 
@@ -333,6 +334,9 @@ func (o *Orchestrator) start(ctx context.Context, j Job) {
 func (o *Orchestrator) execute(ctx context.Context, j *Job) {
 	start := o.clock.Now()
 	err := o.call(ctx, j)
+	// The crash point between a handler's writes and its recorded result:
+	// the job runs again (handlers are idempotent).
+	fault.Hit("handled:" + j.Kind)
 	o.metrics.observe(j.Kind, o.clock.Now().Sub(start))
 	if context.Cause(ctx) == errAbandoned {
 		o.metrics.count(j.Kind, "abandoned")

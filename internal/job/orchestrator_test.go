@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
@@ -43,7 +46,7 @@ func setup(t *testing.T, s store.Store, cfg job.Config) *world {
 	return &world{s: s, fc: fc, o: o, a: a}
 }
 
-// run starts the orchestrator and waits until its loop sleeps.
+// run starts o, and stops it when the test ends.
 func (w *world) run(t *testing.T, o *job.Orchestrator) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -103,21 +106,17 @@ func (w *world) jobs(t *testing.T, kind string) []row {
 	return out
 }
 
-// waitFor polls the database until cond holds. Time on the fake clock does
-// not move while it waits.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+// advance moves the fake clock on by d and wakes the orchestrator, so that
+// a pass starts after the move: a loop caught between its pass and its
+// sleep would otherwise sleep on a timer computed from the new time (the
+// 5 ms floor for a job now due), which a fake clock never reaches.
+func (w *world) advance(d time.Duration) {
+	w.fc.Advance(d)
+	w.o.Notify()
 }
 
 // settle waits until the orchestrator's loop sleeps on its poll timer again.
-func (w *world) settle() { w.fc.BlockUntil(1) }
+func (w *world) settle(t *testing.T) { t.Helper(); blockUntil(t, w.fc, 1, "the orchestrator polling") }
 
 func TestWakesAtOnceOnEnqueue(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
@@ -125,7 +124,7 @@ func TestWakesAtOnceOnEnqueue(t *testing.T) {
 		var ran atomic.Int32
 		w.o.Handle("k", func(context.Context, *job.Job) error { ran.Add(1); return nil })
 		w.run(t, w.o)
-		w.settle()
+		w.settle(t)
 		w.enqueue(t, job.Spec{Kind: "k"})
 		// The fake clock never moves: only the in-process wake can start it.
 		waitFor(t, "job done", func() bool { r := w.jobs(t, "k"); return len(r) == 1 && r[0].status == job.StatusDone })
@@ -139,8 +138,9 @@ func TestBackoffScheduleThenDead(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		w := setup(t, s, job.Config{BackoffCap: 10 * time.Second})
 		w.o.Handle("fail", func(_ context.Context, j *job.Job) error { return fmt.Errorf("boom %d", j.Attempt) })
+		w.o.Handle("mark", func(context.Context, *job.Job) error { return nil })
 		w.run(t, w.o)
-		w.settle()
+		w.settle(t)
 		w.enqueue(t, job.Spec{Kind: "fail", MaxAttempts: 5})
 		wantDelays := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second}
 		for i, d := range wantDelays {
@@ -156,14 +156,22 @@ func TestBackoffScheduleThenDead(t *testing.T) {
 			if r.lastError != fmt.Sprintf("boom %d", attempt) {
 				t.Fatalf("last error %q", r.lastError)
 			}
-			// Just before it is due, nothing runs.
-			w.settle()
+			// Just before it is due, nothing runs: a marker job enqueued
+			// then is claimed by a pass that saw the failed job too.
 			w.fc.Advance(d - 10*time.Millisecond)
-			w.settle()
+			w.enqueue(t, job.Spec{Kind: "mark"})
+			waitFor(t, "the marker done", func() bool {
+				for _, r := range w.jobs(t, "mark") {
+					if r.status != job.StatusDone {
+						return false
+					}
+				}
+				return true
+			})
 			if r := w.jobs(t, "fail")[0]; r.attempt != attempt || r.status != job.StatusPending {
 				t.Fatalf("attempt %d ran early (status %s attempt %d)", attempt+1, r.status, r.attempt)
 			}
-			w.fc.Advance(10 * time.Millisecond)
+			w.advance(10 * time.Millisecond)
 		}
 		waitFor(t, "dead", func() bool { return w.jobs(t, "fail")[0].status == job.StatusDead })
 		if r := w.jobs(t, "fail")[0]; r.attempt != 5 || r.lastError != "boom 5" {
@@ -181,7 +189,7 @@ func TestPermanentErrorAndMissingHandlerAreDeadAtOnce(t *testing.T) {
 		w.o.Handle("perm", func(context.Context, *job.Job) error { return job.Permanent(errors.New("bad input")) })
 		w.o.Handle("panics", func(context.Context, *job.Job) error { panic("oops") })
 		w.run(t, w.o)
-		w.settle()
+		w.settle(t)
 		w.enqueue(t, job.Spec{Kind: "perm"}, job.Spec{Kind: "orphan"}, job.Spec{Kind: "panics"})
 		for kind, msg := range map[string]string{
 			"perm":   "permanent: bad input",
@@ -201,7 +209,7 @@ func TestAtMostConcurrencyHandlers(t *testing.T) {
 		w := setup(t, s, job.Config{})
 		release := make(chan struct{})
 		var now, peak atomic.Int32
-		w.o.Handle("block", func(context.Context, *job.Job) error {
+		w.o.Handle("block", func(ctx context.Context, _ *job.Job) error {
 			n := now.Add(1)
 			for {
 				p := peak.Load()
@@ -209,21 +217,25 @@ func TestAtMostConcurrencyHandlers(t *testing.T) {
 					break
 				}
 			}
-			<-release
-			now.Add(-1)
-			return nil
+			defer now.Add(-1)
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done(): // the test failed and stops
+				return ctx.Err()
+			}
 		})
 		w.run(t, w.o)
-		w.settle()
+		w.settle(t)
 		specs := make([]job.Spec, 20)
 		for i := range specs {
 			specs[i] = job.Spec{Kind: "block"}
 		}
 		w.enqueue(t, specs...)
 		waitFor(t, "8 running", func() bool { return now.Load() == 8 })
-		w.settle()
+		w.settle(t)
 		w.fc.Advance(time.Second) // a poll pass while full claims nothing
-		w.settle()
+		w.settle(t)
 		if n := now.Load(); n != 8 {
 			t.Fatalf("%d handlers run at once, want 8", n)
 		}
@@ -243,56 +255,206 @@ func TestAtMostConcurrencyHandlers(t *testing.T) {
 }
 
 // TestExpiredLeaseIsReclaimedAndLateFinisherLoses: the first holder hangs
-// past its lease; a second orchestrator re-claims and completes the job;
-// the first holder's late result must not overwrite anything.
+// past its lease and a second orchestrator re-claims the job. While the
+// second attempt still runs — so that only the finish's attempt condition
+// can stop it, not the job's status — the first holder finishes late, with
+// each result a handler can have: its finish must leave the row exactly as
+// the second claim wrote it (and count as lost). Then the second attempt
+// finishes and the job is done.
 func TestExpiredLeaseIsReclaimedAndLateFinisherLoses(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, s store.Store) {
-		w := setup(t, s, job.Config{Lease: time.Minute})
-		hang := make(chan struct{})
-		var calls sync.Map
-		handler := func(owner string) job.Handler {
-			return func(_ context.Context, j *job.Job) error {
-				calls.Store(fmt.Sprintf("%s/%d", owner, j.Attempt), true)
-				if j.Attempt == 1 {
-					<-hang
-					return errors.New("late failure that must be discarded")
-				}
-				return nil
-			}
-		}
-		w.o.Handle("slow", handler("o1"))
-		w.run(t, w.o)
-		w.settle()
-		w.enqueue(t, job.Spec{Kind: "slow"})
-		waitFor(t, "first claim", func() bool { _, ok := calls.Load("o1/1"); return ok })
+	results := map[string]error{
+		"done":   nil,
+		"retry":  errors.New("late failure that must be discarded"),
+		"dead":   job.Permanent(errors.New("late permanent failure that must be discarded")),
+		"snooze": job.Snooze(time.Hour),
+	}
+	for name, late := range results {
+		t.Run("late "+name, func(t *testing.T) {
+			storetest.Each(t, func(t *testing.T, s store.Store) {
+				w := setup(t, s, job.Config{})
+				reg := prometheus.NewRegistry()
+				// o1 has one slot, which its hanging handler fills: the
+				// re-claim can only be o2's.
+				cfg := job.Config{Lease: time.Minute, Poll: time.Second, Concurrency: 1}
+				o1 := job.NewOrchestrator(s, w.fc, slog.New(slog.NewTextHandler(io.Discard, nil)), cfg, "test-1", job.NewMetrics(reg))
+				cfg.Concurrency = 0
+				o2 := job.NewOrchestrator(s, w.fc, slog.New(slog.NewTextHandler(io.Discard, nil)), cfg, "test-2", nil)
+				hang, hold := make(chan struct{}), make(chan struct{})
+				firstRuns, secondRuns := make(chan struct{}, 1), make(chan struct{}, 1)
+				o1.Handle("slow", func(ctx context.Context, j *job.Job) error {
+					if j.Attempt != 1 {
+						t.Errorf("o1 ran attempt %d", j.Attempt)
+						return nil
+					}
+					firstRuns <- struct{}{}
+					select {
+					case <-hang:
+						return late
+					case <-ctx.Done(): // the test failed and stops
+						return ctx.Err()
+					}
+				})
+				o2.Handle("slow", func(ctx context.Context, j *job.Job) error {
+					if j.Attempt != 2 {
+						t.Errorf("o2 ran attempt %d", j.Attempt)
+						return nil
+					}
+					secondRuns <- struct{}{}
+					select {
+					case <-hold:
+						return nil
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				})
+				w.run(t, o1)
+				w.settle(t)
+				w.enqueue(t, job.Spec{Kind: "slow"})
+				o1.Notify()
+				recv(t, firstRuns, "the first claim")
 
-		o2 := job.NewOrchestrator(s, w.fc, slog.New(slog.NewTextHandler(io.Discard, nil)), job.Config{Lease: time.Minute, Poll: time.Second}, "test-2", nil)
-		o2.Handle("slow", handler("o2"))
-		w.run(t, o2)
-		w.fc.BlockUntil(2)
-		w.fc.Advance(59 * time.Second)
-		w.fc.BlockUntil(2)
-		if r := w.jobs(t, "slow")[0]; r.attempt != 1 {
-			t.Fatalf("re-claimed before the lease ran out: attempt %d", r.attempt)
-		}
-		w.fc.Advance(time.Second + time.Millisecond)
-		waitFor(t, "re-claimed and done", func() bool {
-			r := w.jobs(t, "slow")[0]
-			return r.status == job.StatusDone && r.attempt == 2
+				w.run(t, o2)
+				blockUntil(t, w.fc, 2, "both orchestrators polling")
+				w.fc.Advance(59 * time.Second)
+				blockUntil(t, w.fc, 2, "both orchestrators polling after 59 s")
+				if r := w.jobs(t, "slow")[0]; r.attempt != 1 {
+					t.Fatalf("re-claimed before the lease ran out: attempt %d", r.attempt)
+				}
+				w.fc.Advance(time.Second + time.Millisecond)
+				recv(t, secondRuns, "the re-claim")
+				claimed := w.claimOf(t, "slow")
+				if claimed.status != job.StatusRunning || claimed.attempt != 2 || claimed.claimedBy != "test-2" {
+					t.Fatalf("re-claimed job: %+v", claimed)
+				}
+
+				close(hang) // the first holder finishes late, while the second still runs
+				waitFor(t, "the late finisher returned", func() bool { return o1.Running() == 0 })
+				if got := w.claimOf(t, "slow"); got != claimed {
+					t.Fatalf("the late finisher (%s) overwrote the running second attempt:\n got %+v\nwant %+v", name, got, claimed)
+				}
+				if n := counted(t, reg, "slow", "lost"); n != 1 {
+					t.Fatalf("%v late results counted as lost, want 1", n)
+				}
+
+				close(hold)
+				waitFor(t, "the second attempt done", func() bool { return o2.Running() == 0 })
+				if r := w.jobs(t, "slow")[0]; r.status != job.StatusDone || r.attempt != 2 || r.lastError != "" {
+					t.Fatalf("after the second attempt: %+v", r)
+				}
+			})
 		})
-		close(hang) // the first holder finishes late
-		waitFor(t, "late finisher returned", func() bool { return w.o.Running() == 0 })
-		if r := w.jobs(t, "slow")[0]; r.status != job.StatusDone || r.attempt != 2 || r.lastError != "" {
-			t.Fatalf("late finisher overwrote the job: %+v", r)
+	}
+}
+
+// heldClaim holds the first claim batch an orchestrator sends (after it
+// read the due jobs) until the test releases it.
+type heldClaim struct {
+	store.Store
+	once             sync.Once
+	arrived, release chan struct{}
+}
+
+func (h *heldClaim) Exec(ctx context.Context, batch ...store.Statement) ([]store.Result, error) {
+	if len(batch) > 0 && strings.Contains(batch[0].SQL, "SET status = 'running'") {
+		h.once.Do(func() {
+			close(h.arrived)
+			<-h.release
+		})
+	}
+	return h.Store.Exec(ctx, batch...)
+}
+
+// TestStaleClaimLoses: an orchestrator that read a pending job, but whose
+// claim arrives after another one claimed and ran it (and it failed, so
+// that it is pending again with the next attempt), claims nothing: the
+// claim is guarded by the attempt it read, not only by the status.
+func TestStaleClaimLoses(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		w := setup(t, s, job.Config{})
+		held := &heldClaim{Store: s, arrived: make(chan struct{}), release: make(chan struct{})}
+		slow := job.NewOrchestrator(held, w.fc, slog.New(slog.NewTextHandler(io.Discard, nil)), job.Config{Poll: time.Second}, "slow", nil)
+		var stale atomic.Int32
+		slow.Handle("k", func(context.Context, *job.Job) error { stale.Add(1); return nil })
+		w.o.Handle("k", func(context.Context, *job.Job) error { return errors.New("fails once") })
+		w.enqueue(t, job.Spec{Kind: "k"})
+		w.run(t, slow)
+		recv(t, held.arrived, "the slow claim")
+		w.run(t, w.o)
+		waitFor(t, "the job ran and failed", func() bool {
+			r := w.jobs(t, "k")[0]
+			return r.status == job.StatusPending && r.attempt == 1
+		})
+		before := w.claimOf(t, "k")
+		close(held.release)
+		// Both loops sleep once the slow claim has been answered.
+		blockUntil(t, w.fc, 2, "both orchestrators polling")
+		if n := stale.Load(); n != 0 {
+			t.Fatalf("the stale claim ran the job %d times", n)
+		}
+		if got := w.claimOf(t, "k"); got != before {
+			t.Fatalf("the stale claim changed the job:\n got %+v\nwant %+v", got, before)
 		}
 	})
+}
+
+// claimRow is every column of a job's row that a finish may write.
+type claimRow struct {
+	status, claimedBy, lastError string
+	attempt                      int
+	runAt, leaseUntil, finished  int64
+	updatedAt                    int64
+}
+
+func (w *world) claimOf(t *testing.T, kind string) claimRow {
+	t.Helper()
+	rows, err := w.s.Query(context.Background(), `SELECT status, COALESCE(claimed_by, ''), COALESCE(last_error, ''), attempt, run_at,
+    COALESCE(lease_until, -1), COALESCE(finished_at, -1), updated_at FROM jobs WHERE kind = ?`, kind)
+	if err != nil || rows.Len() != 1 {
+		t.Fatalf("read job %s: %v", kind, err)
+	}
+	var r claimRow
+	if err := rows.Scan(0, &r.status, &r.claimedBy, &r.lastError, &r.attempt, &r.runAt, &r.leaseUntil, &r.finished, &r.updatedAt); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// counted returns ballet_jobs_total{kind, result} from reg.
+func counted(t *testing.T, reg *prometheus.Registry, kind, result string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "ballet_jobs_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["kind"] == kind && labels["result"] == result {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 func TestDedupeKey(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		w := setup(t, s, job.Config{})
 		release := make(chan struct{})
-		w.o.Handle("d", func(context.Context, *job.Job) error { <-release; return nil })
+		w.o.Handle("d", func(ctx context.Context, _ *job.Job) error {
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done(): // the test failed and stops
+				return ctx.Err()
+			}
+		})
 		w.enqueue(t, job.Spec{Kind: "d", DedupeKey: "check:PR-1"})
 		w.enqueue(t, job.Spec{Kind: "d", DedupeKey: "check:PR-1"}) // pending: no-op
 		if n := len(w.jobs(t, "d")); n != 1 {
@@ -332,12 +494,12 @@ func TestShutdownLetsHandlersFinish(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		stopped := make(chan struct{})
 		go func() { w.o.Run(ctx); close(stopped) }()
-		w.settle()
+		w.settle(t)
 		w.enqueue(t, job.Spec{Kind: "slow"})
 		waitFor(t, "running", func() bool { return w.o.Running() == 1 })
 		cancel()
 		close(release)
-		<-stopped
+		recv(t, stopped, "Run returned")
 		if cancelled.Load() {
 			t.Fatal("a handler that finished within the grace period was cancelled")
 		}
@@ -350,7 +512,7 @@ func TestShutdownLetsHandlersFinish(t *testing.T) {
 		ctx, cancel = context.WithCancel(context.Background())
 		stopped = make(chan struct{})
 		go func() { w.o.Run(ctx); close(stopped) }()
-		w.settle()
+		w.settle(t)
 		w.enqueue(t, job.Spec{Kind: "stuck"})
 		waitFor(t, "stuck running", func() bool { return w.o.Running() == 1 })
 		cancel()
@@ -375,7 +537,7 @@ func TestSnoozeRunsLaterWithoutUsingAnAttempt(t *testing.T) {
 			return nil
 		})
 		w.run(t, w.o)
-		w.settle()
+		w.settle(t)
 		w.enqueue(t, job.Spec{Kind: "poll", MaxAttempts: 1})
 		for i := 1; i <= 3; i++ {
 			waitFor(t, "snoozed", func() bool {
@@ -385,8 +547,7 @@ func TestSnoozeRunsLaterWithoutUsingAnAttempt(t *testing.T) {
 			if r := w.jobs(t, "poll")[0]; r.runAt.Sub(w.fc.Now()) != 30*time.Second {
 				t.Fatalf("snoozed until %v", r.runAt.Sub(w.fc.Now()))
 			}
-			w.settle()
-			w.fc.Advance(30 * time.Second)
+			w.advance(30 * time.Second)
 		}
 		waitFor(t, "done", func() bool { return w.jobs(t, "poll")[0].status == job.StatusDone })
 		if r := w.jobs(t, "poll")[0]; r.attempt != 1 {

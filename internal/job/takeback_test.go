@@ -77,13 +77,13 @@ func TestAbandonLeavesClaimsForTheNextLeader(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		stopped := make(chan struct{})
 		go func() { w.o.Run(ctx); close(stopped) }()
-		w.settle()
+		w.settle(t)
 		w.enqueue(t, job.Spec{Kind: "long"})
 		waitFor(t, "running", func() bool { return w.o.Running() == 1 })
 
 		cancel()
 		w.o.Abandon() // within the hour of grace: only Abandon can stop it
-		<-stopped
+		recv(t, stopped, "Run returned")
 		if !cancelled.Load() {
 			t.Fatal("the handler was not cancelled")
 		}
