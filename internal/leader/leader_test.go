@@ -67,25 +67,18 @@ func start(t *testing.T, s store.Store, fc *clock.Fake, id string) *instance {
 			in.leading.Add(-1)
 		})
 	}()
-	t.Cleanup(func() { cancel(); <-in.done })
+	t.Cleanup(func() { cancel(); recv(t, in.done, "elector "+id+" stopped") })
 	return in
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+// step advances the fake clock by d once n electors sleep, and waits until
+// they all sleep again: a timer that fired is gone from the clock until its
+// elector has acted and sleeps anew, so every elector has had its turn.
+func step(t *testing.T, fc *clock.Fake, n int, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// step advances the fake clock by d once both electors sleep.
-func step(fc *clock.Fake, n int, d time.Duration) {
-	fc.BlockUntil(n)
+	blockUntil(t, fc, n, "the electors sleeping")
 	fc.Advance(d)
+	blockUntil(t, fc, n, "the electors sleeping after the step")
 }
 
 func TestOneLeaderAndTakeoverWithinTTL(t *testing.T) {
@@ -96,7 +89,7 @@ func TestOneLeaderAndTakeoverWithinTTL(t *testing.T) {
 		b := start(t, s, fc, "b")
 		// Several renewals: a keeps the lease, b never leads.
 		for range 6 {
-			step(fc, 2, time.Second)
+			step(t, fc, 2, time.Second)
 			if b.e.Leading() || b.leading.Load() != 0 {
 				t.Fatal("two leaders")
 			}
@@ -110,7 +103,7 @@ func TestOneLeaderAndTakeoverWithinTTL(t *testing.T) {
 		cut := fc.Now()
 		var stepDown, takeover time.Duration
 		for range 40 {
-			step(fc, 2, time.Second)
+			step(t, fc, 2, time.Second)
 			waitFor(t, "a settles", func() bool { return a.e.Leading() == (a.leading.Load() == 1) })
 			if stepDown == 0 && !a.e.Leading() {
 				stepDown = fc.Now().Sub(cut)
@@ -145,7 +138,7 @@ func TestLeaderWhoseLeaseIsTakenStopsAtOnce(t *testing.T) {
 		if _, err := s.Exec(context.Background(), store.Stmt(`UPDATE leader_leases SET holder = 'x', version = version + 1 WHERE name = 'core'`)); err != nil {
 			t.Fatal(err)
 		}
-		step(fc, 1, renew)
+		step(t, fc, 1, renew)
 		waitFor(t, "a stops leading", func() bool { return !a.e.Leading() && a.leading.Load() == 0 })
 	})
 }
@@ -156,11 +149,11 @@ func TestCleanStopReleasesTheLease(t *testing.T) {
 		a := start(t, s, fc, "a")
 		waitFor(t, "a leads", func() bool { return a.leading.Load() == 1 })
 		b := start(t, s, fc, "b")
-		fc.BlockUntil(2)
+		blockUntil(t, fc, 2, "a renewing, b campaigning")
 		a.cancel()
-		<-a.done
+		recv(t, a.done, "a stopped")
 		// b takes over at its next attempt, without waiting for the TTL.
-		step(fc, 1, renew)
+		step(t, fc, 1, renew)
 		waitFor(t, "b leads", func() bool { return b.leading.Load() == 1 })
 		if a.terms.Load() != 1 || b.terms.Load() != 1 {
 			t.Fatalf("terms a=%d b=%d", a.terms.Load(), b.terms.Load())
@@ -193,13 +186,12 @@ func TestLeaderCutOffLosesBeforeItsLeaseEnds(t *testing.T) {
 		var lostAt atomic.Int64
 		a.e.OnLost = func() { lostAt.Store(fc.Now().UnixMilli()) }
 		waitFor(t, "a leads", func() bool { return a.leading.Load() == 1 })
-		step(fc, 1, renew) // one renewal
+		step(t, fc, 1, renew) // one renewal
 		waitFor(t, "renewed", func() bool { return leaseEnd(t, s).Equal(fc.Now().Add(ttl)) })
 		end := leaseEnd(t, s)
 		a.db.broken.Store(true)
 		for lostAt.Load() == 0 {
-			step(fc, 1, renew/10) // fine enough to land on the deadlines
-			waitFor(t, "a settles", func() bool { return lostAt.Load() != 0 || fc.Waiters() == 1 })
+			step(t, fc, 1, renew/10) // fine enough to land on the deadlines
 		}
 		waitFor(t, "a's work stopped", func() bool { return a.leading.Load() == 0 && !a.e.Leading() })
 		if lost := time.UnixMilli(lostAt.Load()).UTC(); lost.After(end.Add(-renew / 2)) {
@@ -241,16 +233,16 @@ func TestRenewalThatHangsStepsDown(t *testing.T) {
 			defer close(done)
 			e.Run(ctx, func(ctx context.Context) { leading.Store(true); <-ctx.Done(); leading.Store(false) })
 		}()
-		defer func() { cancel(); <-done }()
+		defer func() { cancel(); recv(t, done, "the elector stopped") }()
 		waitFor(t, "a leads", func() bool { return leading.Load() })
 		db.hang.Store(true)
-		fc.BlockUntil(1)
+		blockUntil(t, fc, 1, "the elector sleeping")
 		fc.Advance(time.Second) // the renewal starts, and hangs
 		// It is given up at the step-down deadline (half a second away):
 		// the elector sleeps until then, and steps down.
 		waitFor(t, "the renewal given up", func() bool { return fc.Waiters() == 1 })
 		fc.Advance(time.Second)
-		<-lost
+		recv(t, lost, "leadership lost")
 		waitFor(t, "a's work stopped", func() bool { return !leading.Load() && !e.Leading() })
 	})
 }
@@ -278,23 +270,23 @@ func TestCleanStopKeepsTheLeaseUntilWorkWoundDown(t *testing.T) {
 		}()
 		var wound sync.Once
 		windUp := func() { wound.Do(func() { close(windDown) }) }
-		t.Cleanup(func() { cancel(); windUp(); <-a.done })
+		t.Cleanup(func() { cancel(); windUp(); recv(t, a.done, "a stopped") })
 		waitFor(t, "a leads", func() bool { return working.Load() })
 		b := start(t, s, fc, "b")
-		fc.BlockUntil(2)
+		blockUntil(t, fc, 2, "a renewing, b campaigning")
 		cancel()
 		waitFor(t, "a stops leading", func() bool { return !a.e.Leading() })
 		for range 3 * int(ttl/renew) {
-			// a keeps renewing (its timer) while b campaigns (b's).
-			waitFor(t, "a renewing while its work winds down, b campaigning", func() bool { return fc.Waiters() == 2 })
-			fc.Advance(renew)
+			// a keeps renewing (its timer) while b campaigns (b's); both
+			// act on each step.
+			step(t, fc, 2, renew)
 			if b.leading.Load() != 0 || b.e.Leading() {
 				t.Fatal("b took over while a's work was winding down")
 			}
 		}
 		windUp()
-		<-a.done
-		step(fc, 1, renew)
+		recv(t, a.done, "a stopped")
+		step(t, fc, 1, renew)
 		waitFor(t, "b leads", func() bool { return b.leading.Load() == 1 })
 	})
 }
