@@ -121,7 +121,9 @@ func TestMigrateIsIdempotent(t *testing.T) {
 		}
 		for i, m := range ms {
 			var name string
-			_ = rows.Scan(i, &name)
+			if err := rows.Scan(i, &name); err != nil {
+				t.Fatal(err)
+			}
 			if name != m.Name {
 				t.Fatalf("migration %d recorded as %q, want %q", i, name, m.Name)
 			}
