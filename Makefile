@@ -1,7 +1,9 @@
 # The whole test suite: builds (or reuses) the rqlite server the storage
 # tests need, vets, runs every test on SQLite and rqlite, and a short fuzz.
 SHELL := /bin/bash
-export BALLET_RQLITED ?= $(shell scripts/rqlited.sh)
+# Only the targets that start rqlite nodes build it (the first time, ~90 s):
+# `make run` and `make vet` never do.
+test bench: export BALLET_RQLITED ?= $(shell scripts/rqlited.sh)
 
 .PHONY: test vet fuzz run bench
 

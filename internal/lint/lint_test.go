@@ -1,5 +1,7 @@
 // Package lint holds repository-wide checks: every package has a doc
-// comment, and packages import only what their layer allows.
+// comment, packages import only what their layer allows, and the
+// documentation (README.md, docs/) stands alone and stays true to the code
+// (docs_test.go).
 package lint
 
 import (
