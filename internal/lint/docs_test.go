@@ -24,6 +24,7 @@ import (
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/pipeline"
 	"github.com/ballet/ballet/internal/reconcile"
+	"github.com/ballet/ballet/internal/server"
 	"github.com/ballet/ballet/internal/tracker"
 )
 
@@ -294,6 +295,7 @@ func TestDocsNameEveryValue(t *testing.T) {
 		{"docs/flows.md", "reconciler rule", reconcile.Rules},
 		{"docs/operations.md", "reconciler rule", reconcile.Rules},
 		{"docs/pipelines.md", "outcome", pipeline.Outcomes()},
+		{"docs/events.md", "event type", server.EventTypes()},
 	} {
 		text := readDoc(t, c.doc)
 		for _, v := range c.values {
