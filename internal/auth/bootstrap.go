@@ -41,19 +41,33 @@ func Bootstrap(configured, file string) (token string, generated bool, err error
 		return "", false, fmt.Errorf("create folder for %s: %w", file, err)
 	}
 	secret, _ := NewSecret()
-	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	// Written whole to a temporary file, then linked into place: the link
+	// fails if the file exists, so concurrent starts agree on one token and
+	// none ever reads a half-written file.
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".bootstrap-token-*")
 	if err != nil {
+		return "", false, fmt.Errorf("write bootstrap token: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return "", false, fmt.Errorf("write bootstrap token: %w", err)
+	}
+	_, err = tmp.WriteString(secret + "\n")
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("write bootstrap token: %w", err)
+	}
+	if err := os.Link(tmp.Name(), file); err != nil {
 		if errors.Is(err, fs.ErrExist) { // another instance wrote it meanwhile
 			return Bootstrap(configured, file)
 		}
-		return "", false, fmt.Errorf("write bootstrap token: %w", err)
-	}
-	if _, err := f.WriteString(secret + "\n"); err != nil {
-		f.Close()
-		return "", false, fmt.Errorf("write bootstrap token: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return "", false, fmt.Errorf("write bootstrap token: %w", err)
+		return "", false, fmt.Errorf("write bootstrap token %s: %w", file, err)
 	}
 	return secret, true, nil
 }
