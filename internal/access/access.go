@@ -7,6 +7,8 @@ package access
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/store"
@@ -97,7 +99,16 @@ type Grant struct {
 	// CappedBy is the subject whose current role caps the token (its
 	// creator); "" when nothing does (a platform admin created it).
 	CappedBy string
+	// Scopes, when set, are the only permissions the token may use, even
+	// where its role grants more.
+	Scopes []string
 }
+
+// Scoped lists the permissions a token's scopes may name.
+var Scoped = []Permission{TrackerRead, TrackerWrite, RunManage, ProjectUpdate, MemberManage, PlatformAdmin}
+
+// ValidScope reports whether s names a permission a token may be limited to.
+func ValidScope(s string) bool { return slices.Contains(Scoped, Permission(s)) }
 
 // Resolver reads memberships.
 type Resolver struct {
@@ -176,6 +187,9 @@ func (r *Resolver) HighestRole(ctx context.Context, subject, orgID string) (stri
 // p has no role there at all (the scope stays invisible); Forbidden when it
 // has a role that does not grant perm.
 func (r *Resolver) Check(ctx context.Context, p Principal, perm Permission, orgID, projectID string) error {
+	if g, ok := p.TokenGrant(); ok && len(g.Scopes) > 0 && perm != Authenticated && !slices.Contains(g.Scopes, string(perm)) {
+		return apperr.New(apperr.Forbidden, "this token's scopes (%s) do not include %s", strings.Join(g.Scopes, ", "), perm)
+	}
 	if p.IsPlatformAdmin() {
 		return nil
 	}

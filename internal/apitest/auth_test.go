@@ -214,7 +214,7 @@ func TestTokens(t *testing.T) {
 			t.Errorf("default expiry %v", vt.ExpiresAt)
 		}
 		create(403, asVera, map[string]any{"name": "x", "organization": "acme", "role": "member"})
-		mt, _ := create(201, asMax, map[string]any{"name": "max's bot", "organization": "acme", "role": "member", "expires_in": "720h", "scopes": []string{"ci"}})
+		mt, _ := create(201, asMax, map[string]any{"name": "max's bot", "organization": "acme", "role": "member", "expires_in": "720h", "scopes": []string{"tracker.read"}})
 		if mt.Role != "member" || len(mt.Scopes) != 1 {
 			t.Errorf("max's token %+v", mt)
 		}
@@ -228,13 +228,16 @@ func TestTokens(t *testing.T) {
 		// Bad input names the field.
 		for body, want := range map[string]string{
 			`{"name":"x"}`: "organization",
-			`{"name":"x","organization":"acme","kind":"run"}`:         "kind",
-			`{"name":"x","organization":"acme","expires_in":"9000h"}`: "expires_in",
-			`{"name":"x","organization":"acme","expires_in":"soon"}`:  "expires_in",
-			`{"name":"x","organization":"acme","role":"owner"}`:       "role",
-			`{"organization":"acme"}`:                                 "name",
-			`{"name":"x","organization":"acme","secret":"mine"}`:      "secret",
-			`{"name":"x","organization":"acme","scopes":"ci"}`:        "scopes",
+			`{"name":"x","organization":"acme","kind":"run"}`:                               "kind",
+			`{"name":"x","organization":"acme","expires_in":"9000h"}`:                       "expires_in",
+			`{"name":"x","organization":"acme","expires_in":"soon"}`:                        "expires_in",
+			`{"name":"x","organization":"acme","role":"owner"}`:                             "role",
+			`{"organization":"acme"}`:                                                       "name",
+			`{"name":"x","organization":"acme","secret":"mine"}`:                            "secret",
+			`{"name":"x","organization":"acme","scopes":"ci"}`:                              "scopes",
+			`{"name":"x","organization":"acme","scopes":["ci"]}`:                            "scopes[0]",
+			`{"name":"x","organization":"acme","scopes":["tracker.read","platform.admin"]}`: "scopes[1]",
+			`{"name":"x","kind":"runner","scopes":["tracker.read"]}`:                        "scopes[0]",
 		} {
 			r := e.Must(400, asAda, "POST", "/api/v1/tokens", body)
 			if got := fields(t, r); !strings.Contains(got, want) {
@@ -256,6 +259,14 @@ func TestTokens(t *testing.T) {
 		e.Must(404, rt.Token, "GET", "/api/v1/projects/ACME", nil)
 		e.Must(201, pt.Token, "POST", "/api/v1/orgs", map[string]any{"slug": "umbrella", "name": "Umbrella"})
 		e.Must(404, at.Token, "GET", "/api/v1/orgs/umbrella", nil)
+		// Scopes limit a token below its role: max's member token may only read.
+		e.Must(200, mt.Token, "GET", "/api/v1/projects/ACME", nil)
+		if r := e.Must(403, mt.Token, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "x"}); !strings.Contains(string(r.Body), "scopes (tracker.read) do not include tracker.write") {
+			t.Errorf("scoped token's refusal: %s", r.Body)
+		}
+		readOnlyOps, _ := create(201, iss.Token(t, root), map[string]any{"name": "ops-read", "role": "platform_admin", "scopes": []string{"tracker.read"}})
+		e.Must(200, readOnlyOps.Token, "GET", "/api/v1/projects/ACME", nil)
+		e.Must(403, readOnlyOps.Token, "POST", "/api/v1/orgs", map[string]any{"slug": "initech", "name": "Initech"})
 		// Tokens cannot make tokens, not even a platform_admin token.
 		create(403, vt.Token, map[string]any{"name": "x", "organization": "acme", "role": "viewer"})
 		create(403, pt.Token, map[string]any{"name": "x", "role": "platform_admin"})
@@ -278,8 +289,8 @@ func TestTokens(t *testing.T) {
 		if l := list(vt.Token); len(l) != 0 {
 			t.Errorf("a token lists %+v", l)
 		}
-		if l := list(apitest.BootstrapToken); len(l) != 5 {
-			t.Errorf("platform admin lists %d tokens, want 5", len(l))
+		if l := list(apitest.BootstrapToken); len(l) != 6 {
+			t.Errorf("platform admin lists %d tokens, want 6", len(l))
 		}
 		var runners struct{ Tokens []tokenOut }
 		e.Must(200, apitest.BootstrapToken, "GET", "/api/v1/tokens?kind=runner", nil).JSON(t, &runners)

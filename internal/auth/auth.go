@@ -83,7 +83,7 @@ func (p *Principal) TokenGrant() (access.Grant, bool) {
 	if p.TokenKind != KindAPI {
 		return access.Grant{}, true
 	}
-	return access.Grant{OrgID: p.OrgID, Role: p.Role, CappedBy: p.CappedBy}, true
+	return access.Grant{OrgID: p.OrgID, Role: p.Role, CappedBy: p.CappedBy, Scopes: p.Scopes}, true
 }
 
 // Actor is the principal as events record it.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -81,7 +80,14 @@ type TokenFilter struct {
 	Limit int    // default 100, at most 1000
 }
 
-var scopeRE = regexp.MustCompile(`^[a-z][a-z0-9_.:-]{0,63}$`)
+// scopeNames lists what an API token's scopes may name.
+func scopeNames() string {
+	names := make([]string, len(access.Scoped))
+	for i, p := range access.Scoped {
+		names[i] = string(p)
+	}
+	return strings.Join(names, ", ")
+}
 
 // tokenRequest is a validated TokenCreate.
 type tokenRequest struct {
@@ -120,7 +126,14 @@ func (in TokenCreate) validate() (tokenRequest, error) {
 	seen := map[string]bool{}
 	for i, s := range in.Scopes {
 		field := fmt.Sprintf("scopes[%d]", i)
-		v.Check(scopeRE.MatchString(s), field, "%q must match [a-z][a-z0-9_.:-]{0,63}", s)
+		switch {
+		case r.kind == KindRunner:
+			v.Check(s == ScopeRunner, field, "%q: a runner token's only scope is %q", s, ScopeRunner)
+		case s == string(access.PlatformAdmin):
+			v.Check(r.role == RolePlatformAdmin, field, "%q is for platform_admin tokens only", s)
+		default:
+			v.Check(access.ValidScope(s), field, "%q is not a permission a token can be limited to (%s)", s, scopeNames())
+		}
 		v.Check(!seen[s], field, "%q is listed twice", s)
 		seen[s] = true
 	}

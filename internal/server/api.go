@@ -110,9 +110,11 @@ func (a *API) handler(rt *Route) http.Handler {
 			a.writeErr(w, hr, err)
 			return
 		}
-		if rt.Perm == access.PlatformAdmin && !p.PlatformAdmin {
-			a.writeErr(w, hr, apperr.New(apperr.Forbidden, "only a platform admin may do this"))
-			return
+		if rt.Perm == access.PlatformAdmin { // no scope to resolve: checked here, once
+			if err := a.access.Check(hr.Context(), p, access.PlatformAdmin, "", ""); err != nil {
+				a.writeErr(w, hr, err)
+				return
+			}
 		}
 		r := &Request{Request: hr, Principal: p, api: a, route: rt}
 		if hr.Body != nil {
