@@ -60,7 +60,7 @@ func New(t testing.TB, s store.Store, adjust ...func(*config.Config)) *Env {
 	feedCtx, stopFeed := context.WithCancel(context.Background())
 	feedDone := make(chan struct{})
 	go func() { c.RunFeed(feedCtx); close(feedDone) }()
-	t.Cleanup(func() { stopFeed(); <-feedDone })
+	t.Cleanup(func() { stopFeed(); Receive(t, feedDone, "the feed to stop") })
 	// Core's own server (its [http] timeouts) and connection caps, so that
 	// every API test also runs under them; every answer is checked against
 	// the OpenAPI document.
@@ -188,12 +188,7 @@ func (e *Env) Admin(want int, method, path string, body any) *Response {
 // (role "platform_admin" for a platform-wide admin token).
 func (e *Env) RoleToken(orgID, role string) string {
 	e.T.Helper()
-	actor := event.Actor{Kind: event.ActorHuman, Sub: "bootstrap"}
-	secret, _, tr := auth.Issue(actor, auth.KindAPI, "test "+role, orgID, role, nil, nil, e.Core.Clock.Now())
-	if err := e.Core.Applier.Apply(context.Background(), tr); err != nil {
-		e.T.Fatal(err)
-	}
-	return secret
+	return e.TokenFor("bootstrap", orgID, role)
 }
 
 // TokenFor returns an API token created by subject (a human) with role in

@@ -263,7 +263,7 @@ func runE2E(b *testing.B, o e2eOptions) e2eResult {
 	if o.readyRate > 0 {
 		startLoop(e.Core.Scheduler.Run)
 	}
-	time.Sleep(50 * time.Millisecond) // the runners are in their long polls
+	apitest.Await(b, "the runners in their long polls", func() bool { return e.Core.Runs.Waiting() == o.runners })
 
 	readyAt := make([]int64, o.tickets) // unix ms, Core's clock
 	feedCtx, stopFeed := context.WithCancel(context.Background())

@@ -62,17 +62,17 @@ func (w *flowWorld) flow(key string) flowView {
 	return f
 }
 
-// await polls the flow until cond holds.
+// await polls the flow until cond holds (failing after the hang guard).
 func (w *flowWorld) await(key, what string, cond func(f flowView) bool) flowView {
 	w.T.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(apitest.HangGuard)
 	for {
 		f := w.flow(key)
 		if cond(f) {
 			return f
 		}
 		if time.Now().After(deadline) {
-			w.T.Fatalf("%s: timed out waiting for %s; flow is %+v", key, what, f)
+			w.T.Fatalf("%s: gave up waiting for %s; flow is %+v", key, what, f)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

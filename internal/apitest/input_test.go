@@ -170,7 +170,7 @@ func TestRepositorySettingsGitWouldExecute(t *testing.T) {
 		w.runner.Complete(w.leaseStage(key, "implement", 1), "done", "ok")
 		w.runner.Complete(w.leaseStage(key, "review", 1), "done", "ok")
 		w.runner.Complete(w.leaseStage(key, "verify", 1), "done", "ok")
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.Now().Add(apitest.HangGuard)
 		for {
 			rows, err := s.Query(t.Context(), `SELECT COALESCE(last_error, '') FROM jobs WHERE kind = 'flow.merge'`)
 			if err != nil {

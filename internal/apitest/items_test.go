@@ -9,8 +9,10 @@ import (
 
 	"github.com/ballet/ballet/internal/apitest"
 	"github.com/ballet/ballet/internal/config"
+	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/transition"
 )
 
 // apiItem is an item as the API answers it.
@@ -247,9 +249,16 @@ func TestItemsAPI(t *testing.T) {
 		if len(all.Events) < 15 || all.Events[0].Type != "project.created" {
 			t.Fatalf("%d project events, first %+v", len(all.Events), all.Events[0])
 		}
+		logged, err := event.List(t.Context(), s, event.Filter{ProjectID: projectID, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(all.Events) != len(logged) {
+			t.Fatalf("%d project events, the log holds %d", len(all.Events), len(logged))
+		}
 		for i, ev := range all.Events {
-			if ev.ProjectID != projectID || (i > 0 && ev.Seq <= all.Events[i-1].Seq) {
-				t.Fatalf("project event %d: %+v", i, ev)
+			if ev.ProjectID != projectID || ev.Seq != logged[i].Seq || ev.Type != logged[i].Type || ev.EntityID != logged[i].EntityID {
+				t.Fatalf("project event %d: %+v, the log holds %+v", i, ev, logged[i])
 			}
 		}
 		mid := all.Events[10].Seq
@@ -368,6 +377,12 @@ func TestItemsInvisibleAcrossOrganizations(t *testing.T) {
 		var q struct{ ID string }
 		e.Admin(201, "POST", "/api/v1/items/ACME-1/questions", map[string]any{"text": "?", "blocking": true}).JSON(t, &q)
 		other := e.RoleToken(orgB, "admin")
+		// The same request on entities that do not exist: the answer must
+		// be the same but for the names.
+		unknownIDs := []string{transition.NewID(), transition.NewID(), transition.NewID()}
+		toUnknown := strings.NewReplacer("ACME-1", "NOPE-1", "ACME-2", "NOPE-2", "/projects/ACME/", "/projects/NOPE/",
+			a.ID, unknownIDs[0], b.ID, unknownIDs[1], q.ID, unknownIDs[2])
+		fromUnknown := strings.NewReplacer("NOPE", "ACME", unknownIDs[0], a.ID, unknownIDs[1], b.ID, unknownIDs[2], q.ID)
 		for _, c := range []struct {
 			method, path string
 			body         any
@@ -390,6 +405,10 @@ func TestItemsInvisibleAcrossOrganizations(t *testing.T) {
 			r := e.Do(other, c.method, c.path, c.body)
 			if r.Status != 404 || strings.Contains(string(r.Body), `"message":"not found"`) {
 				t.Errorf("%s %s as another organization's admin: %d %s", c.method, c.path, r.Status, r.Body)
+			}
+			unknown := e.Do(other, c.method, toUnknown.Replace(c.path), c.body)
+			if got, want := string(r.Body), fromUnknown.Replace(string(unknown.Body)); unknown.Status != 404 || got != want {
+				t.Errorf("%s %s as another organization's admin: %s, but an unknown entity gets %d %s", c.method, c.path, got, unknown.Status, unknown.Body)
 			}
 		}
 		// Even the platform admin cannot link items of two organizations.

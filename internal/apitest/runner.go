@@ -3,6 +3,7 @@ package apitest
 import (
 	"context"
 	"encoding/json"
+	"time"
 )
 
 // StartJobs runs the job orchestrator as the leader would, until the test
@@ -11,7 +12,7 @@ func (e *Env) StartJobs() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = e.Core.Jobs.Run(ctx); close(done) }()
-	e.T.Cleanup(func() { cancel(); <-done })
+	e.T.Cleanup(func() { cancel(); Receive(e.T, done, "the orchestrator to stop") })
 }
 
 // Runner drives the runner API exactly as the Runner process will: a
@@ -63,14 +64,19 @@ func (r *Runner) Lease(waitSeconds int) (LeasedRun, bool) {
 	return l.Run, true
 }
 
-// MustLease leases a run or fails the test.
+// MustLease leases a run, long-polling again until one comes, or fails
+// the test after HangGuard.
 func (r *Runner) MustLease() LeasedRun {
 	r.e.T.Helper()
-	run, ok := r.Lease(20)
-	if !ok {
-		r.e.T.Fatal("no run to lease within 20 s")
+	deadline := time.Now().Add(HangGuard)
+	for {
+		if run, ok := r.Lease(30); ok {
+			return run
+		}
+		if time.Now().After(deadline) {
+			r.e.T.Fatalf("no run to lease after %v", HangGuard)
+		}
 	}
-	return run
 }
 
 // Complete submits a report and finishes the run with exit status 0.
@@ -101,5 +107,5 @@ func (e *Env) StartScheduler() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = e.Core.Scheduler.Run(ctx); close(done) }()
-	e.T.Cleanup(func() { cancel(); <-done })
+	e.T.Cleanup(func() { cancel(); Receive(e.T, done, "the scheduler to stop") })
 }

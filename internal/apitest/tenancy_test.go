@@ -279,33 +279,34 @@ func TestBadInputIsRejectedClearly(t *testing.T) {
 }
 
 func TestBootstrapTokenIsGeneratedOnce(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "data", "bootstrap-token")
-	s := storetest.Open(t, "sqlite")
-	var tokens []string
-	for range 2 {
-		e := apitest.New(t, s, func(c *config.Config) { c.Auth.BootstrapToken = ""; c.Auth.BootstrapTokenFile = file })
-		b, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		dir := t.TempDir()
+		file := filepath.Join(dir, "data", "bootstrap-token")
+		var tokens []string
+		for range 2 {
+			e := apitest.New(t, s, func(c *config.Config) { c.Auth.BootstrapToken = ""; c.Auth.BootstrapTokenFile = file })
+			b, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fi, _ := os.Stat(file)
+			if fi.Mode().Perm() != 0o600 {
+				t.Fatalf("bootstrap token file mode %v", fi.Mode().Perm())
+			}
+			tok := strings.TrimSpace(string(b))
+			tokens = append(tokens, tok)
+			e.Must(201, tok, "POST", "/api/v1/orgs", map[string]any{"slug": fmt.Sprintf("org-%d", len(tokens)), "name": "x"})
+			if strings.Contains(e.Logs(), tok) {
+				t.Fatal("the bootstrap token was logged")
+			}
+			if len(tokens) == 1 && !strings.Contains(e.Logs(), file) {
+				t.Fatalf("where the token is was not logged:\n%s", e.Logs())
+			}
 		}
-		fi, _ := os.Stat(file)
-		if fi.Mode().Perm() != 0o600 {
-			t.Fatalf("bootstrap token file mode %v", fi.Mode().Perm())
+		if tokens[0] != tokens[1] {
+			t.Fatal("a second start generated another token")
 		}
-		tok := strings.TrimSpace(string(b))
-		tokens = append(tokens, tok)
-		e.Must(201, tok, "POST", "/api/v1/orgs", map[string]any{"slug": fmt.Sprintf("org-%d", len(tokens)), "name": "x"})
-		if strings.Contains(e.Logs(), tok) {
-			t.Fatal("the bootstrap token was logged")
-		}
-		if len(tokens) == 1 && !strings.Contains(e.Logs(), file) {
-			t.Fatalf("where the token is was not logged:\n%s", e.Logs())
-		}
-	}
-	if tokens[0] != tokens[1] {
-		t.Fatal("a second start generated another token")
-	}
+	})
 }
 
 func TestConcurrentProjectUpdatesOneWins(t *testing.T) {

@@ -2,6 +2,8 @@ package feed_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,6 +14,11 @@ import (
 	"github.com/ballet/ballet/internal/store/storetest"
 	"github.com/ballet/ballet/internal/transition"
 )
+
+// hangGuard bounds every wait of these tests, so that a failing test ends
+// with a message instead of hanging until the suite's timeout. It is not a
+// speed claim: a passing run never comes near it.
+const hangGuard = 2 * time.Minute
 
 func write(t testing.TB, a *transition.Applier, project string, n int) {
 	t.Helper()
@@ -28,7 +35,7 @@ func write(t testing.TB, a *transition.Applier, project string, n int) {
 func recv(t *testing.T, s *feed.Subscription, n int) []event.Event {
 	t.Helper()
 	var out []event.Event
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(hangGuard)
 	for len(out) < n {
 		select {
 		case e, ok := <-s.C():
@@ -43,15 +50,42 @@ func recv(t *testing.T, s *feed.Subscription, n int) []event.Event {
 	return out
 }
 
-func start(t *testing.T, s store.Store, cfg feed.Config) (*feed.Feed, *transition.Applier) {
-	f := feed.New(s, clock.Real{}, nil, cfg)
+// start runs a feed on s (its timers on clk) until the test ends, and
+// returns it with an applier that nudges it on every commit.
+func start(t *testing.T, s store.Store, clk clock.Clock, cfg feed.Config) (*feed.Feed, *transition.Applier) {
+	t.Helper()
+	f := feed.New(s, clk, nil, cfg)
 	a := &transition.Applier{Store: s, Clock: clock.Real{}, OnCommit: func(transition.Committed) { f.Nudge() }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { f.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	<-f.Ready()
+	t.Cleanup(func() { cancel(); wait(t, done, "the feed to stop") })
+	wait(t, f.Ready(), "the feed to start")
 	return f, a
+}
+
+// wait waits for ch to be closed (or to deliver), failing the test after
+// the hang guard.
+func wait[T any](t *testing.T, ch <-chan T, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(hangGuard):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// closed fails unless the subscription's channel is closed and empty now.
+func closed(t *testing.T, s *feed.Subscription) {
+	t.Helper()
+	select {
+	case e, ok := <-s.C():
+		if ok {
+			t.Fatalf("event %d on a subscription that has ended", e.Seq)
+		}
+	default:
+		t.Fatal("the subscription's channel is open")
+	}
 }
 
 func TestFeedFanOutInOrderWithFilters(t *testing.T) {
@@ -59,7 +93,7 @@ func TestFeedFanOutInOrderWithFilters(t *testing.T) {
 		// A write before Run starts is before the start position.
 		pre := &transition.Applier{Store: s, Clock: clock.Real{}}
 		write(t, pre, "p1", 3)
-		f, a := start(t, s, feed.Config{Interval: time.Hour}) // only nudges wake it
+		f, a := start(t, s, clock.Real{}, feed.Config{Interval: time.Hour}) // only nudges wake it
 		if f.Last() != 3 {
 			t.Fatalf("start position %d, want 3", f.Last())
 		}
@@ -81,98 +115,114 @@ func TestFeedFanOutInOrderWithFilters(t *testing.T) {
 		}
 		all.Close()
 		all.Close() // idempotent
-		if _, ok := <-all.C(); ok {
-			t.Fatal("C open after Close")
-		}
+		closed(t, all)
 		if f.Subscribers() != 1 {
 			t.Fatalf("%d subscribers", f.Subscribers())
 		}
 	})
 }
 
-// Another writer (no nudge: another instance) is seen within one interval.
+// Another writer (no nudge: another instance) is seen when the interval
+// has passed on the feed's clock.
 func TestFeedTailsOtherWritersEveryInterval(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
-		f, _ := start(t, s, feed.Config{Interval: 50 * time.Millisecond})
+		fk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		f, _ := start(t, s, fk, feed.Config{Interval: time.Minute})
 		sub := f.Subscribe(nil)
+		blockUntil(t, fk, 1) // the feed has read the log and sleeps
 		other := &transition.Applier{Store: s, Clock: clock.Real{}}
-		t0 := time.Now()
-		write(t, other, "p1", 1)
-		recv(t, sub, 1)
-		if d := time.Since(t0); d > 2*time.Second {
-			t.Fatalf("took %v", d)
+		write(t, other, "p1", 2)
+		fk.Advance(time.Minute) // nothing else can wake it
+		if got := recv(t, sub, 2); got[0].Seq != 1 || got[1].Seq != 2 {
+			t.Fatalf("got seqs %d, %d", got[0].Seq, got[1].Seq)
 		}
 	})
+}
+
+// blockUntil is fk.BlockUntil(n), failing the test after the hang guard.
+func blockUntil(t *testing.T, fk *clock.Fake, n int) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { fk.BlockUntil(n); close(done) }()
+	wait(t, done, fmt.Sprintf("%d timers on the fake clock", n))
 }
 
 // A subscriber that does not read is dropped with Lagged; one that reads
 // receives everything, unblocked.
 func TestFeedSlowSubscriberLagsAlone(t *testing.T) {
-	s := storetest.Open(t, "sqlite")
-	f, a := start(t, s, feed.Config{Interval: time.Hour, Buffer: 4})
-	slow := f.Subscribe(nil)
-	fast := f.Subscribe(nil)
-	for i := range 20 {
-		write(t, a, "p1", 1)
-		if e := recv(t, fast, 1)[0]; e.Seq != int64(i+1) {
-			t.Fatalf("fast got seq %d, want %d", e.Seq, i+1)
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		f, a := start(t, s, clock.Real{}, feed.Config{Interval: time.Hour, Buffer: 4})
+		slow := f.Subscribe(nil)
+		fast := f.Subscribe(nil)
+		for i := range 20 {
+			write(t, a, "p1", 1)
+			if e := recv(t, fast, 1)[0]; e.Seq != int64(i+1) {
+				t.Fatalf("fast got seq %d, want %d", e.Seq, i+1)
+			}
 		}
-	}
-	select {
-	case <-slow.Lagged():
-	case <-time.After(5 * time.Second):
-		t.Fatal("slow subscriber not lagged")
-	}
-	var seqs []int64
-	for e := range slow.C() {
-		seqs = append(seqs, e.Seq)
-	}
-	if len(seqs) != 4 || seqs[0] != 1 || seqs[3] != 4 {
-		t.Fatalf("slow kept %v, want its buffer [1 2 3 4]", seqs)
-	}
-	if f.Subscribers() != 1 {
-		t.Fatalf("%d subscribers, want the fast one", f.Subscribers())
-	}
-	select {
-	case <-fast.Lagged():
-		t.Fatal("fast subscriber lagged")
-	default:
-	}
+		// Lagged was closed when event 5 was fanned out, before fast
+		// received event 6.
+		select {
+		case <-slow.Lagged():
+		default:
+			t.Fatal("slow subscriber not lagged")
+		}
+		var seqs []int64
+		for e := range slow.C() {
+			seqs = append(seqs, e.Seq)
+		}
+		if !slices.Equal(seqs, []int64{1, 2, 3, 4}) {
+			t.Fatalf("slow kept %v, want its buffer [1 2 3 4]", seqs)
+		}
+		if f.Subscribers() != 1 {
+			t.Fatalf("%d subscribers, want the fast one", f.Subscribers())
+		}
+		select {
+		case <-fast.Lagged():
+			t.Fatal("fast subscriber lagged")
+		default:
+		}
+	})
 }
 
-// Batches larger than Batch are read in pages without loss.
+// Batches larger than Batch are read in pages without loss: every seq,
+// once, in order.
 func TestFeedPagesLargeBursts(t *testing.T) {
-	s := storetest.Open(t, "sqlite")
-	f, a := start(t, s, feed.Config{Interval: time.Hour, Batch: 7, Buffer: 100})
-	sub := f.Subscribe(nil)
-	write(t, a, "p1", 50)
-	got := recv(t, sub, 50)
-	if got[49].Seq != 50 || f.Last() != 50 {
-		t.Fatalf("last %d, feed %d", got[49].Seq, f.Last())
-	}
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		f, a := start(t, s, clock.Real{}, feed.Config{Interval: time.Hour, Batch: 7, Buffer: 100})
+		sub := f.Subscribe(nil)
+		write(t, a, "p1", 50)
+		for i, e := range recv(t, sub, 50) {
+			if e.Seq != int64(i+1) {
+				t.Fatalf("event %d has seq %d", i, e.Seq)
+			}
+		}
+		if f.Last() != 50 {
+			t.Fatalf("feed position %d, want 50", f.Last())
+		}
+	})
 }
 
 func TestFeedSubscribeBeforeRun(t *testing.T) {
-	s := storetest.Open(t, "sqlite")
-	f := feed.New(s, clock.Real{}, nil, feed.Config{})
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if _, err := f.SubscribeContext(ctx, nil); err != feed.ErrNotRunning {
-		t.Fatalf("err %v", err)
-	}
-	// Stopping Run ends the subscriptions (not lagged).
-	rctx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { f.Run(rctx); close(done) }()
-	sub := f.Subscribe(nil)
-	stop()
-	<-done
-	if _, ok := <-sub.C(); ok {
-		t.Fatal("C open after Run stopped")
-	}
-	select {
-	case <-sub.Lagged():
-		t.Fatal("lagged on stop")
-	default:
-	}
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		f := feed.New(s, clock.Real{}, nil, feed.Config{})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // the feed cannot start before the context ends: it never runs
+		if _, err := f.SubscribeContext(ctx, nil); err != feed.ErrNotRunning {
+			t.Fatalf("err %v", err)
+		}
+		// Stopping Run ends the subscriptions (not lagged).
+		rctx, stop := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { f.Run(rctx); close(done) }()
+		sub := f.Subscribe(nil)
+		stop()
+		wait(t, done, "Run to stop")
+		closed(t, sub)
+		select {
+		case <-sub.Lagged():
+			t.Fatal("lagged on stop")
+		default:
+		}
+	})
 }

@@ -27,6 +27,13 @@ import (
 
 const bootstrap = "test-bootstrap-token-0123456789"
 
+// hangGuard bounds every wait of these tests (on a connection, a
+// subscription, a metric or the fake clock's timers), so that a failing
+// test ends with a message instead of hanging until the suite's timeout.
+// It is not a speed claim: a passing run never comes near it, however
+// loaded the machine.
+const hangGuard = 2 * time.Minute
+
 // env is one Core instance with its own feed and realtime handler, mounted
 // at /api/v1/realtime in front of Core's handler (as core.go wires it).
 type env struct {
@@ -135,10 +142,7 @@ func (e *env) item(project, title string) (id, key string) {
 
 func (e *env) roleToken(orgID, role string) string {
 	e.t.Helper()
-	secret, _, tr := auth.Issue(event.Actor{Kind: event.ActorHuman, Sub: "bootstrap"}, auth.KindAPI, "test "+role, orgID, role, nil, nil, time.Now())
-	if err := e.core.Applier.Apply(context.Background(), tr); err != nil {
-		e.t.Fatal(err)
-	}
+	secret, _ := e.tokenFor("bootstrap", orgID, role, nil, time.Now())
 	return secret
 }
 
@@ -176,7 +180,7 @@ func (e *env) logged(projectID string, after int64) []event.Event {
 
 func dial(t testing.TB, url, token string, msgp bool) *realtime.Client {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	c, err := realtime.Dial(ctx, url, token, &realtime.DialOptions{MessagePack: msgp, Buffer: 4096})
 	if err != nil {
@@ -188,7 +192,7 @@ func dial(t testing.TB, url, token string, msgp bool) *realtime.Client {
 
 func subscribe(t testing.TB, c *realtime.Client, stream string, after int64) *realtime.Subscription {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	s, err := c.Subscribe(ctx, stream, after)
 	if err != nil {
@@ -202,7 +206,7 @@ func subscribe(t testing.TB, c *realtime.Client, stream string, after int64) *re
 func collect(t testing.TB, s *realtime.Subscription, until int64) []event.Event {
 	t.Helper()
 	var out []event.Event
-	timeout := time.After(20 * time.Second)
+	timeout := time.After(hangGuard)
 	for {
 		if len(out) > 0 && out[len(out)-1].Seq >= until {
 			return out
@@ -216,6 +220,51 @@ func collect(t testing.TB, s *realtime.Subscription, until int64) []event.Event 
 		case <-timeout:
 			t.Fatalf("timed out after %d events (last %v), want up to seq %d", len(out), lastSeq(out), until)
 		}
+	}
+}
+
+// closes waits until the subscription's channel is closed, failing on an
+// event.
+func closes(t testing.TB, s *realtime.Subscription) {
+	t.Helper()
+	select {
+	case e, ok := <-s.C():
+		if ok {
+			t.Fatalf("event %d (%s) on a subscription that should have ended", e.Seq, e.Type)
+		}
+	case <-time.After(hangGuard):
+		t.Fatal("the subscription is still open")
+	}
+}
+
+// untilEnd receives until the subscription ends and returns what came.
+func untilEnd(t testing.TB, s *realtime.Subscription) []event.Event {
+	t.Helper()
+	var out []event.Event
+	timeout := time.After(hangGuard)
+	for {
+		select {
+		case e, ok := <-s.C():
+			if !ok {
+				return out
+			}
+			out = append(out, e)
+		case <-timeout:
+			t.Fatalf("the subscription is still open after %d events (last %d)", len(out), lastSeq(out))
+		}
+	}
+}
+
+// blockUntil is fk.BlockUntil(n), failing the test when the timers never
+// come.
+func blockUntil(t testing.TB, fk *clock.Fake, n int) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { fk.BlockUntil(n); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(hangGuard):
+		t.Fatalf("%d timers pending on the fake clock, want %d", fk.Waiters(), n)
 	}
 }
 

@@ -45,7 +45,7 @@ func metric(t *testing.T, reg *prometheus.Registry, name, label string) float64 
 // waitMetric waits until the metric reaches want.
 func waitMetric(t *testing.T, reg *prometheus.Registry, name, label string, want float64) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(hangGuard)
 	for metric(t, reg, name, label) != want {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s{%s} = %v, want %v", name, label, metric(t, reg, name, label), want)
@@ -54,68 +54,57 @@ func waitMetric(t *testing.T, reg *prometheus.Registry, name, label string, want
 	}
 }
 
-// blockUntil is fk.BlockUntil(n), failing the test when the timers never
-// come.
-func blockUntil(t *testing.T, fk *clock.Fake, n int) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { fk.BlockUntil(n); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("%d timers pending, want %d: nothing waits to ping", fk.Waiters(), n)
-	}
-}
-
 // The server pings every client: one that stops answering is dropped,
 // one that answers stays subscribed and keeps receiving events. Pings and
 // their timeouts run on the fake clock.
 func TestDeadClientIsDroppedLiveOneStays(t *testing.T) {
-	fk := clock.NewFake(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-	reg := prometheus.NewRegistry()
-	const interval, timeout = 30 * time.Second, 10 * time.Second
-	// Credential re-checks (also on fk) stay out of the way: an hour.
-	e := newEnvOn(t, storetest.Open(t, "sqlite"), feed.Config{Interval: 50 * time.Millisecond}, fk,
-		realtime.Config{PingInterval: interval, PingTimeout: timeout, AuthRecheck: time.Hour, Metrics: realtime.NewMetrics(reg)})
-	org := e.org("acme")
-	pid := e.project("acme", "ACME")
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		fk := clock.NewFake(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+		reg := prometheus.NewRegistry()
+		const interval, timeout = 30 * time.Second, 10 * time.Second
+		// Credential re-checks (also on fk) stay out of the way: an hour.
+		e := newEnvOn(t, s, feed.Config{Interval: 50 * time.Millisecond}, fk,
+			realtime.Config{PingInterval: interval, PingTimeout: timeout, AuthRecheck: time.Hour, Metrics: realtime.NewMetrics(reg)})
+		org := e.org("acme")
+		pid := e.project("acme", "ACME")
 
-	live := dial(t, e.URL, bootstrap, false) // its read loop answers pings
-	sub := subscribe(t, live, "project:ACME", realtime.LiveOnly)
-	dead := rawDial(t, e.URL) // subscribes, then never reads again: no pong
-	if a := exchange(t, dead, websocket.MessageText, []byte(`{"jsonrpc":"2.0","id":1,"method":"subscribe","params":{"stream":"project:ACME"}}`)); a.Error != nil {
-		t.Fatalf("subscribe: %+v", *a.Error)
-	}
-	waitMetric(t, reg, "ballet_realtime_connections", "", 2)
-
-	blockUntil(t, fk, 4) // both connections wait for their first ping (and re-check)
-	fk.Advance(interval)
-	waitMetric(t, reg, "ballet_realtime_pings_total", "answered", 1) // the live one answered
-	fk.Advance(timeout)                                              // the dead one's time is up
-	waitMetric(t, reg, "ballet_realtime_pings_total", "unanswered", 1)
-	waitMetric(t, reg, "ballet_realtime_connections", "", 1)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for { // the dead client finds its connection closed behind the ping
-		if _, _, err := dead.Read(ctx); err != nil {
-			if ctx.Err() != nil {
-				t.Fatal("the dead client's connection is still open")
-			}
-			break
+		live := dial(t, e.URL, bootstrap, false) // its read loop answers pings
+		sub := subscribe(t, live, "project:ACME", realtime.LiveOnly)
+		dead := rawDial(t, e.URL) // subscribes, then never reads again: no pong
+		if a := exchange(t, dead, websocket.MessageText, []byte(`{"jsonrpc":"2.0","id":1,"method":"subscribe","params":{"stream":"project:ACME"}}`)); a.Error != nil {
+			t.Fatalf("subscribe: %+v", *a.Error)
 		}
-	}
-	e.touch(org, pid, "t1", 1)
-	if got := collect(t, sub, lastSeq(e.logged(pid, 0))); got[len(got)-1].Type != "ticket.touched" {
-		t.Fatalf("live subscriber got %v", got)
-	}
-	// And the live one keeps being pinged and answering.
-	blockUntil(t, fk, 2) // the live one's next ping (and re-check)
-	fk.Advance(interval)
-	waitMetric(t, reg, "ballet_realtime_pings_total", "answered", 2)
-	if err := live.Ping(ctx); err != nil {
-		t.Fatal(err)
-	}
+		waitMetric(t, reg, "ballet_realtime_connections", "", 2)
+
+		blockUntil(t, fk, 4) // both connections wait for their first ping (and re-check)
+		fk.Advance(interval)
+		waitMetric(t, reg, "ballet_realtime_pings_total", "answered", 1) // the live one answered
+		fk.Advance(timeout)                                              // the dead one's time is up
+		waitMetric(t, reg, "ballet_realtime_pings_total", "unanswered", 1)
+		waitMetric(t, reg, "ballet_realtime_connections", "", 1)
+
+		ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+		defer cancel()
+		for { // the dead client finds its connection closed behind the ping
+			if _, _, err := dead.Read(ctx); err != nil {
+				if ctx.Err() != nil {
+					t.Fatal("the dead client's connection is still open")
+				}
+				break
+			}
+		}
+		e.touch(org, pid, "t1", 1)
+		if got := collect(t, sub, lastSeq(e.logged(pid, 0))); got[len(got)-1].Type != "ticket.touched" {
+			t.Fatalf("live subscriber got %v", got)
+		}
+		// And the live one keeps being pinged and answering.
+		blockUntil(t, fk, 2) // the live one's next ping (and re-check)
+		fk.Advance(interval)
+		waitMetric(t, reg, "ballet_realtime_pings_total", "answered", 2)
+		if err := live.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // A subscribe whose after_seq lies beyond the log's head is refused with
@@ -129,7 +118,7 @@ func TestAfterSeqBeyondHead(t *testing.T) {
 		head := lastSeq(e.logged(pid, 0))
 		for _, msgp := range []bool{false, true} {
 			c := dial(t, e.URL, bootstrap, msgp)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 			_, err := c.Subscribe(ctx, "project:ACME", head+5)
 			cancel()
 			var re *realtime.Error

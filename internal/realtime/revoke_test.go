@@ -44,7 +44,7 @@ func (e *env) lastLogged() int64 {
 // error of code.
 func endsBefore(t *testing.T, sub *realtime.Subscription, seq int64, code int) *realtime.Error {
 	t.Helper()
-	timeout := time.After(20 * time.Second)
+	timeout := time.After(hangGuard)
 	for {
 		select {
 		case e, ok := <-sub.C():
@@ -64,25 +64,12 @@ func endsBefore(t *testing.T, sub *realtime.Subscription, seq int64, code int) *
 	}
 }
 
-// armed waits until the fake clock has n pending timers (the guards' of
-// the test's connections).
-func armed(t *testing.T, fc *clock.Fake, n int) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { fc.BlockUntil(n); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("%d timers pending, want %d", fc.Waiters(), n)
-	}
-}
-
 // closedAsRevoked waits for the connection to close with 1008.
 func closedAsRevoked(t *testing.T, c *realtime.Client) {
 	t.Helper()
 	select {
 	case <-c.Done():
-	case <-time.After(20 * time.Second):
+	case <-time.After(hangGuard):
 		t.Fatal("the connection of a dead credential is still open")
 	}
 	if st := websocket.CloseStatus(c.Err()); st != websocket.StatusPolicyViolation {
@@ -180,9 +167,9 @@ func TestExpiredTokenStopsStreaming(t *testing.T) {
 		secret, _ := e.tokenFor("bootstrap", org, "viewer", &exp, fc.Now())
 		c := dial(t, e.URL, secret, true)
 		sub := subscribe(t, c, "project:ACME", realtime.LiveOnly)
-		armed(t, fc, 2) // the guard's expiry and re-check timers
+		blockUntil(t, fc, 2) // the guard's expiry and re-check timers
 		fc.Advance(exp.Sub(fc.Now()) - time.Millisecond)
-		armed(t, fc, 2) // it re-checked (still valid) and waits again
+		blockUntil(t, fc, 2) // it re-checked (still valid) and waits again
 		e.touch(org, pid, "t1", 1)
 		collect(t, sub, e.lastLogged())
 
@@ -210,7 +197,7 @@ func TestRecheckIsASafetyNet(t *testing.T) {
 		if _, err := s.Exec(context.Background(), store.Stmt(`DELETE FROM memberships WHERE subject = 'vera'`)); err != nil {
 			t.Fatal(err)
 		}
-		armed(t, fc, 1) // the guard's re-check timer
+		blockUntil(t, fc, 1) // the guard's re-check timer
 		fc.Advance(time.Minute)
 		endsBefore(t, sub, e.lastLogged(), realtime.CodeForbidden)
 		if err := c.Ping(context.Background()); err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ballet/ballet/internal/apitest"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/reconcile"
 	"github.com/ballet/ballet/internal/run"
@@ -353,9 +354,9 @@ func TestRunPassesEveryInterval(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); w.rec.Run(ctx) }()
-		defer func() { cancel(); <-done }()
+		defer func() { cancel(); apitest.Receive(t, done, "the reconciler to stop") }()
 
-		w.clk.BlockUntil(1) // the first pass ran; the loop sleeps
+		apitest.BlockUntil(t, w.clk, 1) // the first pass ran; the loop sleeps
 		if n := w.passes(); n != 1 {
 			t.Fatalf("%d passes observed, want 1", n)
 		}
@@ -368,7 +369,7 @@ func TestRunPassesEveryInterval(t *testing.T) {
 			t.Fatal("a pass ran before the interval was up")
 		}
 		w.clk.Advance(time.Second)
-		w.clk.BlockUntil(1) // the second pass ran
+		apitest.BlockUntil(t, w.clk, 1) // the second pass ran
 		if n := w.passes(); n != 2 {
 			t.Fatalf("%d passes observed, want 2", n)
 		}

@@ -45,6 +45,35 @@ type world struct {
 
 const grace = time.Minute
 
+// hangGuard bounds every wait of these tests on a goroutine (a long poll,
+// the sweeper, the fake clock's timers), so that a failing test ends with
+// a message instead of hanging until the suite's timeout. It is not a
+// speed claim: on the fake clock nothing here takes real time.
+const hangGuard = 2 * time.Minute
+
+// receive returns the next value from ch, failing the test with what after
+// the hang guard.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(hangGuard):
+		t.Fatalf("gave up waiting for %s", what)
+		var zero T
+		return zero
+	}
+}
+
+// blockUntil is fk.BlockUntil(n) (a loop under test has gone to sleep on
+// the fake clock), failing the test after the hang guard.
+func blockUntil(t *testing.T, fk *clock.Fake, n int) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { fk.BlockUntil(n); close(done) }()
+	receive(t, done, fmt.Sprintf("%d timers on the fake clock (%d pending)", n, fk.Waiters()))
+}
+
 func setup(t *testing.T, st store.Store) *world {
 	t.Helper()
 	ctx := context.Background()
@@ -387,32 +416,33 @@ func TestLeaseLongPoll(t *testing.T) {
 		// Nothing comes: no run after the wait (on the fake clock).
 		ch := wait(time.Second)
 		for i := 0; i < 5; i++ {
-			w.fc.BlockUntil(1)
+			blockUntil(t, w.fc, 1)
 			w.fc.Advance(run.DefaultPoll)
 		}
-		if res := <-ch; res.ok || res.err != nil {
+		if res := receive(t, ch, "the empty long poll"); res.ok || res.err != nil {
 			t.Fatalf("empty long poll: %+v", res)
+		}
+		if n := w.svc.Waiting(); n != 0 {
+			t.Fatalf("%d leases waiting after the poll ended", n)
 		}
 		// A run created in this process wakes the poll at once (Notify),
 		// without the clock moving.
 		ch = wait(30 * time.Second)
-		w.fc.BlockUntil(1)
+		blockUntil(t, w.fc, 1)
+		if n := w.svc.Waiting(); n != 1 {
+			t.Fatalf("%d leases waiting, want the long poll", n)
+		}
 		r := w.newRunNoTick()
 		w.svc.Notify()
-		select {
-		case res := <-ch:
-			if !res.ok || res.err != nil || res.l.Run.ID != r.ID {
-				t.Fatalf("woken long poll: %+v", res)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("Notify did not wake the long poll")
+		if res := receive(t, ch, "Notify to wake the long poll"); !res.ok || res.err != nil || res.l.Run.ID != r.ID {
+			t.Fatalf("woken long poll: %+v", res)
 		}
 		// A run created elsewhere (no Notify) is found at the next poll.
 		ch = wait(30 * time.Second)
-		w.fc.BlockUntil(1)
+		blockUntil(t, w.fc, 1)
 		r = w.newRunNoTick()
 		w.fc.Advance(run.DefaultPoll)
-		if res := <-ch; !res.ok || res.l.Run.ID != r.ID {
+		if res := receive(t, ch, "the next poll"); !res.ok || res.l.Run.ID != r.ID {
 			t.Fatalf("polled long poll: %+v", res)
 		}
 		// A cancelled request stops waiting.
@@ -422,10 +452,13 @@ func TestLeaseLongPoll(t *testing.T) {
 			_, _, err := w.svc.Lease(ctx, w.runnerP, w.runner.ID, 30*time.Second)
 			done <- err
 		}()
-		w.fc.BlockUntil(1)
+		blockUntil(t, w.fc, 1)
 		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
+		if err := receive(t, done, "the cancelled long poll"); !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled long poll: %v", err)
+		}
+		if n := w.svc.Waiting(); n != 0 {
+			t.Fatalf("%d leases waiting after the cancelled poll ended", n)
 		}
 		// A runner token revoked during the long poll gets no run: the
 		// run stays queued.
@@ -439,13 +472,13 @@ func TestLeaseLongPoll(t *testing.T) {
 			l, ok, err := w.svc.Lease(w.ctx, rp, rn.ID, 30*time.Second)
 			revokedCh <- result{l, ok, err}
 		}()
-		w.fc.BlockUntil(1)
+		blockUntil(t, w.fc, 1)
 		if _, err := st.Exec(w.ctx, store.Stmt(`UPDATE tokens SET revoked_at = ?, version = version + 1 WHERE id = ?`, w.fc.Now().UnixMilli(), rp.TokenID)); err != nil {
 			t.Fatal(err)
 		}
 		r = w.newRunNoTick()
 		w.svc.Notify()
-		if res := <-revokedCh; res.ok || codeOf(res.err) != apperr.Unauthenticated {
+		if res := receive(t, revokedCh, "the revoked runner's long poll"); res.ok || codeOf(res.err) != apperr.Unauthenticated {
 			t.Fatalf("revoked runner's long poll: %+v", res)
 		}
 		if got := w.get(r.ID); got.Status != run.StatusQueued {
@@ -795,18 +828,18 @@ func TestSweepSilent(t *testing.T) {
 		}()
 		defer func() {
 			cancel()
-			<-done
+			receive(t, done, "the sweeper to stop")
 		}()
 		// Sweeps every grace/4; the live run heartbeats at each. Three
 		// sweeps find nothing older than the grace period.
 		round := func() {
 			t.Helper()
-			w.fc.BlockUntil(1)
+			blockUntil(t, w.fc, 1)
 			if _, err := w.svc.Heartbeat(w.ctx, pAlive, alive.Run.ID); err != nil {
 				t.Fatal(err)
 			}
 			w.fc.Advance(grace / 4)
-			w.fc.BlockUntil(1) // that sweep has run
+			blockUntil(t, w.fc, 1) // that sweep has run
 		}
 		for i := 0; i < 3; i++ {
 			round()

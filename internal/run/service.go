@@ -57,8 +57,9 @@ type Service struct {
 	cfg     Config
 	log     *slog.Logger
 
-	mu   sync.Mutex
-	wake chan struct{} // closed and replaced by Notify
+	mu      sync.Mutex
+	wake    chan struct{} // closed and replaced by Notify
+	waiting int           // leases between polls, found nothing, waiting
 }
 
 // NewService returns a Service.
@@ -96,6 +97,21 @@ func (s *Service) woken() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.wake
+}
+
+// Waiting returns how many leases of this process wait now: each has
+// found the queue empty and waits for Notify or its next poll (tests wait
+// for this before they create the run a waiting lease must get).
+func (s *Service) Waiting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waiting
+}
+
+func (s *Service) addWaiting(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waiting += n
 }
 
 // now is the current time at the stored precision.
@@ -183,15 +199,18 @@ func (s *Service) Lease(ctx context.Context, p *auth.Principal, runnerID string,
 		if left <= 0 {
 			return Leased{}, false, nil
 		}
+		s.addWaiting(1) // before the timer: a test that sees the timer sees the count
 		t := s.clock.NewTimer(min(s.cfg.Poll, left))
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			s.addWaiting(-1)
 			return Leased{}, false, ctx.Err()
 		case <-wake:
 			t.Stop()
 		case <-t.C():
 		}
+		s.addWaiting(-1)
 	}
 }
 

@@ -305,44 +305,68 @@ func (w *world) run(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = w.sch.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); apitest.Receive(t, done, "the scheduler to stop") })
 }
 
-// waitFor polls until cond holds; the fake clock does not move meanwhile.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
+// TestLoop: Run passes at once, then at once on a nudge, and otherwise only
+// when the interval has passed on its clock. The starter records the fake
+// time of each start and the metrics count the passes, so a pass that ran
+// before the interval (or any extra pass) shows.
 func TestLoop(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
-		w := newWorld(t, s, schedule.Config{Interval: time.Minute})
+		w := newWorld(t, s, schedule.Config{})
+		type started struct {
+			key string
+			at  time.Time
+		}
+		starts := make(chan started, 16)
+		reg := prometheus.NewRegistry()
+		w.sch = schedule.New(s, w.fc, nil, schedule.StarterFunc(func(ctx context.Context, actor event.Actor, ref string) (flow.Flow, error) {
+			it, err := w.Core.Tracker.FindItem(ctx, ref)
+			if err != nil {
+				return flow.Flow{}, err
+			}
+			starts <- started{it.Key, w.fc.Now()}
+			return w.Core.Flows.Start(ctx, actor, ref)
+		}), schedule.Config{Interval: time.Minute, Metrics: schedule.NewMetrics(reg)})
+		expectStart := func(what, key string, at time.Time) {
+			t.Helper()
+			select {
+			case got := <-starts:
+				if got.key != key || !got.at.Equal(at) {
+					t.Fatalf("%s started %s at %v, want %s at %v", what, got.key, got.at, key, at)
+				}
+			case <-time.After(apitest.HangGuard):
+				t.Fatalf("%s started nothing", what)
+			}
+		}
+
 		first := w.ready("ACME")
 		w.run(t)
-		waitFor(t, "the first pass", func() bool { return w.flows(first) == 1 })
-		w.fc.BlockUntil(1) // asleep until the interval
+		expectStart("the first pass", first, start)
 
 		// A nudge runs a pass at once, without the clock moving.
 		nudged := w.ready("ACME")
 		w.sch.Nudge()
-		waitFor(t, "the nudged pass", func() bool { return w.flows(nudged) == 1 })
+		expectStart("the nudged pass", nudged, start)
 
-		// Without a nudge, nothing starts until the interval passes.
-		w.fc.BlockUntil(1)
+		// Without a nudge, nothing starts until the interval passes: the
+		// ticket made ready while the loop sleeps is started by the pass
+		// that the clock wakes, at +1m.
+		apitest.BlockUntil(t, w.fc, 1) // the nudged pass is over; the loop sleeps
 		polled := w.ready("ACME")
-		time.Sleep(50 * time.Millisecond)
-		if n := w.flows(polled); n != 0 {
-			t.Fatalf("started without a nudge or the interval: %d flows", n)
-		}
 		w.fc.Advance(time.Minute)
-		waitFor(t, "the interval pass", func() bool { return w.flows(polled) == 1 })
+		expectStart("the interval pass", polled, start.Add(time.Minute))
+		apitest.BlockUntil(t, w.fc, 1) // that pass is over; the loop sleeps again
+		if n := metrics(t, reg)["ballet_scheduler_pass_seconds"]; n != 3 {
+			t.Fatalf("%v passes, want 3: at start, on the nudge, at the interval", n)
+		}
+		for _, k := range []string{first, nudged, polled} {
+			if n := w.flows(k); n != 1 {
+				t.Fatalf("%s has %d flows, want 1", k, n)
+			}
+		}
 
 		// Nudges coalesce and never block.
 		for range 100 {
@@ -456,13 +480,23 @@ func TestWakes(t *testing.T) {
 
 func TestMetrics(t *testing.T) {
 	t.Parallel()
-	s := storetest.Open(t, "sqlite")
-	reg := prometheus.NewRegistry()
-	w := newWorld(t, s, schedule.Config{Metrics: schedule.NewMetrics(reg)})
-	w.ready("ACME")
-	w.ready("ACME")
-	w.pass()
-	w.pass()
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		reg := prometheus.NewRegistry()
+		w := newWorld(t, s, schedule.Config{Metrics: schedule.NewMetrics(reg)})
+		w.ready("ACME")
+		w.ready("ACME")
+		w.pass()
+		w.pass()
+		if got := metrics(t, reg); got["ballet_scheduler_starts_total"] != 2 || got["ballet_scheduler_pass_seconds"] != 2 {
+			t.Fatalf("metrics %v", got)
+		}
+	})
+}
+
+// metrics returns each counter's value and each histogram's sample count
+// by name.
+func metrics(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
 	got := map[string]float64{}
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -478,7 +512,5 @@ func TestMetrics(t *testing.T) {
 			}
 		}
 	}
-	if got["ballet_scheduler_starts_total"] != 2 || got["ballet_scheduler_pass_seconds"] != 2 {
-		t.Fatalf("metrics %v", got)
-	}
+	return got
 }

@@ -140,8 +140,8 @@ func TestConcurrentOppositeBlockers(t *testing.T) {
 	})
 }
 
-// TestConcurrentCycleOfThree: the three edges of a triangle added at once
-// never all commit.
+// TestConcurrentCycleOfThree: the three edges of a triangle added at once:
+// exactly one is refused as a cycle, round after round.
 func TestConcurrentCycleOfThree(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st store.Store) {
 		w := newItemWorld(t, st)

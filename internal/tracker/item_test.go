@@ -240,9 +240,16 @@ func TestItemKeysUnderConcurrency(t *testing.T) {
 		if len(evs) != writers*each {
 			t.Fatalf("%d events for %d items", len(evs), writers*each)
 		}
+		events := map[string]int{} // per item
 		for _, e := range evs {
 			if e.Type != "ticket.created" || e.OrganizationID != w.org.ID || e.ProjectID != w.p.ID || e.ActorSub != "alice" {
 				t.Fatalf("event %+v", e)
+			}
+			events[e.EntityID]++
+		}
+		for _, it := range got {
+			if events[it.ID] != 1 {
+				t.Fatalf("%s has %d ticket.created events, want 1", it.Key, events[it.ID])
 			}
 		}
 		items, next, err := w.svc.ListItems(context.Background(), w.p.ID, ItemFilter{Limit: 200})
