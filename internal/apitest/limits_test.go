@@ -11,7 +11,8 @@ import (
 
 // TestFieldErrorsLimited: a body with a long list of bad entries (here
 // 100,000 ticket types) answers with the first problems and their count,
-// not with one problem per entry.
+// not with one problem per entry. The body is refused before anything is
+// stored, so one engine is enough.
 func TestFieldErrorsLimited(t *testing.T) {
 	e := apitest.New(t, storetest.Open(t, "sqlite"))
 	e.Org("acme")

@@ -192,6 +192,8 @@ func TestConcurrentPublishExactlyOneWins(t *testing.T) {
 	})
 }
 
+// TestParseAndRender: parse and render read and store nothing, so one
+// engine is enough.
 func TestParseAndRender(t *testing.T) {
 	s := storetest.Open(t, "sqlite")
 	e := apitest.New(t, s)
@@ -319,7 +321,9 @@ func stagesYAML(n int) string {
 
 // TestPipelineInputLimits: the largest bodies the API takes, in the shapes
 // that once took minutes (a list of scalars), answer with the limits that
-// were hit; many problems are cut to the first MaxProblems.
+// were hit; many problems are cut to the first MaxProblems. Such bodies
+// are refused before anything is stored, so one engine is enough (saving
+// pipelines runs on both in TestPipelinesREST).
 func TestPipelineInputLimits(t *testing.T) {
 	s := storetest.Open(t, "sqlite")
 	e := apitest.New(t, s)

@@ -18,6 +18,8 @@ import (
 	"github.com/ballet/ballet/internal/store/storetest"
 )
 
+// TestOpenAPIDocumentsEveryRoute: the document is built from the route
+// table; nothing stored is read, so one engine is enough.
 func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	s := storetest.Open(t, "sqlite")
 	e := apitest.New(t, s)

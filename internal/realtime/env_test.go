@@ -89,7 +89,11 @@ func newEnvOn(t testing.TB, s store.Store, fc feed.Config, clk clock.Clock, rc .
 	go func() { f.Run(ctx); close(done) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		select {
+		case <-done:
+		case <-time.After(hangGuard):
+			t.Error("the feed did not stop")
+		}
 		srv.CloseClientConnections()
 		srv.Close()
 	})
