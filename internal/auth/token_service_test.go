@@ -71,7 +71,7 @@ func TestTokenLifecycle(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		f := setup(t, s)
-		c, err := f.svc.Create(ctx, member, auth.TokenCreate{Name: "ci", Organization: "acme", Role: "viewer", ExpiresIn: "1h", Scopes: []string{"ci"}})
+		c, err := f.svc.Create(ctx, member, auth.TokenCreate{Name: "ci", Organization: "acme", Role: "viewer", ExpiresIn: "1h", Scopes: []string{"tracker.read"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +87,7 @@ func TestTokenLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		if p.Kind != event.ActorService || p.Subject != "token:"+c.ID || p.ActingFor != "max" || p.OrgID != f.orgID || p.Role != "viewer" ||
-			p.PlatformAdmin || !p.HasScope("ci") || p.HasScope("runner") {
+			p.PlatformAdmin || !p.HasScope("tracker.read") || p.HasScope("runner") {
 			t.Fatalf("principal %+v", p)
 		}
 		// A token cannot create tokens.
