@@ -209,10 +209,13 @@ func (c *Core) openAPI(cfg config.Config) error {
 	c.Flows = &flow.Service{Store: c.Store, Applier: c.Applier, Clock: c.Clock, Log: c.Log.With("component", "flow"),
 		Tracker: c.Tracker, Runs: c.Runs, Forges: func(kind string) (forge.Forge, error) {
 			if kind == "git" {
-				return gitforge.New(gitCache), nil
+				return gitforge.ForBuild(gitCache), nil
 			}
 			return nil, fmt.Errorf("the %s forge is not supported yet: only plain git", kind)
 		}, UnclaimedAfter: cfg.Runs.UnclaimedAfter.Duration}
+	if gitforge.TestBuild {
+		c.Log.Warn("test build (ballet_testforge): Ballet merges on plain-git projects whose merge policy is auto; never run it in production")
+	}
 	c.Registry.MustRegister(flow.NewCollector(c.Flows))
 	loc, err := cfg.Budgets.Location()
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -99,5 +100,43 @@ func TestImportBoundaries(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestNoBuildUsesTheTestForge: the ballet_testforge build tag (a plain-git
+// forge on which Ballet merges, gitforge.Merging) is for the failure suite
+// and the restart test, which build their binary in Go test code. No build
+// script, Makefile or CI step may pass it, so no production binary has it.
+func TestNoBuildUsesTheTestForge(t *testing.T) {
+	r := root(t)
+	checked := 0
+	err := filepath.WalkDir(r, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if (d.Name() == ".git" || d.Name() == "testdata" || p == filepath.Join(r, "data")) && p != r {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(p, ".go") || strings.HasSuffix(p, ".md") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		checked++
+		if strings.Contains(string(b), "ballet_testforge") {
+			t.Errorf("%s mentions the ballet_testforge build tag: only Go test code may build with it", p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked == 0 {
+		t.Fatal("no build file was checked")
 	}
 }
