@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,26 +12,84 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ballet/ballet/internal/apitest"
+	"github.com/ballet/ballet/internal/fault"
+	"github.com/ballet/ballet/internal/forge"
+	"github.com/ballet/ballet/internal/forge/gitforge"
 	"github.com/ballet/ballet/internal/openapitest"
 	"github.com/ballet/ballet/internal/rqlitetest"
 )
 
+// hangGuard is how long the restart test waits for one thing — Core
+// ready, an API answer, the flow's next move — before it calls it a hang.
+// It guards against a hang on a busy machine; it is not a speed claim.
+const hangGuard = 2 * time.Minute
+
+var (
+	testforgeOnce sync.Once
+	testforgeBin  string
+	testforgeErr  error
+)
+
+// testforgeBinary builds (once) the binary with the ballet_testforge tag:
+// on its plain-git forge Ballet merges (gitforge.Merging), so a test sees
+// Ballet's own merges. TestMain's binary is built as a release is.
+func testforgeBinary(t *testing.T) string {
+	testforgeOnce.Do(func() {
+		testforgeBin = filepath.Join(filepath.Dir(binary), "ballet-testforge")
+		out, err := exec.Command("go", "build", "-tags", "ballet_testforge", "-o", testforgeBin, ".").CombinedOutput()
+		if err != nil {
+			testforgeErr = fmt.Errorf("build with the ballet_testforge tag: %v\n%s", err, out)
+		}
+	})
+	if testforgeErr != nil {
+		t.Fatal(testforgeErr)
+	}
+	return testforgeBin
+}
+
 // coreProc is a real `ballet serve` process that the test kills with
-// SIGKILL and restarts on the same address and database.
+// SIGKILL — or that kills itself at an armed fault point — and restarts on
+// the same address and database.
 type coreProc struct {
 	t      *testing.T
+	bin    string
 	dir    string
 	config string
 	addr   string
-	cmd    *exec.Cmd
-	log    *bytes.Buffer
-	kills  int
-	doc    *openapitest.Doc // what Core serves: do checks every answer against it
+	log    *lockedBuffer
+
+	mu         sync.Mutex
+	cmd        *exec.Cmd
+	exited     chan struct{}
+	armed      string // BALLET_FAULT of the running process
+	kills      int    // SIGKILLs sent by the test
+	faultKills int    // deaths at an armed fault point
+
+	doc *openapitest.Doc // what Core serves: do checks every answer against it
+}
+
+// lockedBuffer collects the output of Core's processes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func freeAddr(t *testing.T) string {
@@ -42,9 +101,9 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func newCoreProc(t *testing.T, storage string) *coreProc {
+func newCoreProc(t *testing.T, bin, storage string) *coreProc {
 	dir := t.TempDir()
-	c := &coreProc{t: t, dir: dir, addr: freeAddr(t), config: filepath.Join(dir, "ballet.toml"), log: &bytes.Buffer{}}
+	c := &coreProc{t: t, bin: bin, dir: dir, addr: freeAddr(t), config: filepath.Join(dir, "ballet.toml"), log: &lockedBuffer{}}
 	cfg := fmt.Sprintf(`%s
 [http]
 addr = %q
@@ -60,7 +119,7 @@ bootstrap_token = %q
 	if err := os.WriteFile(c.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c.start()
+	c.start("")
 	status, b := c.do("", "GET", "/api/v1/openapi.json", nil)
 	doc, err := openapitest.Load(b)
 	if status != 200 || err != nil {
@@ -68,10 +127,11 @@ bootstrap_token = %q
 	}
 	c.doc = doc
 	t.Cleanup(func() {
-		if c.cmd != nil {
-			_ = c.cmd.Process.Kill()
-			_ = c.cmd.Wait()
-		}
+		c.mu.Lock()
+		cmd, exited := c.cmd, c.exited
+		c.mu.Unlock()
+		_ = cmd.Process.Kill()
+		<-exited // killed: Wait returns
 		if t.Failed() {
 			t.Logf("core log (last 4 KB):\n%s", tail(c.log.String(), 4096))
 		}
@@ -86,16 +146,24 @@ func tail(s string, n int) string {
 	return s
 }
 
-func (c *coreProc) start() {
+// start starts Core with a fault point armed (none when empty) and waits
+// until it answers /readyz.
+func (c *coreProc) start(faultSpec string) {
 	c.t.Helper()
-	c.cmd = exec.Command(binary, "serve", "--config", c.config)
-	c.cmd.Dir = c.dir
-	c.cmd.Stdout, c.cmd.Stderr = c.log, c.log
-	if err := c.cmd.Start(); err != nil {
+	cmd := exec.Command(c.bin, "serve", "--config", c.config)
+	cmd.Dir = c.dir
+	cmd.Stdout, cmd.Stderr = c.log, c.log
+	cmd.Env = append(os.Environ(), fault.EnvVar+"="+faultSpec)
+	fmt.Fprintf(c.log, "=== start, %s=%q\n", fault.EnvVar, faultSpec)
+	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	c.mu.Lock()
+	c.cmd, c.exited, c.armed = cmd, exited, faultSpec
+	c.mu.Unlock()
+	for deadline := time.Now().Add(hangGuard); ; {
 		resp, err := http.Get("http://" + c.addr + "/readyz")
 		if err == nil {
 			resp.Body.Close()
@@ -103,30 +171,73 @@ func (c *coreProc) start() {
 				return
 			}
 		}
+		if c.dead() {
+			if faultSpec != "" {
+				return // it may reach its fault point at once: the next call revives it
+			}
+			c.t.Fatalf("core exited while starting:\n%s", tail(c.log.String(), 4096))
+		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("core did not become ready:\n%s", tail(c.log.String(), 4096))
+			c.t.Fatalf("core was not ready after %s (hang guard):\n%s", hangGuard, tail(c.log.String(), 4096))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// crash kills Core with SIGKILL and starts it again.
-func (c *coreProc) crash() {
-	c.t.Helper()
-	_ = c.cmd.Process.Signal(syscall.SIGKILL)
-	_ = c.cmd.Wait()
-	c.kills++
-	c.start()
+func (c *coreProc) dead() bool {
+	c.mu.Lock()
+	exited := c.exited
+	c.mu.Unlock()
+	select {
+	case <-exited:
+		return true
+	default:
+		return false
+	}
 }
 
-// do calls the API, retrying while Core is restarting.
+// armedNow is the fault point the running Core has armed ("" when none).
+func (c *coreProc) armedNow() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.armed
+}
+
+// crash kills Core with SIGKILL and starts it again, with faultSpec armed.
+func (c *coreProc) crash(faultSpec string) {
+	c.t.Helper()
+	c.mu.Lock()
+	cmd, exited := c.cmd, c.exited
+	c.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-exited // SIGKILL cannot be ignored: Wait returns
+	c.kills++
+	c.start(faultSpec)
+}
+
+// revive starts Core again after it died by itself, which it may only do
+// at an armed fault point.
+func (c *coreProc) revive() {
+	c.t.Helper()
+	c.mu.Lock()
+	armed, state := c.armed, c.cmd.ProcessState
+	c.mu.Unlock()
+	if ws, ok := state.Sys().(syscall.WaitStatus); armed == "" || !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		c.t.Fatalf("core died (%s) without an armed fault point (armed %q):\n%s", state, armed, tail(c.log.String(), 4096))
+	}
+	c.faultKills++
+	c.start("")
+}
+
+// do calls the API, retrying while Core is restarting; a Core that died at
+// its armed fault point is started again.
 func (c *coreProc) do(token, method, path string, body any) (int, []byte) {
 	c.t.Helper()
 	var payload []byte
 	if body != nil {
 		payload, _ = json.Marshal(body)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(hangGuard)
 	for {
 		req, _ := http.NewRequest(method, "http://"+c.addr+path, bytes.NewReader(payload))
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -142,8 +253,12 @@ func (c *coreProc) do(token, method, path string, body any) (int, []byte) {
 			}
 			return resp.StatusCode, b
 		}
+		if c.dead() {
+			c.revive()
+			continue
+		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("%s %s: %v", method, path, err)
+			c.t.Fatalf("%s %s: %v (hang guard %s)", method, path, err, hangGuard)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -163,10 +278,12 @@ func (c *coreProc) must(want int, token, method, path string, body any, out any)
 }
 
 // TestRestartBetweenEverySteps runs the template pipeline on the real
-// binary, killing Core with SIGKILL after every step the runner or a human
-// takes and every time the flow moved. It must reach the same final state
-// as an undisturbed run: done, with one run per stage step, no duplicate
-// flow transition, and a gapless event log.
+// binary, killing Core with SIGKILL after every step the runner takes and
+// every time the flow moved, and once by itself right after Ballet merged
+// the ticket's branch (fault point forge.merged), before the flow recorded
+// it. It must reach the same final state as an undisturbed run: done, with
+// one run per stage step, no flow transition twice, events in seq order,
+// and exactly one merge — by Ballet, of the head the runner pushed.
 func TestRestartBetweenEverySteps(t *testing.T) {
 	t.Parallel()
 	for _, engine := range []string{"sqlite", "rqlite"} {
@@ -177,7 +294,7 @@ func TestRestartBetweenEverySteps(t *testing.T) {
 				cl := rqlitetest.Start(t, 1)
 				storage = fmt.Sprintf("[storage]\nengine = \"rqlite\"\nurl = %q\npath = \"data/core.db\"", strings.Join(cl.URLs(), ","))
 			}
-			restartScenario(t, newCoreProc(t, storage))
+			restartScenario(t, newCoreProc(t, testforgeBinary(t), storage))
 		})
 	}
 }
@@ -185,9 +302,12 @@ func TestRestartBetweenEverySteps(t *testing.T) {
 func restartScenario(t *testing.T, c *coreProc) {
 	admin := apitest.BootstrapToken
 	repo := apitest.NewGitRepo(t)
+	if !strings.Contains(c.log.String(), "test build (ballet_testforge)") {
+		t.Fatalf("Core does not say it is a test build: Ballet would not merge:\n%s", tail(c.log.String(), 4096))
+	}
 	c.must(201, admin, "POST", "/api/v1/orgs", map[string]any{"slug": "acme", "name": "Acme"}, nil)
 	c.must(201, admin, "POST", "/api/v1/orgs/acme/projects", map[string]any{"key": "ACME", "name": "Acme",
-		"repository": map[string]any{"forge": "git", "url": repo.Bare}}, nil)
+		"repository": map[string]any{"forge": "git", "url": repo.Bare}, "merge_policy": map[string]any{"mode": "auto"}}, nil)
 	var it struct{ Key string }
 	c.must(201, admin, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "survive", "state": "ready"}, &it)
 	var tok struct{ Token string }
@@ -195,26 +315,23 @@ func restartScenario(t *testing.T, c *coreProc) {
 	var rn struct{ ID string }
 	c.must(201, tok.Token, "POST", "/api/v1/runners", map[string]any{"name": "r"}, &rn)
 	// The scheduler starts the ready ticket on its own.
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	for deadline := time.Now().Add(hangGuard); ; {
 		if status, _ := c.do(admin, "GET", "/api/v1/items/"+it.Key+"/flow", nil); status == 200 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the scheduler did not start the ready ticket")
+			t.Fatalf("the scheduler did not start the ready ticket (hang guard %s)", hangGuard)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	c.crash()
+	c.crash("")
 
 	type flowView struct{ Stage, Status, Waiting string }
 	script := map[string][]string{"implement": {"done", "done"}, "review": {"failed", "done"}, "verify": {"done"}}
 	lastState := ""
-	merged := false
-	deadline := time.Now().Add(3 * time.Minute)
+	pushed := ""        // the head of the ticket's branch the runner pushed
+	moved := time.Now() // when the flow last moved
 	for {
-		if time.Now().After(deadline) {
-			t.Fatalf("the flow did not finish; last state %s", lastState)
-		}
 		var f flowView
 		c.must(200, admin, "GET", "/api/v1/items/"+it.Key+"/flow", nil, &f)
 		state := f.Status + "/" + f.Waiting + "/" + f.Stage
@@ -222,9 +339,14 @@ func restartScenario(t *testing.T, c *coreProc) {
 			break
 		}
 		if state != lastState {
-			lastState = state
-			c.crash() // between two steps of the flow
+			lastState, moved = state, time.Now()
+			if c.armedNow() == "" { // an armed Core is left to reach its fault point
+				c.crash("") // between two steps of the flow
+			}
 			continue
+		}
+		if time.Since(moved) > hangGuard {
+			t.Fatalf("the flow did not move for %s (hang guard); it is %s", hangGuard, state)
 		}
 		switch {
 		case f.Waiting == "run":
@@ -245,26 +367,30 @@ func restartScenario(t *testing.T, c *coreProc) {
 				t.Fatalf("an unexpected run of stage %s (a duplicate?)", l.Run.Stage)
 			}
 			script[l.Run.Stage] = outcomes[1:]
-			c.crash() // after the lease
+			c.crash("") // after the lease
 			if l.Run.Stage == "verify" {
 				repo.PushBranch("ballet/" + it.Key)
+				pushed = gitOut(t, repo.Bare, "rev-parse", "refs/heads/ballet/"+it.Key)
 			}
 			c.must(200, l.RunToken, "POST", "/api/v1/runs/"+l.Run.ID+"/report", map[string]any{"outcome": outcomes[0], "summary": "ok"}, nil)
-			c.crash() // between report and finish
+			c.crash("") // between report and finish
 			c.must(200, l.RunToken, "POST", "/api/v1/runs/"+l.Run.ID+"/finish", map[string]any{"exit_status": 0}, nil)
-			c.crash() // right after the finish
-		case f.Waiting == "merge" && !merged:
-			repo.MergeBranch("ballet/"+it.Key, false)
-			merged = true
-			c.crash()
+			armed := ""
+			if l.Run.Stage == "verify" {
+				armed = gitforge.FaultMerged // the merge comes next: Core dies right after it merges
+			}
+			c.crash(armed) // right after the finish
 		default:
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // polling a real process: the merge stage checks every 5 s
 		}
 	}
 	for stage, rest := range script {
 		if len(rest) > 0 {
 			t.Fatalf("stage %s still expected %v runs", stage, rest)
 		}
+	}
+	if c.faultKills != 1 {
+		t.Fatalf("Core died %d times at the fault point %s, want once: the merge after a kill was not exercised", c.faultKills, gitforge.FaultMerged)
 	}
 	var runs struct {
 		Runs []struct {
@@ -320,5 +446,29 @@ func restartScenario(t *testing.T, c *coreProc) {
 	if item.State != "done" {
 		t.Fatalf("ticket %s", item.State)
 	}
-	t.Logf("restart: %d SIGKILLs, %d runs, %d events, ticket done", c.kills, len(runs.Runs), len(evs.Events))
+	// Exactly one merge, by Ballet, of the head the runner pushed.
+	merges, err := gitforge.NewMerging("").Merges(context.Background(), forge.Repo{URL: repo.Bare, DefaultBranch: "main"}, "ballet/"+it.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(merges) != 1 || merges[0] != pushed {
+		t.Fatalf("Ballet merged ballet/%s at %v, want exactly once, at %s", it.Key, merges, pushed)
+	}
+	if log := gitOut(t, repo.Bare, "log", "--format=%s", "main"); strings.Count(log, "ballet/"+it.Key) != 1 {
+		t.Fatalf("main's history mentions the branch other than once:\n%s", log)
+	}
+	t.Logf("restart: %d SIGKILLs by the test, %d at the fault point after the merge, %d runs, %d events, ticket done, merged once",
+		c.kills, c.faultKills, len(runs.Runs), len(evs.Events))
+}
+
+// gitOut runs git in dir and returns its trimmed output.
+func gitOut(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
 }
