@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/ballet/ballet/internal/forge/gitforge"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/rqlite"
 	"github.com/ballet/ballet/internal/store/sqlite"
@@ -31,9 +33,10 @@ type dbFlow struct {
 }
 
 type dbRun struct {
-	ID, FlowID, ItemID, Stage, Status string
-	Iteration, Step                   int
-	Version                           int64
+	ID, FlowID, ItemID, Stage, Status, Error string
+	Iteration, Step                          int
+	Version                                  int64
+	StartedAt, HeartbeatAt, FinishedAt       int64 // unix ms, 0 when not set
 }
 
 type dbItem struct {
@@ -106,9 +109,11 @@ func (s *suite) read(ctx context.Context) snapshot {
 		sn.flows = append(sn.flows, f)
 		return err
 	})
-	q(`SELECT id, flow_id, item_id, stage, status, iteration, step, version FROM runs ORDER BY created_at, id`, func(r *store.Rows, i int) error {
+	q(`SELECT id, flow_id, item_id, stage, status, COALESCE(error, ''), iteration, step, version, COALESCE(started_at, 0),
+COALESCE(heartbeat_at, 0), COALESCE(finished_at, 0) FROM runs ORDER BY created_at, id`, func(r *store.Rows, i int) error {
 		var x dbRun
-		err := r.Scan(i, &x.ID, &x.FlowID, &x.ItemID, &x.Stage, &x.Status, &x.Iteration, &x.Step, &x.Version)
+		err := r.Scan(i, &x.ID, &x.FlowID, &x.ItemID, &x.Stage, &x.Status, &x.Error, &x.Iteration, &x.Step, &x.Version, &x.StartedAt,
+			&x.HeartbeatAt, &x.FinishedAt)
 		sn.runs = append(sn.runs, x)
 		return err
 	})
@@ -148,6 +153,8 @@ type payload struct {
 	Step      int    `json:"step"`
 	Run       string `json:"run"`
 	Waiting   string `json:"waiting"`
+	Outcome   string `json:"outcome"`
+	Reason    string `json:"reason"`
 	Ticket    string `json:"ticket"`
 	To        string `json:"to"`
 	State     string `json:"state"`
@@ -167,22 +174,58 @@ func (e dbEvent) String() string {
 	return fmt.Sprintf("seq %d %s %s/%s %s", e.Seq, e.Type, e.EntityType, e.EntityID, pl)
 }
 
+// merges is what the repository says about the merges of ticket branches.
+type merges struct {
+	human  map[string]int      // merge commits "merge ballet/KEY" of the harness's humans, by ticket key
+	ballet map[string][]string // heads of ballet/KEY that Ballet merged (gitforge.MergeSubject), by ticket key
+	heads  map[string]string   // the head of each ballet/KEY branch
+}
+
+// readMerges reads main's history and the ticket branches of the bare
+// repository.
+func readMerges(bare string) (merges, error) {
+	m := merges{human: map[string]int{}, ballet: map[string][]string{}, heads: map[string]string{}}
+	log, err := gitOut(bare, "log", "--first-parent", "--format=%P%x09%s", "main")
+	if err != nil {
+		return m, err
+	}
+	for _, l := range strings.Split(log, "\n") {
+		parents, subject, _ := strings.Cut(l, "\t")
+		if key, ok := strings.CutPrefix(subject, "merge ballet/"); ok {
+			m.human[key]++
+		}
+		if rest, ok := strings.CutPrefix(subject, "ballet: merge ballet/"); ok {
+			key, sha, _ := strings.Cut(rest, " at ")
+			if p := strings.Fields(parents); len(p) != 2 || p[1] != sha || gitforge.MergeSubject("ballet/"+key, sha) != subject {
+				return m, fmt.Errorf("a merge commit by Ballet that is not one: %q (parents %s)", subject, parents)
+			}
+			m.ballet[key] = append(m.ballet[key], sha)
+		}
+	}
+	refs, err := gitOut(bare, "for-each-ref", "--format=%(refname:lstrip=3) %(objectname)", "refs/heads/ballet/")
+	if err != nil {
+		return m, err
+	}
+	for _, l := range strings.Split(refs, "\n") {
+		if key, sha, ok := strings.Cut(l, " "); ok {
+			m.heads[key] = sha
+		}
+	}
+	return m, nil
+}
+
 // check reads the end state from the database and records every problem
 // found; the summary counts come from it too.
 func (s *suite) check() []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sn := s.read(ctx)
-	log, err := gitOut(s.repo.Bare, "log", "--format=%s", "main")
+	mg, err := readMerges(s.repo.Bare)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	mergeCommits := map[string]int{}
-	for _, l := range strings.Split(log, "\n") {
-		if b, ok := strings.CutPrefix(l, "merge ballet/"); ok {
-			mergeCommits[b]++
-		}
-	}
+	s.runnerKills, s.outages = s.runner.record()
+	s.outages = append(append(s.outages, s.core.coreOutages()...), s.leaders...)
 	pending := map[string]int{}
 	for _, j := range sn.jobs {
 		pending[j.Kind+"/"+j.Status]++
@@ -194,12 +237,12 @@ func (s *suite) check() []string {
 		}
 		f.Close()
 	}
-	return s.analyze(sn, mergeCommits)
+	return s.analyze(sn, mg)
 }
 
-// analyze checks the end state; mergeCommits counts the merge commits of
-// each ticket's branch on main.
-func (s *suite) analyze(sn snapshot, mergeCommits map[string]int) []string {
+// analyze checks the end state; mg is what the repository says about
+// merges.
+func (s *suite) analyze(sn snapshot, mg merges) []string {
 	s.sum.Runs, s.sum.Events = len(sn.runs), len(sn.events)
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
@@ -304,9 +347,11 @@ func (s *suite) analyze(sn snapshot, mergeCommits map[string]int) []string {
 		}
 	}
 	perStep := map[string][]dbRun{}
+	runsByStep := map[string]dbRun{} // "flow/step" → its (last) run
 	for _, r := range sn.runs {
 		k := fmt.Sprintf("%s/%d", r.FlowID, r.Step)
 		perStep[k] = append(perStep[k], r)
+		runsByStep[k] = r
 		created, runEvents := 0, 0
 		for _, e := range byEntity[r.ID] {
 			if e.EntityType != "run" {
@@ -368,11 +413,23 @@ func (s *suite) analyze(sn snapshot, mergeCommits map[string]int) []string {
 		}
 	}
 
-	// Merges: each branch merged at most once; every done ticket merged
-	// exactly once (done means the merge stage saw it merged).
-	for k, n := range mergeCommits {
+	// Merges: each branch merged at most once, by Ballet or by a human;
+	// every done ticket merged exactly once (done means the merge stage saw
+	// it merged): an ACME ticket by Ballet, at its branch's head, a HUM
+	// ticket by a human.
+	for k, n := range mg.human {
+		s.sum.HumanMerge += n
 		if n > 1 {
-			dup("branch ballet/%s merged %d times", k, n)
+			dup("branch ballet/%s merged %d times by humans", k, n)
+		}
+	}
+	for k, heads := range mg.ballet {
+		s.sum.BalletMerge += len(heads)
+		if len(heads) > 1 {
+			dup("branch ballet/%s merged %d times by Ballet (heads %v)", k, len(heads), heads)
+		}
+		if mg.human[k] > 0 {
+			dup("branch ballet/%s merged by Ballet and by a human", k)
 		}
 	}
 	for _, a := range s.anomalies {
@@ -435,14 +492,42 @@ func (s *suite) analyze(sn snapshot, mergeCommits map[string]int) []string {
 			if s.hit[it.Key] {
 				s.sum.Resumed++
 			}
-			if n := mergeCommits[it.Key]; n != 1 {
-				bad("%s is done but its branch was merged %d times (the merge stage must see exactly one human merge):%s", it.Key, n, dump(latest[it.ID].ID))
+			byBallet, byHuman := mg.ballet[it.Key], mg.human[it.Key]
+			switch projectOf(it.Key) {
+			case BalletMerges:
+				if len(byBallet) != 1 || byHuman != 0 || byBallet[0] != mg.heads[it.Key] {
+					bad("%s is done but Ballet merged its branch %d times (heads %v; the branch is at %s) and humans %d times: "+
+						"want exactly one merge by Ballet, of the branch's head:%s", it.Key, len(byBallet), byBallet, mg.heads[it.Key], byHuman, dump(latest[it.ID].ID))
+				}
+			default:
+				if byHuman != 1 || len(byBallet) != 0 {
+					bad("%s is done but its branch was merged %d times by humans and %d times by Ballet (the merge policy is manual: "+
+						"the merge stage must see exactly one human merge):%s", it.Key, byHuman, len(byBallet), dump(latest[it.ID].ID))
+				}
 			}
 			if Escalates(it.Number) {
 				bad("%s is done, but the runner reported its first stage blocked, which must raise a question", it.Key)
 			}
+			causes, left := s.offScript(it, latest[it.ID], byEntity[latest[it.ID].ID], runsByStep)
+			s.sum.Detours += len(causes) + len(left)
+			if len(left) > 0 {
+				s.sum.UnexplainedDetours += len(left)
+				bad("UNEXPLAINED DETOUR of %s (done in the end): %s — a stage may end off the script only when a kill cost its run:%s",
+					it.Key, strings.Join(left, "; "), dump(latest[it.ID].ID))
+			}
 		case final[it.ID] == "escalated":
 			s.sum.Escalated++
+			f := latest[it.ID]
+			why, unexplained := s.explain(it, f, byEntity[f.ID], runsByStep)
+			if unexplained != "" {
+				bad("UNEXPLAINED ESCALATION of %s (flow %s/%s at stage %s): %s — only a scripted escalation or a run that a kill "+
+					"cost may escalate a ticket:%s", it.Key, f.Status, f.Waiting, f.Stage, unexplained, dump(f.ID))
+			} else {
+				if s.sum.Explained == nil {
+					s.sum.Explained = map[string]int{}
+				}
+				s.sum.Explained[why]++
+			}
 		case heldFn(it, map[string]bool{}):
 			s.sum.Held++
 		default:
@@ -497,7 +582,9 @@ func (s *suite) analyze(sn snapshot, mergeCommits map[string]int) []string {
 	}
 
 	var evidence string
-	s.sum.MaxRunningAtStart, evidence = maxRunningAtStart(sn.events, s.o.Limit)
+	s.sum.MaxRunningAtStart, evidence = maxRunningAtStart(sn.events, s.o.Limit, func(flowID string) string {
+		return projectOf(itemByID[flowByID[flowID].ItemID].Key)
+	})
 	if evidence != "" {
 		s.logf("concurrency: %s", evidence)
 		s.t.Logf("failure suite (%s): concurrency limit %d: %s", s.o.Engine, s.o.Limit, evidence)
@@ -527,49 +614,162 @@ func (s *suite) analyze(sn snapshot, mergeCommits map[string]int) []string {
 	return problems
 }
 
-// maxRunningAtStart replays the flow events and returns the most flows
-// that were running (occupying a slot) when another flow started, with
-// evidence for every start at or above limit: the running flows and the
-// event that made each run. It is reported, not asserted: the scheduler
-// reads the limits without locking them, and a human's approval makes a
-// waiting flow run again whatever the limit.
-func maxRunningAtStart(events []dbEvent, limit int) (int, string) {
-	running := map[string]dbEvent{}
+// explain says why an escalated ticket escalated (why), or what is left
+// unexplained. A ticket may escalate only when
+//
+//   - it was scripted to: the runner reported its first agent stage blocked
+//     in iteration 1 (Escalates), or
+//   - every stage of its flow that ended otherwise than the script says was
+//     cost by a kill: its run was in flight at a runner kill (the runner's
+//     own log says which), or it failed as silent ("runner silent for …")
+//     while Core, the runner or the rqlite leader was down (an outage
+//     overlapping the run's silence, from its last heartbeat to its end).
+//
+// Anything else — a stage that failed for no reason the harness caused, a
+// flow flagged stuck, a human stage that was not approved — is unexplained.
+func (s *suite) explain(it dbItem, f dbFlow, events []dbEvent, runsByStep map[string]dbRun) (why, unexplained string) {
+	var last dbEvent
+	for _, e := range events {
+		if e.EntityType == "flow" {
+			last = e
+		}
+	}
+	p := last.p()
+	if last.Type == "flow.waiting" && p.Waiting == "answer" && p.Outcome == "blocked" && (p.Stage == "implement" || p.Stage == "fix") &&
+		p.Iteration == 1 && Escalates(it.Number) {
+		return "scripted", ""
+	}
+	if last.Type == "flow.stuck" {
+		return "", "the flow was flagged stuck: " + p.Reason
+	}
+	causes, left := s.offScript(it, f, events, runsByStep)
+	switch {
+	case len(left) > 0:
+		return "", strings.Join(left, "; ")
+	case len(causes) == 0:
+		return "", fmt.Sprintf("every stage ended as scripted, yet the flow escalated (%s %s)", last.Type, last.Payload)
+	}
+	sort.Strings(causes)
+	return strings.Join(slices.Compact(causes), "+"), ""
+}
+
+// offScript looks at every stage of a flow that ended otherwise than the
+// script says: causes lists the kills that explain them (see runCause),
+// left the ones nothing explains.
+func (s *suite) offScript(it dbItem, f dbFlow, events []dbEvent, runsByStep map[string]dbRun) (causes, left []string) {
+	for _, e := range events {
+		p := e.p()
+		switch {
+		case e.Type == "flow.stage_finished", e.Type == "flow.failed", e.Type == "flow.done":
+		case e.Type == "flow.waiting" && p.Waiting == "answer" && p.Outcome != "":
+		default:
+			continue
+		}
+		if p.Outcome == scripted(it.Number, p.Stage, p.Iteration) {
+			continue
+		}
+		r, ok := runsByStep[fmt.Sprintf("%s/%d", f.ID, p.Step)]
+		cause := ""
+		if ok {
+			cause = s.runCause(r)
+		}
+		what := fmt.Sprintf("stage %s (iteration %d, step %d) ended %s, the script says %s", p.Stage, p.Iteration, p.Step, p.Outcome,
+			scripted(it.Number, p.Stage, p.Iteration))
+		switch {
+		case !ok:
+			left = append(left, what+" (no run)")
+		case cause == "":
+			left = append(left, fmt.Sprintf("%s; its run %s is %s (%s) and no kill explains it", what, r.ID, r.Status, r.Error))
+		default:
+			causes = append(causes, cause)
+		}
+	}
+	return causes, left
+}
+
+// scripted is the outcome a stage ends with when nothing interferes: the
+// runner's Outcome for agent stages, done for the human stages (the harness
+// approves) and for the merge.
+func scripted(number int64, stage string, iteration int) string {
+	switch stage {
+	case "implement", "review", "verify", "fix", "check":
+		return Outcome(number, stage, iteration)
+	}
+	return "done"
+}
+
+// runCause says which kill cost a run ("" when none did): it was in flight
+// at a runner kill, or it failed as silent while something was down.
+func (s *suite) runCause(r dbRun) string {
+	for _, k := range s.runnerKills {
+		if slices.Contains(k.Runs, r.ID) {
+			return "runner killed mid-run"
+		}
+	}
+	if r.Status != "failed" || !strings.HasPrefix(r.Error, "runner silent for") {
+		return ""
+	}
+	from := r.HeartbeatAt
+	if from == 0 {
+		from = r.StartedAt
+	}
+	for _, o := range s.outages {
+		if o.overlaps(time.UnixMilli(from), time.UnixMilli(r.FinishedAt)) {
+			return "silent while " + o.What + " was down"
+		}
+	}
+	return ""
+}
+
+// maxRunningAtStart replays the flow events and returns the most flows of
+// one project (projectOf a flow id) that were running (occupying a slot)
+// when another flow of that project started, with evidence for every start
+// at or above limit: the running flows and the event that made each run.
+// It is reported, not asserted: the scheduler reads the limits without
+// locking them, and a human's approval makes a waiting flow run again
+// whatever the limit.
+func maxRunningAtStart(events []dbEvent, limit int, projectOf func(flowID string) string) (int, string) {
+	running := map[string]map[string]dbEvent{} // project → flow → the event that made it run
 	most := 0
 	var b strings.Builder
 	for _, e := range events {
 		if e.EntityType != "flow" {
 			continue
 		}
+		p := projectOf(e.EntityID)
+		if running[p] == nil {
+			running[p] = map[string]dbEvent{}
+		}
+		run := running[p]
 		switch e.Type {
 		case "flow.started":
-			most = max(most, len(running))
-			if limit > 0 && len(running) >= limit {
-				fmt.Fprintf(&b, "\n  %d flows running at %s:", len(running), e)
+			most = max(most, len(run))
+			if limit > 0 && len(run) >= limit {
+				fmt.Fprintf(&b, "\n  %d flows of %s running at %s:", len(run), p, e)
 				var ids []string
-				for id := range running {
+				for id := range run {
 					ids = append(ids, id)
 				}
-				sort.Slice(ids, func(i, j int) bool { return running[ids[i]].Seq < running[ids[j]].Seq })
+				sort.Slice(ids, func(i, j int) bool { return run[ids[i]].Seq < run[ids[j]].Seq })
 				for _, id := range ids {
-					fmt.Fprintf(&b, "\n      since %s", running[id])
+					fmt.Fprintf(&b, "\n      since %s", run[id])
 				}
 			}
-			running[e.EntityID] = e
+			run[e.EntityID] = e
 		case "flow.stage_started", "flow.waiting":
 			if w := e.p().Waiting; w == "run" || w == "checks" || w == "" {
-				if _, ok := running[e.EntityID]; !ok {
-					running[e.EntityID] = e
+				if _, ok := run[e.EntityID]; !ok {
+					run[e.EntityID] = e
 				}
 			} else {
-				delete(running, e.EntityID)
+				delete(run, e.EntityID)
 			}
 		case "flow.stage_finished", "flow.resumed":
-			if _, ok := running[e.EntityID]; !ok {
-				running[e.EntityID] = e
+			if _, ok := run[e.EntityID]; !ok {
+				run[e.EntityID] = e
 			}
 		default: // done, failed, stopped, stuck
-			delete(running, e.EntityID)
+			delete(run, e.EntityID)
 		}
 	}
 	return most, b.String()

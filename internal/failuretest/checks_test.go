@@ -5,14 +5,15 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ballet/ballet/internal/openapitest"
 	"github.com/ballet/ballet/internal/server"
 )
 
 // world builds a small end state for the checks' own test: ticket ACME-1
-// done through one agent stage and a merge, ticket ACME-2 (blocked by
-// ACME-1) done after it.
+// done through one agent stage and a merge by Ballet, ticket ACME-2
+// (blocked by ACME-1) done after it.
 type world struct {
 	sn  snapshot
 	seq int64
@@ -33,15 +34,15 @@ func (w *world) ticket(id, key string, number int64) {
 func (w *world) run(item, flow, run string) {
 	w.ev("flow", flow, "flow.started", map[string]any{"step": 1})
 	w.ev("ticket", item, "ticket.state_changed", map[string]any{"to": "in_progress"})
-	w.ev("flow", flow, "flow.stage_started", map[string]any{"step": 1, "run": run})
+	w.ev("flow", flow, "flow.stage_started", map[string]any{"step": 1, "stage": "implement", "iteration": 1, "run": run})
 	w.ev("run", run, "run.created", nil)
 	w.ev("run", run, "run.started", nil)
 	w.ev("run", run, "run.reported", nil)
 	w.ev("run", run, "run.finished", nil)
-	w.ev("flow", flow, "flow.stage_finished", map[string]any{"step": 1})
-	w.ev("flow", flow, "flow.stage_started", map[string]any{"step": 2})
-	w.ev("flow", flow, "flow.waiting", map[string]any{"step": 2, "waiting": "merge"})
-	w.ev("flow", flow, "flow.done", map[string]any{"step": 2})
+	w.ev("flow", flow, "flow.stage_finished", map[string]any{"step": 1, "stage": "implement", "iteration": 1, "outcome": "done"})
+	w.ev("flow", flow, "flow.stage_started", map[string]any{"step": 2, "stage": "integrate", "iteration": 1})
+	w.ev("flow", flow, "flow.waiting", map[string]any{"step": 2, "stage": "integrate", "iteration": 1, "waiting": "checks"})
+	w.ev("flow", flow, "flow.done", map[string]any{"step": 2, "stage": "integrate", "iteration": 1, "outcome": "done"})
 	w.ev("ticket", item, "ticket.state_changed", map[string]any{"to": "done"})
 	w.sn.flows = append(w.sn.flows, dbFlow{ID: flow, ItemID: item, Status: "done", Stage: "integrate", Step: 2, Iteration: 1, Version: 6, StartedAt: w.seq})
 	w.sn.runs = append(w.sn.runs, dbRun{ID: run, FlowID: flow, ItemID: item, Stage: "implement", Status: "succeeded", Iteration: 1, Step: 1, Version: 4})
@@ -58,12 +59,20 @@ func newWorld() *world {
 	return w
 }
 
-func analyzeWorld(t *testing.T, w *world, merges map[string]int) []string {
+// mergedByBallet is the repository of the world: Ballet merged both
+// tickets' branches at their heads.
+func mergedByBallet() merges {
+	return merges{human: map[string]int{}, ballet: map[string][]string{"ACME-1": {"h1"}, "ACME-2": {"h2"}},
+		heads: map[string]string{"ACME-1": "h1", "ACME-2": "h2"}}
+}
+
+func analyzeWorld(t *testing.T, w *world, mg *merges) []string {
 	s := &suite{t: t, hit: map[string]bool{}}
-	if merges == nil {
-		merges = map[string]int{"ACME-1": 1, "ACME-2": 1}
+	if mg == nil {
+		m := mergedByBallet()
+		mg = &m
 	}
-	return s.analyze(w.sn, merges)
+	return s.analyze(w.sn, *mg)
 }
 
 // TestChecksCatchBrokenEndStates makes sure the suite's assertions bite:
@@ -72,69 +81,101 @@ func TestChecksCatchBrokenEndStates(t *testing.T) {
 	if p := analyzeWorld(t, newWorld(), nil); len(p) != 0 {
 		t.Fatalf("a consistent end state has problems:\n%s", strings.Join(p, "\n"))
 	}
-	// An escalated ticket holds the ticket it blocks: not lost.
-	w := newWorld()
-	w.sn.flows[0].Status, w.sn.flows[0].Waiting, w.sn.items[0].State = "waiting", "answer", "waiting_for_answer"
-	w.sn.flows, w.sn.runs, w.sn.items[1].State = w.sn.flows[:1], w.sn.runs[:1], "ready"
-	w.sn.events = w.sn.events[:16]
-	w.sn.events[14] = dbEvent{Seq: 15, EntityType: "flow", EntityID: "f1", Type: "flow.waiting", Payload: `{"step":2,"waiting":"answer"}`}
-	w.sn.events[15] = dbEvent{Seq: 16, EntityType: "ticket", EntityID: "i1", Type: "ticket.state_changed", Payload: `{"to":"waiting_for_answer"}`}
-	w.sn.items[1].Version = 2
+	// A scripted escalation (ACME-17's first stage blocked) holds the
+	// ticket it blocks: not lost.
+	w := escalatedWorld(`{"step":1,"stage":"implement","iteration":1,"waiting":"answer","outcome":"blocked"}`)
 	s := &suite{t: t, hit: map[string]bool{}}
-	if p := s.analyze(w.sn, map[string]int{}); len(p) != 0 || s.sum.Escalated != 1 || s.sum.Held != 1 {
-		t.Fatalf("escalated %d, held %d, problems:\n%s", s.sum.Escalated, s.sum.Held, strings.Join(p, "\n"))
+	if p := s.analyze(w.sn, merges{}); len(p) != 0 || s.sum.Escalated != 1 || s.sum.Held != 1 || s.sum.Explained["scripted"] != 1 {
+		t.Fatalf("escalated %d (%v), held %d, problems:\n%s", s.sum.Escalated, s.sum.Explained, s.sum.Held, strings.Join(p, "\n"))
 	}
 	cases := []struct {
 		name   string
-		break_ func(w *world) map[string]int
+		break_ func(w *world) *merges
 		want   []string
 	}{
-		{"seq gap", func(w *world) map[string]int {
+		{"seq gap", func(w *world) *merges {
 			for i := 5; i < len(w.sn.events); i++ {
 				w.sn.events[i].Seq++
 			}
 			return nil
 		}, []string{"event seq gap: the 6-th event has seq 7"}},
-		{"duplicate stage finish", func(w *world) map[string]int {
+		{"duplicate stage finish", func(w *world) *merges {
 			w.ev("flow", "f1", "flow.stage_finished", map[string]any{"step": 1})
 			return nil
 		}, []string{"DUPLICATE: flow f1 of ACME-1: flow.stage_finished@1 twice", "version 6 but 7 flow.* events"}},
-		{"repeated wait", func(w *world) map[string]int {
+		{"repeated wait", func(w *world) *merges {
 			w.sn.events = append(w.sn.events[:14], append([]dbEvent{w.sn.events[13]}, w.sn.events[14:]...)...)
 			for i := range w.sn.events {
 				w.sn.events[i].Seq = int64(i + 1)
 			}
 			return nil
-		}, []string{"flow.waiting 2/merge twice in a row"}},
-		{"state change without event", func(w *world) map[string]int {
+		}, []string{"flow.waiting 2/checks twice in a row"}},
+		{"state change without event", func(w *world) *merges {
 			w.sn.items[0].Version = 5
 			return nil
 		}, []string{"item ACME-1: version 5 but 4 events"}},
-		{"two runs created", func(w *world) map[string]int {
+		{"two runs created", func(w *world) *merges {
 			w.ev("run", "r1", "run.created", nil)
 			return nil
 		}, []string{"DUPLICATE: run r1 of ACME-1 (implement step 1): 2 run.created events", "version 4 but 5 run.* events"}},
-		{"merged twice", func(*world) map[string]int {
-			return map[string]int{"ACME-1": 2, "ACME-2": 1}
-		}, []string{"DUPLICATE: branch ballet/ACME-1 merged 2 times", "ACME-1 is done but its branch was merged 2 times"}},
-		{"done without merge", func(*world) map[string]int {
-			return map[string]int{"ACME-1": 1}
-		}, []string{"ACME-2 is done but its branch was merged 0 times"}},
-		{"lost ticket", func(w *world) map[string]int {
+		{"merged twice by Ballet", func(*world) *merges {
+			m := mergedByBallet()
+			m.ballet["ACME-1"] = []string{"h1", "h1"}
+			return &m
+		}, []string{"DUPLICATE: branch ballet/ACME-1 merged 2 times by Ballet", "ACME-1 is done but Ballet merged its branch 2 times"}},
+		{"done without merge", func(*world) *merges {
+			m := mergedByBallet()
+			delete(m.ballet, "ACME-2")
+			return &m
+		}, []string{"ACME-2 is done but Ballet merged its branch 0 times"}},
+		{"merged an old head", func(*world) *merges {
+			m := mergedByBallet()
+			m.heads["ACME-2"] = "h3"
+			return &m
+		}, []string{"ACME-2 is done but Ballet merged its branch 1 times (heads [h2]; the branch is at h3)"}},
+		{"merged by a human under the auto policy", func(*world) *merges {
+			m := mergedByBallet()
+			m.human["ACME-1"] = 1
+			return &m
+		}, []string{"DUPLICATE: branch ballet/ACME-1 merged by Ballet and by a human", "ACME-1 is done but Ballet merged its branch 1 times (heads [h1]; the branch is at h1) and humans 1 times"}},
+		{"a manual project merged by Ballet", func(w *world) *merges {
+			w.sn.items[1].Key = "HUM-2"
+			m := mergedByBallet()
+			m.ballet["HUM-2"] = m.ballet["ACME-2"]
+			return &m
+		}, []string{"HUM-2 is done but its branch was merged 0 times by humans and 1 times by Ballet"}},
+		{"a manual project merged twice by humans", func(w *world) *merges {
+			w.sn.items[1].Key = "HUM-2"
+			m := mergedByBallet()
+			m.human["HUM-2"] = 2
+			return &m
+		}, []string{"DUPLICATE: branch ballet/HUM-2 merged 2 times by humans", "HUM-2 is done but its branch was merged 2 times by humans"}},
+		{"lost ticket", func(w *world) *merges {
 			w.sn.flows[1].Status, w.sn.flows[1].Waiting = "running", "run"
 			w.sn.items[1].State = "in_progress"
 			return nil
 		}, []string{"LOST TICKETS", "ACME-2: ticket in_progress", "flow f2 of ACME-2 still running"}},
-		{"blocker order", func(w *world) map[string]int {
+		{"blocker order", func(w *world) *merges {
 			w.sn.blockers = [][2]string{{"i1", "i2"}}
 			return nil
 		}, []string{"ACME-1 started (seq 5) before its blocker ACME-2 was done (seq 28"}},
-		{"job without reason", func(w *world) map[string]int {
+		{"job without reason", func(w *world) *merges {
 			w.sn.jobs = append(w.sn.jobs, dbJob{ID: "j", Kind: "flow.enter", Status: "pending", Payload: `{"flow_id":"f1","step":3}`},
 				dbJob{ID: "d", Kind: "flow.run_finished", Status: "dead", Payload: `{"flow_id":"f2"}`, LastError: "boom"})
 			return nil
 		}, []string{"job j flow.enter is pending without a reason", "job d flow.run_finished is dead after 0 attempts: boom"}},
-		{"run left open", func(w *world) map[string]int {
+		{"a detour no kill explains", func(w *world) *merges {
+			// ACME-2's implement ended failed and the flow went on (as if
+			// the pipeline sent it back): its run just failed.
+			if e := w.sn.events[23]; e.EntityID != "f2" || e.Type != "flow.stage_finished" {
+				t.Fatalf("event 23 is %s", e)
+			}
+			w.sn.events[23].Payload = `{"step":1,"stage":"implement","iteration":1,"outcome":"failed"}`
+			w.sn.runs[1].Status, w.sn.runs[1].Error = "failed", "the session exited with status 1"
+			return nil
+		}, []string{"UNEXPLAINED DETOUR of ACME-2 (done in the end): stage implement (iteration 1, step 1) ended failed, the script says done; " +
+			"its run r2 is failed (the session exited with status 1) and no kill explains it"}},
+		{"run left open", func(w *world) *merges {
 			w.sn.runs[0].Status = "running"
 			return nil
 		}, []string{"run r1 of ACME-1 (implement step 1) is still running at the end"}},
@@ -142,8 +183,8 @@ func TestChecksCatchBrokenEndStates(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			w := newWorld()
-			merges := c.break_(w)
-			p := strings.Join(analyzeWorld(t, w, merges), "\n")
+			mg := c.break_(w)
+			p := strings.Join(analyzeWorld(t, w, mg), "\n")
 			for _, want := range c.want {
 				if !strings.Contains(p, want) {
 					t.Errorf("%q not reported; problems:\n%s", want, p)
@@ -171,12 +212,92 @@ func TestChecksHoldPayloadsToTheDocument(t *testing.T) {
 	w.ev("run", "r1", "run.napped", map[string]any{})
 	s := &suite{t: t, hit: map[string]bool{}, doc: doc}
 	var got []string
-	for _, p := range s.analyze(w.sn, nil) {
+	for _, p := range s.analyze(w.sn, merges{}) {
 		if strings.HasPrefix(p, "EVENT SCHEMA") {
 			got = append(got, p)
 		}
 	}
 	if len(got) != 2 || !strings.Contains(got[0], "seq 2") || !strings.Contains(got[1], "not in the catalogue") {
 		t.Fatalf("problems:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+// escalatedWorld is the world with ACME-17 (formerly ACME-1) escalated:
+// its flow waits for an answer after the flow.waiting event given, at its
+// first stage, and ACME-2 is held behind it.
+func escalatedWorld(waiting string) *world {
+	w := newWorld()
+	w.sn.items[0].Key, w.sn.items[0].Number = "ACME-17", 17
+	w.sn.flows[0].Status, w.sn.flows[0].Waiting, w.sn.items[0].State = "waiting", "answer", "waiting_for_answer"
+	w.sn.flows[0].Stage, w.sn.flows[0].Version = "implement", 3
+	w.sn.flows, w.sn.runs, w.sn.items[1].State = w.sn.flows[:1], w.sn.runs[:1], "ready"
+	w.sn.events = append(w.sn.events[:11], // through run.finished
+		dbEvent{Seq: 12, EntityType: "flow", EntityID: "f1", Type: "flow.waiting", Payload: waiting},
+		dbEvent{Seq: 13, EntityType: "ticket", EntityID: "i1", Type: "ticket.state_changed", Payload: `{"to":"waiting_for_answer"}`})
+	w.sn.items[1].Version = 2
+	w.sn.runs[0].Status, w.sn.runs[0].Error = "failed", "runner silent for 3s (no heartbeat since …)"
+	w.sn.runs[0].StartedAt, w.sn.runs[0].HeartbeatAt, w.sn.runs[0].FinishedAt = 1000, 2000, 6000
+	return w
+}
+
+// TestEveryEscalationIsExplained: an escalation passes only when it was
+// scripted or a kill cost the run whose stage ended off-script.
+func TestEveryEscalationIsExplained(t *testing.T) {
+	failed := `{"step":1,"stage":"implement","iteration":1,"waiting":"answer","outcome":"failed"}`
+	at := func(ms int64) time.Time { return time.UnixMilli(ms) }
+	for _, c := range []struct {
+		name    string
+		waiting string
+		number  int64
+		setup   func(s *suite, w *world)
+		why     string // "" when unexplained
+		problem string
+	}{
+		{"scripted", `{"step":1,"stage":"implement","iteration":1,"waiting":"answer","outcome":"blocked"}`, 17, nil, "scripted", ""},
+		{"blocked, but not scripted", `{"step":1,"stage":"implement","iteration":1,"waiting":"answer","outcome":"blocked"}`, 16, nil, "",
+			"stage implement (iteration 1, step 1) ended blocked, the script says done; its run r1 is failed"},
+		{"a failure no kill explains", failed, 17, nil, "", "stage implement (iteration 1, step 1) ended failed, the script says blocked; " +
+			"its run r1 is failed (runner silent for 3s (no heartbeat since …)) and no kill explains it"},
+		{"in flight at a runner kill", failed, 17, func(s *suite, _ *world) {
+			s.runnerKills = []runnerKill{{At: at(1500), Runs: []string{"r0", "r1"}}}
+		}, "runner killed mid-run", ""},
+		{"another run in flight at a runner kill", failed, 17, func(s *suite, _ *world) {
+			s.runnerKills = []runnerKill{{At: at(1500), Runs: []string{"r0"}}}
+		}, "", "no kill explains it"},
+		{"silent while Core was down", failed, 17, func(s *suite, _ *world) {
+			s.outages = []outage{{What: "core", From: at(5000), To: at(9000)}}
+		}, "silent while core was down", ""},
+		{"silent while the runner was down, still", failed, 17, func(s *suite, _ *world) {
+			s.outages = []outage{{What: "runner", From: at(1000)}}
+		}, "silent while runner was down", ""},
+		{"an outage before the run", failed, 17, func(s *suite, _ *world) {
+			s.outages = []outage{{What: "core", From: at(100), To: at(1999)}}
+		}, "", "no kill explains it"},
+		{"an outage after the run", failed, 17, func(s *suite, _ *world) {
+			s.outages = []outage{{What: "rqlite leader", From: at(6001), To: at(7000)}}
+		}, "", "no kill explains it"},
+		{"silent is the only failure an outage explains", failed, 17, func(s *suite, w *world) {
+			w.sn.runs[0].Error = "the session exited with status 1"
+			s.outages = []outage{{What: "core", From: at(5000), To: at(9000)}}
+		}, "", "its run r1 is failed (the session exited with status 1) and no kill explains it"},
+		{"stuck", `{"step":1,"stage":"implement","iteration":1,"waiting":"answer","reason":"the job died"}`, 17, func(_ *suite, w *world) {
+			w.sn.events[11].Type = "flow.stuck"
+		}, "", "the flow was flagged stuck: the job died"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := escalatedWorld(c.waiting)
+			w.sn.items[0].Number = c.number
+			s := &suite{t: t, hit: map[string]bool{}}
+			if c.setup != nil {
+				c.setup(s, w)
+			}
+			p := strings.Join(s.analyze(w.sn, merges{}), "\n")
+			switch {
+			case c.why != "" && (p != "" || s.sum.Explained[c.why] != 1):
+				t.Fatalf("explained %v, want %q; problems:\n%s", s.sum.Explained, c.why, p)
+			case c.why == "" && (!strings.Contains(p, "UNEXPLAINED ESCALATION of ACME-17") || !strings.Contains(p, c.problem)):
+				t.Fatalf("problems do not say %q:\n%s", c.problem, p)
+			}
+		})
 	}
 }

@@ -1,19 +1,24 @@
 // Package failuretest is the failure suite of ADR-0016 ("Validation"): it
-// runs the real `ballet` binary and a test runner process (this test binary
-// re-executed in runner mode, speaking the runner API) over many tickets —
-// epics, blockers, human stages, iterations and human merges on the
-// plain-git forge — while it kills Core with SIGKILL at each pipeline step
-// (fault points armed through BALLET_FAULT, see internal/fault), at random
-// moments, kills the runner mid-run and, on rqlite, the cluster's leader
-// once. The harness plays the humans: it approves human stages and merges a
-// ticket's branch when its flow waits for the merge; it answers no question,
-// so escalations stay escalated.
+// runs the real `ballet` binary — built with the ballet_testforge tag, so
+// that Ballet merges on the plain-git forge (gitforge.Merging) — and a test
+// runner process (this test binary re-executed in runner mode, speaking the
+// runner API) over many tickets — epics, blockers, human stages, iterations,
+// merges by Ballet (project ACME, merge policy auto) and by humans (project
+// HUM, manual) — while it kills Core with SIGKILL at each pipeline step
+// (fault points armed through BALLET_FAULT, see internal/fault, including
+// forge.merged right after a merge by Ballet), at random moments, kills the
+// runner mid-run and, on rqlite, the cluster's leader once. Core's scheduler
+// alone starts the tickets. The harness plays the humans: it approves human
+// stages and merges a HUM ticket's branch when its flow waits for the merge;
+// it answers no question, so escalations stay escalated.
 //
 // At the end it reads the database directly and checks that every ticket
-// ended done or escalated (or waits behind an escalated blocker), that no
-// run, flow transition or merge happened twice, that every change has its
-// one event and seq has no gaps, and that no job is left behind without a
-// reason. Run prints one summary line.
+// ended done or escalated (or waits behind an escalated blocker), that every
+// escalation is explained (scripted, or caused by a run that a kill cost),
+// that tickets caught by a Core kill went on to done, that no run, flow
+// transition or merge happened twice, that every change has its one event
+// and seq has no gaps, and that no job is left behind without a reason. Run
+// prints one summary line.
 package failuretest
 
 import (
@@ -29,6 +34,7 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/apitest"
+	"github.com/ballet/ballet/internal/forge/gitforge"
 	"github.com/ballet/ballet/internal/openapitest"
 	"github.com/ballet/ballet/internal/pipeline"
 	"github.com/ballet/ballet/internal/rqlitetest"
@@ -37,20 +43,34 @@ import (
 // AdminToken is the bootstrap (platform-admin) token of the suite's Core.
 const AdminToken = "failuretest-bootstrap-token-0123456789"
 
+// The suite's projects: Ballet merges ACME's tickets (merge policy auto),
+// humans merge HUM's (manual).
+const (
+	BalletMerges = "ACME"
+	HumansMerge  = "HUM"
+)
+
+var projects = []string{BalletMerges, HumansMerge}
+
+// projectOf returns the project key of a ticket key.
+func projectOf(key string) string {
+	p, _, _ := strings.Cut(key, "-")
+	return p
+}
+
 // Options tune a run of the suite.
 type Options struct {
-	Engine     string        // "sqlite" or "rqlite"
-	Binary     string        // the ballet binary
-	Tickets    int           // at least 50
-	Epics      int           // epics the tickets are spread over
-	Workers    int           // runs the runner works at once
-	Limit      int           // the project's concurrency_limit
-	KillPhase  time.Duration // how long kills go on
-	Deadline   time.Duration // how long everything may take to settle
-	FaultWait  time.Duration // how long an armed fault point may take to fire
-	Seed       uint64
-	LogDir     string // where the logs go (a temporary folder when empty)
-	NoFallback bool   // never start flows on the scheduler's behalf
+	Engine    string        // "sqlite" or "rqlite"
+	Binary    string        // the ballet binary
+	Tickets   int           // at least 50
+	Epics     int           // epics the tickets are spread over
+	Workers   int           // runs the runner works at once
+	Limit     int           // the project's concurrency_limit
+	KillPhase time.Duration // how long kills go on
+	Deadline  time.Duration // hang guard: how long everything may take to settle
+	FaultWait time.Duration // how long an armed fault point may take to fire
+	Seed      uint64
+	LogDir    string // where the logs go (a temporary folder when empty)
 }
 
 func (o *Options) defaults() {
@@ -70,7 +90,7 @@ func (o *Options) defaults() {
 		o.KillPhase = 60 * time.Second
 	}
 	if o.Deadline == 0 {
-		o.Deadline = 150 * time.Second
+		o.Deadline = 5 * time.Minute
 	}
 	if o.FaultWait == 0 {
 		o.FaultWait = 5 * time.Second
@@ -90,26 +110,31 @@ type Summary struct {
 	RunnerKills int
 	LeaderKills int
 	CoreExits   int // Core exited by itself (failed to start) and was started again
-	Resumed     int // tickets active at a kill that ended done
+	Resumed     int // tickets active at a Core kill that ended done
 	Done        int
-	Escalated   int // flow waiting for an answer, or failed
-	Held        int // ready tickets behind an escalated blocker
-	Duplicates  int
-	Fired       []string // fault points that fired
-	NotFired    []string // armed points that did not fire in time
-	Scheduler   bool     // tickets started by Core's scheduler (else the harness's fallback)
-	Runs        int
-	Events      int
-	// MaxRunningAtStart is the most flows running when another started
-	// (informational; compare with the project's limit).
+	Escalated   int            // flow waiting for an answer, or failed
+	Explained   map[string]int // escalations by their explanation (see explain)
+	Held        int            // ready tickets behind an escalated blocker
+	// Detours counts stages of done tickets that ended off the script
+	// (and went back or resumed); UnexplainedDetours those no kill explains.
+	Detours, UnexplainedDetours int
+	Duplicates                  int
+	BalletMerge                 int      // merges by Ballet (project ACME)
+	HumanMerge                  int      // merges by the harness's humans (project HUM)
+	Fired                       []string // fault points that fired
+	NotFired                    []string // armed points that did not fire in time
+	Runs                        int
+	Events                      int
+	// MaxRunningAtStart is the most flows of a project running when another
+	// of it started (informational; compare with the project's limit).
 	MaxRunningAtStart int
 	Elapsed           time.Duration
 }
 
 // Line is the summary line CI shows.
 func (s Summary) Line() string {
-	return fmt.Sprintf("failure suite (%s): tickets=%d kills=%d resumed=%d escalated=%d duplicates=%d", s.Engine, s.Tickets, s.Kills,
-		s.Resumed, s.Escalated, s.Duplicates)
+	return fmt.Sprintf("failure suite (%s): tickets=%d kills=%d resumed=%d escalated=%d duplicates=%d merges=%d+%d", s.Engine, s.Tickets, s.Kills,
+		s.Resumed, s.Escalated, s.Duplicates, s.BalletMerge, s.HumanMerge)
 }
 
 // ticket is a ticket or epic as the harness created it.
@@ -132,21 +157,25 @@ type suite struct {
 	api    *client
 	doc    *openapitest.Doc // the OpenAPI document Core serves: every event's payload must match it
 
-	cluster  *rqlitetest.Cluster
-	dbAddr   string // SQLite file or rqlite URLs
-	harness  *os.File
-	began    time.Time
-	items    []*ticket // creation order, epics first
-	byKey    map[string]*ticket
-	tickets  []*ticket // tickets only
-	fallback bool
+	cluster *rqlitetest.Cluster
+	dbAddr  string // SQLite file or rqlite URLs
+	harness *os.File
+	began   time.Time
+	items   []*ticket // creation order, epics first
+	byKey   map[string]*ticket
+	tickets []*ticket // tickets only
+	leaders []outage  // rqlite leader kills until the node's restart
+
+	runnerKills []runnerKill // read at the end, for explain
+	outages     []outage     // of Core, the runner and the rqlite leader, read at the end
 
 	flows      map[string]flowView // latest poll, by ticket
 	states     map[string]string   // latest poll of item states, by key
 	approvedAt map[string]int64    // flow version approved, by ticket
 	merged     map[string]int      // MergeBranch calls, by ticket
+	askedHuman map[string]bool     // ACME tickets seen waiting for a human merge
 	mergedIter map[string]int      // the iteration the merge was made in
-	hit        map[string]bool     // tickets active at some kill
+	hit        map[string]bool     // tickets active at some Core kill
 	anomalies  []string            // duplicates seen while driving
 	exits      []string            // Core exiting by itself
 	sum        Summary
@@ -178,7 +207,8 @@ type itemView struct {
 func Run(t *testing.T, o Options) Summary {
 	o.defaults()
 	s := &suite{t: t, o: o, rng: rand.New(rand.NewPCG(o.Seed, 0x5eed)), flows: map[string]flowView{}, states: map[string]string{},
-		approvedAt: map[string]int64{}, merged: map[string]int{}, mergedIter: map[string]int{}, hit: map[string]bool{}, byKey: map[string]*ticket{}}
+		approvedAt: map[string]int64{}, merged: map[string]int{}, mergedIter: map[string]int{}, askedHuman: map[string]bool{}, hit: map[string]bool{},
+		byKey: map[string]*ticket{}}
 	s.sum.Engine = o.Engine
 	var err error
 	s.dir = o.LogDir
@@ -216,9 +246,13 @@ func Run(t *testing.T, o Options) Summary {
 	}
 	s.api = newClient(s.core.addr)
 	t.Cleanup(func() {
-		s.core.kill()
+		if err := s.core.kill(); err != nil {
+			t.Error(err)
+		}
 		if s.runner != nil {
-			s.runner.kill()
+			if err := s.runner.kill(); err != nil {
+				t.Error(err)
+			}
 		}
 		if t.Failed() {
 			t.Logf("harness log (tail):\n%s", tailFile(s.harness.Name(), 6000))
@@ -240,15 +274,21 @@ func Run(t *testing.T, o Options) Summary {
 	if err := s.startRunner(runnerToken); err != nil {
 		t.Fatal(err)
 	}
-	s.detectScheduler()
 	s.drive()
-	s.runner.kill()
-	s.core.stop()
+	if err := s.runner.kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.core.stop(); err != nil {
+		t.Fatal(err)
+	}
 	problems := s.check()
 	// The suite must have done what it claims: no vacuous pass.
-	if s.sum.FaultKills < 10 || s.sum.RunnerKills < 1 || (o.Engine == "rqlite" && s.sum.LeaderKills != 1) || s.sum.Done < len(s.tickets)/3 {
+	if s.sum.FaultKills < 10 || s.sum.RunnerKills < 1 || (o.Engine == "rqlite" && s.sum.LeaderKills != 1) || s.sum.Done < len(s.tickets)/3 ||
+		s.sum.Resumed == 0 || s.sum.BalletMerge == 0 || s.sum.HumanMerge == 0 {
 		problems = append(problems, fmt.Sprintf("HARNESS: too little happened to trust this run: %d kills at fault points (want ≥ 10), %d runner kills (≥ 1), "+
-			"%d rqlite leader kills (1 on rqlite), %d tickets done (≥ %d)", s.sum.FaultKills, s.sum.RunnerKills, s.sum.LeaderKills, s.sum.Done, len(s.tickets)/3))
+			"%d rqlite leader kills (1 on rqlite), %d tickets done (≥ %d), %d of them caught by a Core kill (≥ 1), %d merges by Ballet (≥ 1), "+
+			"%d by humans (≥ 1)", s.sum.FaultKills, s.sum.RunnerKills, s.sum.LeaderKills, s.sum.Done, len(s.tickets)/3, s.sum.Resumed,
+			s.sum.BalletMerge, s.sum.HumanMerge))
 	}
 	s.sum.Elapsed = time.Since(s.began).Round(time.Second)
 	line := s.sum.Line()
@@ -262,10 +302,12 @@ func Run(t *testing.T, o Options) Summary {
 			f.Close()
 		}
 	}
-	t.Logf("failure suite (%s): done=%d escalated=%d held=%d; kills: %d at fault points, %d random, %d runner, %d rqlite leader; "+
-		"runs=%d events=%d; at most %d flows running at a start (limit %d); tickets started by %s; %s", o.Engine, s.sum.Done, s.sum.Escalated, s.sum.Held, s.sum.FaultKills, s.sum.RandomKills,
-		s.sum.RunnerKills, s.sum.LeaderKills, s.sum.Runs, s.sum.Events, s.sum.MaxRunningAtStart, o.Limit, map[bool]string{true: "the scheduler", false: "the harness (fallback)"}[s.sum.Scheduler],
-		s.sum.Elapsed)
+	t.Logf("failure suite (%s): done=%d (resumed after a Core kill %d; detours %d, unexplained %d) escalated=%d %v held=%d; kills: %d at fault points, "+
+		"%d random, %d runner, %d rqlite leader; merges: %d by Ballet, %d by humans; runs=%d events=%d; at most %d flows running at a start "+
+		"(limit %d per project); %s",
+		o.Engine, s.sum.Done, s.sum.Resumed, s.sum.Detours, s.sum.UnexplainedDetours, s.sum.Escalated, s.sum.Explained, s.sum.Held,
+		s.sum.FaultKills, s.sum.RandomKills, s.sum.RunnerKills,
+		s.sum.LeaderKills, s.sum.BalletMerge, s.sum.HumanMerge, s.sum.Runs, s.sum.Events, s.sum.MaxRunningAtStart, o.Limit, s.sum.Elapsed)
 	t.Logf("failure suite (%s): fault points fired: %s; armed but not reached in %s: %s", o.Engine, strings.Join(s.sum.Fired, " "),
 		o.FaultWait, strings.Join(s.sum.NotFired, " "))
 	if len(s.exits) > 0 {
@@ -302,29 +344,34 @@ func (s *suite) must(want int, token, method, path string, body, out any) {
 	}
 }
 
-// setup creates the organization, the project on the plain-git repository,
-// its pipelines, the epics and tickets with their blockers (in backlog,
-// then all moved to ready) and a runner token.
+// setup creates the organization, the two projects on the plain-git
+// repository (Ballet merges ACME's tickets, humans merge HUM's), their
+// pipelines, the epics (in ACME) and tickets with their blockers (in
+// backlog, then all moved to ready) and a runner token.
 func (s *suite) setup() string {
 	s.must(201, AdminToken, "POST", "/api/v1/orgs", map[string]any{"slug": "acme", "name": "Acme"}, nil)
-	s.must(201, AdminToken, "POST", "/api/v1/orgs/acme/projects", map[string]any{"key": "ACME", "name": "Acme",
-		"repository": map[string]any{"forge": "git", "url": s.repo.Bare}, "concurrency_limit": s.o.Limit}, nil)
-	s.must(200, AdminToken, "PUT", "/api/v1/projects/ACME/pipelines/default", map[string]any{"version": 0, "definition": pipeline.Template()}, nil)
-	s.must(200, AdminToken, "PUT", "/api/v1/projects/ACME/pipelines/bug", map[string]any{"version": 0, "definition": map[string]any{
-		"max_iterations": 3,
-		"stages": []any{
-			map[string]any{"id": "triage", "kind": "human", "next": map[string]any{"failed": "$failed"}},
-			map[string]any{"id": "fix", "kind": "agent", "instructions": "Fix the bug.", "next": map[string]any{"done": "check", "failed": "$question"}},
-			map[string]any{"id": "check", "kind": "agent", "instructions": "Check the fix.", "next": map[string]any{"done": "integrate", "failed": "fix"}},
-			map[string]any{"id": "integrate", "kind": "platform", "action": "merge", "next": map[string]any{"failed": "fix"}},
-		}}}, nil)
-	create := func(typ, title, epic string) *ticket {
+	for _, p := range projects {
+		mode := map[string]string{BalletMerges: "auto", HumansMerge: "manual"}[p]
+		s.must(201, AdminToken, "POST", "/api/v1/orgs/acme/projects", map[string]any{"key": p, "name": "Project " + p,
+			"repository": map[string]any{"forge": "git", "url": s.repo.Bare}, "concurrency_limit": s.o.Limit,
+			"merge_policy": map[string]any{"mode": mode}}, nil)
+		s.must(200, AdminToken, "PUT", "/api/v1/projects/"+p+"/pipelines/default", map[string]any{"version": 0, "definition": pipeline.Template()}, nil)
+		s.must(200, AdminToken, "PUT", "/api/v1/projects/"+p+"/pipelines/bug", map[string]any{"version": 0, "definition": map[string]any{
+			"max_iterations": 3,
+			"stages": []any{
+				map[string]any{"id": "triage", "kind": "human", "next": map[string]any{"failed": "$failed"}},
+				map[string]any{"id": "fix", "kind": "agent", "instructions": "Fix the bug.", "next": map[string]any{"done": "check", "failed": "$question"}},
+				map[string]any{"id": "check", "kind": "agent", "instructions": "Check the fix.", "next": map[string]any{"done": "integrate", "failed": "fix"}},
+				map[string]any{"id": "integrate", "kind": "platform", "action": "merge", "next": map[string]any{"failed": "fix"}},
+			}}}, nil)
+	}
+	create := func(project, typ, title, epic string) *ticket {
 		var it itemView
 		body := map[string]any{"type": typ, "title": title}
 		if epic != "" {
 			body["epic"] = epic
 		}
-		s.must(201, AdminToken, "POST", "/api/v1/projects/ACME/items", body, &it)
+		s.must(201, AdminToken, "POST", "/api/v1/projects/"+project+"/items", body, &it)
 		tk := &ticket{Key: it.Key, Number: it.Number, Type: typ, Epic: epic}
 		s.items = append(s.items, tk)
 		s.byKey[tk.Key] = tk
@@ -332,18 +379,21 @@ func (s *suite) setup() string {
 	}
 	var epics []*ticket
 	for e := range s.o.Epics {
-		epics = append(epics, create("epic", fmt.Sprintf("epic %d", e), ""))
+		epics = append(epics, create(BalletMerges, "epic", fmt.Sprintf("epic %d", e), ""))
 	}
 	for i := 1; i <= s.o.Tickets; i++ {
 		typ := "task"
 		if i%5 == 0 {
 			typ = "bug"
 		}
-		epic := ""
-		if i%3 == 0 {
+		epic, project := "", BalletMerges
+		switch {
+		case i%3 == 0:
 			epic = epics[i%len(epics)].Key
+		case i%2 == 0:
+			project = HumansMerge // a third of the tickets
 		}
-		s.tickets = append(s.tickets, create(typ, fmt.Sprintf("ticket %d", i), epic))
+		s.tickets = append(s.tickets, create(project, typ, fmt.Sprintf("ticket %d", i), epic))
 	}
 	// Blockers: a DAG (edges from earlier tickets), depth one among
 	// tickets, plus two epics blocked by a ticket each. Deliberately
@@ -402,65 +452,49 @@ func (s *suite) startRunner(token string) error {
 	return s.runner.start()
 }
 
-// detectScheduler waits a few seconds for tickets to start by themselves
-// (Core's scheduler). FALLBACK: when none does, the harness starts runnable
-// tickets itself (POST …/flow/start), honouring blockers and the project's
-// limit, as the scheduler would; this is off as soon as Core starts
-// tickets on its own.
-func (s *suite) detectScheduler() {
-	deadline := time.Now().Add(6 * time.Second)
-	for time.Now().Before(deadline) {
-		if s.poll() && len(s.flows) > 0 {
-			s.sum.Scheduler = true
-			s.logf("the scheduler started %d tickets by itself", len(s.flows))
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	s.fallback = !s.o.NoFallback
-	s.logf("no ticket started by itself within 6 s: the harness starts runnable tickets (fallback %v)", s.fallback)
-}
-
-// poll reads every flow and item state (ok=false when Core was down).
+// poll reads every flow and item state of both projects (ok=false when
+// Core was down).
 func (s *suite) poll() bool {
 	alive := func() bool { return !s.core.dead() }
-	status, b, err := s.api.call(alive, 20*time.Second, AdminToken, "GET", "/api/v1/projects/ACME/flows?limit=1000", nil)
-	if err != nil || status != 200 {
-		s.logf("poll flows: %d %v", status, err)
-		return false
-	}
-	var fl struct{ Flows []flowView }
-	if err := json.Unmarshal(b, &fl); err != nil {
-		s.t.Fatalf("flows: %v: %s", err, b)
-	}
 	flows := map[string]flowView{}
-	for _, f := range fl.Flows {
-		if _, ok := flows[f.Ticket]; !ok { // newest first
-			flows[f.Ticket] = f
-		}
-	}
 	states := map[string]string{}
-	after := int64(0)
-	for {
-		status, b, err := s.api.call(alive, 20*time.Second, AdminToken, "GET", fmt.Sprintf("/api/v1/projects/ACME/items?limit=200&after=%d", after), nil)
+	for _, p := range projects {
+		status, b, err := s.api.call(alive, 20*time.Second, AdminToken, "GET", "/api/v1/projects/"+p+"/flows?limit=1000", nil)
 		if err != nil || status != 200 {
-			s.logf("poll items: %d %v", status, err)
+			s.logf("poll flows of %s: %d %v", p, status, err)
 			return false
 		}
-		var page struct {
-			Items     []itemView
-			NextAfter *int64 `json:"next_after"`
+		var fl struct{ Flows []flowView }
+		if err := json.Unmarshal(b, &fl); err != nil {
+			s.t.Fatalf("flows: %v: %s", err, b)
 		}
-		if err := json.Unmarshal(b, &page); err != nil {
-			s.t.Fatalf("items: %v: %s", err, b)
+		for _, f := range fl.Flows {
+			if _, ok := flows[f.Ticket]; !ok { // newest first
+				flows[f.Ticket] = f
+			}
 		}
-		for _, it := range page.Items {
-			states[it.Key] = it.State
+		after := int64(0)
+		for {
+			status, b, err := s.api.call(alive, 20*time.Second, AdminToken, "GET", fmt.Sprintf("/api/v1/projects/%s/items?limit=200&after=%d", p, after), nil)
+			if err != nil || status != 200 {
+				s.logf("poll items of %s: %d %v", p, status, err)
+				return false
+			}
+			var page struct {
+				Items     []itemView
+				NextAfter *int64 `json:"next_after"`
+			}
+			if err := json.Unmarshal(b, &page); err != nil {
+				s.t.Fatalf("items: %v: %s", err, b)
+			}
+			for _, it := range page.Items {
+				states[it.Key] = it.State
+			}
+			if page.NextAfter == nil {
+				break
+			}
+			after = *page.NextAfter
 		}
-		if page.NextAfter == nil {
-			break
-		}
-		after = *page.NextAfter
 	}
 	s.flows, s.states = flows, states
 	return true
@@ -538,8 +572,8 @@ func (s *suite) isHeld(tk *ticket, final map[string]bool, seen map[string]bool) 
 	return false
 }
 
-// markKill remembers the tickets active at a kill, to count the ones that
-// resumed to done.
+// markKill remembers the tickets active at a Core kill, to count the ones
+// that resumed to done.
 func (s *suite) markKill() {
 	for k, f := range s.flows {
 		if f.Status == "running" || f.Status == "waiting" {
@@ -549,15 +583,17 @@ func (s *suite) markKill() {
 }
 
 // faultPlan lists the fault points to arm, each at its k-th hit: two
-// rounds over every commit point the scenario passes, the first early
-// (k = 1…4), the second later (k = 3…8).
+// rounds over every commit point the scenario passes and the point right
+// after a merge by Ballet, the first early (k = 1…4), the second later
+// (k = 3…8).
 func (s *suite) faultPlan() []string {
-	points := []string{"flow.started", "ticket.state_changed", "flow.stage_started", "run.created", "run.started", "run.reported",
-		"run.finished", "token.revoked", "flow.stage_finished", "flow.waiting", "flow.done"}
+	points := []string{"commit:flow.started", "commit:ticket.state_changed", "commit:flow.stage_started", "commit:run.created",
+		"commit:run.started", "commit:run.reported", "commit:run.finished", "commit:token.revoked", "commit:flow.stage_finished",
+		"commit:flow.waiting", "commit:flow.done", gitforge.FaultMerged}
 	var plan []string
 	for round := range 2 {
 		for _, p := range points {
-			plan = append(plan, fmt.Sprintf("commit:%s:%d", p, 1+2*round+s.rng.IntN(4+round)))
+			plan = append(plan, fmt.Sprintf("%s:%d", p, 1+2*round+s.rng.IntN(4+round)))
 		}
 	}
 	return plan
@@ -574,9 +610,9 @@ func (s *suite) doneShare() float64 {
 	return float64(n) / float64(len(s.tickets))
 }
 
-// drive runs the kill schedule, plays the humans (and, in fallback mode,
-// the scheduler) until every ticket has settled, and fails with the
-// unsettled tickets at the deadline.
+// drive runs the kill schedule and plays the humans until every ticket has
+// settled, and fails with the unsettled tickets at the deadline (a hang
+// guard).
 func (s *suite) drive() {
 	t := s.t
 	start := time.Now()
@@ -605,7 +641,9 @@ func (s *suite) drive() {
 		}
 	}
 	// Arm the first fault point.
-	s.core.kill()
+	if err := s.core.kill(); err != nil {
+		t.Fatal(err)
+	}
 	s.sum.RandomKills++
 	restart("killed to arm the first fault point")
 	var settledSince time.Time
@@ -646,13 +684,17 @@ func (s *suite) drive() {
 		case s.core.armed() != "" && (!killing || s.core.since() > s.o.FaultWait):
 			f := s.core.armed()
 			s.sum.NotFired = append(s.sum.NotFired, strings.TrimPrefix(f, "commit:"))
-			s.core.kill()
+			if err := s.core.kill(); err != nil {
+				t.Fatal(err)
+			}
 			s.sum.RandomKills++
 			s.markKill()
 			restart(fmt.Sprintf("fault point %s did not fire within %s: killed", f, s.o.FaultWait))
 			continue
 		case killing && s.core.armed() == "" && next >= len(plan) && now.After(nextRandom):
-			s.core.kill()
+			if err := s.core.kill(); err != nil {
+				t.Fatal(err)
+			}
 			s.sum.RandomKills++
 			s.markKill()
 			restart("random SIGKILL")
@@ -669,11 +711,13 @@ func (s *suite) drive() {
 				}
 				runnerRestart = time.Time{}
 			}
-		} else if killing && len(runnerKillAt) > 0 && s.doneShare() >= runnerKillAt[0] && s.runner.inflight.Load() > 0 {
-			s.logf("runner: SIGKILL with %d runs in flight", s.runner.inflight.Load())
-			s.runner.kill()
+		} else if n := s.runner.inflightRuns(); killing && len(runnerKillAt) > 0 && s.doneShare() >= runnerKillAt[0] && n > 0 {
+			if err := s.runner.kill(); err != nil {
+				t.Fatal(err)
+			}
+			kills, _ := s.runner.record()
+			s.logf("runner: SIGKILL with %d runs in flight: %v", n, kills[len(kills)-1].Runs)
 			s.sum.RunnerKills++
-			s.markKill()
 			runnerKillAt = runnerKillAt[1:]
 			runnerRestart = now.Add(time.Duration(300+s.rng.IntN(1500)) * time.Millisecond)
 		}
@@ -684,11 +728,12 @@ func (s *suite) drive() {
 				s.logf("rqlite: SIGKILL the leader %s", leader.ID)
 				s.cluster.Kill(t, leader)
 				s.sum.LeaderKills++
-				s.markKill()
+				s.leaders = append(s.leaders, outage{What: "rqlite leader", From: time.Now()})
 				leaderRestart = now.Add(3 * time.Second)
 			case leader != nil && !leaderRestart.IsZero() && now.After(leaderRestart):
 				s.logf("rqlite: restart %s", leader.ID)
 				s.cluster.Restart(t, leader)
+				s.leaders[len(s.leaders)-1].To = time.Now()
 				leaderRestart = time.Time{}
 			}
 		}
@@ -696,18 +741,20 @@ func (s *suite) drive() {
 			continue
 		}
 		s.actAsHumans()
-		if s.fallback {
-			s.startRunnable()
-		}
 		ok, running, open := s.settled()
 		if ok && leaderRestart.IsZero() && runnerRestart.IsZero() {
 			if settledSince.IsZero() {
 				settledSince = now
 				s.logf("settled (kill phase over: %v)", !killing)
 			}
+			// Settled for a while: what is still under way (a run's
+			// finish, a merge check) has had its chance to move a flow,
+			// and the checks read the end state from the database.
 			if now.Sub(settledSince) > 3*time.Second {
 				if s.core.armed() != "" {
-					s.core.kill()
+					if err := s.core.kill(); err != nil {
+						t.Fatal(err)
+					}
 					s.sum.RandomKills++
 					killEnd = now
 					restart("settled: restart without a fault point")
@@ -722,7 +769,7 @@ func (s *suite) drive() {
 			}
 			settledSince = time.Time{}
 		}
-		time.Sleep(150 * time.Millisecond)
+		time.Sleep(150 * time.Millisecond) // polling real processes
 	}
 }
 
@@ -748,6 +795,13 @@ func (s *suite) actAsHumans() {
 			if status != 200 && status != 409 {
 				s.t.Errorf("approve %s: %d %s", k, status, b)
 			}
+		case f.Status == "waiting" && f.Waiting == "merge" && projectOf(k) == BalletMerges:
+			if !s.askedHuman[k] {
+				s.askedHuman[k] = true
+				msg := fmt.Sprintf("%s waits for a human merge, but Ballet merges %s's tickets (merge policy auto): %+v", k, BalletMerges, f)
+				s.anomalies = append(s.anomalies, msg)
+				s.logf("ANOMALY: %s", msg)
+			}
 		case f.Status == "waiting" && f.Waiting == "merge":
 			if s.merged[k] > 0 && s.mergedIter[k] == f.Iteration {
 				continue // merged: the next check of the merge stage sees it
@@ -757,7 +811,9 @@ func (s *suite) actAsHumans() {
 				s.anomalies = append(s.anomalies, msg)
 				s.logf("DUPLICATE: %s", msg)
 			}
-			s.repo.MergeBranch("ballet/"+k, false)
+			if err := s.humanMerge("ballet/" + k); err != nil {
+				s.t.Fatal(err)
+			}
 			s.merged[k]++
 			s.mergedIter[k] = f.Iteration
 			s.logf("merge ballet/%s (iteration %d)", k, f.Iteration)
@@ -765,34 +821,26 @@ func (s *suite) actAsHumans() {
 	}
 }
 
-// startRunnable is the FALLBACK scheduler (off when Core starts tickets by
-// itself): it starts ready tickets whose blockers — and their epic's — are
-// all done, oldest first, while fewer than the project's limit run.
-func (s *suite) startRunnable() {
-	running := 0
-	for _, f := range s.flows {
-		if f.Status == "running" {
-			running++
+// humanMerge merges branch into main with a merge commit "merge BRANCH"
+// and pushes it, as a person does; when Ballet merged another branch
+// meanwhile (the push is refused), the person merges onto the new main
+// and pushes again.
+func (s *suite) humanMerge(branch string) error {
+	work := s.repo.Work
+	var err error
+	for range 20 {
+		for _, args := range [][]string{{"fetch", "-q", "origin"}, {"checkout", "-q", "main"}, {"reset", "-q", "--hard", "origin/main"},
+			{"merge", "-q", "--no-ff", "-m", "merge " + branch, "origin/" + branch}} {
+			if _, err := gitOut(work, args...); err != nil {
+				return err
+			}
 		}
+		if _, err = gitOut(work, "push", "-q", "origin", "main"); err == nil {
+			return nil
+		}
+		s.logf("merge %s: the push was refused (main moved), merging again: %v", branch, err)
 	}
-	alive := func() bool { return !s.core.dead() }
-	for _, tk := range s.tickets {
-		if running >= s.o.Limit {
-			return
-		}
-		if _, ok := s.flows[tk.Key]; ok || s.states[tk.Key] != "ready" || len(s.blockersOpen(tk, s.states)) > 0 {
-			continue
-		}
-		status, b, err := s.api.call(alive, 10*time.Second, AdminToken, "POST", "/api/v1/items/"+tk.Key+"/flow/start", nil)
-		if err != nil {
-			return
-		}
-		s.logf("fallback: start %s: %d", tk.Key, status)
-		if status != 200 && status != 409 {
-			s.t.Errorf("start %s: %d %s", tk.Key, status, b)
-		}
-		running++
-	}
+	return fmt.Errorf("merge %s: main kept moving: %w", branch, err)
 }
 
 // failUnsettled fails the test with the tickets that neither finished nor

@@ -1,16 +1,37 @@
 package failuretest
 
 import (
+	"debug/buildinfo"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
 var binary string
+
+// testTag is the build tag of the suite's binary: Ballet merges on its
+// plain-git forge (gitforge.Merging).
+const testTag = "ballet_testforge"
+
+// isTestBuild checks that a ballet binary was built with testTag.
+func isTestBuild(path string) error {
+	bi, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-tags" && slices.Contains(strings.Split(s.Value, ","), testTag) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s was not built with -tags %s: Ballet would not merge, and the suite would not see its merges", path, testTag)
+}
 
 func TestMain(m *testing.M) {
 	if os.Getenv(RunnerEnv) != "" {
@@ -21,6 +42,10 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	if binary = os.Getenv("BALLET_FAILURETEST_BINARY"); binary != "" { // a prebuilt ballet, e.g. of an older commit
+		if err := isTestBuild(binary); err != nil {
+			fmt.Fprintf(os.Stderr, "BALLET_FAILURETEST_BINARY: %v\n", err)
+			os.Exit(2)
+		}
 		os.Exit(m.Run())
 	}
 	dir, err := os.MkdirTemp("", "ballet-failuretest")
@@ -28,7 +53,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "ballet")
-	if out, err := exec.Command("go", "build", "-o", binary, "github.com/ballet/ballet/cmd/ballet").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-tags", testTag, "-o", binary, "github.com/ballet/ballet/cmd/ballet").CombinedOutput(); err != nil {
 		os.Stderr.Write(out)
 		panic(err)
 	}
@@ -44,7 +69,8 @@ func TestMain(m *testing.M) {
 //
 // BALLET_FAILURETEST_SEED repeats a run's random choices;
 // BALLET_FAILURETEST_LOGS keeps the logs in that folder;
-// BALLET_FAILURETEST_BINARY runs a prebuilt ballet instead of building one;
+// BALLET_FAILURETEST_BINARY runs a prebuilt ballet (built with -tags
+// ballet_testforge) instead of building one;
 // BALLET_FAILURETEST_LIMIT sets the project's concurrency limit (8);
 // BALLET_FAILURETEST_SUMMARY appends the summary lines to that file.
 func TestFailureSuite(t *testing.T) {

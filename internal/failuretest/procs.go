@@ -11,9 +11,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,14 +32,32 @@ type coreProc struct {
 	logPath                string
 	log                    *os.File
 
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	fault   string // BALLET_FAULT of the running process
-	started time.Time
-	starts  int
-	exit    *os.ProcessState // how the last process ended
+	mu        sync.Mutex
+	cmd       *exec.Cmd
+	exited    chan struct{}
+	fault     string // BALLET_FAULT of the running process
+	started   time.Time
+	starts    int
+	exit      *os.ProcessState // how the last process ended
+	downSince time.Time        // when Core last died, until it is ready again
+	outages   []outage         // from each death to the next ready Core
 }
+
+// outage is a time when a process the runs depend on was down: Core, the
+// runner or the rqlite leader.
+type outage struct {
+	What     string
+	From, To time.Time // To is zero while it lasts
+}
+
+// overlaps reports whether the outage overlapped [from, to].
+func (o outage) overlaps(from, to time.Time) bool {
+	return !o.From.After(to) && (o.To.IsZero() || !o.To.Before(from))
+}
+
+// hangGuard bounds a wait for a process that was told to exit: it guards
+// against a hang, it is not a speed claim.
+const hangGuard = 2 * time.Minute
 
 func freeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -101,12 +119,15 @@ func (c *coreProc) start(faultSpec string) error {
 		_ = cmd.Wait()
 		c.mu.Lock()
 		c.exit = cmd.ProcessState
+		if c.downSince.IsZero() {
+			c.downSince = time.Now()
+		}
 		c.mu.Unlock()
 		close(exited)
 	}()
 	c.cmd, c.exited, c.fault, c.started, c.exit = cmd, exited, faultSpec, time.Now(), nil
 	c.mu.Unlock()
-	deadline := time.Now().Add(40 * time.Second)
+	deadline := time.Now().Add(hangGuard)
 	hc := &http.Client{Timeout: 2 * time.Second}
 	for {
 		select {
@@ -118,11 +139,17 @@ func (c *coreProc) start(faultSpec string) error {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
+				c.mu.Lock()
+				if !c.downSince.IsZero() {
+					c.outages = append(c.outages, outage{What: "core", From: c.downSince, To: time.Now()})
+					c.downSince = time.Time{}
+				}
+				c.mu.Unlock()
 				return nil
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("core did not become ready within 40 s (see %s)", c.logPath)
+			return fmt.Errorf("core was not ready after %s (hang guard; see %s)", hangGuard, c.logPath)
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
@@ -170,25 +197,45 @@ func (c *coreProc) since() time.Duration {
 	return time.Since(c.started)
 }
 
-// signal sends sig and waits for the process to exit.
-func (c *coreProc) signal(sig syscall.Signal, wait time.Duration) {
+// coreOutages returns Core's outages (the last one open while Core is down).
+func (c *coreProc) coreOutages() []outage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := append([]outage(nil), c.outages...)
+	if !c.downSince.IsZero() {
+		out = append(out, outage{What: "core", From: c.downSince})
+	}
+	return out
+}
+
+// signal sends sig and waits for the process to exit; one that is still
+// there after wait is killed.
+func (c *coreProc) signal(sig syscall.Signal, wait time.Duration) error {
 	c.mu.Lock()
 	cmd, ch := c.cmd, c.exited
 	c.mu.Unlock()
 	if cmd == nil {
-		return
+		return nil
 	}
 	_ = cmd.Process.Signal(sig)
 	select {
 	case <-ch:
+		return nil
 	case <-time.After(wait):
 		_ = cmd.Process.Kill()
-		<-ch
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-time.After(hangGuard):
+		return fmt.Errorf("core (pid %d) did not exit after SIGKILL within %s (hang guard)", cmd.Process.Pid, hangGuard)
 	}
 }
 
-func (c *coreProc) kill() { c.signal(syscall.SIGKILL, time.Minute) }
-func (c *coreProc) stop() { c.signal(syscall.SIGTERM, 30*time.Second) }
+func (c *coreProc) kill() error { return c.signal(syscall.SIGKILL, hangGuard) }
+
+// stop stops Core cleanly: its handlers get their shutdown grace.
+func (c *coreProc) stop() error { return c.signal(syscall.SIGTERM, time.Minute) }
 
 // runnerProc is the test runner: this test binary re-executed in runner
 // mode (RunnerMain). Its stdout has one line per action; the harness counts
@@ -202,8 +249,26 @@ type runnerProc struct {
 	mu       sync.Mutex
 	cmd      *exec.Cmd
 	exited   chan struct{}
-	inflight atomic.Int64
+	inflight map[string]bool // runs leased and not finished, by id, from the runner's log
+	kills    []runnerKill
+	outages  []outage
 	starts   int
+}
+
+// runnerKill records a kill of the runner and the runs it had in flight.
+type runnerKill struct {
+	At   time.Time
+	Runs []string
+}
+
+// runOf returns the run id of a runner log line ("" when it names none).
+func runOf(fields []string) string {
+	for _, f := range fields {
+		if id, ok := strings.CutPrefix(f, "run="); ok {
+			return id
+		}
+	}
+	return ""
 }
 
 func (r *runnerProc) start() error {
@@ -213,14 +278,26 @@ func (r *runnerProc) start() error {
 	fmt.Fprintf(r.log, "=== runner start %d at %s ===\n", r.starts, time.Now().Format("15:04:05.000"))
 	cmd := exec.Command(r.self, "-test.run=^$")
 	cmd.Env = append(os.Environ(), r.env...)
-	r.inflight.Store(0)
+	r.inflight = map[string]bool{}
+	if n := len(r.outages); n > 0 && r.outages[n-1].To.IsZero() {
+		r.outages[n-1].To = time.Now()
+	}
 	w := &lineWriter{fn: func(line string) {
 		fmt.Fprintln(r.log, line)
-		switch strings.SplitN(line, " ", 3)[1] {
+		fields := strings.Fields(line) // time, action, …
+		if len(fields) < 2 {
+			return
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if cmd != r.cmd { // a line of a killed runner, read late
+			return
+		}
+		switch fields[1] {
 		case "lease":
-			r.inflight.Add(1)
+			r.inflight[runOf(fields)] = true
 		case "done", "gone", "cancelled":
-			r.inflight.Add(-1)
+			delete(r.inflight, runOf(fields))
 		}
 	}}
 	cmd.Stdout = w
@@ -250,15 +327,46 @@ func (r *runnerProc) dead() bool {
 	}
 }
 
-func (r *runnerProc) kill() {
+// inflightRuns counts the runs the runner has leased and not finished.
+func (r *runnerProc) inflightRuns() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.inflight)
+}
+
+// kill kills the runner with SIGKILL, recording the runs it had in flight
+// and the start of its outage.
+func (r *runnerProc) kill() error {
 	r.mu.Lock()
 	cmd, ch := r.cmd, r.exited
+	if cmd != nil {
+		k := runnerKill{At: time.Now()}
+		for id := range r.inflight {
+			k.Runs = append(k.Runs, id)
+		}
+		sort.Strings(k.Runs)
+		r.kills = append(r.kills, k)
+		r.outages = append(r.outages, outage{What: "runner", From: k.At})
+		r.inflight = map[string]bool{}
+	}
 	r.mu.Unlock()
 	if cmd == nil {
-		return
+		return nil
 	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
-	<-ch
+	select {
+	case <-ch:
+		return nil
+	case <-time.After(hangGuard):
+		return fmt.Errorf("the runner (pid %d) did not exit after SIGKILL within %s (hang guard)", cmd.Process.Pid, hangGuard)
+	}
+}
+
+// record returns the runner's kills and outages.
+func (r *runnerProc) record() ([]runnerKill, []outage) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]runnerKill(nil), r.kills...), append([]outage(nil), r.outages...)
 }
 
 // lineWriter calls fn with every complete line written to it, prefixed

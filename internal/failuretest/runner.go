@@ -33,7 +33,7 @@ var PushStages = map[string]bool{"verify": true, "check": true}
 // ticket's number, the stage and the iteration alone:
 //
 //   - implement and fix are blocked (→ $question: a deliberate escalation)
-//     in iteration 1 for ticket numbers divisible by 23;
+//     in iteration 1 for ticket numbers divisible by 17 (Escalates);
 //   - review fails in iteration 1 for numbers divisible by 3 (→ implement,
 //     iteration 2);
 //   - check fails in iteration 1 for numbers ≡ 1 mod 4 (→ fix, iteration 2);
@@ -52,7 +52,7 @@ func Outcome(number int64, stage string, iteration int) string {
 
 // Escalates reports whether the runner deliberately escalates the ticket
 // (Outcome blocked in its first stage). Such tickets block nothing.
-func Escalates(number int64) bool { return number%23 == 0 }
+func Escalates(number int64) bool { return number%17 == 0 }
 
 // RunnerMain is the runner process: it registers with the runner token and
 // then works runs until it is killed — lease, a little work, a heartbeat,
