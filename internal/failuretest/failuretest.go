@@ -14,8 +14,9 @@
 //
 // At the end it reads the database directly and checks that every ticket
 // ended done or escalated (or waits behind an escalated blocker), that every
-// escalation is explained (scripted, or caused by a run that a kill cost),
-// that tickets caught by a Core kill went on to done, that no run, flow
+// escalation and every stage that ended off the runner's script is explained
+// (scripted, or a run that a kill cost), that tickets caught by a Core kill
+// resumed (at least one of them reached done), that no run, flow
 // transition or merge happened twice, that every change has its one event
 // and seq has no gaps, and that no job is left behind without a reason. Run
 // prints one summary line.
@@ -133,8 +134,8 @@ type Summary struct {
 
 // Line is the summary line CI shows.
 func (s Summary) Line() string {
-	return fmt.Sprintf("failure suite (%s): tickets=%d kills=%d resumed=%d escalated=%d duplicates=%d merges=%d+%d", s.Engine, s.Tickets, s.Kills,
-		s.Resumed, s.Escalated, s.Duplicates, s.BalletMerge, s.HumanMerge)
+	return fmt.Sprintf("failure suite (%s): tickets=%d kills=%d resumed=%d escalated=%d duplicates=%d ballet_merges=%d human_merges=%d", s.Engine,
+		s.Tickets, s.Kills, s.Resumed, s.Escalated, s.Duplicates, s.BalletMerge, s.HumanMerge)
 }
 
 // ticket is a ticket or epic as the harness created it.
