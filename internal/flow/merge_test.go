@@ -68,7 +68,7 @@ func TestMergeStageWaits(t *testing.T) {
 		if f.PullRequest == nil || *f.PullRequest != want {
 			t.Fatalf("recorded pull request %+v, want %+v (with the head the forge reported)", f.PullRequest, want)
 		}
-		if pr, ok := evs[0].P["pull_request"].(map[string]any); !ok || pr["HeadSHA"] != "head-1" {
+		if pr, ok := evs[0].P["pull_request"].(map[string]any); !ok || pr["head_sha"] != "head-1" {
 			t.Fatalf("the event's pull request: %v", evs[0].P["pull_request"])
 		}
 		seq = w.seq()

@@ -243,7 +243,7 @@ func TestRunFinishedOutcomes(t *testing.T) {
 			w.wantTicket(key, "waiting_for_answer")
 			evs := w.since(seq)
 			wantTypes(t, evs, "flow.waiting", "ticket.state_changed")
-			wantPayload(t, evs[0], map[string]any{"waiting": "answer", "reason": "the session asked a blocking question", "outcome": ""})
+			wantPayload(t, evs[0], map[string]any{"waiting": "answer", "reason": "the session asked a blocking question", "outcome": nil})
 			if qs := w.openQuestions(key); len(qs) != 1 || qs[0] != "left or right?" {
 				t.Fatalf("open questions %q: the flow must not ask one of its own", qs)
 			}

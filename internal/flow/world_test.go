@@ -290,7 +290,8 @@ func wantTypes(t *testing.T, evs []ev, want ...string) {
 }
 
 // wantPayload fails unless the event's payload holds these values (JSON
-// numbers compare as float64: pass ints, they are converted).
+// numbers compare as float64: pass ints, they are converted; nil: the key
+// is absent).
 func wantPayload(t *testing.T, e ev, want map[string]any) {
 	t.Helper()
 	for k, v := range want {
