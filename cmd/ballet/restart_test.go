@@ -127,11 +127,7 @@ bootstrap_token = %q
 	}
 	c.doc = doc
 	t.Cleanup(func() {
-		c.mu.Lock()
-		cmd, exited := c.cmd, c.exited
-		c.mu.Unlock()
-		_ = cmd.Process.Kill()
-		<-exited // killed: Wait returns
+		c.kill()
 		if t.Failed() {
 			t.Logf("core log (last 4 KB):\n%s", tail(c.log.String(), 4096))
 		}
@@ -203,14 +199,24 @@ func (c *coreProc) armedNow() string {
 	return c.armed
 }
 
-// crash kills Core with SIGKILL and starts it again, with faultSpec armed.
-func (c *coreProc) crash(faultSpec string) {
+// kill kills Core with SIGKILL and waits until it is gone.
+func (c *coreProc) kill() {
 	c.t.Helper()
 	c.mu.Lock()
 	cmd, exited := c.cmd, c.exited
 	c.mu.Unlock()
 	_ = cmd.Process.Signal(syscall.SIGKILL)
-	<-exited // SIGKILL cannot be ignored: Wait returns
+	select {
+	case <-exited:
+	case <-time.After(hangGuard):
+		c.t.Fatalf("core (pid %d) was still there %s after SIGKILL (hang guard)", cmd.Process.Pid, hangGuard)
+	}
+}
+
+// crash kills Core with SIGKILL and starts it again, with faultSpec armed.
+func (c *coreProc) crash(faultSpec string) {
+	c.t.Helper()
+	c.kill()
 	c.kills++
 	c.start(faultSpec)
 }
