@@ -1,0 +1,8 @@
+//go:build !linux
+
+package workspace
+
+import "os/exec"
+
+// ownGroup does nothing here: process groups and Pdeathsig are Linux's.
+func ownGroup(cmd *exec.Cmd) {}
