@@ -1,16 +1,29 @@
 # The whole test suite: builds (or reuses) the rqlite server the storage
-# tests need, vets, runs every test on SQLite and rqlite, and a short fuzz.
+# tests need and installs (or reuses) the pinned agent CLIs the agent tests
+# drive, vets, runs every test on SQLite and rqlite, and a short fuzz.
 SHELL := /bin/bash
 # Only the targets that start rqlite nodes build it (the first time, ~90 s):
 # `make run` and `make vet` never do.
 test bench: export BALLET_RQLITED ?= $(shell scripts/rqlited.sh)
+
+# need_agents sets BALLET_CLAUDE and BALLET_OPENCODE in a recipe's shell:
+# the caller's values, else the CLIs scripts/agent-clis.sh installs (once,
+# pinned, ~20 s); a failed install stops make before any test runs.
+# BALLET_SKIP_AGENTS=1 skips the install and the tests that need the CLIs.
+need_agents = if [ "$${BALLET_SKIP_AGENTS:-}" != 1 ] && { [ -z "$${BALLET_CLAUDE:-}" ] || [ -z "$${BALLET_OPENCODE:-}" ]; }; then \
+		given_claude="$${BALLET_CLAUDE:-}"; given_opencode="$${BALLET_OPENCODE:-}"; \
+		clis=$$(scripts/agent-clis.sh) || { echo "make $@: installing the agent CLIs (scripts/agent-clis.sh) failed; BALLET_SKIP_AGENTS=1 make $@ skips the tests that need them" >&2; exit 1; }; \
+		eval "$$clis"; \
+		export BALLET_CLAUDE="$${given_claude:-$$BALLET_CLAUDE}" BALLET_OPENCODE="$${given_opencode:-$$BALLET_OPENCODE}"; \
+	fi
 
 .PHONY: test vet fuzz run bench
 
 # The failure suite's summary lines are printed after the run (go test hides
 # the output of packages that pass).
 test: vet
-	@sum=$$(mktemp); BALLET_FAILURETEST_SUMMARY=$$sum go test -count=1 -timeout 25m ./...; rc=$$?; cat $$sum; rm -f $$sum; exit $$rc
+	@$(need_agents); \
+	sum=$$(mktemp); BALLET_FAILURETEST_SUMMARY=$$sum go test -count=1 -timeout 25m ./...; rc=$$?; cat $$sum; rm -f $$sum; exit $$rc
 	$(MAKE) fuzz
 
 vet:
