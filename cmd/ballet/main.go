@@ -31,6 +31,7 @@ Usage:
   ballet config [--config FILE]  check the configuration and print the effective one as TOML
   ballet pipeline COMMAND        validate, render or publish pipeline YAML
   ballet events follow ...       print a project's, item's or org's events as they happen
+  ballet dev fake-model          serve a scripted model for the agent CLIs (no API key needed)
   ballet version                 print the version, module and commit
   ballet help [COMMAND]          print this help, or a command's
 
@@ -95,6 +96,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return pipelineCmd(args[1:], stdout, stderr)
 	case "events":
 		return eventsCmd(args[1:], stdout, stderr)
+	case "dev":
+		return devCmd(args[1:], stdout, stderr)
 	case "version", "--version":
 		if len(args) > 1 && isHelp(args[1]) {
 			fmt.Fprint(stdout, versionHelp)

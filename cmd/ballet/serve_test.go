@@ -178,7 +178,7 @@ func TestHelp(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"--help"}, []string{"ballet serve", "ballet config", "ballet version", "BALLET_BOOTSTRAP_TOKEN", "BALLET_TOKEN"}},
+		{[]string{"--help"}, []string{"ballet serve", "ballet config", "ballet version", "ballet dev fake-model", "BALLET_BOOTSTRAP_TOKEN", "BALLET_TOKEN"}},
 		{[]string{"-h"}, []string{"ballet serve"}},
 		{[]string{"help"}, []string{"ballet events follow"}},
 		{[]string{"help", "serve"}, []string{"Usage: ballet serve", "-config FILE"}},
@@ -192,6 +192,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"events", "--help"}, []string{"ballet events follow", "BALLET_TOKEN"}},
 		{[]string{"events", "follow", "--help"}, []string{"ballet events follow", "BALLET_TOKEN", "-project", "-after"}},
 		{[]string{"version", "--help"}, []string{"Usage: ballet version", "commit"}},
+		{[]string{"dev", "--help"}, []string{"ballet dev fake-model", "[[ballet-scenario:NAME"}},
+		{[]string{"dev", "fake-model", "--help"}, []string{"ballet dev fake-model", "-addr", "-scenario", "-dump", "[[ballet-scenario:report-done]]"}},
 	} {
 		stdout, stderr, code := runBinary(t, "", "", tc.args...)
 		if code != 0 || stderr != "" {
