@@ -213,6 +213,7 @@ func TestQuestionThenAnswer(t *testing.T) {
 			first.wantSuccess()
 			first.wantNoProblems(w)
 			first.wantCalls(w, mcpCall{Tool: "ask_question", Args: map[string]any{"question": "Which colour?", "blocking": true}})
+			first.wantChanges()
 			first.wantUsage(w)
 
 			second := w.start(t, kind, opts{prompt: prompt(marker) + "\nAnswered questions:\nQ: Which colour?\nA: teal"})
@@ -220,6 +221,7 @@ func TestQuestionThenAnswer(t *testing.T) {
 			second.wantSuccess()
 			second.wantNoProblems(w)
 			second.wantCalls(w, report("done", "Done as answered: teal"))
+			second.wantChanges()
 			second.wantUsage(w)
 		})
 	}
@@ -236,6 +238,7 @@ func TestMCPRefused(t *testing.T) {
 	s.wait()
 	s.wantSuccess()
 	s.wantCalls(w)
+	s.wantChanges("?? hello.txt")
 	init := s.output()[0]
 	servers, _ := init["mcp_servers"].([]any)
 	t.Logf("mcp_servers: %v", servers)
@@ -258,6 +261,7 @@ func TestReadTicket(t *testing.T) {
 	s.wantNoProblems(w)
 	s.wantCalls(w, mcpCall{Tool: "get_ticket", Args: map[string]any{}},
 		report("done", `{"key":"ACME-7","title":"Fix the login","description":"It fails.","acceptance_criteria":"It works."}`))
+	s.wantChanges()
 	s.wantUsage(w)
 }
 
@@ -306,6 +310,7 @@ func TestAPIError(t *testing.T) {
 				t.Errorf("exit %d, want 1\n%s", code, s.describe())
 			}
 			s.wantCalls(w)
+			s.wantChanges()
 			served := s.served(w)
 			if served.Errors < 2 || served.Turns != 0 {
 				t.Errorf("the model served %d errors (want the first and at least one retry) and %d turns", served.Errors, served.Turns)
@@ -328,9 +333,10 @@ func TestAPIError(t *testing.T) {
 	}
 }
 
-// A model that never answers leaves the CLI silent and waiting: nothing
-// but a watchdog ends it. SIGTERM to its process group does, with no
-// result line and nothing left running.
+// A model that never answers (or stalls mid-stream) leaves the CLI silent
+// and waiting on its request (claude-code's own timeout is 10 minutes):
+// the runner's watchdog must end it. Here SIGTERM to its process group
+// does, with no result line, no change and nothing left running.
 func TestHangNeedsAWatchdog(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -358,6 +364,7 @@ func TestHangNeedsAWatchdog(t *testing.T) {
 			s.wait()
 			s.wantStoppedBy(syscall.SIGTERM)
 			s.wantCalls(w)
+			s.wantChanges()
 			s.noOrphans()
 		})
 	}
@@ -393,6 +400,7 @@ func TestHugeLine(t *testing.T) {
 	s.wantSuccess()
 	s.wantNoProblems(w)
 	s.wantCalls(w, report("done", "Reported before a huge answer."))
+	s.wantChanges()
 	s.wantUsage(w)
 	if s.maxLine < size {
 		t.Errorf("the longest line is %d bytes, want at least %d", s.maxLine, size)
@@ -524,6 +532,7 @@ func TestSkill(t *testing.T) {
 				!strings.Contains(calls[0].Args["summary"].(string), "HOUSE-STYLE-BODY: tabs, not spaces.") {
 				t.Errorf("MCP calls %+v, want one report quoting the skill\n%s", calls, s.describe())
 			}
+			s.wantChanges()
 			s.wantUsage(w)
 		})
 	}
