@@ -52,7 +52,7 @@ func TestEventsFollowPrintsAndResumes(t *testing.T) {
 		f := feed.New(s, clock.Real{}, log, feed.Config{})
 		c.Applier.OnCommit = func(transition.Committed) { f.Nudge() }
 		mux := http.NewServeMux()
-		mux.Handle("GET "+realtime.Path, realtime.New(f, c.Auth, &access.Resolver{Store: s}, c.Tracker, s, c.Clock, log, realtime.Config{}))
+		mux.Handle("GET "+realtime.Path, realtime.New(f, c.Auth, &access.Resolver{Store: s}, c.Tenancy, c.Tracker, s, c.Clock, log, realtime.Config{}))
 		doc, err := openapitest.Served(c.Handler())
 		if err != nil {
 			t.Fatal(err)

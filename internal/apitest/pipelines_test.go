@@ -120,7 +120,7 @@ func TestPipelinesREST(t *testing.T) {
 		e.Admin(404, "GET", base+"/default?version=9", nil)
 
 		// Resolution for a ticket: its type's pipeline, else default.
-		p, err := e.Core.Tracker.FindProject(context.Background(), "ACME")
+		p, err := e.Core.Tenancy.FindProject(context.Background(), "ACME")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +145,7 @@ func TestTemplateResolvesWithoutSaves(t *testing.T) {
 		e := apitest.New(t, s)
 		e.Org("acme")
 		e.Project("acme", "ACME")
-		p, _ := e.Core.Tracker.FindProject(context.Background(), "ACME")
+		p, _ := e.Core.Tenancy.FindProject(context.Background(), "ACME")
 		pv, err := e.Core.Tracker.ResolvePipeline(context.Background(), p, "bug")
 		if err != nil || pv.Name != "default" || pv.Version != 0 || len(pv.Definition.Stages) != 4 {
 			t.Fatalf("resolution without saves: %+v %v", pv, err)

@@ -41,6 +41,7 @@ import (
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/rqlite"
 	"github.com/ballet/ballet/internal/store/sqlite"
+	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 	"github.com/ballet/ballet/internal/transition"
 )
@@ -57,6 +58,7 @@ type Core struct {
 	Elector    *leader.Elector // nil on SQLite: the single process always leads
 	Registry   *prometheus.Registry
 	Auth       *auth.Authenticator
+	Tenancy    *tenancy.Service
 	Tracker    *tracker.Service
 	API        *server.API
 	Flows      *flow.Service
@@ -195,19 +197,20 @@ func (c *Core) openAPI(cfg config.Config) error {
 		c.Log.Warn("generated a platform-admin bootstrap token: use it as a Bearer token (keep it secret)", "file", tokenFile)
 	}
 	c.Auth = auth.NewAuthenticator(c.Store, c.Clock, bootstrap, cfg.Auth.PlatformAdmins, auth.OIDCConfig{Issuer: cfg.Auth.OIDCIssuer, Audience: cfg.Auth.OIDCAudience})
-	c.Tracker = tracker.New(c.Store, c.Applier, c.Clock)
+	c.Tenancy = tenancy.New(c.Store, c.Applier, c.Clock)
+	c.Tracker = tracker.New(c.Store, c.Applier, c.Clock, c.Tenancy)
 	c.API = server.NewAPI(c.Log.With("component", "api"), c.Auth, &access.Resolver{Store: c.Store}, cfg.HTTP.MaxBodyBytes, cfg.HTTP.WriteTimeout.Duration)
-	tenancy := &server.Tenancy{T: c.Tracker}
-	c.API.Add(tenancy.Routes()...)
-	c.API.Add((&server.Pipelines{T: c.Tracker, Tenancy: tenancy}).Routes()...)
-	c.API.Add((&server.Items{T: c.Tracker}).Routes()...)
+	tenancyAPI := &server.Tenancy{T: c.Tenancy}
+	c.API.Add(tenancyAPI.Routes()...)
+	c.API.Add((&server.Pipelines{T: c.Tracker, Tenancy: tenancyAPI}).Routes()...)
+	c.API.Add((&server.Items{T: c.Tracker, Tenancy: c.Tenancy}).Routes()...)
 	c.API.Add((&server.Tokens{S: auth.NewTokenService(c.Store, c.Applier, c.Clock, &access.Resolver{Store: c.Store})}).Routes()...)
-	c.API.Add((&server.Skills{T: c.Tracker}).Routes()...)
+	c.API.Add((&server.Skills{T: c.Tracker, Tenancy: tenancyAPI}).Routes()...)
 	c.Runs = run.NewService(c.Store, c.Applier, c.Clock, c.Tracker, run.Config{Grace: cfg.Runs.Grace.Duration, Log: c.Log.With("component", "runs")})
 	c.API.Add((&server.Runs{S: c.Runs, T: c.Tracker}).Routes()...)
 	gitCache := filepath.Join(filepath.Dir(cfg.Storage.Path), "git-cache")
 	c.Flows = &flow.Service{Store: c.Store, Applier: c.Applier, Clock: c.Clock, Log: c.Log.With("component", "flow"),
-		Tracker: c.Tracker, Runs: c.Runs, Forges: func(kind string) (forge.Forge, error) {
+		Tenancy: c.Tenancy, Tracker: c.Tracker, Runs: c.Runs, Forges: func(kind string) (forge.Forge, error) {
 			if kind == "git" {
 				return gitforge.ForBuild(gitCache), nil
 			}
@@ -222,15 +225,16 @@ func (c *Core) openAPI(cfg config.Config) error {
 		return fmt.Errorf("budgets.timezone: %w", err)
 	}
 	c.Flows.Budget = &budget.Service{Store: c.Store, Clock: c.Clock, Location: loc}
-	c.Tracker.Hooks = c.Flows.Hooks()
+	c.Tracker.Hooks = c.Flows.TrackerHooks()
+	c.Tenancy.Hooks = c.Flows.TenancyHooks()
 	c.Flows.Register(c.Jobs)
 	flows := &server.Flows{T: c.Tracker, F: c.Flows}
 	c.API.Add(flows.Routes()...)
-	c.Realtime = realtime.New(c.Feed, c.Auth, &access.Resolver{Store: c.Store}, c.Tracker, c.Store, c.Clock,
+	c.Realtime = realtime.New(c.Feed, c.Auth, &access.Resolver{Store: c.Store}, c.Tenancy, c.Tracker, c.Store, c.Clock,
 		c.Log.With("component", "realtime"), realtime.Config{AuthRecheck: cfg.Events.AuthRecheck.Duration,
 			PingInterval: cfg.Events.PingInterval.Duration, PingTimeout: cfg.Events.PingTimeout.Duration,
 			Metrics: realtime.NewMetrics(c.Registry)})
-	c.API.Add((&server.Unattended{T: c.Tracker, F: c.Flows, B: c.Flows.Budget, Tenancy: tenancy, Flows: flows}).Routes()...)
+	c.API.Add((&server.Unattended{T: c.Tracker, F: c.Flows, B: c.Flows.Budget, Tenancy: tenancyAPI, Flows: flows}).Routes()...)
 	return nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 )
 
@@ -213,11 +214,11 @@ func TestWebSocketOutlivesTheTimeouts(t *testing.T) {
 		})
 		// Changes are made through Go, not the API: the tiny write timeout
 		// bounds every ordinary request.
-		org, err := e.Core.Tracker.CreateOrganization(context.Background(), bootstrap, tracker.OrganizationCreate{Slug: "acme", Name: "Acme"})
+		org, err := e.Core.Tenancy.CreateOrganization(context.Background(), bootstrap, tenancy.OrganizationCreate{Slug: "acme", Name: "Acme"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		project, err := e.Core.Tracker.CreateProject(context.Background(), bootstrap, org.ID, tracker.ProjectCreate{Key: "ACME", Name: "Acme"})
+		project, err := e.Core.Tenancy.CreateProject(context.Background(), bootstrap, org.ID, tenancy.ProjectCreate{Key: "ACME", Name: "Acme"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -60,6 +60,16 @@ func MustPayload(p any) json.RawMessage {
 	return b
 }
 
+// New builds the event of a change to an entity: its type is
+// <entityType>.<change>, its payload the change's payload struct
+// (MustPayload), its actor the one given.
+func New(actor Actor, orgID, projectID, entityType, entityID, change string, payload any) Event {
+	e := Event{OrganizationID: orgID, ProjectID: projectID, EntityType: entityType, EntityID: entityID,
+		Type: entityType + "." + change, Payload: MustPayload(payload)}
+	e.SetActor(actor)
+	return e
+}
+
 // SetActor copies an Actor into the event's actor fields.
 func (e *Event) SetActor(a Actor) {
 	e.ActorKind, e.ActorSub, e.ActingFor = a.Kind, a.Sub, a.ActingFor
@@ -171,6 +181,28 @@ func List(ctx context.Context, q Querier, f Filter) ([]Event, error) {
 	rows, err := q.Query(ctx, `SELECT `+columns+` FROM events WHERE `+strings.Join(where, " AND ")+` ORDER BY seq LIMIT ?`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
+	}
+	return scan(rows)
+}
+
+// ItemHistory returns an item's history after seq: its own events (as a
+// ticket or an epic) and those of its questions, flows and runs, in seq
+// order, at most limit (100 when ≤ 0 or beyond MaxLimit). It is a read
+// model: the ids of the item's questions, flows and runs come from their
+// tables, read here and nowhere else for this purpose.
+func ItemHistory(ctx context.Context, q Querier, itemID string, after int64, limit int) ([]Event, error) {
+	if limit <= 0 || limit > MaxLimit {
+		limit = 100
+	}
+	// Four lookups on the events_entity index, merged by seq.
+	const cols = `SELECT ` + columns + ` FROM events`
+	rows, err := q.Query(ctx, cols+` WHERE entity_type IN ('ticket', 'epic') AND entity_id = ? AND seq > ?
+UNION ALL `+cols+` WHERE entity_type = 'question' AND entity_id IN (SELECT id FROM questions WHERE item_id = ?) AND seq > ?
+UNION ALL `+cols+` WHERE entity_type = 'flow' AND entity_id IN (SELECT id FROM flows WHERE item_id = ?) AND seq > ?
+UNION ALL `+cols+` WHERE entity_type = 'run' AND entity_id IN (SELECT id FROM runs WHERE item_id = ?) AND seq > ?
+ORDER BY seq LIMIT ?`, itemID, after, itemID, after, itemID, after, itemID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list item events: %w", err)
 	}
 	return scan(rows)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/ballet/ballet/internal/pipeline"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 	"github.com/ballet/ballet/internal/transition"
 )
@@ -72,6 +73,7 @@ type Service struct {
 	Applier *transition.Applier
 	Clock   clock.Clock
 	Log     *slog.Logger
+	Tenancy *tenancy.Service
 	Tracker *tracker.Service
 	Runs    *run.Service
 	Forges  Forges
@@ -214,7 +216,7 @@ func (s *Service) Start(ctx context.Context, actor event.Actor, itemRef string) 
 		if it.State != "ready" {
 			return nil, apperr.New(apperr.Conflict, "%s is %s: only a ready ticket can start", it.Key, it.State)
 		}
-		p, err := s.Tracker.FindProject(ctx, it.ProjectID)
+		p, err := s.Tenancy.FindProject(ctx, it.ProjectID)
 		if err != nil {
 			return nil, err
 		}

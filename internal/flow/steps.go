@@ -15,6 +15,7 @@ import (
 	"github.com/ballet/ballet/internal/pipeline"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 	"github.com/ballet/ballet/internal/transition"
 )
@@ -33,10 +34,10 @@ func (s *Service) Register(o interface {
 	o.Handle(JobKill, s.handleKill)
 }
 
-// Hooks are the tracker hooks through which answers and people's pauses
-// reach the flow engine, as jobs in the same batch as their change.
-func (s *Service) Hooks() tracker.Hooks {
-	h := tracker.Hooks{
+// TrackerHooks are the tracker hooks through which answers and people's
+// pauses reach the flow engine, as jobs in the same batch as their change.
+func (s *Service) TrackerHooks() tracker.Hooks {
+	return tracker.Hooks{
 		StateChanged: func(it tracker.Item, from, to string) []job.Spec {
 			if to != "paused" && to != "cancelled" {
 				return nil
@@ -47,8 +48,6 @@ func (s *Service) Hooks() tracker.Hooks {
 			return []job.Spec{{Kind: JobResume, Payload: map[string]any{"item_id": itemID}, DedupeKey: "flow-resume:" + itemID}}
 		},
 	}
-	s.unattendedHooks(&h)
-	return h
 }
 
 // step runs one read-decide-write of a flow step. decide returns a nil
@@ -546,7 +545,7 @@ func (s *Service) handleMerge(ctx context.Context, j *job.Job) error {
 	if f.Step != p.Step || !Accepts(f.State(), InMergeState) {
 		return nil
 	}
-	proj, err := s.Tracker.FindProject(ctx, f.ProjectID)
+	proj, err := s.Tenancy.FindProject(ctx, f.ProjectID)
 	if err != nil {
 		return err
 	}
@@ -606,7 +605,7 @@ func (s *Service) handleMerge(ctx context.Context, j *job.Job) error {
 // paused: the flow waits before merging.
 const actionPause = "pause"
 
-func (s *Service) mergeDecision(ctx context.Context, proj tracker.Project, it tracker.Item, prev *forge.PullRequest, mayMerge bool) (forge.Decision, *forge.PullRequest, error) {
+func (s *Service) mergeDecision(ctx context.Context, proj tenancy.Project, it tracker.Item, prev *forge.PullRequest, mayMerge bool) (forge.Decision, *forge.PullRequest, error) {
 	fg, err := s.Forges(proj.Repository.Forge)
 	if err != nil {
 		return forge.Decision{}, nil, job.Permanent(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 	"github.com/ballet/ballet/internal/transition"
 )
@@ -24,14 +25,14 @@ const (
 // pauseReason says why new stages may not start in a project now ("" when
 // they may).
 func (s *Service) pauseReason(ctx context.Context, projectID string) (string, error) {
-	pl, err := s.Tracker.GetPlatform(ctx)
+	pl, err := s.Tenancy.GetPlatform(ctx)
 	if err != nil {
 		return "", err
 	}
 	if pl.Paused {
 		return "the platform is paused (kill switch)", nil
 	}
-	p, err := s.Tracker.FindProject(ctx, projectID)
+	p, err := s.Tenancy.FindProject(ctx, projectID)
 	if err != nil {
 		return "", err
 	}
@@ -43,7 +44,7 @@ func (s *Service) pauseReason(ctx context.Context, projectID string) (string, er
 
 // limits returns the project's budgets.
 func (s *Service) limits(ctx context.Context, projectID string) (budget.Limits, error) {
-	p, err := s.Tracker.FindProject(ctx, projectID)
+	p, err := s.Tenancy.FindProject(ctx, projectID)
 	if err != nil {
 		return budget.Limits{}, err
 	}
@@ -176,7 +177,7 @@ func (s *Service) handleKill(ctx context.Context, _ *job.Job) error {
 		}
 		current := func(f Flow) bool { return Accepts(f.State(), InRunFinished) }
 		err := s.onFlow(ctx, id, current, func(ctx context.Context, f Flow, it tracker.Item, now time.Time) (*transition.Transition, error) {
-			pl, err := s.Tracker.GetPlatform(ctx)
+			pl, err := s.Tenancy.GetPlatform(ctx)
 			if err != nil || !pl.Paused {
 				return nil, err // !pl.Paused: resumed meanwhile
 			}
@@ -193,9 +194,11 @@ func (s *Service) handleKill(ctx context.Context, _ *job.Job) error {
 	return errors.Join(errs...)
 }
 
-// unattendedHooks are the tracker hooks of pauses and budgets.
-func (s *Service) unattendedHooks(h *tracker.Hooks) {
-	h.ProjectChanged = func(p tracker.Project, changes tracker.ProjectChanges) []job.Spec {
+// TenancyHooks are the tenancy hooks through which pauses and budgets
+// reach the flow engine, as jobs in the same batch as their change.
+func (s *Service) TenancyHooks() tenancy.Hooks {
+	var h tenancy.Hooks
+	h.ProjectChanged = func(p tenancy.Project, changes tenancy.ProjectChanges) []job.Spec {
 		if (changes.Paused != nil && !p.Paused) || changes.Budgets != nil {
 			return []job.Spec{{Kind: JobRelease, Payload: map[string]any{"project_id": p.ID}, DedupeKey: "flow-release:" + p.ID}}
 		}
@@ -207,4 +210,5 @@ func (s *Service) unattendedHooks(h *tracker.Hooks) {
 		}
 		return []job.Spec{{Kind: JobRelease, Payload: map[string]any{"project_id": ""}, DedupeKey: "flow-release:"}}
 	}
+	return h
 }

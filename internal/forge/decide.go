@@ -7,7 +7,7 @@ import (
 )
 
 // Policy is a project's merge policy (ADR-0008). Its fields match
-// tracker.MergePolicy, so a conversion forge.Policy(p.MergePolicy) works.
+// tenancy.MergePolicy, so a conversion forge.Policy(p.MergePolicy) works.
 type Policy struct {
 	Mode              string // PolicyAuto or PolicyManual; anything else counts as manual
 	RequiredApprovals int

@@ -85,6 +85,11 @@ func TestImportBoundaries(t *testing.T) {
 		"internal/runner/proc":      runner,
 		"internal/runner/sandbox":   runner,
 		"internal/runner/workspace": runner,
+
+		// Domain packages: below HTTP, wiring and the flow engine; tenancy
+		// below the tracker.
+		"internal/tenancy": {"internal/tracker", "internal/flow", "internal/server", "internal/core", "net/http"},
+		"internal/tracker": {"internal/flow", "internal/server", "internal/core", "net/http"},
 	}
 	for dir, files := range packages(t) {
 		bad, ok := forbidden[dir]

@@ -14,7 +14,7 @@ import (
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/openapitest"
 	"github.com/ballet/ballet/internal/server"
-	"github.com/ballet/ballet/internal/tracker"
+	"github.com/ballet/ballet/internal/tenancy"
 )
 
 type admin struct{}
@@ -29,7 +29,7 @@ func doc(t *testing.T) (*openapitest.Doc, *server.API) {
 	t.Helper()
 	api := server.NewAPI(slog.New(slog.DiscardHandler), admin{}, &access.Resolver{}, 1<<20, 0)
 	api.Add(&server.Route{Method: "GET", Path: "/api/v1/projects/{project}", Perm: access.PlatformAdmin, Summary: "a project",
-		Response: tracker.Project{}, Handle: func(r *server.Request) (any, error) { return nil, nil }})
+		Response: tenancy.Project{}, Handle: func(r *server.Request) (any, error) { return nil, nil }})
 	b, err := json.Marshal(api.OpenAPI())
 	if err != nil {
 		t.Fatal(err)

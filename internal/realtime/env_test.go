@@ -75,7 +75,7 @@ func newEnvOn(t testing.TB, s store.Store, fc feed.Config, clk clock.Clock, rc .
 	if len(rc) > 0 {
 		rcfg = rc[0]
 	}
-	h := realtime.New(f, authn, &access.Resolver{Store: s}, c.Tracker, s, clk, log, rcfg)
+	h := realtime.New(f, authn, &access.Resolver{Store: s}, c.Tenancy, c.Tracker, s, clk, log, rcfg)
 	mux := http.NewServeMux()
 	mux.Handle("GET "+realtime.Path, h)
 	doc, err := openapitest.Served(c.Handler())

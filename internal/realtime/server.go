@@ -64,6 +64,7 @@ import (
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/feed"
 	"github.com/ballet/ballet/internal/server"
+	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 )
 
@@ -136,7 +137,8 @@ type Handler struct {
 	Feed    *feed.Feed
 	Auth    Authenticator
 	Access  *access.Resolver
-	Tracker *tracker.Service
+	Tenancy *tenancy.Service // finds org: and project: streams
+	Tracker *tracker.Service // finds item: streams
 	Store   event.Querier
 	Clock   clock.Clock // times credential expiry, the re-checks and the pings
 	Log     *slog.Logger
@@ -146,11 +148,11 @@ type Handler struct {
 }
 
 // New returns the handler.
-func New(f *feed.Feed, authn Authenticator, res *access.Resolver, t *tracker.Service, q event.Querier, clk clock.Clock, log *slog.Logger, cfg Config) *Handler {
+func New(f *feed.Feed, authn Authenticator, res *access.Resolver, tn *tenancy.Service, t *tracker.Service, q event.Querier, clk clock.Clock, log *slog.Logger, cfg Config) *Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{Feed: f, Auth: authn, Access: res, Tracker: t, Store: q, Clock: clk, Log: log, Config: cfg.withDefaults(), encoded: newEncodedEvents()}
+	return &Handler{Feed: f, Auth: authn, Access: res, Tenancy: tn, Tracker: t, Store: q, Clock: clk, Log: log, Config: cfg.withDefaults(), encoded: newEncodedEvents()}
 }
 
 // ServeHTTP authenticates the handshake and runs the connection.

@@ -9,6 +9,7 @@ import (
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 )
 
@@ -52,8 +53,8 @@ func (h *Handler) resolveStream(ctx context.Context, name string) (*stream, *Err
 	var err error
 	switch kind {
 	case "project":
-		var pr tracker.Project
-		if pr, err = h.Tracker.FindProject(ctx, ref); err == nil {
+		var pr tenancy.Project
+		if pr, err = h.Tenancy.FindProject(ctx, ref); err == nil {
 			s.orgID, s.projectID = pr.OrganizationID, pr.ID
 		}
 	case "item":
@@ -62,8 +63,8 @@ func (h *Handler) resolveStream(ctx context.Context, name string) (*stream, *Err
 			s.orgID, s.projectID, s.itemID = it.OrganizationID, it.ProjectID, it.ID
 		}
 	case "org":
-		var o tracker.Organization
-		if o, err = h.Tracker.FindOrganization(ctx, ref); err == nil {
+		var o tenancy.Organization
+		if o, err = h.Tenancy.FindOrganization(ctx, ref); err == nil {
 			s.orgID = o.ID
 		}
 	default:

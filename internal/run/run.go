@@ -244,19 +244,9 @@ func scanRun(rows *store.Rows, i int) (Run, error) {
 		r.ExitStatus = &n
 	}
 	r.Usage.CostUSD = fromMicros(cost)
-	r.CreatedAt, r.UpdatedAt = ms(created), ms(updated)
-	r.StartedAt, r.HeartbeatAt, r.FinishedAt = msPtr(started), msPtr(heartbeat), msPtr(finished)
+	r.CreatedAt, r.UpdatedAt = store.Time(created), store.Time(updated)
+	r.StartedAt, r.HeartbeatAt, r.FinishedAt = store.OptionalTime(started), store.OptionalTime(heartbeat), store.OptionalTime(finished)
 	return r, nil
-}
-
-func ms(v int64) time.Time { return time.UnixMilli(v).UTC() }
-
-func msPtr(v int64) *time.Time {
-	if v == 0 {
-		return nil
-	}
-	t := ms(v)
-	return &t
 }
 
 func toMicros(usd float64) int64  { return int64(math.Round(usd * 1e6)) }

@@ -19,6 +19,7 @@ import (
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 	"github.com/ballet/ballet/internal/transition"
 )
@@ -79,14 +80,15 @@ func setup(t *testing.T, st store.Store) *world {
 	ctx := context.Background()
 	fc := clock.NewFake(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
 	a := &transition.Applier{Store: st, Clock: fc, Attempts: 100}
-	tr := tracker.New(st, a, fc)
+	ten := tenancy.New(st, a, fc)
+	tr := tracker.New(st, a, fc, ten)
 	w := &world{t: t, ctx: ctx, st: st, fc: fc, applier: a, tr: tr, authn: auth.NewAuthenticator(st, fc, "", nil, auth.OIDCConfig{})}
 	w.svc = run.NewService(st, a, fc, tr, run.Config{Grace: grace})
-	o, err := tr.CreateOrganization(ctx, admin, tracker.OrganizationCreate{Slug: "acme", Name: "Acme"})
+	o, err := ten.CreateOrganization(ctx, admin, tenancy.OrganizationCreate{Slug: "acme", Name: "Acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := tr.CreateProject(ctx, admin, o.ID, tracker.ProjectCreate{Key: "ACME", Name: "Acme"})
+	p, err := ten.CreateProject(ctx, admin, o.ID, tenancy.ProjectCreate{Key: "ACME", Name: "Acme"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -124,7 +124,7 @@ func (s *Service) FindRunner(ctx context.Context, p *auth.Principal, id string) 
 	if err := json.Unmarshal([]byte(labels), &rn.Labels); err != nil {
 		return Runner{}, fmt.Errorf("runner %s labels: %w", rn.ID, err)
 	}
-	rn.CreatedAt, rn.LastSeenAt = ms(created), ms(seen)
+	rn.CreatedAt, rn.LastSeenAt = store.Time(created), store.Time(seen)
 	return rn, nil
 }
 

@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/strictjson"
+	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 )
 
@@ -70,12 +72,12 @@ func TestDecodeStrict(t *testing.T) {
 		ID string `json:"id"`
 	}
 	type body struct {
-		Title      string                               `json:"title"`
-		Version    int64                                `json:"version"`
-		Stages     []stage                              `json:"stages"`
-		Repository tracker.Nullable[tracker.Repository] `json:"repository,omitempty"`
-		Labels     map[string]string                    `json:"labels,omitempty"`
-		Definition json.RawMessage                      `json:"definition,omitempty"`
+		Title      string                                  `json:"title"`
+		Version    int64                                   `json:"version"`
+		Stages     []stage                                 `json:"stages"`
+		Repository strictjson.Nullable[tenancy.Repository] `json:"repository,omitempty"`
+		Labels     map[string]string                       `json:"labels,omitempty"`
+		Definition json.RawMessage                         `json:"definition,omitempty"`
 	}
 	cases := []struct {
 		body, field, message string

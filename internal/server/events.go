@@ -6,6 +6,7 @@ import (
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 )
 
@@ -15,14 +16,14 @@ import (
 // type. An event whose type is missing here fails the API tests, which
 // check every event they write against the document.
 var EventPayloads = map[string]any{
-	"organization.created": tracker.Organization{},
-	"project.created":      tracker.Project{},
-	"project.updated":      tracker.ProjectUpdated{},
-	"member.role_set":      tracker.MemberRoleSet{},
-	"member.removed":       tracker.MemberRemoved{},
-	"platform.paused":      tracker.PlatformSwitched{},
-	"platform.resumed":     tracker.PlatformSwitched{},
-	"platform.updated":     tracker.PlatformUpdated{},
+	"organization.created": tenancy.Organization{},
+	"project.created":      tenancy.Project{},
+	"project.updated":      tenancy.ProjectUpdated{},
+	"member.role_set":      tenancy.MemberRoleSet{},
+	"member.removed":       tenancy.MemberRemoved{},
+	"platform.paused":      tenancy.PlatformSwitched{},
+	"platform.resumed":     tenancy.PlatformSwitched{},
+	"platform.updated":     tenancy.PlatformUpdated{},
 	"pipeline.published":   tracker.PipelinePublished{},
 
 	"ticket.created":         tracker.Item{},

@@ -8,12 +8,14 @@ import (
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 )
 
 // Items serves tickets and epics, their blockers, questions and history.
 type Items struct {
-	T *tracker.Service
+	T       *tracker.Service
+	Tenancy *tenancy.Service
 }
 
 // ItemList is the body of GET /projects/{project}/items: a page by item
@@ -94,9 +96,9 @@ func (h *Items) notFound(err error, format string, args ...any) error {
 }
 
 // project resolves {project} and checks the route's permission there.
-func (h *Items) project(r *Request) (tracker.Project, error) {
+func (h *Items) project(r *Request) (tenancy.Project, error) {
 	ref := r.PathValue("project")
-	p, err := h.T.FindProject(r.Context(), ref)
+	p, err := h.Tenancy.FindProject(r.Context(), ref)
 	if err != nil {
 		r.Checked()
 		return p, err
@@ -150,7 +152,7 @@ func (h *Items) listItems(r *Request) (any, error) {
 	f := tracker.ItemFilter{State: q.Get("state"), Type: q.Get("type")}
 	var v apperr.Validator
 	v.Check(f.State == "" || tracker.ValidState(f.State), "state", "%q is not an item state", f.State)
-	v.Check(f.Type == "" || f.Type == tracker.TypeEpic || tracker.ValidTicketType(f.Type), "type", "%q is not an item type", f.Type)
+	v.Check(f.Type == "" || f.Type == tracker.TypeEpic || tenancy.ValidTicketType(f.Type), "type", "%q is not an item type", f.Type)
 	if err := v.Err(); err != nil {
 		return nil, err
 	}
@@ -304,7 +306,7 @@ func (h *Items) itemEvents(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	evs, err := h.T.ItemEvents(r.Context(), it.ID, after, limit)
+	evs, err := event.ItemHistory(r.Context(), h.T.Store, it.ID, after, limit)
 	if err != nil {
 		return nil, err
 	}

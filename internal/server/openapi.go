@@ -21,6 +21,7 @@ import (
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/pipeline"
 	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 )
 
@@ -144,10 +145,10 @@ var enums = map[reflect.Type]map[string][]string{
 	reflect.TypeFor[tracker.ItemCreate]():       {"state": {tracker.StateBacklog, tracker.StateReady}},
 	reflect.TypeFor[tracker.ItemUpdate]():       {"state": tracker.States},
 	reflect.TypeFor[tracker.ItemStateChanged](): {"from": tracker.States, "to": tracker.States},
-	reflect.TypeFor[tracker.Member]():           {"role": roles},
-	reflect.TypeFor[tracker.MemberSet]():        {"role": roles},
-	reflect.TypeFor[tracker.MemberRoleSet]():    {"role": roles, "previous_role": roles},
-	reflect.TypeFor[tracker.MemberRemoved]():    {"previous_role": roles},
+	reflect.TypeFor[tenancy.Member]():           {"role": roles},
+	reflect.TypeFor[tenancy.MemberSet]():        {"role": roles},
+	reflect.TypeFor[tenancy.MemberRoleSet]():    {"role": roles, "previous_role": roles},
+	reflect.TypeFor[tenancy.MemberRemoved]():    {"previous_role": roles},
 	reflect.TypeFor[tracker.ActorRef]():         {"kind": actorKinds},
 	reflect.TypeFor[auth.Token]():               {"kind": tokenKinds, "role": append([]string{auth.RolePlatformAdmin}, roles...)},
 	reflect.TypeFor[auth.TokenCreate]():         {"kind": tokenKinds},

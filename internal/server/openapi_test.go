@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ballet/ballet/internal/strictjson"
 	"github.com/ballet/ballet/internal/tracker"
 )
 
@@ -18,13 +19,13 @@ type inner struct {
 
 type outer struct {
 	inner
-	B       string                   `json:"b"` // shadows inner's
-	Ptr     *int                     `json:"ptr"`
-	Opt     *int                     `json:"opt,omitempty"`
-	Struct  inner                    `json:"struct,omitempty"` // omitempty never omits a struct
-	Zero    inner                    `json:"zero,omitzero"`
-	Null    tracker.Nullable[string] `json:"null,omitzero"`
-	Skipped string                   `json:"-"`
+	B       string                      `json:"b"` // shadows inner's
+	Ptr     *int                        `json:"ptr"`
+	Opt     *int                        `json:"opt,omitempty"`
+	Struct  inner                       `json:"struct,omitempty"` // omitempty never omits a struct
+	Zero    inner                       `json:"zero,omitzero"`
+	Null    strictjson.Nullable[string] `json:"null,omitzero"`
+	Skipped string                      `json:"-"`
 	hidden  string
 }
 

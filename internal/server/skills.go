@@ -5,12 +5,14 @@ import (
 	"net/http"
 
 	"github.com/ballet/ballet/internal/access"
+	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 )
 
 // Skills serves a project's skills.
 type Skills struct {
-	T *tracker.Service
+	T       *tracker.Service
+	Tenancy *Tenancy
 }
 
 // SkillList is the body of GET …/skills.
@@ -43,8 +45,8 @@ func (h *Skills) Routes() []*Route {
 }
 
 // project resolves {project} and checks the route's permission there.
-func (h *Skills) project(r *Request) (tracker.Project, error) {
-	return (&Tenancy{T: h.T}).project(r)
+func (h *Skills) project(r *Request) (tenancy.Project, error) {
+	return h.Tenancy.project(r)
 }
 
 func (h *Skills) list(r *Request) (any, error) {

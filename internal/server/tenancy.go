@@ -5,71 +5,71 @@ import (
 
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apperr"
-	"github.com/ballet/ballet/internal/tracker"
+	"github.com/ballet/ballet/internal/tenancy"
 )
 
 // Tenancy serves organizations, projects, members and the platform.
 type Tenancy struct {
-	T *tracker.Service
+	T *tenancy.Service
 }
 
 // OrganizationList is the body of GET /orgs.
 type OrganizationList struct {
-	Organizations []tracker.Organization `json:"organizations"`
+	Organizations []tenancy.Organization `json:"organizations"`
 }
 
 // ProjectList is the body of GET /orgs/{org}/projects.
 type ProjectList struct {
-	Projects []tracker.Project `json:"projects"`
+	Projects []tenancy.Project `json:"projects"`
 }
 
 // MemberList is the body of GET …/members.
 type MemberList struct {
-	Members []tracker.Member `json:"members"`
+	Members []tenancy.Member `json:"members"`
 }
 
 // Routes returns the tenancy endpoints.
 func (h *Tenancy) Routes() []*Route {
 	return []*Route{
 		{Method: "POST", Path: "/api/v1/orgs", Perm: access.PlatformAdmin, Summary: "Create an organization",
-			Request: tracker.OrganizationCreate{}, Response: tracker.Organization{}, Status: http.StatusCreated, Handle: h.createOrg},
+			Request: tenancy.OrganizationCreate{}, Response: tenancy.Organization{}, Status: http.StatusCreated, Handle: h.createOrg},
 		{Method: "GET", Path: "/api/v1/orgs", Perm: access.Authenticated, Summary: "List the organizations the caller belongs to (all for platform admins)",
 			Response: OrganizationList{}, Handle: h.listOrgs},
 		{Method: "GET", Path: "/api/v1/orgs/{org}", Perm: access.TrackerRead, Summary: "Get an organization by slug or id",
-			Response: tracker.Organization{}, Handle: h.getOrg},
+			Response: tenancy.Organization{}, Handle: h.getOrg},
 		{Method: "POST", Path: "/api/v1/orgs/{org}/projects", Perm: access.ProjectUpdate, Summary: "Create a project (organization admins)",
-			Request: tracker.ProjectCreate{}, Response: tracker.Project{}, Status: http.StatusCreated, Handle: h.createProject},
+			Request: tenancy.ProjectCreate{}, Response: tenancy.Project{}, Status: http.StatusCreated, Handle: h.createProject},
 		{Method: "GET", Path: "/api/v1/orgs/{org}/projects", Perm: access.TrackerRead, Summary: "List an organization's projects",
 			Response: ProjectList{}, Handle: h.listProjects},
 		{Method: "GET", Path: "/api/v1/projects/{project}", Perm: access.TrackerRead, Summary: "Get a project by key or id",
-			Response: tracker.Project{}, Handle: h.getProject},
+			Response: tenancy.Project{}, Handle: h.getProject},
 		{Method: "PATCH", Path: "/api/v1/projects/{project}", Perm: access.ProjectUpdate, Summary: "Update a project's settings (optimistic: send the version read)",
-			Request: tracker.ProjectUpdate{}, Response: tracker.Project{}, Handle: h.updateProject},
+			Request: tenancy.ProjectUpdate{}, Response: tenancy.Project{}, Handle: h.updateProject},
 		{Method: "GET", Path: "/api/v1/orgs/{org}/members", Perm: access.TrackerRead, Summary: "List an organization's members",
 			Response: MemberList{}, Handle: h.listOrgMembers},
 		{Method: "PUT", Path: "/api/v1/orgs/{org}/members/{subject}", Perm: access.MemberManage, Summary: "Set a subject's role in the organization",
-			Request: tracker.MemberSet{}, Response: tracker.Member{}, Handle: h.setOrgMember},
+			Request: tenancy.MemberSet{}, Response: tenancy.Member{}, Handle: h.setOrgMember},
 		{Method: "DELETE", Path: "/api/v1/orgs/{org}/members/{subject}", Perm: access.MemberManage, Summary: "Remove a subject from the organization",
 			Status: http.StatusNoContent, Handle: h.removeOrgMember},
 		{Method: "GET", Path: "/api/v1/projects/{project}/members", Perm: access.TrackerRead, Summary: "List a project's role overrides",
 			Response: MemberList{}, Handle: h.listProjectMembers},
 		{Method: "PUT", Path: "/api/v1/projects/{project}/members/{subject}", Perm: access.MemberManage, Summary: "Override a subject's role in one project",
-			Request: tracker.MemberSet{}, Response: tracker.Member{}, Handle: h.setProjectMember},
+			Request: tenancy.MemberSet{}, Response: tenancy.Member{}, Handle: h.setProjectMember},
 		{Method: "DELETE", Path: "/api/v1/projects/{project}/members/{subject}", Perm: access.MemberManage, Summary: "Remove a project role override",
 			Status: http.StatusNoContent, Handle: h.removeProjectMember},
 		{Method: "GET", Path: "/api/v1/platform", Perm: access.Authenticated, Summary: "Read the platform switches",
-			Response: tracker.Platform{}, Handle: h.getPlatform},
+			Response: tenancy.Platform{}, Handle: h.getPlatform},
 		{Method: "PATCH", Path: "/api/v1/platform", Perm: access.PlatformAdmin, Summary: "Set the platform-wide concurrency limit",
-			Request: tracker.PlatformUpdate{}, Response: tracker.Platform{}, Handle: h.updatePlatform},
+			Request: tenancy.PlatformUpdate{}, Response: tenancy.Platform{}, Handle: h.updatePlatform},
 		{Method: "POST", Path: "/api/v1/platform/pause", Perm: access.PlatformAdmin, Summary: "Pull the kill switch: pause the whole platform",
-			Response: tracker.Platform{}, Handle: h.pausePlatform(true)},
+			Response: tenancy.Platform{}, Handle: h.pausePlatform(true)},
 		{Method: "POST", Path: "/api/v1/platform/resume", Perm: access.PlatformAdmin, Summary: "Release the kill switch",
-			Response: tracker.Platform{}, Handle: h.pausePlatform(false)},
+			Response: tenancy.Platform{}, Handle: h.pausePlatform(false)},
 	}
 }
 
 func (h *Tenancy) createOrg(r *Request) (any, error) {
-	var in tracker.OrganizationCreate
+	var in tenancy.OrganizationCreate
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
@@ -86,14 +86,14 @@ func (h *Tenancy) listOrgs(r *Request) (any, error) {
 	}
 	// A token sees its one organization, while its creator (if anyone
 	// caps it) still has a role there.
-	out := []tracker.Organization{}
+	out := []tenancy.Organization{}
 	if g.OrgID == "" || g.Role == "" {
 		return OrganizationList{Organizations: out}, nil
 	}
-	var orgs []tracker.Organization
+	var orgs []tenancy.Organization
 	var err error
 	if g.CappedBy == "" {
-		var o tracker.Organization
+		var o tenancy.Organization
 		switch o, err = h.T.FindOrganization(r.Context(), g.OrgID); {
 		case err == nil:
 			orgs = append(orgs, o)
@@ -112,7 +112,7 @@ func (h *Tenancy) listOrgs(r *Request) (any, error) {
 }
 
 // org resolves {org} and checks the route's permission there.
-func (h *Tenancy) org(r *Request) (tracker.Organization, error) {
+func (h *Tenancy) org(r *Request) (tenancy.Organization, error) {
 	o, err := h.T.FindOrganization(r.Context(), r.PathValue("org"))
 	if err != nil {
 		r.Checked()
@@ -122,7 +122,7 @@ func (h *Tenancy) org(r *Request) (tracker.Organization, error) {
 }
 
 // project resolves {project} and checks the route's permission there.
-func (h *Tenancy) project(r *Request) (tracker.Project, error) {
+func (h *Tenancy) project(r *Request) (tenancy.Project, error) {
 	p, err := h.T.FindProject(r.Context(), r.PathValue("project"))
 	if err != nil {
 		r.Checked()
@@ -138,7 +138,7 @@ func (h *Tenancy) createProject(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in tracker.ProjectCreate
+	var in tenancy.ProjectCreate
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
@@ -161,7 +161,7 @@ func (h *Tenancy) updateProject(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in tracker.ProjectUpdate
+	var in tenancy.ProjectUpdate
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
@@ -182,7 +182,7 @@ func (h *Tenancy) setOrgMember(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in tracker.MemberSet
+	var in tenancy.MemberSet
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
@@ -211,7 +211,7 @@ func (h *Tenancy) setProjectMember(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in tracker.MemberSet
+	var in tenancy.MemberSet
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
@@ -232,7 +232,7 @@ func (h *Tenancy) getPlatform(r *Request) (any, error) {
 }
 
 func (h *Tenancy) updatePlatform(r *Request) (any, error) {
-	var in tracker.PlatformUpdate
+	var in tenancy.PlatformUpdate
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}

@@ -94,7 +94,7 @@ func (h *Unattended) itemBudget(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := h.T.FindProject(r.Context(), it.ProjectID)
+	p, err := h.Tenancy.T.FindProject(r.Context(), it.ProjectID)
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,17 @@ func (s *Service) graphVersion(ctx context.Context, orgID string) (store.Stateme
 	if err := rows.Scan(0, &v); err != nil {
 		return store.Statement{}, err
 	}
-	return bumpOrgVersion("graph_versions", orgID, v), nil
+	return bumpGraphVersion(orgID, v), nil
+}
+
+// bumpGraphVersion returns the guarded statement that moves an
+// organization's blocker graph version (graph_versions) from v to v+1
+// (v = 0: there is no row yet).
+func bumpGraphVersion(orgID string, v int64) store.Statement {
+	if v == 0 {
+		return store.Stmt(`INSERT INTO graph_versions (organization_id, version) VALUES (?, 1) ON CONFLICT DO NOTHING`, orgID)
+	}
+	return store.Stmt(`UPDATE graph_versions SET version = version + 1 WHERE organization_id = ? AND version = ?`, orgID, v)
 }
 
 func (s *Service) hasBlocker(ctx context.Context, itemID, blockerID string) (bool, error) {
@@ -146,7 +156,7 @@ func (s *Service) AddBlocker(ctx context.Context, actor event.Actor, itemID, blo
 		payload := BlockerChanged{Blocker: bl.Key, BlockerID: bl.ID}
 		added = true
 		return &transition.Transition{
-			Events:     []event.Event{newEvent(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "blocker_added", payload)},
+			Events:     []event.Event{event.New(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "blocker_added", payload)},
 			Guarded:    []store.Statement{bump},
 			Statements: []store.Statement{store.Stmt(`INSERT INTO blockers (item_id, blocker_id, created_at) VALUES (?, ?, ?)`, it.ID, bl.ID, now.UnixMilli())},
 		}, nil
@@ -195,7 +205,7 @@ func (s *Service) RemoveBlocker(ctx context.Context, actor event.Actor, itemID, 
 		}
 		payload := BlockerChanged{Blocker: bl.Key, BlockerID: bl.ID}
 		return &transition.Transition{
-			Events: []event.Event{newEvent(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "blocker_removed", payload)},
+			Events: []event.Event{event.New(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "blocker_removed", payload)},
 			Guarded: []store.Statement{bump,
 				store.Stmt(`DELETE FROM blockers WHERE item_id = ? AND blocker_id = ?`, it.ID, bl.ID)},
 		}, nil

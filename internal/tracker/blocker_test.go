@@ -10,6 +10,7 @@ import (
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/tenancy"
 )
 
 func TestBlockers(t *testing.T) {
@@ -56,11 +57,11 @@ func TestBlockers(t *testing.T) {
 		w.expect("remove again", apperr.NotFound, "", func() error { return w.svc.RemoveBlocker(ctx, itemAlice, b.ID, c.ID) })
 		w.expect("C blocked by A now", "", "epic.blocker_added", add(c, a))
 		// Another organization's items are not found.
-		o2, err := w.svc.CreateOrganization(ctx, itemAlice, OrganizationCreate{Slug: "globex", Name: "Globex"})
+		o2, err := w.ten.CreateOrganization(ctx, itemAlice, tenancy.OrganizationCreate{Slug: "globex", Name: "Globex"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		p2, err := w.svc.CreateProject(ctx, itemAlice, o2.ID, ProjectCreate{Key: "GLX", Name: "Globex"})
+		p2, err := w.ten.CreateProject(ctx, itemAlice, o2.ID, tenancy.ProjectCreate{Key: "GLX", Name: "Globex"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +72,7 @@ func TestBlockers(t *testing.T) {
 		w.expect("cross-organization", apperr.NotFound, "", add(a, g))
 		w.expect("unknown", apperr.NotFound, "", func() error { _, err := w.svc.AddBlocker(ctx, itemAlice, a.ID, "ACME-99"); return err })
 		// Blockers across projects of one organization are fine.
-		p3, err := w.svc.CreateProject(ctx, itemAlice, w.org.ID, ProjectCreate{Key: "OPS", Name: "Ops"})
+		p3, err := w.ten.CreateProject(ctx, itemAlice, w.org.ID, tenancy.ProjectCreate{Key: "OPS", Name: "Ops"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/transition"
 )
 
@@ -38,9 +39,11 @@ func BenchmarkCreationBurst(b *testing.B) {
 		b.Run(engine, func(b *testing.B) {
 			st := &lostRaces{Store: storetest.Open(b, engine)}
 			c := clock.Real{}
-			svc := New(st, &transition.Applier{Store: st, Clock: c}, c)
+			a := &transition.Applier{Store: st, Clock: c}
+			ten := tenancy.New(st, a, c)
+			svc := New(st, a, c, ten)
 			ctx := context.Background()
-			o, err := svc.CreateOrganization(ctx, itemAlice, OrganizationCreate{Slug: "acme", Name: "Acme"})
+			o, err := ten.CreateOrganization(ctx, itemAlice, tenancy.OrganizationCreate{Slug: "acme", Name: "Acme"})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -50,7 +53,7 @@ func BenchmarkCreationBurst(b *testing.B) {
 					lost := st.n.Load()
 					for b.Loop() {
 						projects++
-						p, err := svc.CreateProject(ctx, itemAlice, o.ID, ProjectCreate{Key: fmt.Sprintf("B%d", projects), Name: "Burst"})
+						p, err := ten.CreateProject(ctx, itemAlice, o.ID, tenancy.ProjectCreate{Key: fmt.Sprintf("B%d", projects), Name: "Burst"})
 						if err != nil {
 							b.Fatal(err)
 						}

@@ -2,7 +2,6 @@ package tracker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/keys"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/strictjson"
+	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/text"
 	"github.com/ballet/ballet/internal/transition"
 )
@@ -194,7 +195,7 @@ func validateItemText(v *apperr.Validator, field, s string) {
 	v.CheckErr(field, text.Multiline(s))
 }
 
-func validateItemType(v *apperr.Validator, p *Project, t string) {
+func validateItemType(v *apperr.Validator, p *tenancy.Project, t string) {
 	v.Check(t == TypeEpic || contains(p.TicketTypes, t), "type", "%q is not \"epic\" or one of the project's ticket types (%s)", t, strings.Join(p.TicketTypes, ", "))
 }
 
@@ -220,7 +221,7 @@ func scanItem(rows *store.Rows, i int) (Item, error) {
 		it.Epic, it.EpicID = &epicKey, &epicID
 	}
 	it.BlockedBy, it.Blocks = splitKeys(blockedBy), splitKeys(blocks)
-	it.CreatedAt, it.UpdatedAt = ms(c), ms(u)
+	it.CreatedAt, it.UpdatedAt = store.Time(c), store.Time(u)
 	return it, nil
 }
 
@@ -248,7 +249,7 @@ func sortKeys(ks []string) {
 
 // FindItem finds an item by key (ACME-42) or id.
 func (s *Service) FindItem(ctx context.Context, ref string) (Item, error) {
-	rows, err := one(ctx, s.Store, fmt.Sprintf("item %q", ref), `SELECT `+itemColumns+itemFrom+` WHERE i.key = ? OR i.id = ?`, ref, ref)
+	rows, err := store.One(ctx, s.Store, fmt.Sprintf("item %q", ref), `SELECT `+itemColumns+itemFrom+` WHERE i.key = ? OR i.id = ?`, ref, ref)
 	if err != nil {
 		return Item{}, err
 	}
@@ -313,7 +314,7 @@ func (s *Service) FindEpic(ctx context.Context, projectID, ref, field string) (I
 const isEpicCond = `EXISTS (SELECT 1 FROM items WHERE id = ? AND type = 'epic')`
 
 // CreateItem creates a ticket or an epic in a project, allocating its key.
-func (s *Service) CreateItem(ctx context.Context, actor event.Actor, p Project, in ItemCreate) (Item, error) {
+func (s *Service) CreateItem(ctx context.Context, actor event.Actor, p tenancy.Project, in ItemCreate) (Item, error) {
 	title := strings.TrimSpace(in.Title)
 	state := in.State
 	if state == "" {
@@ -361,7 +362,7 @@ state, created_by, created_at, updated_at, version) SELECT ?, ?, ?, ?, ?, ?, ?, 
 		}
 		out = it
 		return &transition.Transition{
-			Events:  []event.Event{newEvent(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "created", it)},
+			Events:  []event.Event{event.New(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "created", it)},
 			Guarded: []store.Statement{alloc.Take, store.Stmt(insert, args...)},
 		}, nil
 	})
@@ -401,7 +402,7 @@ func (s *Service) UpdateItem(ctx context.Context, actor event.Actor, itemID stri
 			return nil, err
 		}
 		if cur.Version != in.Version {
-			return nil, stale(store.ErrLostRace, cur.Key)
+			return nil, transition.Stale(store.ErrLostRace, cur.Key)
 		}
 		t, next, err := s.decideUpdate(ctx, actor, cur, in)
 		out = next
@@ -431,7 +432,7 @@ func (s *Service) decideUpdate(ctx context.Context, actor event.Actor, cur Item,
 		changes.AcceptanceCriteria, previous.AcceptanceCriteria, changed = new(next.AcceptanceCriteria), new(cur.AcceptanceCriteria), true
 	}
 	if in.Type != nil && *in.Type != cur.Type {
-		p, err := s.FindProject(ctx, cur.ProjectID)
+		p, err := s.Tenancy.FindProject(ctx, cur.ProjectID)
 		if err != nil {
 			return nil, cur, err
 		}
@@ -455,10 +456,10 @@ func (s *Service) decideUpdate(ctx context.Context, actor event.Actor, cur Item,
 		switch {
 		case epic == nil && cur.EpicID != nil:
 			next.Epic, next.EpicID = nil, nil
-			changes.Epic, previous.Epic, changed = Nullable[string]{Set: true}, Nullable[string]{Set: true, Value: cur.Epic}, true
+			changes.Epic, previous.Epic, changed = strictjson.Nullable[string]{Set: true}, strictjson.Nullable[string]{Set: true, Value: cur.Epic}, true
 		case epic != nil && (cur.EpicID == nil || *cur.EpicID != epic.ID):
 			next.Epic, next.EpicID = &epic.Key, &epic.ID
-			changes.Epic, previous.Epic, changed = Nullable[string]{Set: true, Value: &epic.Key}, Nullable[string]{Set: true, Value: cur.Epic}, true
+			changes.Epic, previous.Epic, changed = strictjson.Nullable[string]{Set: true, Value: &epic.Key}, strictjson.Nullable[string]{Set: true, Value: cur.Epic}, true
 		}
 	}
 	if next.IsEpic() && next.EpicID != nil {
@@ -514,7 +515,7 @@ version = version + 1 WHERE id = ? AND version = ?`
 		change, payload = "state_changed", sc
 	}
 	t := &transition.Transition{
-		Events:  []event.Event{newEvent(actor, cur.OrganizationID, cur.ProjectID, next.EntityType(), cur.ID, change, payload)},
+		Events:  []event.Event{event.New(actor, cur.OrganizationID, cur.ProjectID, next.EntityType(), cur.ID, change, payload)},
 		Guarded: []store.Statement{store.Stmt(sql, args...)},
 	}
 	if stateChanged && s.Hooks.StateChanged != nil {
@@ -550,7 +551,7 @@ func (s *Service) countChildren(ctx context.Context, epicID string) (int64, erro
 // for a caller that writes them within a larger transition. It does not
 // check whether the move is allowed.
 func StateChange(actor event.Actor, it Item, to string, now time.Time) (event.Event, store.Statement) {
-	return newEvent(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "state_changed", ItemStateChanged{From: it.State, To: to}),
+	return event.New(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "state_changed", ItemStateChanged{From: it.State, To: to}),
 		store.Stmt(`UPDATE items SET state = ?, updated_at = ?, version = version + 1 WHERE id = ? AND version = ? AND state = ?`,
 			to, now.UnixMilli(), it.ID, it.Version, it.State)
 }
@@ -575,40 +576,8 @@ func (s *Service) SetItemStateBySystem(ctx context.Context, actor event.Actor, i
 	now := s.now()
 	ev, st := StateChange(actor, it, to, now)
 	if err := s.Applier.Apply(ctx, &transition.Transition{Events: []event.Event{ev}, Guarded: []store.Statement{st}}); err != nil {
-		return Item{}, stale(err, it.Key)
+		return Item{}, transition.Stale(err, it.Key)
 	}
 	it.State, it.UpdatedAt, it.Version = to, now, version+1
 	return it, nil
-}
-
-// ItemEvents returns an item's history after seq: its own events (as a
-// ticket or an epic) and those of its questions, flows and runs, in seq
-// order.
-func (s *Service) ItemEvents(ctx context.Context, itemID string, after int64, limit int) ([]event.Event, error) {
-	if limit <= 0 || limit > event.MaxLimit {
-		limit = 100
-	}
-	// Two lookups on the events_entity index, merged by seq.
-	const cols = `SELECT seq, id, occurred_at, organization_id, project_id, entity_type, entity_id, type, actor_kind, actor_sub, acting_for, payload FROM events`
-	rows, err := s.Store.Query(ctx, cols+` WHERE entity_type IN ('ticket', 'epic') AND entity_id = ? AND seq > ?
-UNION ALL `+cols+` WHERE entity_type = 'question' AND entity_id IN (SELECT id FROM questions WHERE item_id = ?) AND seq > ?
-UNION ALL `+cols+` WHERE entity_type = 'flow' AND entity_id IN (SELECT id FROM flows WHERE item_id = ?) AND seq > ?
-UNION ALL `+cols+` WHERE entity_type = 'run' AND entity_id IN (SELECT id FROM runs WHERE item_id = ?) AND seq > ?
-ORDER BY seq LIMIT ?`, itemID, after, itemID, after, itemID, after, itemID, after, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list item events: %w", err)
-	}
-	out := make([]event.Event, rows.Len())
-	for i := range out {
-		e := &out[i]
-		var at int64
-		var payload string
-		if err := rows.Scan(i, &e.Seq, &e.ID, &at, &e.OrganizationID, &e.ProjectID, &e.EntityType, &e.EntityID,
-			&e.Type, &e.ActorKind, &e.ActorSub, &e.ActingFor, &payload); err != nil {
-			return nil, fmt.Errorf("scan event: %w", err)
-		}
-		e.OccurredAt = ms(at)
-		e.Payload = json.RawMessage(payload)
-	}
-	return out, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/transition"
 )
 
@@ -28,8 +29,9 @@ type itemWorld struct {
 	t   *testing.T
 	st  store.Store
 	svc *Service
-	org Organization
-	p   Project
+	ten *tenancy.Service
+	org tenancy.Organization
+	p   tenancy.Project
 }
 
 func newItemWorld(t *testing.T, st store.Store) *itemWorld {
@@ -37,16 +39,18 @@ func newItemWorld(t *testing.T, st store.Store) *itemWorld {
 	ctx := context.Background()
 	c := clock.Real{}
 	// Generous attempts: the concurrency tests make many writers collide.
-	svc := New(st, &transition.Applier{Store: st, Clock: c, Attempts: 200}, c)
-	o, err := svc.CreateOrganization(ctx, itemAlice, OrganizationCreate{Slug: "acme", Name: "Acme"})
+	a := &transition.Applier{Store: st, Clock: c, Attempts: 200}
+	ten := tenancy.New(st, a, c)
+	svc := New(st, a, c, ten)
+	o, err := ten.CreateOrganization(ctx, itemAlice, tenancy.OrganizationCreate{Slug: "acme", Name: "Acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := svc.CreateProject(ctx, itemAlice, o.ID, ProjectCreate{Key: "ACME", Name: "Acme"})
+	p, err := ten.CreateProject(ctx, itemAlice, o.ID, tenancy.ProjectCreate{Key: "ACME", Name: "Acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &itemWorld{t: t, st: st, svc: svc, org: o, p: p}
+	return &itemWorld{t: t, st: st, svc: svc, ten: ten, org: o, p: p}
 }
 
 // item creates an item or fails the test.
@@ -448,7 +452,7 @@ func TestEpics(t *testing.T) {
 			}
 		}
 		// Another project's epic is not this project's.
-		p2, err := w.svc.CreateProject(ctx, itemAlice, w.org.ID, ProjectCreate{Key: "OPS", Name: "Ops"})
+		p2, err := w.ten.CreateProject(ctx, itemAlice, w.org.ID, tenancy.ProjectCreate{Key: "OPS", Name: "Ops"})
 		if err != nil {
 			t.Fatal(err)
 		}

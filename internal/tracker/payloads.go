@@ -1,60 +1,10 @@
 package tracker
 
-// Event payloads of the tracker's changes. organization.created carries
-// the Organization, project.created the Project, ticket.created and
-// epic.created the Item; the other types carry the structs below. The
+import "github.com/ballet/ballet/internal/strictjson"
+
+// Event payloads of the tracker's changes. ticket.created and epic.created
+// carry the Item; the other types carry the structs below. The
 // catalogue of every event type's payload is server.EventPayloads.
-
-// ProjectUpdated is the payload of project.updated.
-type ProjectUpdated struct {
-	Changes ProjectChanges `json:"changes"`
-}
-
-// ProjectChanges are a project's settings that changed, with their new
-// values; the others are absent.
-type ProjectChanges struct {
-	Name             *string              `json:"name,omitempty"`
-	Repository       Nullable[Repository] `json:"repository,omitzero"` // null: removed
-	MergePolicy      *MergePolicy         `json:"merge_policy,omitempty"`
-	ConcurrencyLimit *int                 `json:"concurrency_limit,omitempty"`
-	Budgets          *Budgets             `json:"budgets,omitempty"`
-	TicketTypes      []string             `json:"ticket_types,omitempty"`
-	Paused           *bool                `json:"paused,omitempty"`
-}
-
-func (c *ProjectChanges) empty() bool {
-	return c.Name == nil && !c.Repository.Set && c.MergePolicy == nil && c.ConcurrencyLimit == nil && c.Budgets == nil &&
-		c.TicketTypes == nil && c.Paused == nil
-}
-
-// MemberRoleSet is the payload of member.role_set.
-type MemberRoleSet struct {
-	Subject      string `json:"subject"`
-	Role         string `json:"role"`
-	PreviousRole string `json:"previous_role,omitempty"` // absent when the subject had no role here
-	ProjectID    string `json:"project_id"`              // "" for an organization role
-}
-
-// MemberRemoved is the payload of member.removed.
-type MemberRemoved struct {
-	Subject      string `json:"subject"`
-	PreviousRole string `json:"previous_role"`
-	ProjectID    string `json:"project_id"` // "" for an organization role
-}
-
-// PlatformSwitched is the payload of platform.paused and platform.resumed:
-// the type says it all.
-type PlatformSwitched struct{}
-
-// PlatformUpdated is the payload of platform.updated.
-type PlatformUpdated struct {
-	Changes PlatformChanges `json:"changes"`
-}
-
-// PlatformChanges are the platform settings that changed.
-type PlatformChanges struct {
-	ConcurrencyLimit int `json:"concurrency_limit"`
-}
 
 // PipelinePublished is the payload of pipeline.published.
 type PipelinePublished struct {
@@ -81,11 +31,11 @@ type ItemStateChanged struct {
 
 // ItemFields are an item's fields that changed; the others are absent.
 type ItemFields struct {
-	Title              *string          `json:"title,omitempty"`
-	Description        *string          `json:"description,omitempty"`
-	AcceptanceCriteria *string          `json:"acceptance_criteria,omitempty"`
-	Type               *string          `json:"type,omitempty"`
-	Epic               Nullable[string] `json:"epic,omitzero"` // the epic's key; null: none
+	Title              *string                     `json:"title,omitempty"`
+	Description        *string                     `json:"description,omitempty"`
+	AcceptanceCriteria *string                     `json:"acceptance_criteria,omitempty"`
+	Type               *string                     `json:"type,omitempty"`
+	Epic               strictjson.Nullable[string] `json:"epic,omitzero"` // the epic's key; null: none
 }
 
 // BlockerChanged is the payload of ticket.blocker_added,

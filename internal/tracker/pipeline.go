@@ -11,6 +11,7 @@ import (
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/pipeline"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/transition"
 )
 
@@ -40,7 +41,7 @@ func templateVersion(projectKey string) PipelineVersion {
 }
 
 // checkPipelineName accepts "default" and the project's ticket types.
-func checkPipelineName(p Project, name string) error {
+func checkPipelineName(p tenancy.Project, name string) error {
 	if err := pipeline.ValidName(name); err != nil {
 		return apperr.Fields([]apperr.FieldError{{Field: "name", Message: err.Error()}})
 	}
@@ -60,14 +61,14 @@ func scanPipeline(rows *store.Rows, i int, projectKey string) (PipelineVersion, 
 	if err := json.Unmarshal([]byte(def), &v.Definition); err != nil {
 		return v, fmt.Errorf("stored pipeline %s v%d: %w", v.Name, v.Version, err)
 	}
-	t := ms(at)
+	t := store.Time(at)
 	v.Project, v.CreatedAt = projectKey, &t
 	return v, nil
 }
 
 // LatestPipelines returns the newest version of each of the project's
 // pipelines; the template shows as default version 0 until one is saved.
-func (s *Service) LatestPipelines(ctx context.Context, p Project) ([]PipelineVersion, error) {
+func (s *Service) LatestPipelines(ctx context.Context, p tenancy.Project) ([]PipelineVersion, error) {
 	rows, err := s.Store.Query(ctx, `SELECT v.name, v.version, v.definition, v.created_by, v.created_at FROM pipeline_versions v
 WHERE v.project_id = ? AND v.version = (SELECT MAX(version) FROM pipeline_versions w WHERE w.project_id = v.project_id AND w.name = v.name)
 ORDER BY v.name = 'default' DESC, v.name`, p.ID)
@@ -90,7 +91,7 @@ ORDER BY v.name = 'default' DESC, v.name`, p.ID)
 
 // GetPipeline returns a version of a named pipeline (version < 0: the
 // latest). default resolves to the template (version 0) until saved.
-func (s *Service) GetPipeline(ctx context.Context, p Project, name string, version int64) (PipelineVersion, error) {
+func (s *Service) GetPipeline(ctx context.Context, p tenancy.Project, name string, version int64) (PipelineVersion, error) {
 	if err := checkPipelineName(p, name); err != nil {
 		return PipelineVersion{}, err
 	}
@@ -121,7 +122,7 @@ func (s *Service) GetPipeline(ctx context.Context, p Project, name string, versi
 
 // PipelineVersions lists a pipeline's versions, newest first (default
 // ends with the template, version 0).
-func (s *Service) PipelineVersions(ctx context.Context, p Project, name string) ([]PipelineVersion, error) {
+func (s *Service) PipelineVersions(ctx context.Context, p tenancy.Project, name string) ([]PipelineVersion, error) {
 	if err := checkPipelineName(p, name); err != nil {
 		return nil, err
 	}
@@ -148,7 +149,7 @@ WHERE project_id = ? AND name = ? ORDER BY version DESC`, p.ID, name)
 // based on. The check that no other version was saved meanwhile is part of
 // the write batch: of two concurrent saves on the same base exactly one
 // succeeds; the other gets a conflict.
-func (s *Service) SavePipeline(ctx context.Context, actor event.Actor, p Project, name string, in PipelineSave) (PipelineVersion, error) {
+func (s *Service) SavePipeline(ctx context.Context, actor event.Actor, p tenancy.Project, name string, in PipelineSave) (PipelineVersion, error) {
 	var v apperr.Validator
 	if in.Version == nil {
 		v.Add("version", "is required: the version your edit is based on (0 for the first)")
@@ -189,13 +190,13 @@ func (s *Service) SavePipeline(ctx context.Context, actor event.Actor, p Project
 	out := PipelineVersion{Project: p.Key, Name: name, Version: base + 1, Definition: def, CreatedBy: actor.Sub, CreatedAt: &now}
 	payload := PipelinePublished{Name: name, Version: base + 1, BasedOn: base}
 	t := &transition.Transition{
-		Events: []event.Event{newEvent(actor, p.OrganizationID, p.ID, "pipeline", p.ID+":"+name, "published", payload)},
+		Events: []event.Event{event.New(actor, p.OrganizationID, p.ID, "pipeline", p.ID+":"+name, "published", payload)},
 		Guarded: []store.Statement{store.Stmt(`INSERT INTO pipeline_versions (project_id, name, version, definition, created_by, created_at)
 SELECT ?, ?, ?, ?, ?, ? WHERE (SELECT COALESCE(MAX(version), 0) FROM pipeline_versions WHERE project_id = ? AND name = ?) = ?`,
 			p.ID, name, base+1, string(stored), actor.Sub, now.UnixMilli(), p.ID, name, base)},
 	}
 	if err := s.Applier.Apply(ctx, t); err != nil {
-		if err2 := stale(err, "the pipeline"); err2 != err {
+		if err2 := transition.Stale(err, "the pipeline"); err2 != err {
 			return PipelineVersion{}, apperr.New(apperr.Conflict, "pipeline %s: version %d is not the latest: someone published meanwhile; reload and publish again", name, base)
 		}
 		return PipelineVersion{}, err
@@ -219,7 +220,7 @@ func pipelineProblems(field string, ps []pipeline.Problem) error {
 
 // ResolvePipeline picks the pipeline a ticket of the given type starts on:
 // its type's latest version, else default's, else the template (version 0).
-func (s *Service) ResolvePipeline(ctx context.Context, p Project, ticketType string) (PipelineVersion, error) {
+func (s *Service) ResolvePipeline(ctx context.Context, p tenancy.Project, ticketType string) (PipelineVersion, error) {
 	for _, name := range []string{ticketType, "default"} {
 		if name == "" || (name != "default" && !slices.Contains(p.TicketTypes, name)) {
 			continue

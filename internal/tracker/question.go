@@ -70,7 +70,7 @@ func scanQuestion(rows *store.Rows, i int) (Question, error) {
 		&asked, &answer, &by, &answered, &q.Version); err != nil {
 		return q, fmt.Errorf("scan question: %w", err)
 	}
-	q.AskedAt, q.AnsweredAt = ms(asked), msPtr(answered)
+	q.AskedAt, q.AnsweredAt = store.Time(asked), store.OptionalTime(answered)
 	if answer.Valid {
 		q.Answer, q.AnsweredBy = &answer.String, &by.String
 	}
@@ -84,7 +84,7 @@ func validateText(v *apperr.Validator, field, s string, max int) {
 
 // FindQuestion finds a question by id.
 func (s *Service) FindQuestion(ctx context.Context, id string) (Question, error) {
-	rows, err := one(ctx, s.Store, fmt.Sprintf("question %q", id), `SELECT `+questionColumns+questionFrom+` WHERE q.id = ?`, id)
+	rows, err := store.One(ctx, s.Store, fmt.Sprintf("question %q", id), `SELECT `+questionColumns+questionFrom+` WHERE q.id = ?`, id)
 	if err != nil {
 		return Question{}, err
 	}
@@ -134,7 +134,7 @@ func NewQuestion(actor event.Actor, it Item, text string, blocking bool, now tim
 	q := Question{ID: transition.NewID(), OrganizationID: it.OrganizationID, ProjectID: it.ProjectID, Item: it.Key, ItemID: it.ID, Text: text,
 		Blocking: blocking, AskedBy: ActorRef{Kind: actor.Kind, Subject: actor.Sub}, AskedAt: now, Version: 1}
 	payload := QuestionAsked{Item: it.Key, ItemID: it.ID, ItemType: it.Type, Text: text, Blocking: blocking}
-	return q, newEvent(actor, it.OrganizationID, it.ProjectID, "question", q.ID, "asked", payload),
+	return q, event.New(actor, it.OrganizationID, it.ProjectID, "question", q.ID, "asked", payload),
 		store.Stmt(`INSERT INTO questions (id, organization_id, project_id, item_id, text, blocking, asked_by_kind,
 asked_by, asked_at, answer, answered_by, answered_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, 1)`,
 			q.ID, q.OrganizationID, q.ProjectID, q.ItemID, q.Text, q.Blocking, actor.Kind, actor.Sub, now.UnixMilli())
@@ -193,7 +193,7 @@ func (s *Service) AnswerQuestion(ctx context.Context, actor event.Actor, questio
 		}
 		return &transition.Transition{
 			Jobs:   jobs,
-			Events: []event.Event{newEvent(actor, q.OrganizationID, q.ProjectID, "question", q.ID, "answered", payload)},
+			Events: []event.Event{event.New(actor, q.OrganizationID, q.ProjectID, "question", q.ID, "answered", payload)},
 			Guarded: []store.Statement{store.Stmt(`UPDATE questions SET answer = ?, answered_by = ?, answered_at = ?, version = version + 1
 WHERE id = ? AND version = ? AND answer IS NULL AND `+openBlocking+` = ?`,
 				answer, actor.Sub, now.UnixMilli(), q.ID, q.Version, q.ItemID, q.ID, others)},

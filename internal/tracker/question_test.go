@@ -82,7 +82,7 @@ func TestQuestions(t *testing.T) {
 			t.Fatalf("list %d %v", len(qs), err)
 		}
 		// The item's history holds its own and its questions' events.
-		evs, err := w.svc.ItemEvents(ctx, it.ID, 0, 100)
+		evs, err := event.ItemHistory(ctx, w.st, it.ID, 0, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +94,7 @@ func TestQuestions(t *testing.T) {
 		if strings.Join(types, " ") != want {
 			t.Fatalf("history %v", types)
 		}
-		if page, _ := w.svc.ItemEvents(ctx, it.ID, evs[2].Seq, 2); len(page) != 2 || page[0].Seq != evs[3].Seq {
+		if page, _ := event.ItemHistory(ctx, w.st, it.ID, evs[2].Seq, 2); len(page) != 2 || page[0].Seq != evs[3].Seq {
 			t.Fatalf("history page %+v", page)
 		}
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/text"
 	"github.com/ballet/ballet/internal/transition"
 )
@@ -84,12 +85,12 @@ func scanSkill(rows *store.Rows, i int) (Skill, error) {
 	if err := rows.Scan(i, &k.ID, &k.ProjectID, &k.Name, &k.Description, &k.Content, &c, &u, &k.UpdatedBy, &k.Version); err != nil {
 		return k, fmt.Errorf("scan skill: %w", err)
 	}
-	k.CreatedAt, k.UpdatedAt = ms(c), ms(u)
+	k.CreatedAt, k.UpdatedAt = store.Time(c), store.Time(u)
 	return k, nil
 }
 
-func skillEvent(actor event.Actor, p Project, k Skill, change string) event.Event {
-	return newEvent(actor, p.OrganizationID, p.ID, "skill", k.ID, change, SkillChanged{Name: k.Name, Version: k.Version})
+func skillEvent(actor event.Actor, p tenancy.Project, k Skill, change string) event.Event {
+	return event.New(actor, p.OrganizationID, p.ID, "skill", k.ID, change, SkillChanged{Name: k.Name, Version: k.Version})
 }
 
 func insertSkillVersion(k Skill, deleted bool, by string, at time.Time) store.Statement {
@@ -135,7 +136,7 @@ func (s *Service) SkillsForRun(ctx context.Context, projectID string, allowed []
 
 // FindSkill returns the project's current skill of that name.
 func (s *Service) FindSkill(ctx context.Context, projectID, name string) (Skill, error) {
-	rows, err := one(ctx, s.Store, fmt.Sprintf("skill %q", name), `SELECT `+skillColumns+` FROM skills WHERE project_id = ? AND name = ? AND deleted = 0`,
+	rows, err := store.One(ctx, s.Store, fmt.Sprintf("skill %q", name), `SELECT `+skillColumns+` FROM skills WHERE project_id = ? AND name = ? AND deleted = 0`,
 		projectID, name)
 	if err != nil {
 		return Skill{}, err
@@ -150,7 +151,7 @@ func (s *Service) FindSkillVersion(ctx context.Context, projectID, name string, 
 	if err != nil || n == k.Version {
 		return k, err
 	}
-	rows, err := one(ctx, s.Store, fmt.Sprintf("version %d of skill %q", n, name),
+	rows, err := store.One(ctx, s.Store, fmt.Sprintf("version %d of skill %q", n, name),
 		`SELECT name, description, content, created_by, created_at FROM skill_versions WHERE skill_id = ? AND version = ?`, k.ID, n)
 	if err != nil {
 		return Skill{}, err
@@ -159,7 +160,7 @@ func (s *Service) FindSkillVersion(ctx context.Context, projectID, name string, 
 	if err := rows.Scan(0, &k.Name, &k.Description, &k.Content, &k.UpdatedBy, &at); err != nil {
 		return Skill{}, err
 	}
-	k.UpdatedAt, k.Version = ms(at), n
+	k.UpdatedAt, k.Version = store.Time(at), n
 	return k, nil
 }
 
@@ -182,14 +183,14 @@ FROM skill_versions WHERE skill_id = ? ORDER BY version DESC`, k.ID)
 		if err := rows.Scan(i, &v.SkillID, &v.Version, &v.Name, &v.Description, &v.ContentBytes, &v.Deleted, &v.CreatedBy, &at); err != nil {
 			return nil, fmt.Errorf("scan skill version: %w", err)
 		}
-		v.CreatedAt = ms(at)
+		v.CreatedAt = store.Time(at)
 	}
 	return out, nil
 }
 
 // CreateSkill adds a skill to a project. A name in use is a conflict; a
 // deleted skill's name can be used again.
-func (s *Service) CreateSkill(ctx context.Context, actor event.Actor, p Project, in SkillCreate) (Skill, error) {
+func (s *Service) CreateSkill(ctx context.Context, actor event.Actor, p tenancy.Project, in SkillCreate) (Skill, error) {
 	var v apperr.Validator
 	v.Check(ValidSkillName(in.Name), "name", "%q must be a lower-case letter or digit, then up to 63 lower-case letters, digits, _ or -", in.Name)
 	validateSkillText(&v, in.Description, in.Content)
@@ -220,7 +221,7 @@ func (s *Service) CreateSkill(ctx context.Context, actor event.Actor, p Project,
 
 // UpdateSkill writes a new version of a skill over the version the caller
 // read; a stale version is a conflict.
-func (s *Service) UpdateSkill(ctx context.Context, actor event.Actor, p Project, name string, in SkillUpdate) (Skill, error) {
+func (s *Service) UpdateSkill(ctx context.Context, actor event.Actor, p tenancy.Project, name string, in SkillUpdate) (Skill, error) {
 	var v apperr.Validator
 	v.Check(in.Version >= 1, "version", "is required: the version you read")
 	v.Check(in.Description != nil || in.Content != nil, "content", "nothing to change: send description and/or content")
@@ -242,7 +243,7 @@ func (s *Service) UpdateSkill(ctx context.Context, actor event.Actor, p Project,
 		return Skill{}, err
 	}
 	if k.Version != in.Version {
-		return Skill{}, stale(store.ErrLostRace, fmt.Sprintf("skill %q", name))
+		return Skill{}, transition.Stale(store.ErrLostRace, fmt.Sprintf("skill %q", name))
 	}
 	now := s.now().Truncate(time.Millisecond)
 	k.Version, k.UpdatedAt, k.UpdatedBy = in.Version+1, now, actor.Sub
@@ -253,14 +254,14 @@ WHERE id = ? AND version = ? AND deleted = 0`, k.Description, k.Content, now.Uni
 		Statements: []store.Statement{insertSkillVersion(k, false, actor.Sub, now)},
 	}
 	if err := s.Applier.Apply(ctx, t); err != nil {
-		return Skill{}, stale(err, fmt.Sprintf("skill %q", name))
+		return Skill{}, transition.Stale(err, fmt.Sprintf("skill %q", name))
 	}
 	return k, nil
 }
 
 // DeleteSkill deletes a skill: it writes a final version marked deleted
 // and frees the name. The versions stay.
-func (s *Service) DeleteSkill(ctx context.Context, actor event.Actor, p Project, name string) error {
+func (s *Service) DeleteSkill(ctx context.Context, actor event.Actor, p tenancy.Project, name string) error {
 	_, err := s.Applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
 		k, err := s.FindSkill(ctx, p.ID, name)
 		if err != nil {

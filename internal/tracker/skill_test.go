@@ -14,6 +14,7 @@ import (
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 	"github.com/ballet/ballet/internal/transition"
 )
@@ -21,16 +22,18 @@ import (
 var alice = event.Actor{Kind: event.ActorHuman, Sub: "alice"}
 
 // skillSetup returns a tracker on a fake clock with project ACME.
-func skillSetup(t *testing.T, s store.Store) (*tracker.Service, tracker.Project, *clock.Fake) {
+func skillSetup(t *testing.T, s store.Store) (*tracker.Service, tenancy.Project, *clock.Fake) {
 	t.Helper()
 	ctx := context.Background()
 	c := clock.NewFake(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
-	svc := tracker.New(s, &transition.Applier{Store: s, Clock: c}, c)
-	o, err := svc.CreateOrganization(ctx, alice, tracker.OrganizationCreate{Slug: "acme", Name: "Acme"})
+	a := &transition.Applier{Store: s, Clock: c}
+	ten := tenancy.New(s, a, c)
+	svc := tracker.New(s, a, c, ten)
+	o, err := ten.CreateOrganization(ctx, alice, tenancy.OrganizationCreate{Slug: "acme", Name: "Acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := svc.CreateProject(ctx, alice, o.ID, tracker.ProjectCreate{Key: "ACME", Name: "Acme"})
+	p, err := ten.CreateProject(ctx, alice, o.ID, tenancy.ProjectCreate{Key: "ACME", Name: "Acme"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/job"
@@ -111,6 +112,16 @@ func (t *Transition) Batch(now time.Time, newID func() string) ([]store.Statemen
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// Stale turns a lost race of a write guarded by a version the caller sent
+// (or read) into a conflict naming what changed; other errors stay as they
+// are.
+func Stale(err error, what string) error {
+	if errors.Is(err, store.ErrLostRace) {
+		return apperr.New(apperr.Conflict, "%s was changed by someone else (stale version): read it again and retry", what)
+	}
+	return err
 }
 
 // NewID returns a new UUIDv7.

@@ -1,4 +1,4 @@
-package tracker
+package tenancy
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/ballet/ballet/internal/forge"
 	"github.com/ballet/ballet/internal/keys"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/strictjson"
 	"github.com/ballet/ballet/internal/text"
 	"github.com/ballet/ballet/internal/transition"
 )
@@ -72,14 +73,14 @@ type ProjectCreate struct {
 // ProjectUpdate is the body of PATCH /projects/{project}: absent fields
 // stay; version is the one read.
 type ProjectUpdate struct {
-	Version          int64                `json:"version"`
-	Name             *string              `json:"name,omitempty"`
-	Repository       Nullable[Repository] `json:"repository,omitempty"`
-	MergePolicy      *MergePolicy         `json:"merge_policy,omitempty"`
-	ConcurrencyLimit *int                 `json:"concurrency_limit,omitempty"`
-	Budgets          *Budgets             `json:"budgets,omitempty"`
-	TicketTypes      []string             `json:"ticket_types,omitempty"`
-	Paused           *bool                `json:"paused,omitempty"`
+	Version          int64                           `json:"version"`
+	Name             *string                         `json:"name,omitempty"`
+	Repository       strictjson.Nullable[Repository] `json:"repository,omitempty"`
+	MergePolicy      *MergePolicy                    `json:"merge_policy,omitempty"`
+	ConcurrencyLimit *int                            `json:"concurrency_limit,omitempty"`
+	Budgets          *Budgets                        `json:"budgets,omitempty"`
+	TicketTypes      []string                        `json:"ticket_types,omitempty"`
+	Paused           *bool                           `json:"paused,omitempty"`
 }
 
 // DefaultTicketTypes are a new project's ticket types.
@@ -153,7 +154,7 @@ func scanProject(rows *store.Rows, i int) (Project, error) {
 	if err := json.Unmarshal([]byte(types), &p.TicketTypes); err != nil {
 		return p, fmt.Errorf("project %s ticket_types: %w", p.ID, err)
 	}
-	p.CreatedAt, p.UpdatedAt = ms(c), ms(u)
+	p.CreatedAt, p.UpdatedAt = store.Time(c), store.Time(u)
 	return p, nil
 }
 
@@ -226,7 +227,7 @@ func (s *Service) CreateProject(ctx context.Context, actor event.Actor, orgID st
 		return Project{}, err
 	}
 	t := &transition.Transition{
-		Events: []event.Event{newEvent(actor, orgID, p.ID, "project", p.ID, "created", p)},
+		Events: []event.Event{event.New(actor, orgID, p.ID, "project", p.ID, "created", p)},
 		Statements: []store.Statement{store.Stmt(`INSERT INTO projects (id, organization_id, key, name, repo_forge, repo_url, repo_default_branch,
 repo_credentials_ref, merge_policy, required_approvals, required_checks, concurrency_limit, budget_ticket_micros, budget_day_micros,
 ticket_types, paused, created_at, updated_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`,
@@ -243,7 +244,7 @@ ticket_types, paused, created_at, updated_at, version) VALUES (?, ?, ?, ?, ?, ?,
 
 // FindProject finds a project by key or id.
 func (s *Service) FindProject(ctx context.Context, ref string) (Project, error) {
-	rows, err := one(ctx, s.Store, fmt.Sprintf("project %q", ref), `SELECT `+projectColumns+` FROM projects WHERE key = ? OR id = ?`, ref, ref)
+	rows, err := store.One(ctx, s.Store, fmt.Sprintf("project %q", ref), `SELECT `+projectColumns+` FROM projects WHERE key = ? OR id = ?`, ref, ref)
 	if err != nil {
 		return Project{}, err
 	}
@@ -280,7 +281,7 @@ func (s *Service) UpdateProject(ctx context.Context, actor event.Actor, p Projec
 		if p.Repository != nil && p.Repository.DefaultBranch == "" {
 			p.Repository.DefaultBranch = "main"
 		}
-		changes.Repository = Nullable[Repository]{Set: true, Value: p.Repository}
+		changes.Repository = strictjson.Nullable[Repository]{Set: true, Value: p.Repository}
 	}
 	if in.MergePolicy != nil {
 		p.MergePolicy = *in.MergePolicy
@@ -315,7 +316,7 @@ func (s *Service) UpdateProject(ctx context.Context, actor event.Actor, p Projec
 	now := s.now()
 	payload := ProjectUpdated{Changes: changes}
 	t := &transition.Transition{
-		Events: []event.Event{newEvent(actor, p.OrganizationID, p.ID, "project", p.ID, "updated", payload)},
+		Events: []event.Event{event.New(actor, p.OrganizationID, p.ID, "project", p.ID, "updated", payload)},
 		Guarded: []store.Statement{store.Stmt(`UPDATE projects SET name = ?, repo_forge = ?, repo_url = ?, repo_default_branch = ?,
 repo_credentials_ref = ?, merge_policy = ?, required_approvals = ?, required_checks = ?, concurrency_limit = ?, budget_ticket_micros = ?,
 budget_day_micros = ?, ticket_types = ?, paused = ?, updated_at = ?, version = version + 1 WHERE id = ? AND version = ?`,
@@ -325,7 +326,7 @@ budget_day_micros = ?, ticket_types = ?, paused = ?, updated_at = ?, version = v
 		t.Jobs = append(t.Jobs, s.Hooks.ProjectChanged(p, changes)...)
 	}
 	if err := s.Applier.Apply(ctx, t); err != nil {
-		return Project{}, stale(err, "the project")
+		return Project{}, transition.Stale(err, "the project")
 	}
 	p.Version = in.Version + 1
 	p.UpdatedAt = now

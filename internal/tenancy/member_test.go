@@ -1,4 +1,4 @@
-package tracker
+package tenancy
 
 import (
 	"context"
@@ -96,7 +96,7 @@ func TestLastAdminSurvivesConcurrentChanges(t *testing.T) {
 // version once, in the change's own batch; an idempotent repeat does not.
 func TestEveryMembershipChangeBumpsTheVersion(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st store.Store) {
-		w := newItemWorld(t, st)
+		w := newWorld(t, st)
 		ctx := context.Background()
 		version := func() int64 {
 			t.Helper()
@@ -109,12 +109,12 @@ func TestEveryMembershipChangeBumpsTheVersion(t *testing.T) {
 		}
 		set := func(projectID, subject, role string) func() error {
 			return func() error {
-				_, err := w.svc.SetMember(ctx, itemAlice, w.org.ID, projectID, subject, MemberSet{Role: role})
+				_, err := w.svc.SetMember(ctx, alice, w.org.ID, projectID, subject, MemberSet{Role: role})
 				return err
 			}
 		}
 		remove := func(projectID, subject string) func() error {
-			return func() error { return w.svc.RemoveMember(ctx, itemAlice, w.org.ID, projectID, subject) }
+			return func() error { return w.svc.RemoveMember(ctx, alice, w.org.ID, projectID, subject) }
 		}
 		steps := []func() error{
 			set("", "ada", "admin"), set("", "bea", "admin"), set("", "bea", "viewer"),

@@ -1,4 +1,4 @@
-package tracker
+package strictjson
 
 import (
 	"bytes"
@@ -7,12 +7,12 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-
-	"github.com/ballet/ballet/internal/strictjson"
 )
 
 // Nullable is a PATCH field that distinguishes absent (Set false), null
-// (Set, Value nil) and a value.
+// (Set, Value nil) and a value (RFC 7386: null removes or clears). Event
+// payloads use it too, to tell a cleared value (null) from an unchanged
+// one (absent, with omitzero).
 type Nullable[T any] struct {
 	Set   bool
 	Value *T
@@ -44,7 +44,7 @@ func (n *Nullable[T]) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	var v T
-	if err := strictjson.Unmarshal(b, &v); err != nil {
+	if err := Unmarshal(b, &v); err != nil {
 		return err
 	}
 	n.Value = &v

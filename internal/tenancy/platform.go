@@ -1,4 +1,4 @@
-package tracker
+package tenancy
 
 import (
 	"context"
@@ -28,7 +28,7 @@ type PlatformUpdate struct {
 
 // GetPlatform reads the platform row.
 func (s *Service) GetPlatform(ctx context.Context) (Platform, error) {
-	rows, err := one(ctx, s.Store, "platform", `SELECT paused, concurrency_limit, updated_at, version FROM platform WHERE id = 1`)
+	rows, err := store.One(ctx, s.Store, "platform", `SELECT paused, concurrency_limit, updated_at, version FROM platform WHERE id = 1`)
 	if err != nil {
 		return Platform{}, err
 	}
@@ -37,7 +37,7 @@ func (s *Service) GetPlatform(ctx context.Context) (Platform, error) {
 	if err := rows.Scan(0, &p.Paused, &p.ConcurrencyLimit, &u, &p.Version); err != nil {
 		return Platform{}, err
 	}
-	p.UpdatedAt = ms(u)
+	p.UpdatedAt = store.Time(u)
 	return p, nil
 }
 
@@ -66,7 +66,7 @@ func (s *Service) SetPlatformPaused(ctx context.Context, actor event.Actor, paus
 		}
 		return &transition.Transition{
 			Jobs:   jobs,
-			Events: []event.Event{newEvent(actor, "", "", "platform", "platform", change, PlatformSwitched{})},
+			Events: []event.Event{event.New(actor, "", "", "platform", "platform", change, PlatformSwitched{})},
 			Guarded: []store.Statement{store.Stmt(`UPDATE platform SET paused = ?, updated_at = ?, version = version + 1 WHERE id = 1 AND version = ?`,
 				paused, now.UnixMilli(), p.Version)},
 		}, nil
@@ -92,12 +92,12 @@ func (s *Service) UpdatePlatform(ctx context.Context, actor event.Actor, in Plat
 	now := s.now()
 	payload := PlatformUpdated{Changes: PlatformChanges{ConcurrencyLimit: *in.ConcurrencyLimit}}
 	err = s.Applier.Apply(ctx, &transition.Transition{
-		Events: []event.Event{newEvent(actor, "", "", "platform", "platform", "updated", payload)},
+		Events: []event.Event{event.New(actor, "", "", "platform", "platform", "updated", payload)},
 		Guarded: []store.Statement{store.Stmt(`UPDATE platform SET concurrency_limit = ?, updated_at = ?, version = version + 1 WHERE id = 1 AND version = ?`,
 			*in.ConcurrencyLimit, now.UnixMilli(), in.Version)},
 	})
 	if err != nil {
-		return Platform{}, stale(err, "the platform")
+		return Platform{}, transition.Stale(err, "the platform")
 	}
 	p.ConcurrencyLimit, p.UpdatedAt, p.Version = *in.ConcurrencyLimit, now, in.Version+1
 	return p, nil

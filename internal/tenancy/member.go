@@ -1,4 +1,4 @@
-package tracker
+package tenancy
 
 import (
 	"context"
@@ -45,7 +45,7 @@ FROM memberships WHERE organization_id = ? AND project_id = ? ORDER BY subject`,
 		if err := rows.Scan(i, &m.OrganizationID, &m.ProjectID, &m.Subject, &m.Role, &c, &u, &m.Version); err != nil {
 			return nil, err
 		}
-		m.CreatedAt, m.UpdatedAt = ms(c), ms(u)
+		m.CreatedAt, m.UpdatedAt = store.Time(c), store.Time(u)
 	}
 	return out, nil
 }
@@ -84,7 +84,7 @@ func (s *Service) SetMember(ctx context.Context, actor event.Actor, orgID, proje
 		}
 		out = Member{OrganizationID: orgID, ProjectID: projectID, Subject: subject, Role: in.Role, CreatedAt: now, UpdatedAt: now, Version: 1}
 		payload := MemberRoleSet{Subject: subject, Role: in.Role, PreviousRole: cur.Role, ProjectID: projectID}
-		t := &transition.Transition{Events: []event.Event{newEvent(actor, orgID, projectID, "member", subject, "role_set", payload)}}
+		t := &transition.Transition{Events: []event.Event{event.New(actor, orgID, projectID, "member", subject, "role_set", payload)}}
 		if found {
 			out.CreatedAt, out.Version = cur.CreatedAt, cur.Version+1
 			t.Guarded = []store.Statement{store.Stmt(`UPDATE memberships SET role = ?, updated_at = ?, version = version + 1
@@ -115,7 +115,7 @@ func (s *Service) RemoveMember(ctx context.Context, actor event.Actor, orgID, pr
 		cur := st.cur
 		payload := MemberRemoved{Subject: subject, PreviousRole: cur.Role, ProjectID: projectID}
 		return &transition.Transition{
-			Events: []event.Event{newEvent(actor, orgID, projectID, "member", subject, "removed", payload)},
+			Events: []event.Event{event.New(actor, orgID, projectID, "member", subject, "removed", payload)},
 			Guarded: []store.Statement{store.Stmt(`DELETE FROM memberships WHERE organization_id = ? AND project_id = ? AND subject = ? AND version = ?`,
 				orgID, projectID, subject, cur.Version), st.bump},
 		}, nil
@@ -159,9 +159,9 @@ FROM (SELECT 1) LEFT JOIN memberships m ON m.organization_id = ? AND m.project_i
 	}
 	if role.Valid {
 		st.found = true
-		st.cur.Role, st.cur.CreatedAt, st.cur.Version = role.String, ms(created.Int64), version.Int64
+		st.cur.Role, st.cur.CreatedAt, st.cur.Version = role.String, store.Time(created.Int64), version.Int64
 	}
-	st.bump = bumpOrgVersion("member_versions", orgID, v)
+	st.bump = bumpMemberVersion(orgID, v)
 	return st, nil
 }
 
@@ -172,4 +172,16 @@ func (st membershipState) keepsAnAdmin(role string) error {
 		return nil
 	}
 	return apperr.New(apperr.Conflict, "%q is the organization's last admin: make someone else admin first", st.cur.Subject)
+}
+
+// bumpMemberVersion returns the guarded statement that moves an
+// organization's membership version (member_versions) from v to v+1
+// (v = 0: there is no row yet). A change that reads v before deciding on
+// the memberships, and commits the bump in the same batch, loses its race
+// when another membership change committed meanwhile.
+func bumpMemberVersion(orgID string, v int64) store.Statement {
+	if v == 0 {
+		return store.Stmt(`INSERT INTO member_versions (organization_id, version) VALUES (?, 1) ON CONFLICT DO NOTHING`, orgID)
+	}
+	return store.Stmt(`UPDATE member_versions SET version = version + 1 WHERE organization_id = ? AND version = ?`, orgID, v)
 }

@@ -1,4 +1,4 @@
-package tracker
+package tenancy
 
 import (
 	"context"
@@ -53,7 +53,7 @@ func scanOrg(rows *store.Rows, i int) (Organization, error) {
 	var o Organization
 	var c, u int64
 	err := rows.Scan(i, &o.ID, &o.Slug, &o.Name, &c, &u, &o.Version)
-	o.CreatedAt, o.UpdatedAt = ms(c), ms(u)
+	o.CreatedAt, o.UpdatedAt = store.Time(c), store.Time(u)
 	return o, err
 }
 
@@ -66,7 +66,7 @@ func (s *Service) CreateOrganization(ctx context.Context, actor event.Actor, in 
 	now := s.now()
 	o := Organization{ID: transition.NewID(), Slug: in.Slug, Name: strings.TrimSpace(in.Name), CreatedAt: now, UpdatedAt: now, Version: 1}
 	t := &transition.Transition{
-		Events: []event.Event{newEvent(actor, o.ID, "", "organization", o.ID, "created", o)},
+		Events: []event.Event{event.New(actor, o.ID, "", "organization", o.ID, "created", o)},
 		Statements: []store.Statement{store.Stmt(`INSERT INTO organizations (`+orgColumns+`) VALUES (?, ?, ?, ?, ?, 1)`,
 			o.ID, o.Slug, o.Name, now.UnixMilli(), now.UnixMilli())},
 	}
@@ -82,7 +82,7 @@ func (s *Service) CreateOrganization(ctx context.Context, actor event.Actor, in 
 // FindOrganization finds an organization by slug or id. Slugs cannot look
 // like ids; should an old one do, the id wins.
 func (s *Service) FindOrganization(ctx context.Context, ref string) (Organization, error) {
-	rows, err := one(ctx, s.Store, fmt.Sprintf("organization %q", ref), `SELECT `+orgColumns+` FROM organizations WHERE slug = ? OR id = ?
+	rows, err := store.One(ctx, s.Store, fmt.Sprintf("organization %q", ref), `SELECT `+orgColumns+` FROM organizations WHERE slug = ? OR id = ?
 ORDER BY id = ? DESC LIMIT 1`, ref, ref, ref)
 	if err != nil {
 		return Organization{}, err
