@@ -38,6 +38,7 @@ import (
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/schedule"
 	"github.com/ballet/ballet/internal/server"
+	"github.com/ballet/ballet/internal/skill"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/rqlite"
 	"github.com/ballet/ballet/internal/store/sqlite"
@@ -60,6 +61,7 @@ type Core struct {
 	Auth       *auth.Authenticator
 	Tenancy    *tenancy.Service
 	Tracker    *tracker.Service
+	Skills     *skill.Service
 	API        *server.API
 	Flows      *flow.Service
 	Scheduler  *schedule.Scheduler
@@ -199,15 +201,16 @@ func (c *Core) openAPI(cfg config.Config) error {
 	c.Auth = auth.NewAuthenticator(c.Store, c.Clock, bootstrap, cfg.Auth.PlatformAdmins, auth.OIDCConfig{Issuer: cfg.Auth.OIDCIssuer, Audience: cfg.Auth.OIDCAudience})
 	c.Tenancy = tenancy.New(c.Store, c.Applier, c.Clock)
 	c.Tracker = tracker.New(c.Store, c.Applier, c.Clock, c.Tenancy)
+	c.Skills = skill.New(c.Store, c.Applier, c.Clock)
 	c.API = server.NewAPI(c.Log.With("component", "api"), c.Auth, &access.Resolver{Store: c.Store}, cfg.HTTP.MaxBodyBytes, cfg.HTTP.WriteTimeout.Duration)
 	tenancyAPI := &server.Tenancy{T: c.Tenancy}
 	c.API.Add(tenancyAPI.Routes()...)
 	c.API.Add((&server.Pipelines{T: c.Tracker, Tenancy: tenancyAPI}).Routes()...)
 	c.API.Add((&server.Items{T: c.Tracker, Tenancy: c.Tenancy}).Routes()...)
 	c.API.Add((&server.Tokens{S: auth.NewTokenService(c.Store, c.Applier, c.Clock, &access.Resolver{Store: c.Store})}).Routes()...)
-	c.API.Add((&server.Skills{T: c.Tracker, Tenancy: tenancyAPI}).Routes()...)
+	c.API.Add((&server.Skills{S: c.Skills, Tenancy: tenancyAPI}).Routes()...)
 	c.Runs = run.NewService(c.Store, c.Applier, c.Clock, c.Tracker, run.Config{Grace: cfg.Runs.Grace.Duration, Log: c.Log.With("component", "runs")})
-	c.API.Add((&server.Runs{S: c.Runs, T: c.Tracker}).Routes()...)
+	c.API.Add((&server.Runs{S: c.Runs, T: c.Tracker, Skills: c.Skills}).Routes()...)
 	gitCache := filepath.Join(filepath.Dir(cfg.Storage.Path), "git-cache")
 	c.Flows = &flow.Service{Store: c.Store, Applier: c.Applier, Clock: c.Clock, Log: c.Log.With("component", "flow"),
 		Tenancy: c.Tenancy, Tracker: c.Tracker, Runs: c.Runs, Forges: func(kind string) (forge.Forge, error) {

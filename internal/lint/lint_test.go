@@ -90,6 +90,7 @@ func TestImportBoundaries(t *testing.T) {
 		// below the tracker.
 		"internal/tenancy": {"internal/tracker", "internal/flow", "internal/server", "internal/core", "net/http"},
 		"internal/tracker": {"internal/flow", "internal/server", "internal/core", "net/http"},
+		"internal/skill":   {"internal/tracker", "internal/flow", "internal/server", "internal/core", "net/http"},
 	}
 	for dir, files := range packages(t) {
 		bad, ok := forbidden[dir]

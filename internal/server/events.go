@@ -6,6 +6,7 @@ import (
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/skill"
 	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 )
@@ -38,9 +39,9 @@ var EventPayloads = map[string]any{
 	"epic.blocker_removed":   tracker.BlockerChanged{},
 	"question.asked":         tracker.QuestionAsked{},
 	"question.answered":      tracker.QuestionAnswered{},
-	"skill.created":          tracker.SkillChanged{},
-	"skill.updated":          tracker.SkillChanged{},
-	"skill.deleted":          tracker.SkillChanged{},
+	"skill.created":          skill.SkillChanged{},
+	"skill.updated":          skill.SkillChanged{},
+	"skill.deleted":          skill.SkillChanged{},
 
 	"token.created":     auth.Token{},
 	"token.revoked":     auth.TokenRevoked{},

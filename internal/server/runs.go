@@ -7,6 +7,7 @@ import (
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/skill"
 	"github.com/ballet/ballet/internal/tracker"
 )
 
@@ -17,8 +18,9 @@ import (
 // credential gets 403, the token of another run 404. Humans and API tokens
 // read runs with tracker.read.
 type Runs struct {
-	S *run.Service
-	T *tracker.Service
+	S      *run.Service
+	T      *tracker.Service
+	Skills *skill.Service
 }
 
 // RunList is the body of GET /items/{item}/runs.
@@ -151,9 +153,9 @@ func (h *Runs) skills(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	sk, err := h.T.SkillsForRun(r.Context(), rn.ProjectID, rn.Skills)
+	sk, err := h.Skills.ForRun(r.Context(), rn.ProjectID, rn.Skills)
 	if sk == nil {
-		sk = []tracker.Skill{}
+		sk = []skill.Skill{}
 	}
 	return SkillList{Skills: sk}, err
 }

@@ -5,24 +5,24 @@ import (
 	"net/http"
 
 	"github.com/ballet/ballet/internal/access"
+	"github.com/ballet/ballet/internal/skill"
 	"github.com/ballet/ballet/internal/tenancy"
-	"github.com/ballet/ballet/internal/tracker"
 )
 
 // Skills serves a project's skills.
 type Skills struct {
-	T       *tracker.Service
+	S       *skill.Service
 	Tenancy *Tenancy
 }
 
 // SkillList is the body of GET …/skills.
 type SkillList struct {
-	Skills []tracker.Skill `json:"skills"`
+	Skills []skill.Skill `json:"skills"`
 }
 
 // SkillVersionList is the body of GET …/skills/{name}/versions.
 type SkillVersionList struct {
-	Versions []tracker.SkillVersion `json:"versions"`
+	Versions []skill.SkillVersion `json:"versions"`
 }
 
 // Routes returns the skill endpoints.
@@ -32,13 +32,13 @@ func (h *Skills) Routes() []*Route {
 		{Method: "GET", Path: base, Perm: access.TrackerRead, Summary: "List a project's skills",
 			Response: SkillList{}, Handle: h.list},
 		{Method: "POST", Path: base, Perm: access.ProjectUpdate, Summary: "Create a skill (project admins)",
-			Request: tracker.SkillCreate{}, Response: tracker.Skill{}, Status: http.StatusCreated, Handle: h.create},
+			Request: skill.SkillCreate{}, Response: skill.Skill{}, Status: http.StatusCreated, Handle: h.create},
 		{Method: "GET", Path: base + "/{name}", Perm: access.TrackerRead, Summary: "Get a skill (?version=N for an older version)",
-			Response: tracker.Skill{}, Handle: h.get},
+			Response: skill.Skill{}, Handle: h.get},
 		{Method: "GET", Path: base + "/{name}/versions", Perm: access.TrackerRead, Summary: "List a skill's versions, newest first",
 			Response: SkillVersionList{}, Handle: h.versions},
 		{Method: "PUT", Path: base + "/{name}", Perm: access.ProjectUpdate, Summary: "Write a new version of a skill (optimistic: send the version read)",
-			Request: tracker.SkillUpdate{}, Response: tracker.Skill{}, Handle: h.update},
+			Request: skill.SkillUpdate{}, Response: skill.Skill{}, Handle: h.update},
 		{Method: "DELETE", Path: base + "/{name}", Perm: access.ProjectUpdate, Summary: "Delete a skill (its versions are kept; the name becomes free)",
 			Status: http.StatusNoContent, Handle: h.remove},
 	}
@@ -54,7 +54,7 @@ func (h *Skills) list(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	ks, err := h.T.ListSkills(r.Context(), p.ID)
+	ks, err := h.S.List(r.Context(), p.ID)
 	return SkillList{Skills: ks}, err
 }
 
@@ -63,11 +63,11 @@ func (h *Skills) create(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in tracker.SkillCreate
+	var in skill.SkillCreate
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
-	return h.T.CreateSkill(r.Context(), r.Principal.Actor(), p, in)
+	return h.S.Create(r.Context(), r.Principal.Actor(), p, in)
 }
 
 func (h *Skills) get(r *Request) (any, error) {
@@ -80,9 +80,9 @@ func (h *Skills) get(r *Request) (any, error) {
 		return nil, err
 	}
 	if n == 0 {
-		return h.T.FindSkill(r.Context(), p.ID, r.PathValue("name"))
+		return h.S.Find(r.Context(), p.ID, r.PathValue("name"))
 	}
-	return h.T.FindSkillVersion(r.Context(), p.ID, r.PathValue("name"), n)
+	return h.S.FindVersion(r.Context(), p.ID, r.PathValue("name"), n)
 }
 
 func (h *Skills) versions(r *Request) (any, error) {
@@ -90,7 +90,7 @@ func (h *Skills) versions(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	vs, err := h.T.ListSkillVersions(r.Context(), p.ID, r.PathValue("name"))
+	vs, err := h.S.Versions(r.Context(), p.ID, r.PathValue("name"))
 	return SkillVersionList{Versions: vs}, err
 }
 
@@ -99,11 +99,11 @@ func (h *Skills) update(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in tracker.SkillUpdate
+	var in skill.SkillUpdate
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
-	return h.T.UpdateSkill(r.Context(), r.Principal.Actor(), p, r.PathValue("name"), in)
+	return h.S.Update(r.Context(), r.Principal.Actor(), p, r.PathValue("name"), in)
 }
 
 func (h *Skills) remove(r *Request) (any, error) {
@@ -111,5 +111,5 @@ func (h *Skills) remove(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return nil, h.T.DeleteSkill(r.Context(), r.Principal.Actor(), p, r.PathValue("name"))
+	return nil, h.S.Delete(r.Context(), r.Principal.Actor(), p, r.PathValue("name"))
 }

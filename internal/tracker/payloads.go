@@ -62,10 +62,3 @@ type QuestionAnswered struct {
 	Answer               string `json:"answer"`
 	LastBlockingAnswered bool   `json:"last_blocking_answered"` // no blocking question of the item is open any more
 }
-
-// SkillChanged is the payload of skill.created, skill.updated and
-// skill.deleted.
-type SkillChanged struct {
-	Name    string `json:"name"`
-	Version int64  `json:"version"`
-}

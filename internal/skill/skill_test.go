@@ -1,4 +1,4 @@
-package tracker_test
+package skill_test
 
 import (
 	"context"
@@ -12,23 +12,23 @@ import (
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/skill"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/storetest"
 	"github.com/ballet/ballet/internal/tenancy"
-	"github.com/ballet/ballet/internal/tracker"
 	"github.com/ballet/ballet/internal/transition"
 )
 
 var alice = event.Actor{Kind: event.ActorHuman, Sub: "alice"}
 
-// skillSetup returns a tracker on a fake clock with project ACME.
-func skillSetup(t *testing.T, s store.Store) (*tracker.Service, tenancy.Project, *clock.Fake) {
+// skillSetup returns skills on a fake clock with project ACME.
+func skillSetup(t *testing.T, s store.Store) (*skill.Service, tenancy.Project, *clock.Fake) {
 	t.Helper()
 	ctx := context.Background()
 	c := clock.NewFake(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
 	a := &transition.Applier{Store: s, Clock: c}
 	ten := tenancy.New(s, a, c)
-	svc := tracker.New(s, a, c, ten)
+	svc := skill.New(s, a, c)
 	o, err := ten.CreateOrganization(ctx, alice, tenancy.OrganizationCreate{Slug: "acme", Name: "Acme"})
 	if err != nil {
 		t.Fatal(err)
@@ -53,53 +53,53 @@ func TestSkillVersions(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		svc, p, c := skillSetup(t, s)
-		k, err := svc.CreateSkill(ctx, alice, p, tracker.SkillCreate{Name: "go-style", Description: "Go style", Content: "gofmt everything"})
+		k, err := svc.Create(ctx, alice, p, skill.SkillCreate{Name: "go-style", Description: "Go style", Content: "gofmt everything"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if k.Version != 1 || k.ProjectID != p.ID || k.UpdatedBy != "alice" {
 			t.Fatalf("created %+v", k)
 		}
-		if _, err := svc.CreateSkill(ctx, alice, p, tracker.SkillCreate{Name: "go-style", Content: "again"}); errCode(err) != apperr.Conflict {
+		if _, err := svc.Create(ctx, alice, p, skill.SkillCreate{Name: "go-style", Content: "again"}); errCode(err) != apperr.Conflict {
 			t.Fatalf("duplicate: %v", err)
 		}
 		c.Advance(time.Minute)
 		bob := event.Actor{Kind: event.ActorHuman, Sub: "bob"}
-		k2, err := svc.UpdateSkill(ctx, bob, p, "go-style", tracker.SkillUpdate{Version: 1, Content: ptr("gofmt and go vet")})
+		k2, err := svc.Update(ctx, bob, p, "go-style", skill.SkillUpdate{Version: 1, Content: ptr("gofmt and go vet")})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if k2.Version != 2 || k2.Description != "Go style" || k2.Content != "gofmt and go vet" || k2.UpdatedBy != "bob" || !k2.CreatedAt.Equal(k.CreatedAt) {
 			t.Fatalf("updated %+v", k2)
 		}
-		if _, err := svc.UpdateSkill(ctx, bob, p, "go-style", tracker.SkillUpdate{Version: 1, Content: ptr("stale")}); errCode(err) != apperr.Conflict {
+		if _, err := svc.Update(ctx, bob, p, "go-style", skill.SkillUpdate{Version: 1, Content: ptr("stale")}); errCode(err) != apperr.Conflict {
 			t.Fatalf("stale update: %v", err)
 		}
-		got, err := svc.FindSkill(ctx, p.ID, "go-style")
+		got, err := svc.Find(ctx, p.ID, "go-style")
 		if err != nil || got != k2 {
 			t.Fatalf("find: %+v, %v (want %+v)", got, err, k2)
 		}
-		old, err := svc.FindSkillVersion(ctx, p.ID, "go-style", 1)
+		old, err := svc.FindVersion(ctx, p.ID, "go-style", 1)
 		if err != nil || old.Content != "gofmt everything" || old.Version != 1 || old.UpdatedBy != "alice" || old.ID != k.ID {
 			t.Fatalf("version 1: %+v, %v", old, err)
 		}
-		if _, err := svc.FindSkillVersion(ctx, p.ID, "go-style", 3); errCode(err) != apperr.NotFound {
+		if _, err := svc.FindVersion(ctx, p.ID, "go-style", 3); errCode(err) != apperr.NotFound {
 			t.Fatalf("version 3: %v", err)
 		}
-		vs, err := svc.ListSkillVersions(ctx, p.ID, "go-style")
+		vs, err := svc.Versions(ctx, p.ID, "go-style")
 		if err != nil || len(vs) != 2 || vs[0].Version != 2 || vs[1].Version != 1 || vs[0].ContentBytes != len("gofmt and go vet") || vs[0].CreatedBy != "bob" {
 			t.Fatalf("versions %+v, %v", vs, err)
 		}
 
 		// Delete keeps the versions, frees the name; the new skill is a
 		// different one with its own history.
-		if err := svc.DeleteSkill(ctx, alice, p, "go-style"); err != nil {
+		if err := svc.Delete(ctx, alice, p, "go-style"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := svc.FindSkill(ctx, p.ID, "go-style"); errCode(err) != apperr.NotFound {
+		if _, err := svc.Find(ctx, p.ID, "go-style"); errCode(err) != apperr.NotFound {
 			t.Fatalf("deleted skill found: %v", err)
 		}
-		if err := svc.DeleteSkill(ctx, alice, p, "go-style"); errCode(err) != apperr.NotFound {
+		if err := svc.Delete(ctx, alice, p, "go-style"); errCode(err) != apperr.NotFound {
 			t.Fatalf("deleting twice: %v", err)
 		}
 		rows, err := s.Query(ctx, `SELECT version, deleted FROM skill_versions WHERE skill_id = ? ORDER BY version`, k.ID)
@@ -111,7 +111,7 @@ func TestSkillVersions(t *testing.T) {
 		if err := rows.Scan(2, &last, &deleted); err != nil || last != 3 || !deleted {
 			t.Fatalf("final version %d deleted=%v (%v)", last, deleted, err)
 		}
-		again, err := svc.CreateSkill(ctx, alice, p, tracker.SkillCreate{Name: "go-style", Content: "new"})
+		again, err := svc.Create(ctx, alice, p, skill.SkillCreate{Name: "go-style", Content: "new"})
 		if err != nil || again.ID == k.ID || again.Version != 1 {
 			t.Fatalf("reused name: %+v, %v", again, err)
 		}
@@ -144,46 +144,46 @@ func TestSkillValidation(t *testing.T) {
 		ctx := context.Background()
 		svc, p, _ := skillSetup(t, s)
 		for _, c := range []struct {
-			in    tracker.SkillCreate
+			in    skill.SkillCreate
 			field string
 		}{
-			{tracker.SkillCreate{Name: "Go", Content: "x"}, "name"},
-			{tracker.SkillCreate{Name: "-go", Content: "x"}, "name"},
-			{tracker.SkillCreate{Name: "", Content: "x"}, "name"},
-			{tracker.SkillCreate{Name: strings.Repeat("a", 65), Content: "x"}, "name"},
-			{tracker.SkillCreate{Name: "go", Content: ""}, "content"},
-			{tracker.SkillCreate{Name: "go", Content: strings.Repeat("x", tracker.MaxSkillContent+1)}, "content"},
-			{tracker.SkillCreate{Name: "go", Description: strings.Repeat("d", tracker.MaxSkillDescription+1), Content: "x"}, "description"},
+			{skill.SkillCreate{Name: "Go", Content: "x"}, "name"},
+			{skill.SkillCreate{Name: "-go", Content: "x"}, "name"},
+			{skill.SkillCreate{Name: "", Content: "x"}, "name"},
+			{skill.SkillCreate{Name: strings.Repeat("a", 65), Content: "x"}, "name"},
+			{skill.SkillCreate{Name: "go", Content: ""}, "content"},
+			{skill.SkillCreate{Name: "go", Content: strings.Repeat("x", skill.MaxSkillContent+1)}, "content"},
+			{skill.SkillCreate{Name: "go", Description: strings.Repeat("d", skill.MaxSkillDescription+1), Content: "x"}, "description"},
 		} {
-			_, err := svc.CreateSkill(ctx, alice, p, c.in)
+			_, err := svc.Create(ctx, alice, p, c.in)
 			var ae *apperr.Error
 			if !errors.As(err, &ae) || ae.Code != apperr.Invalid || len(ae.FieldErrors()) != 1 || ae.FieldErrors()[0].Field != c.field {
 				t.Errorf("create %.40q/%.20q: %v, want a problem with %s", c.in.Name, c.in.Content, err, c.field)
 			}
 		}
-		if _, err := svc.CreateSkill(ctx, alice, p, tracker.SkillCreate{Name: strings.Repeat("a", 64), Description: strings.Repeat("d", tracker.MaxSkillDescription),
-			Content: strings.Repeat("x", tracker.MaxSkillContent)}); err != nil {
+		if _, err := svc.Create(ctx, alice, p, skill.SkillCreate{Name: strings.Repeat("a", 64), Description: strings.Repeat("d", skill.MaxSkillDescription),
+			Content: strings.Repeat("x", skill.MaxSkillContent)}); err != nil {
 			t.Fatalf("at the limits: %v", err)
 		}
-		if _, err := svc.CreateSkill(ctx, alice, p, tracker.SkillCreate{Name: "go_1-x", Content: "x"}); err != nil {
+		if _, err := svc.Create(ctx, alice, p, skill.SkillCreate{Name: "go_1-x", Content: "x"}); err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range []struct {
-			in    tracker.SkillUpdate
+			in    skill.SkillUpdate
 			field string
 		}{
-			{tracker.SkillUpdate{Content: ptr("y")}, "version"},
-			{tracker.SkillUpdate{Version: 1}, "content"},
-			{tracker.SkillUpdate{Version: 1, Content: ptr("")}, "content"},
-			{tracker.SkillUpdate{Version: 1, Description: ptr(strings.Repeat("d", 1025))}, "description"},
+			{skill.SkillUpdate{Content: ptr("y")}, "version"},
+			{skill.SkillUpdate{Version: 1}, "content"},
+			{skill.SkillUpdate{Version: 1, Content: ptr("")}, "content"},
+			{skill.SkillUpdate{Version: 1, Description: ptr(strings.Repeat("d", 1025))}, "description"},
 		} {
-			_, err := svc.UpdateSkill(ctx, alice, p, "go_1-x", c.in)
+			_, err := svc.Update(ctx, alice, p, "go_1-x", c.in)
 			var ae *apperr.Error
 			if !errors.As(err, &ae) || ae.Code != apperr.Invalid || len(ae.FieldErrors()) == 0 || ae.FieldErrors()[0].Field != c.field {
 				t.Errorf("update %+v: %v, want a problem with %s", c.in, err, c.field)
 			}
 		}
-		if _, err := svc.UpdateSkill(ctx, alice, p, "missing", tracker.SkillUpdate{Version: 1, Content: ptr("y")}); errCode(err) != apperr.NotFound {
+		if _, err := svc.Update(ctx, alice, p, "missing", skill.SkillUpdate{Version: 1, Content: ptr("y")}); errCode(err) != apperr.NotFound {
 			t.Errorf("update missing: %v", err)
 		}
 	})
@@ -194,15 +194,15 @@ func TestSkillsForRun(t *testing.T) {
 		ctx := context.Background()
 		svc, p, _ := skillSetup(t, s)
 		for _, n := range []string{"review", "go", "docs", "gone"} {
-			if _, err := svc.CreateSkill(ctx, alice, p, tracker.SkillCreate{Name: n, Content: n + " content"}); err != nil {
+			if _, err := svc.Create(ctx, alice, p, skill.SkillCreate{Name: n, Content: n + " content"}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := svc.DeleteSkill(ctx, alice, p, "gone"); err != nil {
+		if err := svc.Delete(ctx, alice, p, "gone"); err != nil {
 			t.Fatal(err)
 		}
 		names := func(allowed []string) string {
-			ks, err := svc.SkillsForRun(ctx, p.ID, allowed)
+			ks, err := svc.ForRun(ctx, p.ID, allowed)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -221,7 +221,7 @@ func TestSkillsForRun(t *testing.T) {
 		if got := names([]string{"review", "go", "gone", "unknown"}); got != "go,review" {
 			t.Errorf("allowed: %s", got)
 		}
-		if got, err := svc.SkillsForRun(ctx, "other-project", nil); err != nil || len(got) != 0 {
+		if got, err := svc.ForRun(ctx, "other-project", nil); err != nil || len(got) != 0 {
 			t.Errorf("other project: %v, %v", got, err)
 		}
 	})
@@ -233,7 +233,7 @@ func TestConcurrentSkillUpdate(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		svc, p, _ := skillSetup(t, s)
-		if _, err := svc.CreateSkill(ctx, alice, p, tracker.SkillCreate{Name: "go", Content: "v1"}); err != nil {
+		if _, err := svc.Create(ctx, alice, p, skill.SkillCreate{Name: "go", Content: "v1"}); err != nil {
 			t.Fatal(err)
 		}
 		const n = 8
@@ -241,7 +241,7 @@ func TestConcurrentSkillUpdate(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Go(func() {
-				_, err := svc.UpdateSkill(ctx, alice, p, "go", tracker.SkillUpdate{Version: 1, Content: ptr("v2 by " + itoa(int64(i)))})
+				_, err := svc.Update(ctx, alice, p, "go", skill.SkillUpdate{Version: 1, Content: ptr("v2 by " + itoa(int64(i)))})
 				codes[i] = errCode(err)
 			})
 		}
@@ -259,7 +259,7 @@ func TestConcurrentSkillUpdate(t *testing.T) {
 		if ok != 1 {
 			t.Fatalf("%d writers won: %v", ok, codes)
 		}
-		vs, err := svc.ListSkillVersions(ctx, p.ID, "go")
+		vs, err := svc.Versions(ctx, p.ID, "go")
 		if err != nil || len(vs) != 2 {
 			t.Fatalf("versions %+v, %v", vs, err)
 		}

@@ -1,4 +1,8 @@
-package tracker
+// Package skill holds a project's skills — the instructions agent sessions
+// receive — with every version kept. It owns the tables skills and
+// skill_versions. Each change is read, decided in pure code and written as
+// one transition batch with exactly one event (skill.<change>).
+package skill
 
 import (
 	"context"
@@ -9,12 +13,35 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/text"
 	"github.com/ballet/ballet/internal/transition"
 )
+
+// Service reads and changes skills.
+type Service struct {
+	Store   store.Store
+	Applier *transition.Applier
+	Clock   clock.Clock
+}
+
+// New returns a Service.
+func New(s store.Store, a *transition.Applier, c clock.Clock) *Service {
+	return &Service{Store: s, Applier: a, Clock: c}
+}
+
+// now is the current time at the precision times are stored with.
+func (s *Service) now() time.Time { return s.Clock.Now().Truncate(time.Millisecond) }
+
+// SkillChanged is the payload of skill.created, skill.updated and
+// skill.deleted.
+type SkillChanged struct {
+	Name    string `json:"name"`
+	Version int64  `json:"version"`
+}
 
 // Skill limits.
 const (
@@ -98,8 +125,8 @@ func insertSkillVersion(k Skill, deleted bool, by string, at time.Time) store.St
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, k.ID, k.Version, k.Name, k.Description, k.Content, deleted, by, at.UnixMilli())
 }
 
-// ListSkills lists a project's skills (not deleted) by name.
-func (s *Service) ListSkills(ctx context.Context, projectID string) ([]Skill, error) {
+// List lists a project's skills (not deleted) by name.
+func (s *Service) List(ctx context.Context, projectID string) ([]Skill, error) {
 	rows, err := s.Store.Query(ctx, `SELECT `+skillColumns+` FROM skills WHERE project_id = ? AND deleted = 0 ORDER BY name`, projectID)
 	if err != nil {
 		return nil, fmt.Errorf("list skills: %w", err)
@@ -113,11 +140,11 @@ func (s *Service) ListSkills(ctx context.Context, projectID string) ([]Skill, er
 	return out, nil
 }
 
-// SkillsForRun returns the skills an agent session of the project gets:
+// ForRun returns the skills an agent session of the project gets:
 // those named in allowed, or every skill when allowed is empty; by name.
 // Names that match no skill are left out (the caller compares if it must).
-func (s *Service) SkillsForRun(ctx context.Context, projectID string, allowed []string) ([]Skill, error) {
-	all, err := s.ListSkills(ctx, projectID)
+func (s *Service) ForRun(ctx context.Context, projectID string, allowed []string) ([]Skill, error) {
+	all, err := s.List(ctx, projectID)
 	if err != nil || len(allowed) == 0 {
 		return all, err
 	}
@@ -134,8 +161,8 @@ func (s *Service) SkillsForRun(ctx context.Context, projectID string, allowed []
 	return out, nil
 }
 
-// FindSkill returns the project's current skill of that name.
-func (s *Service) FindSkill(ctx context.Context, projectID, name string) (Skill, error) {
+// Find returns the project's current skill of that name.
+func (s *Service) Find(ctx context.Context, projectID, name string) (Skill, error) {
 	rows, err := store.One(ctx, s.Store, fmt.Sprintf("skill %q", name), `SELECT `+skillColumns+` FROM skills WHERE project_id = ? AND name = ? AND deleted = 0`,
 		projectID, name)
 	if err != nil {
@@ -144,10 +171,10 @@ func (s *Service) FindSkill(ctx context.Context, projectID, name string) (Skill,
 	return scanSkill(rows, 0)
 }
 
-// FindSkillVersion returns version n of the project's current skill of
+// FindVersion returns version n of the project's current skill of
 // that name.
-func (s *Service) FindSkillVersion(ctx context.Context, projectID, name string, n int64) (Skill, error) {
-	k, err := s.FindSkill(ctx, projectID, name)
+func (s *Service) FindVersion(ctx context.Context, projectID, name string, n int64) (Skill, error) {
+	k, err := s.Find(ctx, projectID, name)
 	if err != nil || n == k.Version {
 		return k, err
 	}
@@ -164,10 +191,10 @@ func (s *Service) FindSkillVersion(ctx context.Context, projectID, name string, 
 	return k, nil
 }
 
-// ListSkillVersions lists every version of the project's current skill of
+// Versions lists every version of the project's current skill of
 // that name, newest first.
-func (s *Service) ListSkillVersions(ctx context.Context, projectID, name string) ([]SkillVersion, error) {
-	k, err := s.FindSkill(ctx, projectID, name)
+func (s *Service) Versions(ctx context.Context, projectID, name string) ([]SkillVersion, error) {
+	k, err := s.Find(ctx, projectID, name)
 	if err != nil {
 		return nil, err
 	}
@@ -188,9 +215,9 @@ FROM skill_versions WHERE skill_id = ? ORDER BY version DESC`, k.ID)
 	return out, nil
 }
 
-// CreateSkill adds a skill to a project. A name in use is a conflict; a
+// Create adds a skill to a project. A name in use is a conflict; a
 // deleted skill's name can be used again.
-func (s *Service) CreateSkill(ctx context.Context, actor event.Actor, p tenancy.Project, in SkillCreate) (Skill, error) {
+func (s *Service) Create(ctx context.Context, actor event.Actor, p tenancy.Project, in SkillCreate) (Skill, error) {
 	var v apperr.Validator
 	v.Check(ValidSkillName(in.Name), "name", "%q must be a lower-case letter or digit, then up to 63 lower-case letters, digits, _ or -", in.Name)
 	validateSkillText(&v, in.Description, in.Content)
@@ -219,16 +246,16 @@ func (s *Service) CreateSkill(ctx context.Context, actor event.Actor, p tenancy.
 	return k, nil
 }
 
-// UpdateSkill writes a new version of a skill over the version the caller
+// Update writes a new version of a skill over the version the caller
 // read; a stale version is a conflict.
-func (s *Service) UpdateSkill(ctx context.Context, actor event.Actor, p tenancy.Project, name string, in SkillUpdate) (Skill, error) {
+func (s *Service) Update(ctx context.Context, actor event.Actor, p tenancy.Project, name string, in SkillUpdate) (Skill, error) {
 	var v apperr.Validator
 	v.Check(in.Version >= 1, "version", "is required: the version you read")
 	v.Check(in.Description != nil || in.Content != nil, "content", "nothing to change: send description and/or content")
 	if v.Err() != nil {
 		return Skill{}, v.Err()
 	}
-	k, err := s.FindSkill(ctx, p.ID, name)
+	k, err := s.Find(ctx, p.ID, name)
 	if err != nil {
 		return Skill{}, err
 	}
@@ -259,11 +286,11 @@ WHERE id = ? AND version = ? AND deleted = 0`, k.Description, k.Content, now.Uni
 	return k, nil
 }
 
-// DeleteSkill deletes a skill: it writes a final version marked deleted
+// Delete deletes a skill: it writes a final version marked deleted
 // and frees the name. The versions stay.
-func (s *Service) DeleteSkill(ctx context.Context, actor event.Actor, p tenancy.Project, name string) error {
+func (s *Service) Delete(ctx context.Context, actor event.Actor, p tenancy.Project, name string) error {
 	_, err := s.Applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
-		k, err := s.FindSkill(ctx, p.ID, name)
+		k, err := s.Find(ctx, p.ID, name)
 		if err != nil {
 			return nil, err
 		}
