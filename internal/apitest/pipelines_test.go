@@ -125,7 +125,7 @@ func TestPipelinesREST(t *testing.T) {
 			t.Fatal(err)
 		}
 		for typ, want := range map[string]string{"bug": "bug", "task": "default", "docs": "default"} {
-			pv, err := e.Core.Tracker.ResolvePipeline(context.Background(), p, typ)
+			pv, err := e.Core.Pipelines.Resolve(context.Background(), p, typ)
 			if err != nil || pv.Name != want {
 				t.Fatalf("ticket type %s resolves to %s (%v), want %s", typ, pv.Name, err, want)
 			}
@@ -146,7 +146,7 @@ func TestTemplateResolvesWithoutSaves(t *testing.T) {
 		e.Org("acme")
 		e.Project("acme", "ACME")
 		p, _ := e.Core.Tenancy.FindProject(context.Background(), "ACME")
-		pv, err := e.Core.Tracker.ResolvePipeline(context.Background(), p, "bug")
+		pv, err := e.Core.Pipelines.Resolve(context.Background(), p, "bug")
 		if err != nil || pv.Name != "default" || pv.Version != 0 || len(pv.Definition.Stages) != 4 {
 			t.Fatalf("resolution without saves: %+v %v", pv, err)
 		}

@@ -33,6 +33,7 @@ import (
 	"github.com/ballet/ballet/internal/forge/gitforge"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/leader"
+	"github.com/ballet/ballet/internal/pipeline/versions"
 	"github.com/ballet/ballet/internal/realtime"
 	"github.com/ballet/ballet/internal/reconcile"
 	"github.com/ballet/ballet/internal/run"
@@ -62,6 +63,7 @@ type Core struct {
 	Tenancy    *tenancy.Service
 	Tracker    *tracker.Service
 	Skills     *skill.Service
+	Pipelines  *versions.Service
 	API        *server.API
 	Flows      *flow.Service
 	Scheduler  *schedule.Scheduler
@@ -202,10 +204,11 @@ func (c *Core) openAPI(cfg config.Config) error {
 	c.Tenancy = tenancy.New(c.Store, c.Applier, c.Clock)
 	c.Tracker = tracker.New(c.Store, c.Applier, c.Clock, c.Tenancy)
 	c.Skills = skill.New(c.Store, c.Applier, c.Clock)
+	c.Pipelines = versions.New(c.Store, c.Applier, c.Clock)
 	c.API = server.NewAPI(c.Log.With("component", "api"), c.Auth, &access.Resolver{Store: c.Store}, cfg.HTTP.MaxBodyBytes, cfg.HTTP.WriteTimeout.Duration)
 	tenancyAPI := &server.Tenancy{T: c.Tenancy}
 	c.API.Add(tenancyAPI.Routes()...)
-	c.API.Add((&server.Pipelines{T: c.Tracker, Tenancy: tenancyAPI}).Routes()...)
+	c.API.Add((&server.Pipelines{V: c.Pipelines, Tenancy: tenancyAPI}).Routes()...)
 	c.API.Add((&server.Items{T: c.Tracker, Tenancy: c.Tenancy}).Routes()...)
 	c.API.Add((&server.Tokens{S: auth.NewTokenService(c.Store, c.Applier, c.Clock, &access.Resolver{Store: c.Store})}).Routes()...)
 	c.API.Add((&server.Skills{S: c.Skills, Tenancy: tenancyAPI}).Routes()...)
@@ -213,7 +216,7 @@ func (c *Core) openAPI(cfg config.Config) error {
 	c.API.Add((&server.Runs{S: c.Runs, T: c.Tracker, Skills: c.Skills}).Routes()...)
 	gitCache := filepath.Join(filepath.Dir(cfg.Storage.Path), "git-cache")
 	c.Flows = &flow.Service{Store: c.Store, Applier: c.Applier, Clock: c.Clock, Log: c.Log.With("component", "flow"),
-		Tenancy: c.Tenancy, Tracker: c.Tracker, Runs: c.Runs, Forges: func(kind string) (forge.Forge, error) {
+		Tenancy: c.Tenancy, Tracker: c.Tracker, Pipelines: c.Pipelines, Runs: c.Runs, Forges: func(kind string) (forge.Forge, error) {
 			if kind == "git" {
 				return gitforge.ForBuild(gitCache), nil
 			}

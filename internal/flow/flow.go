@@ -14,6 +14,7 @@ import (
 	"github.com/ballet/ballet/internal/forge"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/pipeline"
+	"github.com/ballet/ballet/internal/pipeline/versions"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/tenancy"
@@ -69,15 +70,16 @@ type Forges func(kind string) (forge.Forge, error)
 
 // Service runs flows.
 type Service struct {
-	Store   store.Store
-	Applier *transition.Applier
-	Clock   clock.Clock
-	Log     *slog.Logger
-	Tenancy *tenancy.Service
-	Tracker *tracker.Service
-	Runs    *run.Service
-	Forges  Forges
-	Budget  *budget.Service // nil: no budgets enforced
+	Store     store.Store
+	Applier   *transition.Applier
+	Clock     clock.Clock
+	Log       *slog.Logger
+	Tenancy   *tenancy.Service
+	Tracker   *tracker.Service
+	Pipelines *versions.Service
+	Runs      *run.Service
+	Forges    Forges
+	Budget    *budget.Service // nil: no budgets enforced
 	// UnclaimedAfter is how long a flow's run may wait for a runner before
 	// the flow needs attention (DefaultUnclaimedAfter when ≤ 0).
 	UnclaimedAfter time.Duration
@@ -220,7 +222,7 @@ func (s *Service) Start(ctx context.Context, actor event.Actor, itemRef string) 
 		if err != nil {
 			return nil, err
 		}
-		pv, err := s.Tracker.ResolvePipeline(ctx, p, it.Type)
+		pv, err := s.Pipelines.Resolve(ctx, p, it.Type)
 		if err != nil {
 			return nil, err
 		}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/flow"
+	"github.com/ballet/ballet/internal/pipeline/versions"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/skill"
 	"github.com/ballet/ballet/internal/tenancy"
@@ -25,7 +26,7 @@ var EventPayloads = map[string]any{
 	"platform.paused":      tenancy.PlatformSwitched{},
 	"platform.resumed":     tenancy.PlatformSwitched{},
 	"platform.updated":     tenancy.PlatformUpdated{},
-	"pipeline.published":   tracker.PipelinePublished{},
+	"pipeline.published":   versions.PipelinePublished{},
 
 	"ticket.created":         tracker.Item{},
 	"ticket.updated":         tracker.ItemUpdated{},

@@ -6,24 +6,24 @@ import (
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/pipeline"
-	"github.com/ballet/ballet/internal/tracker"
+	"github.com/ballet/ballet/internal/pipeline/versions"
 )
 
 // Pipelines serves named pipelines and their versions (spec pipelines.md
 // "REST"), plus the parse and render helpers the editor uses.
 type Pipelines struct {
-	T       *tracker.Service
+	V       *versions.Service
 	Tenancy *Tenancy
 }
 
 // PipelineList is the body of GET …/pipelines.
 type PipelineList struct {
-	Pipelines []tracker.PipelineVersion `json:"pipelines"`
+	Pipelines []versions.PipelineVersion `json:"pipelines"`
 }
 
 // PipelineVersionList is the body of GET …/pipelines/{name}/versions.
 type PipelineVersionList struct {
-	Versions []tracker.PipelineVersion `json:"versions"`
+	Versions []versions.PipelineVersion `json:"versions"`
 }
 
 // ParseRequest is the body of POST /pipelines/parse.
@@ -54,12 +54,12 @@ func (h *Pipelines) Routes() []*Route {
 			Summary:  "The latest version of each pipeline (the template shows as default version 0 until one is saved)",
 			Response: PipelineList{}, Handle: h.list},
 		{Method: "GET", Path: "/api/v1/projects/{project}/pipelines/{name}", Perm: access.TrackerRead,
-			Summary: "A pipeline's latest version, or ?version=N", Response: tracker.PipelineVersion{}, Handle: h.get},
+			Summary: "A pipeline's latest version, or ?version=N", Response: versions.PipelineVersion{}, Handle: h.get},
 		{Method: "GET", Path: "/api/v1/projects/{project}/pipelines/{name}/versions", Perm: access.TrackerRead,
 			Summary: "A pipeline's versions, newest first", Response: PipelineVersionList{}, Handle: h.versions},
 		{Method: "PUT", Path: "/api/v1/projects/{project}/pipelines/{name}", Perm: access.ProjectUpdate,
 			Summary: "Publish a new version after the version read (0 for the first), from definition (JSON) or yaml, exactly one of them; 400 lists every problem (path, line, column); 409 when another was published meanwhile",
-			Request: tracker.PipelineSave{}, Response: tracker.PipelineVersion{}, Heavy: true, Handle: h.save},
+			Request: versions.PipelineSave{}, Response: versions.PipelineVersion{}, Heavy: true, Handle: h.save},
 		{Method: "POST", Path: "/api/v1/pipelines/parse", Perm: access.Authenticated,
 			Summary: "Parse and validate pipeline YAML (unknown fields are errors)", Request: ParseRequest{}, Response: ParseResponse{}, Heavy: true, Handle: h.parse},
 		{Method: "POST", Path: "/api/v1/pipelines/render", Perm: access.Authenticated,
@@ -72,7 +72,7 @@ func (h *Pipelines) list(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	ps, err := h.T.LatestPipelines(r.Context(), p)
+	ps, err := h.V.Latest(r.Context(), p)
 	return PipelineList{Pipelines: ps}, err
 }
 
@@ -85,7 +85,7 @@ func (h *Pipelines) get(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return h.T.GetPipeline(r.Context(), p, r.PathValue("name"), version)
+	return h.V.Get(r.Context(), p, r.PathValue("name"), version)
 }
 
 func (h *Pipelines) versions(r *Request) (any, error) {
@@ -93,7 +93,7 @@ func (h *Pipelines) versions(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	vs, err := h.T.PipelineVersions(r.Context(), p, r.PathValue("name"))
+	vs, err := h.V.Versions(r.Context(), p, r.PathValue("name"))
 	return PipelineVersionList{Versions: vs}, err
 }
 
@@ -102,11 +102,11 @@ func (h *Pipelines) save(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in tracker.PipelineSave
+	var in versions.PipelineSave
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
-	return h.T.SavePipeline(r.Context(), r.Principal.Actor(), p, r.PathValue("name"), in)
+	return h.V.Publish(r.Context(), r.Principal.Actor(), p, r.PathValue("name"), in)
 }
 
 func (h *Pipelines) parse(r *Request) (any, error) {

@@ -6,13 +6,6 @@ import "github.com/ballet/ballet/internal/strictjson"
 // carry the Item; the other types carry the structs below. The
 // catalogue of every event type's payload is server.EventPayloads.
 
-// PipelinePublished is the payload of pipeline.published.
-type PipelinePublished struct {
-	Name    string `json:"name"`
-	Version int64  `json:"version"`
-	BasedOn int64  `json:"based_on"` // the version it was edited from (0 for the first)
-}
-
 // ItemUpdated is the payload of ticket.updated and epic.updated: the new
 // and the previous values of the fields that changed.
 type ItemUpdated struct {

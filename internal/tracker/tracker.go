@@ -1,7 +1,7 @@
 // Package tracker is Ballet's issue tracker: items (tickets and epics) with
 // their states and the rules for moving between them, blockers (with each
-// organization's blocker graph version), and questions; and, until they
-// move to a package of their own, pipeline versions. Each change is
+// organization's blocker graph version), and questions. It owns the tables
+// items, blockers, graph_versions and questions. Each change is
 // read, decided in pure code and written as one transition batch with
 // exactly one event (<entity>.<change>) carrying the actor.
 package tracker

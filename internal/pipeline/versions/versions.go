@@ -1,4 +1,9 @@
-package tracker
+// Package versions keeps the published versions of a project's pipelines
+// (spec pipelines.md): every version immutable, the template as default
+// version 0 until one is saved, and the resolution of the pipeline a ticket
+// starts on. It owns the table pipeline_versions; the definitions
+// themselves are the pure package pipeline's.
+package versions
 
 import (
 	"context"
@@ -8,12 +13,35 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/pipeline"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/transition"
 )
+
+// Service reads and publishes pipeline versions.
+type Service struct {
+	Store   store.Store
+	Applier *transition.Applier
+	Clock   clock.Clock
+}
+
+// New returns a Service.
+func New(s store.Store, a *transition.Applier, c clock.Clock) *Service {
+	return &Service{Store: s, Applier: a, Clock: c}
+}
+
+// now is the current time at the precision times are stored with.
+func (s *Service) now() time.Time { return s.Clock.Now().Truncate(time.Millisecond) }
+
+// PipelinePublished is the payload of pipeline.published.
+type PipelinePublished struct {
+	Name    string `json:"name"`
+	Version int64  `json:"version"`
+	BasedOn int64  `json:"based_on"` // the version it was edited from (0 for the first)
+}
 
 // TemplateAuthor is created_by of the template (version 0).
 const TemplateAuthor = "ballet"
@@ -66,9 +94,9 @@ func scanPipeline(rows *store.Rows, i int, projectKey string) (PipelineVersion, 
 	return v, nil
 }
 
-// LatestPipelines returns the newest version of each of the project's
+// Latest returns the newest version of each of the project's
 // pipelines; the template shows as default version 0 until one is saved.
-func (s *Service) LatestPipelines(ctx context.Context, p tenancy.Project) ([]PipelineVersion, error) {
+func (s *Service) Latest(ctx context.Context, p tenancy.Project) ([]PipelineVersion, error) {
 	rows, err := s.Store.Query(ctx, `SELECT v.name, v.version, v.definition, v.created_by, v.created_at FROM pipeline_versions v
 WHERE v.project_id = ? AND v.version = (SELECT MAX(version) FROM pipeline_versions w WHERE w.project_id = v.project_id AND w.name = v.name)
 ORDER BY v.name = 'default' DESC, v.name`, p.ID)
@@ -89,9 +117,9 @@ ORDER BY v.name = 'default' DESC, v.name`, p.ID)
 	return out, nil
 }
 
-// GetPipeline returns a version of a named pipeline (version < 0: the
+// Get returns a version of a named pipeline (version < 0: the
 // latest). default resolves to the template (version 0) until saved.
-func (s *Service) GetPipeline(ctx context.Context, p tenancy.Project, name string, version int64) (PipelineVersion, error) {
+func (s *Service) Get(ctx context.Context, p tenancy.Project, name string, version int64) (PipelineVersion, error) {
 	if err := checkPipelineName(p, name); err != nil {
 		return PipelineVersion{}, err
 	}
@@ -120,9 +148,9 @@ func (s *Service) GetPipeline(ctx context.Context, p tenancy.Project, name strin
 	return scanPipeline(rows, 0, p.Key)
 }
 
-// PipelineVersions lists a pipeline's versions, newest first (default
+// Versions lists a pipeline's versions, newest first (default
 // ends with the template, version 0).
-func (s *Service) PipelineVersions(ctx context.Context, p tenancy.Project, name string) ([]PipelineVersion, error) {
+func (s *Service) Versions(ctx context.Context, p tenancy.Project, name string) ([]PipelineVersion, error) {
 	if err := checkPipelineName(p, name); err != nil {
 		return nil, err
 	}
@@ -145,11 +173,11 @@ WHERE project_id = ? AND name = ? ORDER BY version DESC`, p.ID, name)
 	return out, nil
 }
 
-// SavePipeline publishes a new version after the version the edit was
+// Publish publishes a new version after the version the edit was
 // based on. The check that no other version was saved meanwhile is part of
 // the write batch: of two concurrent saves on the same base exactly one
 // succeeds; the other gets a conflict.
-func (s *Service) SavePipeline(ctx context.Context, actor event.Actor, p tenancy.Project, name string, in PipelineSave) (PipelineVersion, error) {
+func (s *Service) Publish(ctx context.Context, actor event.Actor, p tenancy.Project, name string, in PipelineSave) (PipelineVersion, error) {
 	var v apperr.Validator
 	if in.Version == nil {
 		v.Add("version", "is required: the version your edit is based on (0 for the first)")
@@ -218,9 +246,9 @@ func pipelineProblems(field string, ps []pipeline.Problem) error {
 	return &apperr.Error{Code: apperr.Invalid, Message: fmt.Sprintf("%s: the pipeline has %s; the first: %s", field, n, ps[0]), Details: ps}
 }
 
-// ResolvePipeline picks the pipeline a ticket of the given type starts on:
+// Resolve picks the pipeline a ticket of the given type starts on:
 // its type's latest version, else default's, else the template (version 0).
-func (s *Service) ResolvePipeline(ctx context.Context, p tenancy.Project, ticketType string) (PipelineVersion, error) {
+func (s *Service) Resolve(ctx context.Context, p tenancy.Project, ticketType string) (PipelineVersion, error) {
 	for _, name := range []string{ticketType, "default"} {
 		if name == "" || (name != "default" && !slices.Contains(p.TicketTypes, name)) {
 			continue
