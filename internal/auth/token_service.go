@@ -58,14 +58,14 @@ func NewTokenService(s store.Store, a *transition.Applier, c clock.Clock, res *a
 	return &TokenService{Store: s, Applier: a, Clock: c, Access: res}
 }
 
-// TokenCreate is the body of POST /tokens.
-type TokenCreate struct {
-	Name         string   `json:"name"`
-	Kind         string   `json:"kind,omitempty"`         // api (default) or runner
-	Organization string   `json:"organization,omitempty"` // slug or id; api tokens
-	Role         string   `json:"role,omitempty"`         // viewer, member, admin or platform_admin
-	Scopes       []string `json:"scopes,omitempty"`
-	ExpiresIn    string   `json:"expires_in,omitempty"` // Go duration, e.g. "720h"
+// TokenInput is a token someone asks for.
+type TokenInput struct {
+	Name         string
+	Kind         string // api ("": the default) or runner
+	Organization string // slug or id; api tokens
+	Role         string // viewer, member, admin or platform_admin
+	Scopes       []string
+	ExpiresIn    string // Go duration, e.g. "720h"; "": the kind's default
 }
 
 // CreatedToken is a new token with its secret, shown only this once.
@@ -89,14 +89,14 @@ func scopeNames() string {
 	return strings.Join(names, ", ")
 }
 
-// tokenRequest is a validated TokenCreate.
+// tokenRequest is a validated TokenInput.
 type tokenRequest struct {
 	kind, name, org, role string
 	scopes                []string
 	ttl                   time.Duration // 0: no expiry
 }
 
-func (in TokenCreate) validate() (tokenRequest, error) {
+func (in TokenInput) validate() (tokenRequest, error) {
 	var v apperr.Validator
 	r := tokenRequest{kind: in.Kind, name: strings.TrimSpace(in.Name), org: strings.TrimSpace(in.Organization), role: in.Role}
 	if r.kind == "" {
@@ -168,7 +168,7 @@ func MayCreate(p *Principal) error {
 
 // Create issues a token for p. The returned secret is never stored or
 // shown again.
-func (s *TokenService) Create(ctx context.Context, p *Principal, in TokenCreate) (CreatedToken, error) {
+func (s *TokenService) Create(ctx context.Context, p *Principal, in TokenInput) (CreatedToken, error) {
 	if err := MayCreate(p); err != nil {
 		return CreatedToken{}, err
 	}

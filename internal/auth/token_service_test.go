@@ -71,7 +71,7 @@ func TestTokenLifecycle(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		f := setup(t, s)
-		c, err := f.svc.Create(ctx, member, auth.TokenCreate{Name: "ci", Organization: "acme", Role: "viewer", ExpiresIn: "1h", Scopes: []string{"tracker.read"}})
+		c, err := f.svc.Create(ctx, member, auth.TokenInput{Name: "ci", Organization: "acme", Role: "viewer", ExpiresIn: "1h", Scopes: []string{"tracker.read"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestTokenLifecycle(t *testing.T) {
 			t.Fatalf("principal %+v", p)
 		}
 		// A token cannot create tokens.
-		if _, err := f.svc.Create(ctx, p, auth.TokenCreate{Name: "x", Organization: "acme", Role: "viewer"}); code(err) != apperr.Forbidden {
+		if _, err := f.svc.Create(ctx, p, auth.TokenInput{Name: "x", Organization: "acme", Role: "viewer"}); code(err) != apperr.Forbidden {
 			t.Fatalf("token creating a token: %v", err)
 		}
 		// Expiry on the fake clock: valid until the last millisecond.
@@ -104,7 +104,7 @@ func TestTokenLifecycle(t *testing.T) {
 			t.Fatalf("after expiry: %v", err)
 		}
 		// Listing: own tokens only; the platform admin sees all.
-		other, err := f.svc.Create(ctx, admin, auth.TokenCreate{Name: "deploy", Organization: "acme"})
+		other, err := f.svc.Create(ctx, admin, auth.TokenInput{Name: "deploy", Organization: "acme"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,37 +160,37 @@ func TestTokenRules(t *testing.T) {
 		for _, c := range []struct {
 			name string
 			p    *auth.Principal
-			in   auth.TokenCreate
+			in   auth.TokenInput
 			want string // code, or "ok"
 			role string // the role the token gets
 		}{
-			{"viewer as viewer", viewer, auth.TokenCreate{Name: "t", Organization: "acme", Role: "viewer"}, "ok", "viewer"},
-			{"viewer default role", viewer, auth.TokenCreate{Name: "t", Organization: "acme"}, "ok", "viewer"},
-			{"viewer above", viewer, auth.TokenCreate{Name: "t", Organization: "acme", Role: "member"}, apperr.Forbidden, ""},
-			{"member below", member, auth.TokenCreate{Name: "t", Organization: f.orgID, Role: "viewer"}, "ok", "viewer"},
-			{"member above", member, auth.TokenCreate{Name: "t", Organization: "acme", Role: "admin"}, apperr.Forbidden, ""},
-			{"admin", admin, auth.TokenCreate{Name: "t", Organization: "acme", Role: "admin"}, "ok", "admin"},
-			{"admin platform_admin", admin, auth.TokenCreate{Name: "t", Role: "platform_admin"}, apperr.Forbidden, ""},
-			{"admin runner", admin, auth.TokenCreate{Name: "t", Kind: "runner"}, apperr.Forbidden, ""},
-			{"stranger", nobody, auth.TokenCreate{Name: "t", Organization: "acme"}, apperr.NotFound, ""},
-			{"unknown org", admin, auth.TokenCreate{Name: "t", Organization: "nope"}, apperr.NotFound, ""},
-			{"no organization", admin, auth.TokenCreate{Name: "t"}, apperr.Invalid, ""},
-			{"platform no organization", root, auth.TokenCreate{Name: "t"}, apperr.Invalid, ""},
-			{"platform in org", root, auth.TokenCreate{Name: "t", Organization: "acme"}, "ok", "admin"},
-			{"platform_admin", root, auth.TokenCreate{Name: "t", Role: "platform_admin"}, "ok", "platform_admin"},
-			{"platform_admin with org", root, auth.TokenCreate{Name: "t", Organization: "acme", Role: "platform_admin"}, apperr.Invalid, ""},
-			{"runner", root, auth.TokenCreate{Name: "r", Kind: "runner"}, "ok", ""},
-			{"runner with org", root, auth.TokenCreate{Name: "r", Kind: "runner", Organization: "acme"}, apperr.Invalid, ""},
-			{"run", root, auth.TokenCreate{Name: "r", Kind: "run"}, apperr.Invalid, ""},
-			{"bad kind", root, auth.TokenCreate{Name: "r", Kind: "god"}, apperr.Invalid, ""},
-			{"bad role", admin, auth.TokenCreate{Name: "t", Organization: "acme", Role: "owner"}, apperr.Invalid, ""},
-			{"no name", admin, auth.TokenCreate{Organization: "acme"}, apperr.Invalid, ""},
-			{"too long", admin, auth.TokenCreate{Name: "t", Organization: "acme", ExpiresIn: "8761h"}, apperr.Invalid, ""},
-			{"negative", admin, auth.TokenCreate{Name: "t", Organization: "acme", ExpiresIn: "-1h"}, apperr.Invalid, ""},
-			{"not a duration", admin, auth.TokenCreate{Name: "t", Organization: "acme", ExpiresIn: "soon"}, apperr.Invalid, ""},
-			{"bad scope", admin, auth.TokenCreate{Name: "t", Organization: "acme", Scopes: []string{"Bad Scope"}}, apperr.Invalid, ""},
+			{"viewer as viewer", viewer, auth.TokenInput{Name: "t", Organization: "acme", Role: "viewer"}, "ok", "viewer"},
+			{"viewer default role", viewer, auth.TokenInput{Name: "t", Organization: "acme"}, "ok", "viewer"},
+			{"viewer above", viewer, auth.TokenInput{Name: "t", Organization: "acme", Role: "member"}, apperr.Forbidden, ""},
+			{"member below", member, auth.TokenInput{Name: "t", Organization: f.orgID, Role: "viewer"}, "ok", "viewer"},
+			{"member above", member, auth.TokenInput{Name: "t", Organization: "acme", Role: "admin"}, apperr.Forbidden, ""},
+			{"admin", admin, auth.TokenInput{Name: "t", Organization: "acme", Role: "admin"}, "ok", "admin"},
+			{"admin platform_admin", admin, auth.TokenInput{Name: "t", Role: "platform_admin"}, apperr.Forbidden, ""},
+			{"admin runner", admin, auth.TokenInput{Name: "t", Kind: "runner"}, apperr.Forbidden, ""},
+			{"stranger", nobody, auth.TokenInput{Name: "t", Organization: "acme"}, apperr.NotFound, ""},
+			{"unknown org", admin, auth.TokenInput{Name: "t", Organization: "nope"}, apperr.NotFound, ""},
+			{"no organization", admin, auth.TokenInput{Name: "t"}, apperr.Invalid, ""},
+			{"platform no organization", root, auth.TokenInput{Name: "t"}, apperr.Invalid, ""},
+			{"platform in org", root, auth.TokenInput{Name: "t", Organization: "acme"}, "ok", "admin"},
+			{"platform_admin", root, auth.TokenInput{Name: "t", Role: "platform_admin"}, "ok", "platform_admin"},
+			{"platform_admin with org", root, auth.TokenInput{Name: "t", Organization: "acme", Role: "platform_admin"}, apperr.Invalid, ""},
+			{"runner", root, auth.TokenInput{Name: "r", Kind: "runner"}, "ok", ""},
+			{"runner with org", root, auth.TokenInput{Name: "r", Kind: "runner", Organization: "acme"}, apperr.Invalid, ""},
+			{"run", root, auth.TokenInput{Name: "r", Kind: "run"}, apperr.Invalid, ""},
+			{"bad kind", root, auth.TokenInput{Name: "r", Kind: "god"}, apperr.Invalid, ""},
+			{"bad role", admin, auth.TokenInput{Name: "t", Organization: "acme", Role: "owner"}, apperr.Invalid, ""},
+			{"no name", admin, auth.TokenInput{Organization: "acme"}, apperr.Invalid, ""},
+			{"too long", admin, auth.TokenInput{Name: "t", Organization: "acme", ExpiresIn: "8761h"}, apperr.Invalid, ""},
+			{"negative", admin, auth.TokenInput{Name: "t", Organization: "acme", ExpiresIn: "-1h"}, apperr.Invalid, ""},
+			{"not a duration", admin, auth.TokenInput{Name: "t", Organization: "acme", ExpiresIn: "soon"}, apperr.Invalid, ""},
+			{"bad scope", admin, auth.TokenInput{Name: "t", Organization: "acme", Scopes: []string{"Bad Scope"}}, apperr.Invalid, ""},
 			{"service principal", &auth.Principal{Kind: event.ActorService, Subject: "token:x", TokenID: "x", TokenKind: auth.KindAPI, PlatformAdmin: true, Role: "platform_admin"},
-				auth.TokenCreate{Name: "t", Role: "platform_admin"}, apperr.Forbidden, ""},
+				auth.TokenInput{Name: "t", Role: "platform_admin"}, apperr.Forbidden, ""},
 		} {
 			got, err := f.svc.Create(ctx, c.p, c.in)
 			if code(err) != c.want {
@@ -202,7 +202,7 @@ func TestTokenRules(t *testing.T) {
 			}
 		}
 		// Field names in 400s.
-		_, err := f.svc.Create(ctx, admin, auth.TokenCreate{Kind: "run", ExpiresIn: "soon", Scopes: []string{"x", "x"}})
+		_, err := f.svc.Create(ctx, admin, auth.TokenInput{Kind: "run", ExpiresIn: "soon", Scopes: []string{"x", "x"}})
 		var ae *apperr.Error
 		if !errors.As(err, &ae) {
 			t.Fatalf("err %v", err)
@@ -225,7 +225,7 @@ func TestRunnerAndPlatformTokens(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		f := setup(t, s)
-		r, err := f.svc.Create(ctx, root, auth.TokenCreate{Name: "runner-1", Kind: "runner"})
+		r, err := f.svc.Create(ctx, root, auth.TokenInput{Name: "runner-1", Kind: "runner"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,7 +244,7 @@ func TestRunnerAndPlatformTokens(t *testing.T) {
 		if err := res.Check(ctx, p, access.TrackerRead, f.orgID, ""); code(err) != apperr.NotFound {
 			t.Fatalf("runner reading acme: %v", err)
 		}
-		pa, err := f.svc.Create(ctx, root, auth.TokenCreate{Name: "ops", Role: auth.RolePlatformAdmin, ExpiresIn: "24h"})
+		pa, err := f.svc.Create(ctx, root, auth.TokenInput{Name: "ops", Role: auth.RolePlatformAdmin, ExpiresIn: "24h"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +263,7 @@ func TestConcurrentRevoke(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		f := setup(t, s)
-		c, err := f.svc.Create(ctx, admin, auth.TokenCreate{Name: "t", Organization: "acme"})
+		c, err := f.svc.Create(ctx, admin, auth.TokenInput{Name: "t", Organization: "acme"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -302,7 +302,7 @@ func TestTokenOrganizationByIDWins(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 3 {
-			c, err := f.svc.Create(ctx, member, auth.TokenCreate{Name: "ci", Organization: f.orgID, Role: "viewer"})
+			c, err := f.svc.Create(ctx, member, auth.TokenInput{Name: "ci", Organization: f.orgID, Role: "viewer"})
 			if err != nil || c.OrganizationID != f.orgID {
 				t.Fatalf("token for acme's id: %+v, %v", c, err)
 			}
@@ -325,7 +325,7 @@ func TestRunnerAndRunTokensDieWithTheirIssuer(t *testing.T) {
 		// leased with it, as run.Service.Lease does.
 		pair := func() (runner auth.CreatedToken, run string) {
 			t.Helper()
-			r, err := f.svc.Create(ctx, root, auth.TokenCreate{Name: "runner", Kind: "runner", ExpiresIn: "2h"})
+			r, err := f.svc.Create(ctx, root, auth.TokenInput{Name: "runner", Kind: "runner", ExpiresIn: "2h"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -186,7 +186,7 @@ func TestLongPollOutlivesTheWriteTimeout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rn, err := e.Core.Runs.RegisterRunner(ctx, p, run.RunnerRegister{Name: "r1"})
+		rn, err := e.Core.Runs.RegisterRunner(ctx, p, run.RunnerInput{Name: "r1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -214,11 +214,11 @@ func TestWebSocketOutlivesTheTimeouts(t *testing.T) {
 		})
 		// Changes are made through Go, not the API: the tiny write timeout
 		// bounds every ordinary request.
-		org, err := e.Core.Tenancy.CreateOrganization(context.Background(), bootstrap, tenancy.OrganizationCreate{Slug: "acme", Name: "Acme"})
+		org, err := e.Core.Tenancy.CreateOrganization(context.Background(), bootstrap, tenancy.OrganizationInput{Slug: "acme", Name: "Acme"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		project, err := e.Core.Tenancy.CreateProject(context.Background(), bootstrap, org.ID, tenancy.ProjectCreate{Key: "ACME", Name: "Acme"})
+		project, err := e.Core.Tenancy.CreateProject(context.Background(), bootstrap, org.ID, tenancy.ProjectInput{Key: "ACME", Name: "Acme"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,7 +236,7 @@ func TestWebSocketOutlivesTheTimeouts(t *testing.T) {
 		// Not synchronisation: the condition under test is time passing
 		// beyond the server's deadlines.
 		time.Sleep(3 * timeout)
-		if _, err := e.Core.Tracker.CreateItem(ctx, bootstrap, project, tracker.ItemCreate{Type: "task", Title: "after the deadlines"}); err != nil {
+		if _, err := e.Core.Tracker.CreateItem(ctx, bootstrap, project, tracker.ItemInput{Type: "task", Title: "after the deadlines"}); err != nil {
 			t.Fatal(err)
 		}
 		select {

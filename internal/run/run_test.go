@@ -84,20 +84,20 @@ func setup(t *testing.T, st store.Store) *world {
 	tr := tracker.New(st, a, fc, ten)
 	w := &world{t: t, ctx: ctx, st: st, fc: fc, applier: a, tr: tr, authn: auth.NewAuthenticator(st, fc, "", nil, auth.OIDCConfig{})}
 	w.svc = run.NewService(st, a, fc, tr, run.Config{Grace: grace})
-	o, err := ten.CreateOrganization(ctx, admin, tenancy.OrganizationCreate{Slug: "acme", Name: "Acme"})
+	o, err := ten.CreateOrganization(ctx, admin, tenancy.OrganizationInput{Slug: "acme", Name: "Acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := ten.CreateProject(ctx, admin, o.ID, tenancy.ProjectCreate{Key: "ACME", Name: "Acme"})
+	p, err := ten.CreateProject(ctx, admin, o.ID, tenancy.ProjectInput{Key: "ACME", Name: "Acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.item, err = tr.CreateItem(ctx, admin, p, tracker.ItemCreate{Type: "task", Title: "Parser"}); err != nil {
+	if w.item, err = tr.CreateItem(ctx, admin, p, tracker.ItemInput{Type: "task", Title: "Parser"}); err != nil {
 		t.Fatal(err)
 	}
 	w.flowID = insertFlow(t, st, w.item, fc.Now())
 	w.runnerP = w.runnerToken("runner-1")
-	if w.runner, err = w.svc.RegisterRunner(ctx, w.runnerP, run.RunnerRegister{Name: "host-1", Labels: map[string]string{"os": "linux"}}); err != nil {
+	if w.runner, err = w.svc.RegisterRunner(ctx, w.runnerP, run.RunnerInput{Name: "host-1", Labels: map[string]string{"os": "linux"}}); err != nil {
 		t.Fatal(err)
 	}
 	return w
@@ -360,7 +360,7 @@ func TestConcurrentLeasesOneWins(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st store.Store) {
 		w := setup(t, st)
 		other := w.runnerToken("runner-2")
-		rn2, err := w.svc.RegisterRunner(w.ctx, other, run.RunnerRegister{Name: "host-2"})
+		rn2, err := w.svc.RegisterRunner(w.ctx, other, run.RunnerInput{Name: "host-2"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -465,7 +465,7 @@ func TestLeaseLongPoll(t *testing.T) {
 		// A runner token revoked during the long poll gets no run: the
 		// run stays queued.
 		rp := w.runnerToken("runner-revoked")
-		rn, err := w.svc.RegisterRunner(w.ctx, rp, run.RunnerRegister{Name: "host-r"})
+		rn, err := w.svc.RegisterRunner(w.ctx, rp, run.RunnerInput{Name: "host-r"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -556,12 +556,12 @@ func TestHeartbeatAndCancel(t *testing.T) {
 			t.Fatalf("heartbeat after cancel: %+v %v", hb, err)
 		}
 		// The session then finishes as cancelled, whatever it reported.
-		if _, err := w.svc.Report(w.ctx, p, r.ID, run.ReportIn{Outcome: "done", Summary: "All done"}); err != nil {
+		if _, err := w.svc.Report(w.ctx, p, r.ID, run.ReportInput{Outcome: "done", Summary: "All done"}); err != nil {
 			t.Fatal(err)
 		}
 		var fin run.Run
 		w.expect("finish", "", []string{"run.finished", "token.revoked"}, func() (err error) {
-			fin, err = w.svc.Finish(w.ctx, p, r.ID, run.FinishIn{ExitStatus: ptr(0)})
+			fin, err = w.svc.Finish(w.ctx, p, r.ID, run.FinishInput{ExitStatus: ptr(0)})
 			return err
 		})
 		if fin.Status != run.StatusCancelled || fin.Error != "the ticket was paused" || fin.Outcome != "done" {
@@ -592,13 +592,13 @@ func TestReport(t *testing.T) {
 		l, p := w.lease()
 		id := l.Run.ID
 		for _, c := range []struct {
-			in    run.ReportIn
+			in    run.ReportInput
 			field string
 		}{
-			{run.ReportIn{Outcome: "maybe", Summary: "x"}, "outcome"},
-			{run.ReportIn{Outcome: "done", Summary: "  "}, "summary"},
-			{run.ReportIn{Outcome: "done", Summary: strings.Repeat("x", run.MaxReport+1)}, "summary"},
-			{run.ReportIn{Outcome: "done", Summary: "\xff"}, "summary"},
+			{run.ReportInput{Outcome: "maybe", Summary: "x"}, "outcome"},
+			{run.ReportInput{Outcome: "done", Summary: "  "}, "summary"},
+			{run.ReportInput{Outcome: "done", Summary: strings.Repeat("x", run.MaxReport+1)}, "summary"},
+			{run.ReportInput{Outcome: "done", Summary: "\xff"}, "summary"},
 		} {
 			_, err := w.svc.Report(w.ctx, p, id, c.in)
 			var ae *apperr.Error
@@ -607,7 +607,7 @@ func TestReport(t *testing.T) {
 			}
 		}
 		evs := w.expect("report", "", []string{"run.reported"}, func() error {
-			r, err := w.svc.Report(w.ctx, p, id, run.ReportIn{Outcome: "blocked", Summary: "Needs a decision"})
+			r, err := w.svc.Report(w.ctx, p, id, run.ReportInput{Outcome: "blocked", Summary: "Needs a decision"})
 			if err == nil && (r.Outcome != "blocked" || r.Report != "Needs a decision" || r.Version != 3) {
 				t.Errorf("reported %+v", r)
 			}
@@ -618,11 +618,11 @@ func TestReport(t *testing.T) {
 			t.Fatalf("reported event %+v", e)
 		}
 		w.expect("same report", "", nil, func() error {
-			_, err := w.svc.Report(w.ctx, p, id, run.ReportIn{Outcome: "blocked", Summary: "Needs a decision"})
+			_, err := w.svc.Report(w.ctx, p, id, run.ReportInput{Outcome: "blocked", Summary: "Needs a decision"})
 			return err
 		})
 		w.expect("other report", apperr.Conflict, nil, func() error {
-			_, err := w.svc.Report(w.ctx, p, id, run.ReportIn{Outcome: "done", Summary: "Needs a decision"})
+			_, err := w.svc.Report(w.ctx, p, id, run.ReportInput{Outcome: "done", Summary: "Needs a decision"})
 			return err
 		})
 		if r := w.get(id); r.Outcome != "blocked" || r.Version != 3 {
@@ -638,7 +638,7 @@ func TestAskQuestion(t *testing.T) {
 		l, p := w.lease()
 		id := l.Run.ID
 		evs := w.expect("not blocking", "", []string{"question.asked"}, func() error {
-			q, err := w.svc.AskQuestion(w.ctx, p, id, tracker.QuestionAsk{Text: "FYI: which style?"})
+			q, err := w.svc.AskQuestion(w.ctx, p, id, "FYI: which style?", false)
 			if err == nil && (q.ItemID != w.item.ID || q.Blocking || q.AskedBy != (tracker.ActorRef{Kind: "service", Subject: "run:" + id})) {
 				t.Errorf("asked %+v", q)
 			}
@@ -651,7 +651,7 @@ func TestAskQuestion(t *testing.T) {
 			t.Fatal("a non-blocking question flagged the run")
 		}
 		w.expect("blocking", "", []string{"run.question_asked", "question.asked"}, func() error {
-			q, err := w.svc.AskQuestion(w.ctx, p, id, tracker.QuestionAsk{Text: "Which database?", Blocking: true})
+			q, err := w.svc.AskQuestion(w.ctx, p, id, "Which database?", true)
 			if err == nil && !q.Blocking {
 				t.Errorf("asked %+v", q)
 			}
@@ -661,18 +661,18 @@ func TestAskQuestion(t *testing.T) {
 			t.Fatal("a blocking question did not flag the run")
 		}
 		w.expect("blocking again", "", []string{"question.asked"}, func() error {
-			_, err := w.svc.AskQuestion(w.ctx, p, id, tracker.QuestionAsk{Text: "And the schema?", Blocking: true})
+			_, err := w.svc.AskQuestion(w.ctx, p, id, "And the schema?", true)
 			return err
 		})
 		if n, err := w.tr.OpenBlockingQuestions(w.ctx, w.item.ID); err != nil || n != 2 {
 			t.Fatalf("open blocking questions: %d %v", n, err)
 		}
 		w.expect("blank", apperr.Invalid, nil, func() error {
-			_, err := w.svc.AskQuestion(w.ctx, p, id, tracker.QuestionAsk{Text: " ", Blocking: true})
+			_, err := w.svc.AskQuestion(w.ctx, p, id, " ", true)
 			return err
 		})
 		w.expect("too long", apperr.Invalid, nil, func() error {
-			_, err := w.svc.AskQuestion(w.ctx, p, id, tracker.QuestionAsk{Text: strings.Repeat("x", tracker.MaxQuestionText+1)})
+			_, err := w.svc.AskQuestion(w.ctx, p, id, strings.Repeat("x", tracker.MaxQuestionText+1), false)
 			return err
 		})
 	})
@@ -682,12 +682,12 @@ func TestFinish(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st store.Store) {
 		w := setup(t, st)
 		var finished []run.Run
-		finish := func(report bool, in run.FinishIn, wantStatus, wantErr string) run.Run {
+		finish := func(report bool, in run.FinishInput, wantStatus, wantErr string) run.Run {
 			t.Helper()
 			w.newRun()
 			l, p := w.lease()
 			if report {
-				if _, err := w.svc.Report(w.ctx, p, l.Run.ID, run.ReportIn{Outcome: "done", Summary: "Implemented"}); err != nil {
+				if _, err := w.svc.Report(w.ctx, p, l.Run.ID, run.ReportInput{Outcome: "done", Summary: "Implemented"}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -714,7 +714,7 @@ func TestFinish(t *testing.T) {
 			// A duplicate finish (a request that authenticated before the
 			// revocation) changes nothing.
 			w.expect("finish again", "", nil, func() error {
-				again, err := w.svc.Finish(w.ctx, p, l.Run.ID, run.FinishIn{ExitStatus: ptr(3)})
+				again, err := w.svc.Finish(w.ctx, p, l.Run.ID, run.FinishInput{ExitStatus: ptr(3)})
 				if err == nil && (again.Status != r.Status || again.Version != r.Version) {
 					t.Errorf("duplicate finish returned %+v", again)
 				}
@@ -728,29 +728,29 @@ func TestFinish(t *testing.T) {
 			w.wantFinishedJobs(finished...)
 			return r
 		}
-		ok := finish(true, run.FinishIn{ExitStatus: ptr(0), Usage: &run.Usage{InputTokens: 1200, OutputTokens: 340, CostUSD: 0.0421}},
+		ok := finish(true, run.FinishInput{ExitStatus: ptr(0), Usage: &run.Usage{InputTokens: 1200, OutputTokens: 340, CostUSD: 0.0421}},
 			run.StatusSucceeded, "")
 		if ok.Usage != (run.Usage{InputTokens: 1200, OutputTokens: 340, CostUSD: 0.0421}) || ok.Outcome != "done" {
 			t.Fatalf("succeeded %+v", ok)
 		}
-		finish(false, run.FinishIn{ExitStatus: ptr(0)}, run.StatusFailed, "the session ended without a report")
-		finish(true, run.FinishIn{ExitStatus: ptr(137)}, run.StatusFailed, "the session exited with status 137")
-		finish(false, run.FinishIn{ExitStatus: ptr(1), Error: "claude: rate limited"}, run.StatusFailed, "claude: rate limited")
+		finish(false, run.FinishInput{ExitStatus: ptr(0)}, run.StatusFailed, "the session ended without a report")
+		finish(true, run.FinishInput{ExitStatus: ptr(137)}, run.StatusFailed, "the session exited with status 137")
+		finish(false, run.FinishInput{ExitStatus: ptr(1), Error: "claude: rate limited"}, run.StatusFailed, "claude: rate limited")
 
 		// Bad input names the field.
 		w.newRun()
 		l, p := w.lease()
 		for _, c := range []struct {
-			in    run.FinishIn
+			in    run.FinishInput
 			field string
 		}{
-			{run.FinishIn{}, "exit_status"},
-			{run.FinishIn{ExitStatus: ptr(0), Usage: &run.Usage{InputTokens: -1}}, "usage.input_tokens"},
-			{run.FinishIn{ExitStatus: ptr(0), Usage: &run.Usage{OutputTokens: -1}}, "usage.output_tokens"},
-			{run.FinishIn{ExitStatus: ptr(0), Usage: &run.Usage{CostUSD: math.NaN()}}, "usage.cost_usd"},
-			{run.FinishIn{ExitStatus: ptr(0), Usage: &run.Usage{CostUSD: -0.5}}, "usage.cost_usd"},
-			{run.FinishIn{ExitStatus: ptr(0), Usage: &run.Usage{CostUSD: math.Inf(1)}}, "usage.cost_usd"},
-			{run.FinishIn{ExitStatus: ptr(0), Error: strings.Repeat("e", run.MaxError+1)}, "error"},
+			{run.FinishInput{}, "exit_status"},
+			{run.FinishInput{ExitStatus: ptr(0), Usage: &run.Usage{InputTokens: -1}}, "usage.input_tokens"},
+			{run.FinishInput{ExitStatus: ptr(0), Usage: &run.Usage{OutputTokens: -1}}, "usage.output_tokens"},
+			{run.FinishInput{ExitStatus: ptr(0), Usage: &run.Usage{CostUSD: math.NaN()}}, "usage.cost_usd"},
+			{run.FinishInput{ExitStatus: ptr(0), Usage: &run.Usage{CostUSD: -0.5}}, "usage.cost_usd"},
+			{run.FinishInput{ExitStatus: ptr(0), Usage: &run.Usage{CostUSD: math.Inf(1)}}, "usage.cost_usd"},
+			{run.FinishInput{ExitStatus: ptr(0), Error: strings.Repeat("e", run.MaxError+1)}, "error"},
 		} {
 			_, err := w.svc.Finish(w.ctx, p, l.Run.ID, c.in)
 			var ae *apperr.Error
@@ -775,39 +775,39 @@ func TestTokenScoping(t *testing.T) {
 		if _, err := w.svc.Heartbeat(w.ctx, pa, b.Run.ID); codeOf(err) != apperr.NotFound {
 			t.Fatalf("A's token on B's heartbeat: %v", err)
 		}
-		if _, err := w.svc.Report(w.ctx, pa, b.Run.ID, run.ReportIn{Outcome: "done", Summary: "x"}); codeOf(err) != apperr.NotFound {
+		if _, err := w.svc.Report(w.ctx, pa, b.Run.ID, run.ReportInput{Outcome: "done", Summary: "x"}); codeOf(err) != apperr.NotFound {
 			t.Fatalf("A's token on B's report: %v", err)
 		}
-		if _, err := w.svc.Finish(w.ctx, pb, a.Run.ID, run.FinishIn{ExitStatus: ptr(0)}); codeOf(err) != apperr.NotFound {
+		if _, err := w.svc.Finish(w.ctx, pb, a.Run.ID, run.FinishInput{ExitStatus: ptr(0)}); codeOf(err) != apperr.NotFound {
 			t.Fatalf("B's token on A's finish: %v", err)
 		}
-		if _, err := w.svc.AskQuestion(w.ctx, pb, a.Run.ID, tracker.QuestionAsk{Text: "x"}); codeOf(err) != apperr.NotFound {
+		if _, err := w.svc.AskQuestion(w.ctx, pb, a.Run.ID, "x", false); codeOf(err) != apperr.NotFound {
 			t.Fatalf("B's token on A's question: %v", err)
 		}
 		// A runner token is no run token, and a run token no runner token.
 		if _, err := w.svc.Heartbeat(w.ctx, w.runnerP, a.Run.ID); codeOf(err) != apperr.Forbidden {
 			t.Fatalf("runner token on a run: %v", err)
 		}
-		if _, err := w.svc.RegisterRunner(w.ctx, pa, run.RunnerRegister{Name: "sneaky"}); codeOf(err) != apperr.Forbidden {
+		if _, err := w.svc.RegisterRunner(w.ctx, pa, run.RunnerInput{Name: "sneaky"}); codeOf(err) != apperr.Forbidden {
 			t.Fatalf("run token registering a runner: %v", err)
 		}
 		api := &auth.Principal{Kind: event.ActorService, Subject: "token:x", TokenID: "x", TokenKind: auth.KindAPI, Role: "admin"}
-		if _, err := w.svc.Finish(w.ctx, api, a.Run.ID, run.FinishIn{ExitStatus: ptr(0)}); codeOf(err) != apperr.Forbidden {
+		if _, err := w.svc.Finish(w.ctx, api, a.Run.ID, run.FinishInput{ExitStatus: ptr(0)}); codeOf(err) != apperr.Forbidden {
 			t.Fatalf("api token on a run: %v", err)
 		}
 		human := &auth.Principal{Kind: event.ActorHuman, Subject: "bootstrap", PlatformAdmin: true}
-		if _, err := w.svc.RegisterRunner(w.ctx, human, run.RunnerRegister{Name: "x"}); codeOf(err) != apperr.Forbidden {
+		if _, err := w.svc.RegisterRunner(w.ctx, human, run.RunnerInput{Name: "x"}); codeOf(err) != apperr.Forbidden {
 			t.Fatalf("platform admin registering a runner: %v", err)
 		}
 		// Runner registration input.
-		for _, in := range []run.RunnerRegister{{Name: " "}, {Name: strings.Repeat("n", run.MaxRunnerName+1)},
+		for _, in := range []run.RunnerInput{{Name: " "}, {Name: strings.Repeat("n", run.MaxRunnerName+1)},
 			{Name: "ok", Labels: map[string]string{"Bad Key": "x"}}, {Name: "ok", Labels: map[string]string{"k": strings.Repeat("v", 201)}}} {
 			if _, err := w.svc.RegisterRunner(w.ctx, w.runnerP, in); codeOf(err) != apperr.Invalid {
 				t.Fatalf("register %+v: %v", in, err)
 			}
 		}
 		// One token may register several runners, each bound to it.
-		rn2, err := w.svc.RegisterRunner(w.ctx, w.runnerP, run.RunnerRegister{Name: "host-1b"})
+		rn2, err := w.svc.RegisterRunner(w.ctx, w.runnerP, run.RunnerInput{Name: "host-1b"})
 		if err != nil || rn2.TokenID != w.runnerP.TokenID || rn2.ID == w.runner.ID || len(rn2.Labels) != 0 {
 			t.Fatalf("second runner %+v %v", rn2, err)
 		}

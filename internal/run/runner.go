@@ -41,13 +41,13 @@ type Runner struct {
 	Version    int64             `json:"version"`
 }
 
-// RunnerRegister is the body of POST /runners.
-type RunnerRegister struct {
-	Name   string            `json:"name"`
-	Labels map[string]string `json:"labels,omitempty"`
+// RunnerInput is a runner registering.
+type RunnerInput struct {
+	Name   string
+	Labels map[string]string
 }
 
-func (in RunnerRegister) validate() error {
+func (in RunnerInput) validate() error {
 	var v apperr.Validator
 	name := strings.TrimSpace(in.Name)
 	v.Check(name != "" && utf8.RuneCountInString(name) <= MaxRunnerName, "name", "must be 1–%d characters", MaxRunnerName)
@@ -71,7 +71,7 @@ func mustJSON(v any) []byte {
 
 // RegisterRunner registers a runner for the runner token p (event
 // runner.registered).
-func (s *Service) RegisterRunner(ctx context.Context, p *auth.Principal, in RunnerRegister) (Runner, error) {
+func (s *Service) RegisterRunner(ctx context.Context, p *auth.Principal, in RunnerInput) (Runner, error) {
 	if err := AuthorizeRunner(p); err != nil {
 		return Runner{}, err
 	}

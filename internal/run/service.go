@@ -297,10 +297,10 @@ func (s *Service) Heartbeat(ctx context.Context, p *auth.Principal, runID string
 	return HeartbeatReply{Cancelled: r.CancelRequested}, nil
 }
 
-// ReportIn is a session's stage report.
-type ReportIn struct {
-	Outcome string `json:"outcome"` // done, failed or blocked
-	Summary string `json:"summary"`
+// ReportInput is a session's stage report.
+type ReportInput struct {
+	Outcome string // done, failed or blocked
+	Summary string
 }
 
 func validateText(v *apperr.Validator, field, s string, max int, required bool) {
@@ -312,7 +312,7 @@ func validateText(v *apperr.Validator, field, s string, max int, required bool) 
 // Report stores the session's outcome and summary (event run.reported).
 // Sending the same report again changes nothing; a different second
 // report is a conflict.
-func (s *Service) Report(ctx context.Context, p *auth.Principal, runID string, in ReportIn) (Run, error) {
+func (s *Service) Report(ctx context.Context, p *auth.Principal, runID string, in ReportInput) (Run, error) {
 	var v apperr.Validator
 	switch in.Outcome {
 	case OutcomeDone, OutcomeFailed, OutcomeBlocked:
@@ -360,9 +360,9 @@ WHERE id = ? AND version = ? AND status = 'running' AND outcome IS NULL`, in.Out
 // resume at once, whereas an open blocking question on an unflagged run
 // would let the flow carry on past it. A repeat after a failure finds the
 // flag set and only asks.
-func (s *Service) AskQuestion(ctx context.Context, p *auth.Principal, runID string, in tracker.QuestionAsk) (tracker.Question, error) {
+func (s *Service) AskQuestion(ctx context.Context, p *auth.Principal, runID, text string, blocking bool) (tracker.Question, error) {
 	var v apperr.Validator
-	validateText(&v, "text", in.Text, tracker.MaxQuestionText, true)
+	validateText(&v, "text", text, tracker.MaxQuestionText, true)
 	if err := v.Err(); err != nil {
 		return tracker.Question{}, err
 	}
@@ -373,12 +373,12 @@ func (s *Service) AskQuestion(ctx context.Context, p *auth.Principal, runID stri
 			return nil, err
 		}
 		itemID = r.ItemID
-		if !in.Blocking || r.BlockingQuestion {
+		if !blocking || r.BlockingQuestion {
 			return nil, nil
 		}
 		now := s.now()
 		return &transition.Transition{
-			Events: []event.Event{newEvent(r, actorOf(r.ID), "question_asked", RunQuestionAsked{Text: in.Text, Blocking: true})},
+			Events: []event.Event{newEvent(r, actorOf(r.ID), "question_asked", RunQuestionAsked{Text: text, Blocking: true})},
 			Guarded: []store.Statement{store.Stmt(`UPDATE runs SET blocking_question = 1, updated_at = ?, version = version + 1
 WHERE id = ? AND version = ? AND status = 'running'`, now.UnixMilli(), r.ID, r.Version)},
 		}, nil
@@ -386,17 +386,17 @@ WHERE id = ? AND version = ? AND status = 'running'`, now.UnixMilli(), r.ID, r.V
 	if err != nil {
 		return tracker.Question{}, err
 	}
-	return s.tracker.AskQuestion(ctx, actorOf(runID), itemID, in.Text, in.Blocking)
+	return s.tracker.AskQuestion(ctx, actorOf(runID), itemID, text, blocking)
 }
 
-// FinishIn is how a session ended.
-type FinishIn struct {
-	ExitStatus *int   `json:"exit_status"` // required
-	Usage      *Usage `json:"usage,omitempty"`
-	Error      string `json:"error,omitempty"`
+// FinishInput is how a session ended.
+type FinishInput struct {
+	ExitStatus *int // required
+	Usage      *Usage
+	Error      string
 }
 
-func (in FinishIn) validate() error {
+func (in FinishInput) validate() error {
 	var v apperr.Validator
 	v.Check(in.ExitStatus != nil, "exit_status", "is required")
 	if in.ExitStatus != nil {
@@ -438,7 +438,7 @@ func finalStatus(r Run, exit int, errText string) (string, string) {
 // status, usage and error are stored, its run token is revoked and the
 // flow.run_finished job is enqueued, all in one batch (events run.finished
 // and token.revoked). Finishing a finished run changes nothing.
-func (s *Service) Finish(ctx context.Context, p *auth.Principal, runID string, in FinishIn) (Run, error) {
+func (s *Service) Finish(ctx context.Context, p *auth.Principal, runID string, in FinishInput) (Run, error) {
 	if err := AuthorizeRun(p, runID); err != nil {
 		return Run{}, err
 	}

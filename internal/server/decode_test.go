@@ -13,7 +13,6 @@ import (
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/strictjson"
 	"github.com/ballet/ballet/internal/tenancy"
-	"github.com/ballet/ballet/internal/tracker"
 )
 
 type fuzzBody struct {
@@ -162,7 +161,7 @@ func BenchmarkDecode(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		var in tracker.ItemCreate
+		var in ItemCreate
 		if err := decode(api, body, &in); err != nil {
 			b.Fatal(err)
 		}

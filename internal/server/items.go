@@ -18,6 +18,46 @@ type Items struct {
 	Tenancy *tenancy.Service
 }
 
+// ItemCreate is the body of POST /projects/{project}/items.
+type ItemCreate struct {
+	Type               string `json:"type"`
+	Title              string `json:"title"`
+	Description        string `json:"description,omitempty"`
+	AcceptanceCriteria string `json:"acceptance_criteria,omitempty"`
+	Epic               string `json:"epic,omitempty"`  // an epic's key or id in the same project
+	State              string `json:"state,omitempty"` // backlog (default) or ready
+}
+
+// ItemUpdate is the body of PATCH /items/{item}: absent fields stay;
+// version is the one read. Epic "" removes the item from its epic.
+type ItemUpdate struct {
+	Version            int64   `json:"version"`
+	Title              *string `json:"title,omitempty"`
+	Description        *string `json:"description,omitempty"`
+	AcceptanceCriteria *string `json:"acceptance_criteria,omitempty"`
+	Type               *string `json:"type,omitempty"`
+	Epic               *string `json:"epic,omitempty"`
+	State              *string `json:"state,omitempty"`
+}
+
+// patch is the update without its version.
+func (in ItemUpdate) patch() tracker.ItemPatch {
+	return tracker.ItemPatch{Title: in.Title, Description: in.Description, AcceptanceCriteria: in.AcceptanceCriteria, Type: in.Type,
+		Epic: in.Epic, State: in.State}
+}
+
+// QuestionAsk is the body of POST /items/{item}/questions and of
+// POST /runs/{run}/questions.
+type QuestionAsk struct {
+	Text     string `json:"text"`
+	Blocking bool   `json:"blocking"`
+}
+
+// QuestionAnswer is the body of POST /questions/{id}/answer.
+type QuestionAnswer struct {
+	Answer string `json:"answer"`
+}
+
 // ItemList is the body of GET /projects/{project}/items: a page by item
 // number; next_after (null on the last page) fetches the next one.
 type ItemList struct {
@@ -57,7 +97,7 @@ func (b BlockerAdded) HTTPStatus() int {
 func (h *Items) Routes() []*Route {
 	return []*Route{
 		{Method: "POST", Path: "/api/v1/projects/{project}/items", Perm: access.TrackerWrite, Summary: "Create a ticket or an epic",
-			Request: tracker.ItemCreate{}, Response: tracker.Item{}, Status: http.StatusCreated, Handle: h.createItem},
+			Request: ItemCreate{}, Response: tracker.Item{}, Status: http.StatusCreated, Handle: h.createItem},
 		{Method: "GET", Path: "/api/v1/projects/{project}/items", Perm: access.TrackerRead,
 			Summary:  "List a project's items by number (filters: state, type, epic; paging: after, limit 1–200)",
 			Response: ItemList{}, Handle: h.listItems},
@@ -65,7 +105,7 @@ func (h *Items) Routes() []*Route {
 			Response: tracker.Item{}, Handle: h.getItem},
 		{Method: "PATCH", Path: "/api/v1/items/{item}", Perm: access.TrackerWrite,
 			Summary: "Update an item: fields, epic, type or a user state change (optimistic: send the version read)",
-			Request: tracker.ItemUpdate{}, Response: tracker.Item{}, Handle: h.updateItem},
+			Request: ItemUpdate{}, Response: tracker.Item{}, Handle: h.updateItem},
 		{Method: "POST", Path: "/api/v1/items/{item}/blockers/{blocker}", Perm: access.TrackerWrite,
 			Summary:  "Record that the item is blocked by another item of the organization (201; 200 when it was already; 422 for a cycle)",
 			Response: tracker.Item{}, Status: http.StatusCreated, Also: []int{http.StatusOK, http.StatusUnprocessableEntity}, Handle: h.addBlocker},
@@ -74,9 +114,9 @@ func (h *Items) Routes() []*Route {
 		{Method: "GET", Path: "/api/v1/items/{item}/questions", Perm: access.TrackerRead, Summary: "List an item's questions, oldest first",
 			Response: QuestionList{}, Handle: h.listQuestions},
 		{Method: "POST", Path: "/api/v1/items/{item}/questions", Perm: access.TrackerWrite, Summary: "Ask a question on an item (blocking or not)",
-			Request: tracker.QuestionAsk{}, Response: tracker.Question{}, Status: http.StatusCreated, Handle: h.askQuestion},
+			Request: QuestionAsk{}, Response: tracker.Question{}, Status: http.StatusCreated, Handle: h.askQuestion},
 		{Method: "POST", Path: "/api/v1/questions/{id}/answer", Perm: access.TrackerWrite, Summary: "Answer an open question (409 when answered already)",
-			Request: tracker.QuestionAnswer{}, Response: tracker.Question{}, Handle: h.answerQuestion},
+			Request: QuestionAnswer{}, Response: tracker.Question{}, Handle: h.answerQuestion},
 		{Method: "GET", Path: "/api/v1/items/{item}/events", Perm: access.TrackerRead,
 			Summary:  "An item's history: its events and its questions' events in seq order (after, limit 1–1000)",
 			Response: EventPage{}, Handle: h.itemEvents},
@@ -136,11 +176,11 @@ func (h *Items) createItem(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in tracker.ItemCreate
+	var in ItemCreate
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
-	return h.T.CreateItem(r.Context(), r.Principal.Actor(), p, in)
+	return h.T.CreateItem(r.Context(), r.Principal.Actor(), p, tracker.ItemInput(in))
 }
 
 func (h *Items) listItems(r *Request) (any, error) {
@@ -189,11 +229,11 @@ func (h *Items) updateItem(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in tracker.ItemUpdate
+	var in ItemUpdate
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
-	return h.T.UpdateItem(r.Context(), r.Principal.Actor(), it.ID, in)
+	return h.T.UpdateItem(r.Context(), r.Principal.Actor(), it.ID, in.Version, in.patch())
 }
 
 func (h *Items) addBlocker(r *Request) (any, error) {
@@ -241,7 +281,7 @@ func (h *Items) askQuestion(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in tracker.QuestionAsk
+	var in QuestionAsk
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
@@ -258,7 +298,7 @@ func (h *Items) answerQuestion(r *Request) (any, error) {
 	if err := h.notFound(r.Check(q.OrganizationID, q.ProjectID), "question %q not found", id); err != nil {
 		return nil, err
 	}
-	var in tracker.QuestionAnswer
+	var in QuestionAnswer
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}

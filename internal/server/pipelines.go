@@ -16,6 +16,48 @@ type Pipelines struct {
 	Tenancy *Tenancy
 }
 
+// PipelineSave is the body of PUT …/pipelines/{name}: the pipeline as JSON
+// (definition) or as YAML (yaml), exactly one of the two.
+type PipelineSave struct {
+	Definition json.RawMessage `json:"definition,omitempty"`
+	YAML       *string         `json:"yaml,omitempty"`
+	Version    *int64          `json:"version"` // the version the edit was based on (0 for the first)
+}
+
+// draft reads the body: the version it is based on and the pipeline,
+// parsed and validated (every problem with its line and column).
+func (in PipelineSave) draft() (int64, pipeline.Definition, error) {
+	var v apperr.Validator
+	if in.Version == nil {
+		v.Add("version", "is required: the version your edit is based on (0 for the first)")
+	} else if *in.Version < 0 {
+		v.Add("version", "must be 0 or more")
+	}
+	hasDef := len(in.Definition) > 0 && string(in.Definition) != "null"
+	switch {
+	case !hasDef && in.YAML == nil:
+		v.Add("definition", "is required: the pipeline as JSON (or send it as YAML in yaml instead)")
+	case hasDef && in.YAML != nil:
+		v.Add("yaml", "cannot be sent together with definition: send the pipeline once, as JSON (definition) or as YAML (yaml)")
+	}
+	if err := v.Err(); err != nil {
+		return 0, pipeline.Definition{}, err
+	}
+	var def pipeline.Definition
+	var problems []pipeline.Problem
+	field := "definition"
+	if in.YAML != nil {
+		field = "yaml"
+		def, problems = pipeline.Parse([]byte(*in.YAML))
+	} else {
+		def, problems = pipeline.DecodeJSON(in.Definition)
+	}
+	if len(problems) > 0 {
+		return 0, def, versions.Problems(field, problems)
+	}
+	return *in.Version, def, nil
+}
+
 // PipelineList is the body of GET …/pipelines.
 type PipelineList struct {
 	Pipelines []versions.PipelineVersion `json:"pipelines"`
@@ -59,7 +101,7 @@ func (h *Pipelines) Routes() []*Route {
 			Summary: "A pipeline's versions, newest first", Response: PipelineVersionList{}, Handle: h.versions},
 		{Method: "PUT", Path: "/api/v1/projects/{project}/pipelines/{name}", Perm: access.ProjectUpdate,
 			Summary: "Publish a new version after the version read (0 for the first), from definition (JSON) or yaml, exactly one of them; 400 lists every problem (path, line, column); 409 when another was published meanwhile",
-			Request: versions.PipelineSave{}, Response: versions.PipelineVersion{}, Heavy: true, Handle: h.save},
+			Request: PipelineSave{}, Response: versions.PipelineVersion{}, Heavy: true, Handle: h.save},
 		{Method: "POST", Path: "/api/v1/pipelines/parse", Perm: access.Authenticated,
 			Summary: "Parse and validate pipeline YAML (unknown fields are errors)", Request: ParseRequest{}, Response: ParseResponse{}, Heavy: true, Handle: h.parse},
 		{Method: "POST", Path: "/api/v1/pipelines/render", Perm: access.Authenticated,
@@ -102,11 +144,19 @@ func (h *Pipelines) save(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in versions.PipelineSave
+	var in PipelineSave
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
-	return h.V.Publish(r.Context(), r.Principal.Actor(), p, r.PathValue("name"), in)
+	name := r.PathValue("name")
+	if err := versions.CheckName(p, name); err != nil {
+		return nil, err // the path is wrong whatever the body holds
+	}
+	base, def, err := in.draft()
+	if err != nil {
+		return nil, err
+	}
+	return h.V.Publish(r.Context(), r.Principal.Actor(), p, name, base, def)
 }
 
 func (h *Pipelines) parse(r *Request) (any, error) {

@@ -23,6 +23,26 @@ type Runs struct {
 	Skills *skill.Service
 }
 
+// RunnerRegister is the body of POST /runners.
+type RunnerRegister struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// ReportIn is the body of POST /runs/{run}/report: the session's stage
+// report.
+type ReportIn struct {
+	Outcome string `json:"outcome"` // done, failed or blocked
+	Summary string `json:"summary"`
+}
+
+// FinishIn is the body of POST /runs/{run}/finish: how the session ended.
+type FinishIn struct {
+	ExitStatus *int       `json:"exit_status"` // required
+	Usage      *run.Usage `json:"usage,omitempty"`
+	Error      string     `json:"error,omitempty"`
+}
+
 // RunList is the body of GET /items/{item}/runs.
 type RunList struct {
 	Runs []run.Run `json:"runs"`
@@ -43,7 +63,7 @@ func (noRun) HTTPStatus() int { return http.StatusNoContent }
 func (h *Runs) Routes() []*Route {
 	return []*Route{
 		{Method: "POST", Path: "/api/v1/runners", Perm: run.PermRunner, Summary: "Register a runner (runner tokens; the runner is bound to the token)",
-			Request: run.RunnerRegister{}, Response: run.Runner{}, Status: http.StatusCreated, Handle: h.register},
+			Request: RunnerRegister{}, Response: run.Runner{}, Status: http.StatusCreated, Handle: h.register},
 		{Method: "POST", Path: "/api/v1/runners/{runner}/lease",
 			Perm:    run.PermRunner,
 			Summary: "Lease the oldest queued run, waiting up to wait_seconds (0–60) for one: 200 with the run and its run token (shown once), 204 when none came",
@@ -57,12 +77,12 @@ func (h *Runs) Routes() []*Route {
 			Response: SkillList{}, Handle: h.skills},
 		{Method: "POST", Path: "/api/v1/runs/{run}/report", Perm: run.PermRun,
 			Summary: "Submit the stage report: outcome done, failed or blocked, and a summary (a repeat is a no-op; a different second report 409)",
-			Request: run.ReportIn{}, Response: run.Run{}, Handle: h.report},
+			Request: ReportIn{}, Response: run.Run{}, Handle: h.report},
 		{Method: "POST", Path: "/api/v1/runs/{run}/questions", Perm: run.PermRun, Summary: "Ask a question on the run's ticket (blocking or not)",
-			Request: tracker.QuestionAsk{}, Response: tracker.Question{}, Status: http.StatusCreated, Handle: h.ask},
+			Request: QuestionAsk{}, Response: tracker.Question{}, Status: http.StatusCreated, Handle: h.ask},
 		{Method: "POST", Path: "/api/v1/runs/{run}/finish", Perm: run.PermRun,
 			Summary: "End the run with the session's exit status, usage and error; revokes the run token (finishing a finished run is a no-op)",
-			Request: run.FinishIn{}, Response: run.Run{}, Handle: h.finish},
+			Request: FinishIn{}, Response: run.Run{}, Handle: h.finish},
 		{Method: "GET", Path: "/api/v1/runs/{run}", Perm: access.TrackerRead, Summary: "Get a run",
 			Response: run.Run{}, Handle: h.get},
 		{Method: "GET", Path: "/api/v1/items/{item}/runs", Perm: access.TrackerRead, Summary: "List a ticket's runs, oldest first",
@@ -101,11 +121,11 @@ func (h *Runs) register(r *Request) (any, error) {
 	if err := h.asRunner(r); err != nil {
 		return nil, err
 	}
-	var in run.RunnerRegister
+	var in RunnerRegister
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
-	return h.S.RegisterRunner(r.Context(), r.Principal, in)
+	return h.S.RegisterRunner(r.Context(), r.Principal, run.RunnerInput(in))
 }
 
 func (h *Runs) lease(r *Request) (any, error) {
@@ -165,11 +185,11 @@ func (h *Runs) report(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in run.ReportIn
+	var in ReportIn
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
-	return h.S.Report(r.Context(), r.Principal, id, in)
+	return h.S.Report(r.Context(), r.Principal, id, run.ReportInput(in))
 }
 
 func (h *Runs) ask(r *Request) (any, error) {
@@ -177,11 +197,11 @@ func (h *Runs) ask(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in tracker.QuestionAsk
+	var in QuestionAsk
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
-	return h.S.AskQuestion(r.Context(), r.Principal, id, in)
+	return h.S.AskQuestion(r.Context(), r.Principal, id, in.Text, in.Blocking)
 }
 
 func (h *Runs) finish(r *Request) (any, error) {
@@ -189,11 +209,11 @@ func (h *Runs) finish(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in run.FinishIn
+	var in FinishIn
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
-	return h.S.Finish(r.Context(), r.Principal, id, in)
+	return h.S.Finish(r.Context(), r.Principal, id, run.FinishInput(in))
 }
 
 func (h *Runs) get(r *Request) (any, error) {

@@ -15,6 +15,21 @@ type Skills struct {
 	Tenancy *Tenancy
 }
 
+// SkillCreate is the body of POST /projects/{project}/skills.
+type SkillCreate struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Content     string `json:"content"`
+}
+
+// SkillUpdate is the body of PUT …/skills/{name}: version is the one read;
+// absent fields stay.
+type SkillUpdate struct {
+	Version     int64   `json:"version"`
+	Description *string `json:"description,omitempty"`
+	Content     *string `json:"content,omitempty"`
+}
+
 // SkillList is the body of GET …/skills.
 type SkillList struct {
 	Skills []skill.Skill `json:"skills"`
@@ -32,13 +47,13 @@ func (h *Skills) Routes() []*Route {
 		{Method: "GET", Path: base, Perm: access.TrackerRead, Summary: "List a project's skills",
 			Response: SkillList{}, Handle: h.list},
 		{Method: "POST", Path: base, Perm: access.ProjectUpdate, Summary: "Create a skill (project admins)",
-			Request: skill.SkillCreate{}, Response: skill.Skill{}, Status: http.StatusCreated, Handle: h.create},
+			Request: SkillCreate{}, Response: skill.Skill{}, Status: http.StatusCreated, Handle: h.create},
 		{Method: "GET", Path: base + "/{name}", Perm: access.TrackerRead, Summary: "Get a skill (?version=N for an older version)",
 			Response: skill.Skill{}, Handle: h.get},
 		{Method: "GET", Path: base + "/{name}/versions", Perm: access.TrackerRead, Summary: "List a skill's versions, newest first",
 			Response: SkillVersionList{}, Handle: h.versions},
 		{Method: "PUT", Path: base + "/{name}", Perm: access.ProjectUpdate, Summary: "Write a new version of a skill (optimistic: send the version read)",
-			Request: skill.SkillUpdate{}, Response: skill.Skill{}, Handle: h.update},
+			Request: SkillUpdate{}, Response: skill.Skill{}, Handle: h.update},
 		{Method: "DELETE", Path: base + "/{name}", Perm: access.ProjectUpdate, Summary: "Delete a skill (its versions are kept; the name becomes free)",
 			Status: http.StatusNoContent, Handle: h.remove},
 	}
@@ -63,11 +78,11 @@ func (h *Skills) create(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in skill.SkillCreate
+	var in SkillCreate
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
-	return h.S.Create(r.Context(), r.Principal.Actor(), p, in)
+	return h.S.Create(r.Context(), r.Principal.Actor(), p, skill.Input(in))
 }
 
 func (h *Skills) get(r *Request) (any, error) {
@@ -99,11 +114,11 @@ func (h *Skills) update(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in skill.SkillUpdate
+	var in SkillUpdate
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
-	return h.S.Update(r.Context(), r.Principal.Actor(), p, r.PathValue("name"), in)
+	return h.S.Update(r.Context(), r.Principal.Actor(), p, r.PathValue("name"), in.Version, skill.Patch{Description: in.Description, Content: in.Content})
 }
 
 func (h *Skills) remove(r *Request) (any, error) {

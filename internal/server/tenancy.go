@@ -5,12 +5,60 @@ import (
 
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/strictjson"
 	"github.com/ballet/ballet/internal/tenancy"
 )
 
 // Tenancy serves organizations, projects, members and the platform.
 type Tenancy struct {
 	T *tenancy.Service
+}
+
+// OrganizationCreate is the body of POST /orgs.
+type OrganizationCreate struct {
+	Slug string `json:"slug"`
+	Name string `json:"name"`
+}
+
+// ProjectCreate is the body of POST /orgs/{org}/projects.
+type ProjectCreate struct {
+	Key              string               `json:"key"`
+	Name             string               `json:"name"`
+	Repository       *tenancy.Repository  `json:"repository,omitempty"`
+	MergePolicy      *tenancy.MergePolicy `json:"merge_policy,omitempty"`
+	ConcurrencyLimit *int                 `json:"concurrency_limit,omitempty"`
+	Budgets          *tenancy.Budgets     `json:"budgets,omitempty"`
+	TicketTypes      []string             `json:"ticket_types,omitempty"`
+}
+
+// ProjectUpdate is the body of PATCH /projects/{project}: absent fields
+// stay; version is the one read.
+type ProjectUpdate struct {
+	Version          int64                                   `json:"version"`
+	Name             *string                                 `json:"name,omitempty"`
+	Repository       strictjson.Nullable[tenancy.Repository] `json:"repository,omitempty"`
+	MergePolicy      *tenancy.MergePolicy                    `json:"merge_policy,omitempty"`
+	ConcurrencyLimit *int                                    `json:"concurrency_limit,omitempty"`
+	Budgets          *tenancy.Budgets                        `json:"budgets,omitempty"`
+	TicketTypes      []string                                `json:"ticket_types,omitempty"`
+	Paused           *bool                                   `json:"paused,omitempty"`
+}
+
+// patch is the update without its version.
+func (in ProjectUpdate) patch() tenancy.ProjectPatch {
+	return tenancy.ProjectPatch{Name: in.Name, Repository: in.Repository, MergePolicy: in.MergePolicy, ConcurrencyLimit: in.ConcurrencyLimit,
+		Budgets: in.Budgets, TicketTypes: in.TicketTypes, Paused: in.Paused}
+}
+
+// MemberSet is the body of PUT …/members/{subject}.
+type MemberSet struct {
+	Role string `json:"role"`
+}
+
+// PlatformUpdate is the body of PATCH /platform.
+type PlatformUpdate struct {
+	Version          int64 `json:"version"`
+	ConcurrencyLimit *int  `json:"concurrency_limit,omitempty"`
 }
 
 // OrganizationList is the body of GET /orgs.
@@ -32,35 +80,35 @@ type MemberList struct {
 func (h *Tenancy) Routes() []*Route {
 	return []*Route{
 		{Method: "POST", Path: "/api/v1/orgs", Perm: access.PlatformAdmin, Summary: "Create an organization",
-			Request: tenancy.OrganizationCreate{}, Response: tenancy.Organization{}, Status: http.StatusCreated, Handle: h.createOrg},
+			Request: OrganizationCreate{}, Response: tenancy.Organization{}, Status: http.StatusCreated, Handle: h.createOrg},
 		{Method: "GET", Path: "/api/v1/orgs", Perm: access.Authenticated, Summary: "List the organizations the caller belongs to (all for platform admins)",
 			Response: OrganizationList{}, Handle: h.listOrgs},
 		{Method: "GET", Path: "/api/v1/orgs/{org}", Perm: access.TrackerRead, Summary: "Get an organization by slug or id",
 			Response: tenancy.Organization{}, Handle: h.getOrg},
 		{Method: "POST", Path: "/api/v1/orgs/{org}/projects", Perm: access.ProjectUpdate, Summary: "Create a project (organization admins)",
-			Request: tenancy.ProjectCreate{}, Response: tenancy.Project{}, Status: http.StatusCreated, Handle: h.createProject},
+			Request: ProjectCreate{}, Response: tenancy.Project{}, Status: http.StatusCreated, Handle: h.createProject},
 		{Method: "GET", Path: "/api/v1/orgs/{org}/projects", Perm: access.TrackerRead, Summary: "List an organization's projects",
 			Response: ProjectList{}, Handle: h.listProjects},
 		{Method: "GET", Path: "/api/v1/projects/{project}", Perm: access.TrackerRead, Summary: "Get a project by key or id",
 			Response: tenancy.Project{}, Handle: h.getProject},
 		{Method: "PATCH", Path: "/api/v1/projects/{project}", Perm: access.ProjectUpdate, Summary: "Update a project's settings (optimistic: send the version read)",
-			Request: tenancy.ProjectUpdate{}, Response: tenancy.Project{}, Handle: h.updateProject},
+			Request: ProjectUpdate{}, Response: tenancy.Project{}, Handle: h.updateProject},
 		{Method: "GET", Path: "/api/v1/orgs/{org}/members", Perm: access.TrackerRead, Summary: "List an organization's members",
 			Response: MemberList{}, Handle: h.listOrgMembers},
 		{Method: "PUT", Path: "/api/v1/orgs/{org}/members/{subject}", Perm: access.MemberManage, Summary: "Set a subject's role in the organization",
-			Request: tenancy.MemberSet{}, Response: tenancy.Member{}, Handle: h.setOrgMember},
+			Request: MemberSet{}, Response: tenancy.Member{}, Handle: h.setOrgMember},
 		{Method: "DELETE", Path: "/api/v1/orgs/{org}/members/{subject}", Perm: access.MemberManage, Summary: "Remove a subject from the organization",
 			Status: http.StatusNoContent, Handle: h.removeOrgMember},
 		{Method: "GET", Path: "/api/v1/projects/{project}/members", Perm: access.TrackerRead, Summary: "List a project's role overrides",
 			Response: MemberList{}, Handle: h.listProjectMembers},
 		{Method: "PUT", Path: "/api/v1/projects/{project}/members/{subject}", Perm: access.MemberManage, Summary: "Override a subject's role in one project",
-			Request: tenancy.MemberSet{}, Response: tenancy.Member{}, Handle: h.setProjectMember},
+			Request: MemberSet{}, Response: tenancy.Member{}, Handle: h.setProjectMember},
 		{Method: "DELETE", Path: "/api/v1/projects/{project}/members/{subject}", Perm: access.MemberManage, Summary: "Remove a project role override",
 			Status: http.StatusNoContent, Handle: h.removeProjectMember},
 		{Method: "GET", Path: "/api/v1/platform", Perm: access.Authenticated, Summary: "Read the platform switches",
 			Response: tenancy.Platform{}, Handle: h.getPlatform},
 		{Method: "PATCH", Path: "/api/v1/platform", Perm: access.PlatformAdmin, Summary: "Set the platform-wide concurrency limit",
-			Request: tenancy.PlatformUpdate{}, Response: tenancy.Platform{}, Handle: h.updatePlatform},
+			Request: PlatformUpdate{}, Response: tenancy.Platform{}, Handle: h.updatePlatform},
 		{Method: "POST", Path: "/api/v1/platform/pause", Perm: access.PlatformAdmin, Summary: "Pull the kill switch: pause the whole platform",
 			Response: tenancy.Platform{}, Handle: h.pausePlatform(true)},
 		{Method: "POST", Path: "/api/v1/platform/resume", Perm: access.PlatformAdmin, Summary: "Release the kill switch",
@@ -69,11 +117,11 @@ func (h *Tenancy) Routes() []*Route {
 }
 
 func (h *Tenancy) createOrg(r *Request) (any, error) {
-	var in tenancy.OrganizationCreate
+	var in OrganizationCreate
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
-	return h.T.CreateOrganization(r.Context(), r.Principal.Actor(), in)
+	return h.T.CreateOrganization(r.Context(), r.Principal.Actor(), tenancy.OrganizationInput(in))
 }
 
 func (h *Tenancy) listOrgs(r *Request) (any, error) {
@@ -138,11 +186,11 @@ func (h *Tenancy) createProject(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in tenancy.ProjectCreate
+	var in ProjectCreate
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
-	return h.T.CreateProject(r.Context(), r.Principal.Actor(), o.ID, in)
+	return h.T.CreateProject(r.Context(), r.Principal.Actor(), o.ID, tenancy.ProjectInput(in))
 }
 
 func (h *Tenancy) listProjects(r *Request) (any, error) {
@@ -161,11 +209,11 @@ func (h *Tenancy) updateProject(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in tenancy.ProjectUpdate
+	var in ProjectUpdate
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
-	return h.T.UpdateProject(r.Context(), r.Principal.Actor(), p, in)
+	return h.T.UpdateProject(r.Context(), r.Principal.Actor(), p, in.Version, in.patch())
 }
 
 func (h *Tenancy) listOrgMembers(r *Request) (any, error) {
@@ -182,11 +230,11 @@ func (h *Tenancy) setOrgMember(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in tenancy.MemberSet
+	var in MemberSet
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
-	return h.T.SetMember(r.Context(), r.Principal.Actor(), o.ID, "", r.PathValue("subject"), in)
+	return h.T.SetMember(r.Context(), r.Principal.Actor(), o.ID, "", r.PathValue("subject"), in.Role)
 }
 
 func (h *Tenancy) removeOrgMember(r *Request) (any, error) {
@@ -211,11 +259,11 @@ func (h *Tenancy) setProjectMember(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in tenancy.MemberSet
+	var in MemberSet
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
-	return h.T.SetMember(r.Context(), r.Principal.Actor(), p.OrganizationID, p.ID, r.PathValue("subject"), in)
+	return h.T.SetMember(r.Context(), r.Principal.Actor(), p.OrganizationID, p.ID, r.PathValue("subject"), in.Role)
 }
 
 func (h *Tenancy) removeProjectMember(r *Request) (any, error) {
@@ -232,11 +280,11 @@ func (h *Tenancy) getPlatform(r *Request) (any, error) {
 }
 
 func (h *Tenancy) updatePlatform(r *Request) (any, error) {
-	var in tenancy.PlatformUpdate
+	var in PlatformUpdate
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
-	return h.T.UpdatePlatform(r.Context(), r.Principal.Actor(), in)
+	return h.T.UpdatePlatform(r.Context(), r.Principal.Actor(), in.Version, tenancy.PlatformPatch{ConcurrencyLimit: in.ConcurrencyLimit})
 }
 
 func (h *Tenancy) pausePlatform(paused bool) func(*Request) (any, error) {

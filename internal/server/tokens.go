@@ -15,6 +15,16 @@ type Tokens struct {
 	S *auth.TokenService
 }
 
+// TokenCreate is the body of POST /tokens.
+type TokenCreate struct {
+	Name         string   `json:"name"`
+	Kind         string   `json:"kind,omitempty"`         // api (default) or runner
+	Organization string   `json:"organization,omitempty"` // slug or id; api tokens
+	Role         string   `json:"role,omitempty"`         // viewer, member, admin or platform_admin
+	Scopes       []string `json:"scopes,omitempty"`
+	ExpiresIn    string   `json:"expires_in,omitempty"` // Go duration, e.g. "720h"
+}
+
 // TokenList is the body of GET /tokens.
 type TokenList struct {
 	Tokens []auth.Token `json:"tokens"`
@@ -25,7 +35,7 @@ func (h *Tokens) Routes() []*Route {
 	return []*Route{
 		{Method: "POST", Path: "/api/v1/tokens", Perm: access.Authenticated,
 			Summary: "Create a service token (humans only; api tokens act in one organization with at most the creator's role; the secret is shown once)",
-			Request: auth.TokenCreate{}, Response: auth.CreatedToken{}, Status: http.StatusCreated, Handle: h.create},
+			Request: TokenCreate{}, Response: auth.CreatedToken{}, Status: http.StatusCreated, Handle: h.create},
 		{Method: "GET", Path: "/api/v1/tokens", Perm: access.Authenticated, Summary: "List the caller's tokens (all for platform admins; ?kind=, ?limit=)",
 			Response: TokenList{}, Handle: h.list},
 		{Method: "DELETE", Path: "/api/v1/tokens/{id}", Perm: access.Authenticated, Summary: "Revoke a token (its creator or a platform admin)",
@@ -38,11 +48,11 @@ func (h *Tokens) create(r *Request) (any, error) {
 	if err := auth.MayCreate(r.Principal); err != nil {
 		return nil, err
 	}
-	var in auth.TokenCreate
+	var in TokenCreate
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
-	return h.S.Create(r.Context(), r.Principal, in)
+	return h.S.Create(r.Context(), r.Principal, auth.TokenInput(in))
 }
 
 func (h *Tokens) list(r *Request) (any, error) {

@@ -76,19 +76,18 @@ type SkillVersion struct {
 	CreatedAt    time.Time `json:"created_at"`
 }
 
-// SkillCreate is the body of POST /projects/{project}/skills.
-type SkillCreate struct {
-	Name        string `json:"name"`
-	Description string `json:"description"`
-	Content     string `json:"content"`
+// Input is a new skill.
+type Input struct {
+	Name        string
+	Description string
+	Content     string
 }
 
-// SkillUpdate is the body of PUT …/skills/{name}: version is the one read;
-// absent fields stay.
-type SkillUpdate struct {
-	Version     int64   `json:"version"`
-	Description *string `json:"description,omitempty"`
-	Content     *string `json:"content,omitempty"`
+// Patch changes a skill's description, its content or both: what is nil
+// stays.
+type Patch struct {
+	Description *string
+	Content     *string
 }
 
 var skillNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
@@ -217,14 +216,14 @@ FROM skill_versions WHERE skill_id = ? ORDER BY version DESC`, k.ID)
 
 // Create adds a skill to a project. A name in use is a conflict; a
 // deleted skill's name can be used again.
-func (s *Service) Create(ctx context.Context, actor event.Actor, p tenancy.Project, in SkillCreate) (Skill, error) {
+func (s *Service) Create(ctx context.Context, actor event.Actor, p tenancy.Project, in Input) (Skill, error) {
 	var v apperr.Validator
 	v.Check(ValidSkillName(in.Name), "name", "%q must be a lower-case letter or digit, then up to 63 lower-case letters, digits, _ or -", in.Name)
 	validateSkillText(&v, in.Description, in.Content)
 	if err := v.Err(); err != nil {
 		return Skill{}, err
 	}
-	now := s.now().Truncate(time.Millisecond)
+	now := s.now()
 	k := Skill{ID: transition.NewID(), ProjectID: p.ID, Name: in.Name, Description: in.Description, Content: in.Content,
 		CreatedAt: now, UpdatedAt: now, UpdatedBy: actor.Sub, Version: 1}
 	t := &transition.Transition{
@@ -248,42 +247,51 @@ func (s *Service) Create(ctx context.Context, actor event.Actor, p tenancy.Proje
 
 // Update writes a new version of a skill over the version the caller
 // read; a stale version is a conflict.
-func (s *Service) Update(ctx context.Context, actor event.Actor, p tenancy.Project, name string, in SkillUpdate) (Skill, error) {
+func (s *Service) Update(ctx context.Context, actor event.Actor, p tenancy.Project, name string, version int64, in Patch) (Skill, error) {
 	var v apperr.Validator
-	v.Check(in.Version >= 1, "version", "is required: the version you read")
+	v.Check(version >= 1, "version", "is required: the version you read")
 	v.Check(in.Description != nil || in.Content != nil, "content", "nothing to change: send description and/or content")
-	if v.Err() != nil {
-		return Skill{}, v.Err()
+	if err := v.Err(); err != nil {
+		return Skill{}, err
 	}
 	k, err := s.Find(ctx, p.ID, name)
 	if err != nil {
 		return Skill{}, err
 	}
+	k, t, err := update(actor, p, k, version, in, s.now())
+	if err != nil {
+		return Skill{}, err
+	}
+	if err := s.Applier.Apply(ctx, t); err != nil {
+		return Skill{}, transition.Stale(err, fmt.Sprintf("skill %q", name))
+	}
+	return k, nil
+}
+
+// update decides a new version of skill k of p (as read) from the patch,
+// over the version the caller read.
+func update(actor event.Actor, p tenancy.Project, k Skill, version int64, in Patch, now time.Time) (Skill, *transition.Transition, error) {
 	if in.Description != nil {
 		k.Description = *in.Description
 	}
 	if in.Content != nil {
 		k.Content = *in.Content
 	}
+	var v apperr.Validator
 	validateSkillText(&v, k.Description, k.Content)
 	if err := v.Err(); err != nil {
-		return Skill{}, err
+		return Skill{}, nil, err
 	}
-	if k.Version != in.Version {
-		return Skill{}, transition.Stale(store.ErrLostRace, fmt.Sprintf("skill %q", name))
+	if k.Version != version {
+		return Skill{}, nil, transition.Stale(store.ErrLostRace, fmt.Sprintf("skill %q", k.Name))
 	}
-	now := s.now().Truncate(time.Millisecond)
-	k.Version, k.UpdatedAt, k.UpdatedBy = in.Version+1, now, actor.Sub
-	t := &transition.Transition{
+	k.Version, k.UpdatedAt, k.UpdatedBy = version+1, now, actor.Sub
+	return k, &transition.Transition{
 		Events: []event.Event{skillEvent(actor, p, k, "updated")},
 		Guarded: []store.Statement{store.Stmt(`UPDATE skills SET description = ?, content = ?, updated_at = ?, updated_by = ?, version = version + 1
-WHERE id = ? AND version = ? AND deleted = 0`, k.Description, k.Content, now.UnixMilli(), actor.Sub, k.ID, in.Version)},
+WHERE id = ? AND version = ? AND deleted = 0`, k.Description, k.Content, now.UnixMilli(), actor.Sub, k.ID, version)},
 		Statements: []store.Statement{insertSkillVersion(k, false, actor.Sub, now)},
-	}
-	if err := s.Applier.Apply(ctx, t); err != nil {
-		return Skill{}, transition.Stale(err, fmt.Sprintf("skill %q", name))
-	}
-	return k, nil
+	}, nil
 }
 
 // Delete deletes a skill: it writes a final version marked deleted
@@ -294,15 +302,20 @@ func (s *Service) Delete(ctx context.Context, actor event.Actor, p tenancy.Proje
 		if err != nil {
 			return nil, err
 		}
-		now := s.now()
-		read := k.Version
-		k.Version++
-		return &transition.Transition{
-			Events: []event.Event{skillEvent(actor, p, k, "deleted")},
-			Guarded: []store.Statement{store.Stmt(`UPDATE skills SET deleted = 1, updated_at = ?, updated_by = ?, version = version + 1
-WHERE id = ? AND version = ? AND deleted = 0`, now.UnixMilli(), actor.Sub, k.ID, read)},
-			Statements: []store.Statement{insertSkillVersion(k, true, actor.Sub, now)},
-		}, nil
+		return remove(actor, p, k, s.now()), nil
 	})
 	return err
+}
+
+// remove decides deleting skill k of p (as read): a final version marked
+// deleted.
+func remove(actor event.Actor, p tenancy.Project, k Skill, now time.Time) *transition.Transition {
+	read := k.Version
+	k.Version++
+	return &transition.Transition{
+		Events: []event.Event{skillEvent(actor, p, k, "deleted")},
+		Guarded: []store.Statement{store.Stmt(`UPDATE skills SET deleted = 1, updated_at = ?, updated_by = ?, version = version + 1
+WHERE id = ? AND version = ? AND deleted = 0`, now.UnixMilli(), actor.Sub, k.ID, read)},
+		Statements: []store.Statement{insertSkillVersion(k, true, actor.Sub, now)},
+	}
 }

@@ -29,11 +29,11 @@ func skillSetup(t *testing.T, s store.Store) (*skill.Service, tenancy.Project, *
 	a := &transition.Applier{Store: s, Clock: c}
 	ten := tenancy.New(s, a, c)
 	svc := skill.New(s, a, c)
-	o, err := ten.CreateOrganization(ctx, alice, tenancy.OrganizationCreate{Slug: "acme", Name: "Acme"})
+	o, err := ten.CreateOrganization(ctx, alice, tenancy.OrganizationInput{Slug: "acme", Name: "Acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := ten.CreateProject(ctx, alice, o.ID, tenancy.ProjectCreate{Key: "ACME", Name: "Acme"})
+	p, err := ten.CreateProject(ctx, alice, o.ID, tenancy.ProjectInput{Key: "ACME", Name: "Acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,26 +53,26 @@ func TestSkillVersions(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		svc, p, c := skillSetup(t, s)
-		k, err := svc.Create(ctx, alice, p, skill.SkillCreate{Name: "go-style", Description: "Go style", Content: "gofmt everything"})
+		k, err := svc.Create(ctx, alice, p, skill.Input{Name: "go-style", Description: "Go style", Content: "gofmt everything"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if k.Version != 1 || k.ProjectID != p.ID || k.UpdatedBy != "alice" {
 			t.Fatalf("created %+v", k)
 		}
-		if _, err := svc.Create(ctx, alice, p, skill.SkillCreate{Name: "go-style", Content: "again"}); errCode(err) != apperr.Conflict {
+		if _, err := svc.Create(ctx, alice, p, skill.Input{Name: "go-style", Content: "again"}); errCode(err) != apperr.Conflict {
 			t.Fatalf("duplicate: %v", err)
 		}
 		c.Advance(time.Minute)
 		bob := event.Actor{Kind: event.ActorHuman, Sub: "bob"}
-		k2, err := svc.Update(ctx, bob, p, "go-style", skill.SkillUpdate{Version: 1, Content: ptr("gofmt and go vet")})
+		k2, err := svc.Update(ctx, bob, p, "go-style", 1, skill.Patch{Content: ptr("gofmt and go vet")})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if k2.Version != 2 || k2.Description != "Go style" || k2.Content != "gofmt and go vet" || k2.UpdatedBy != "bob" || !k2.CreatedAt.Equal(k.CreatedAt) {
 			t.Fatalf("updated %+v", k2)
 		}
-		if _, err := svc.Update(ctx, bob, p, "go-style", skill.SkillUpdate{Version: 1, Content: ptr("stale")}); errCode(err) != apperr.Conflict {
+		if _, err := svc.Update(ctx, bob, p, "go-style", 1, skill.Patch{Content: ptr("stale")}); errCode(err) != apperr.Conflict {
 			t.Fatalf("stale update: %v", err)
 		}
 		got, err := svc.Find(ctx, p.ID, "go-style")
@@ -111,7 +111,7 @@ func TestSkillVersions(t *testing.T) {
 		if err := rows.Scan(2, &last, &deleted); err != nil || last != 3 || !deleted {
 			t.Fatalf("final version %d deleted=%v (%v)", last, deleted, err)
 		}
-		again, err := svc.Create(ctx, alice, p, skill.SkillCreate{Name: "go-style", Content: "new"})
+		again, err := svc.Create(ctx, alice, p, skill.Input{Name: "go-style", Content: "new"})
 		if err != nil || again.ID == k.ID || again.Version != 1 {
 			t.Fatalf("reused name: %+v, %v", again, err)
 		}
@@ -144,16 +144,16 @@ func TestSkillValidation(t *testing.T) {
 		ctx := context.Background()
 		svc, p, _ := skillSetup(t, s)
 		for _, c := range []struct {
-			in    skill.SkillCreate
+			in    skill.Input
 			field string
 		}{
-			{skill.SkillCreate{Name: "Go", Content: "x"}, "name"},
-			{skill.SkillCreate{Name: "-go", Content: "x"}, "name"},
-			{skill.SkillCreate{Name: "", Content: "x"}, "name"},
-			{skill.SkillCreate{Name: strings.Repeat("a", 65), Content: "x"}, "name"},
-			{skill.SkillCreate{Name: "go", Content: ""}, "content"},
-			{skill.SkillCreate{Name: "go", Content: strings.Repeat("x", skill.MaxSkillContent+1)}, "content"},
-			{skill.SkillCreate{Name: "go", Description: strings.Repeat("d", skill.MaxSkillDescription+1), Content: "x"}, "description"},
+			{skill.Input{Name: "Go", Content: "x"}, "name"},
+			{skill.Input{Name: "-go", Content: "x"}, "name"},
+			{skill.Input{Name: "", Content: "x"}, "name"},
+			{skill.Input{Name: strings.Repeat("a", 65), Content: "x"}, "name"},
+			{skill.Input{Name: "go", Content: ""}, "content"},
+			{skill.Input{Name: "go", Content: strings.Repeat("x", skill.MaxSkillContent+1)}, "content"},
+			{skill.Input{Name: "go", Description: strings.Repeat("d", skill.MaxSkillDescription+1), Content: "x"}, "description"},
 		} {
 			_, err := svc.Create(ctx, alice, p, c.in)
 			var ae *apperr.Error
@@ -161,29 +161,30 @@ func TestSkillValidation(t *testing.T) {
 				t.Errorf("create %.40q/%.20q: %v, want a problem with %s", c.in.Name, c.in.Content, err, c.field)
 			}
 		}
-		if _, err := svc.Create(ctx, alice, p, skill.SkillCreate{Name: strings.Repeat("a", 64), Description: strings.Repeat("d", skill.MaxSkillDescription),
+		if _, err := svc.Create(ctx, alice, p, skill.Input{Name: strings.Repeat("a", 64), Description: strings.Repeat("d", skill.MaxSkillDescription),
 			Content: strings.Repeat("x", skill.MaxSkillContent)}); err != nil {
 			t.Fatalf("at the limits: %v", err)
 		}
-		if _, err := svc.Create(ctx, alice, p, skill.SkillCreate{Name: "go_1-x", Content: "x"}); err != nil {
+		if _, err := svc.Create(ctx, alice, p, skill.Input{Name: "go_1-x", Content: "x"}); err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range []struct {
-			in    skill.SkillUpdate
-			field string
+			version int64
+			in      skill.Patch
+			field   string
 		}{
-			{skill.SkillUpdate{Content: ptr("y")}, "version"},
-			{skill.SkillUpdate{Version: 1}, "content"},
-			{skill.SkillUpdate{Version: 1, Content: ptr("")}, "content"},
-			{skill.SkillUpdate{Version: 1, Description: ptr(strings.Repeat("d", 1025))}, "description"},
+			{0, skill.Patch{Content: ptr("y")}, "version"},
+			{1, skill.Patch{}, "content"},
+			{1, skill.Patch{Content: ptr("")}, "content"},
+			{1, skill.Patch{Description: ptr(strings.Repeat("d", 1025))}, "description"},
 		} {
-			_, err := svc.Update(ctx, alice, p, "go_1-x", c.in)
+			_, err := svc.Update(ctx, alice, p, "go_1-x", c.version, c.in)
 			var ae *apperr.Error
 			if !errors.As(err, &ae) || ae.Code != apperr.Invalid || len(ae.FieldErrors()) == 0 || ae.FieldErrors()[0].Field != c.field {
-				t.Errorf("update %+v: %v, want a problem with %s", c.in, err, c.field)
+				t.Errorf("update v%d %+v: %v, want a problem with %s", c.version, c.in, err, c.field)
 			}
 		}
-		if _, err := svc.Update(ctx, alice, p, "missing", skill.SkillUpdate{Version: 1, Content: ptr("y")}); errCode(err) != apperr.NotFound {
+		if _, err := svc.Update(ctx, alice, p, "missing", 1, skill.Patch{Content: ptr("y")}); errCode(err) != apperr.NotFound {
 			t.Errorf("update missing: %v", err)
 		}
 	})
@@ -194,7 +195,7 @@ func TestSkillsForRun(t *testing.T) {
 		ctx := context.Background()
 		svc, p, _ := skillSetup(t, s)
 		for _, n := range []string{"review", "go", "docs", "gone"} {
-			if _, err := svc.Create(ctx, alice, p, skill.SkillCreate{Name: n, Content: n + " content"}); err != nil {
+			if _, err := svc.Create(ctx, alice, p, skill.Input{Name: n, Content: n + " content"}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -233,7 +234,7 @@ func TestConcurrentSkillUpdate(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		ctx := context.Background()
 		svc, p, _ := skillSetup(t, s)
-		if _, err := svc.Create(ctx, alice, p, skill.SkillCreate{Name: "go", Content: "v1"}); err != nil {
+		if _, err := svc.Create(ctx, alice, p, skill.Input{Name: "go", Content: "v1"}); err != nil {
 			t.Fatal(err)
 		}
 		const n = 8
@@ -241,7 +242,7 @@ func TestConcurrentSkillUpdate(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Go(func() {
-				_, err := svc.Update(ctx, alice, p, "go", skill.SkillUpdate{Version: 1, Content: ptr("v2 by " + itoa(int64(i)))})
+				_, err := svc.Update(ctx, alice, p, "go", 1, skill.Patch{Content: ptr("v2 by " + itoa(int64(i)))})
 				codes[i] = errCode(err)
 			})
 		}

@@ -26,11 +26,6 @@ type Member struct {
 	Version        int64     `json:"version"`
 }
 
-// MemberSet is the body of PUT …/members/{subject}.
-type MemberSet struct {
-	Role string `json:"role"`
-}
-
 // ListMembers lists the organization's members, or a project's overrides.
 func (s *Service) ListMembers(ctx context.Context, orgID, projectID string) ([]Member, error) {
 	rows, err := s.Store.Query(ctx, `SELECT organization_id, project_id, subject, role, created_at, updated_at, version
@@ -60,12 +55,12 @@ func validSubject(subject string) error {
 // SetMember gives subject a role in the organization (projectID "") or a
 // project override. Idempotent: setting the same role again changes
 // nothing and records no event.
-func (s *Service) SetMember(ctx context.Context, actor event.Actor, orgID, projectID, subject string, in MemberSet) (Member, error) {
+func (s *Service) SetMember(ctx context.Context, actor event.Actor, orgID, projectID, subject, role string) (Member, error) {
 	if err := validSubject(subject); err != nil {
 		return Member{}, err
 	}
-	if !access.ValidRole(in.Role) {
-		return Member{}, apperr.Fields([]apperr.FieldError{{Field: "role", Message: fmt.Sprintf("%q is not viewer, member or admin", in.Role)}})
+	if !access.ValidRole(role) {
+		return Member{}, apperr.Fields([]apperr.FieldError{{Field: "role", Message: fmt.Sprintf("%q is not viewer, member or admin", role)}})
 	}
 	var out Member
 	_, err := s.Applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
@@ -73,28 +68,9 @@ func (s *Service) SetMember(ctx context.Context, actor event.Actor, orgID, proje
 		if err != nil {
 			return nil, err
 		}
-		cur, found := st.cur, st.found
-		now := s.now()
-		if found && cur.Role == in.Role {
-			out = cur
-			return nil, nil
-		}
-		if err := st.keepsAnAdmin(in.Role); err != nil {
-			return nil, err
-		}
-		out = Member{OrganizationID: orgID, ProjectID: projectID, Subject: subject, Role: in.Role, CreatedAt: now, UpdatedAt: now, Version: 1}
-		payload := MemberRoleSet{Subject: subject, Role: in.Role, PreviousRole: cur.Role, ProjectID: projectID}
-		t := &transition.Transition{Events: []event.Event{event.New(actor, orgID, projectID, "member", subject, "role_set", payload)}}
-		if found {
-			out.CreatedAt, out.Version = cur.CreatedAt, cur.Version+1
-			t.Guarded = []store.Statement{store.Stmt(`UPDATE memberships SET role = ?, updated_at = ?, version = version + 1
-WHERE organization_id = ? AND project_id = ? AND subject = ? AND version = ?`, in.Role, now.UnixMilli(), orgID, projectID, subject, cur.Version)}
-		} else {
-			t.Guarded = []store.Statement{store.Stmt(`INSERT INTO memberships (organization_id, project_id, subject, role, created_at, updated_at, version)
-VALUES (?, ?, ?, ?, ?, ?, 1) ON CONFLICT DO NOTHING`, orgID, projectID, subject, in.Role, now.UnixMilli(), now.UnixMilli())}
-		}
-		t.Guarded = append(t.Guarded, st.bump)
-		return t, nil
+		m, t, err := st.set(actor, role, s.now())
+		out = m
+		return t, err
 	})
 	return out, err
 }
@@ -106,19 +82,7 @@ func (s *Service) RemoveMember(ctx context.Context, actor event.Actor, orgID, pr
 		if err != nil {
 			return nil, err
 		}
-		if !st.found {
-			return nil, apperr.New(apperr.NotFound, "%q is not a member here", subject)
-		}
-		if err := st.keepsAnAdmin(""); err != nil {
-			return nil, err
-		}
-		cur := st.cur
-		payload := MemberRemoved{Subject: subject, PreviousRole: cur.Role, ProjectID: projectID}
-		return &transition.Transition{
-			Events: []event.Event{event.New(actor, orgID, projectID, "member", subject, "removed", payload)},
-			Guarded: []store.Statement{store.Stmt(`DELETE FROM memberships WHERE organization_id = ? AND project_id = ? AND subject = ? AND version = ?`,
-				orgID, projectID, subject, cur.Version), st.bump},
-		}, nil
+		return st.remove(actor)
 	})
 	return err
 }
@@ -163,6 +127,49 @@ FROM (SELECT 1) LEFT JOIN memberships m ON m.organization_id = ? AND m.project_i
 	}
 	st.bump = bumpMemberVersion(orgID, v)
 	return st, nil
+}
+
+// set decides giving the subject role: the member it makes and the
+// transition (nil when the subject has that role already).
+func (st membershipState) set(actor event.Actor, role string, now time.Time) (Member, *transition.Transition, error) {
+	cur := st.cur
+	if st.found && cur.Role == role {
+		return cur, nil, nil
+	}
+	if err := st.keepsAnAdmin(role); err != nil {
+		return Member{}, nil, err
+	}
+	orgID, projectID, subject := cur.OrganizationID, cur.ProjectID, cur.Subject
+	out := Member{OrganizationID: orgID, ProjectID: projectID, Subject: subject, Role: role, CreatedAt: now, UpdatedAt: now, Version: 1}
+	payload := MemberRoleSet{Subject: subject, Role: role, PreviousRole: cur.Role, ProjectID: projectID}
+	t := &transition.Transition{Events: []event.Event{event.New(actor, orgID, projectID, "member", subject, "role_set", payload)}}
+	if st.found {
+		out.CreatedAt, out.Version = cur.CreatedAt, cur.Version+1
+		t.Guarded = []store.Statement{store.Stmt(`UPDATE memberships SET role = ?, updated_at = ?, version = version + 1
+WHERE organization_id = ? AND project_id = ? AND subject = ? AND version = ?`, role, now.UnixMilli(), orgID, projectID, subject, cur.Version)}
+	} else {
+		t.Guarded = []store.Statement{store.Stmt(`INSERT INTO memberships (organization_id, project_id, subject, role, created_at, updated_at, version)
+VALUES (?, ?, ?, ?, ?, ?, 1) ON CONFLICT DO NOTHING`, orgID, projectID, subject, role, now.UnixMilli(), now.UnixMilli())}
+	}
+	t.Guarded = append(t.Guarded, st.bump)
+	return out, t, nil
+}
+
+// remove decides removing the subject's role.
+func (st membershipState) remove(actor event.Actor) (*transition.Transition, error) {
+	cur := st.cur
+	if !st.found {
+		return nil, apperr.New(apperr.NotFound, "%q is not a member here", cur.Subject)
+	}
+	if err := st.keepsAnAdmin(""); err != nil {
+		return nil, err
+	}
+	payload := MemberRemoved{Subject: cur.Subject, PreviousRole: cur.Role, ProjectID: cur.ProjectID}
+	return &transition.Transition{
+		Events: []event.Event{event.New(actor, cur.OrganizationID, cur.ProjectID, "member", cur.Subject, "removed", payload)},
+		Guarded: []store.Statement{store.Stmt(`DELETE FROM memberships WHERE organization_id = ? AND project_id = ? AND subject = ? AND version = ?`,
+			cur.OrganizationID, cur.ProjectID, cur.Subject, cur.Version), st.bump},
+	}, nil
 }
 
 // keepsAnAdmin refuses a change that would leave the organization without

@@ -29,14 +29,14 @@ func TestLastAdminSurvivesConcurrentChanges(t *testing.T) {
 		const orgs = 40
 		type change func(orgID, subject string) error
 		demote := func(orgID, subject string) error {
-			_, err := svc.SetMember(ctx, actor, orgID, "", subject, MemberSet{Role: "member"})
+			_, err := svc.SetMember(ctx, actor, orgID, "", subject, "member")
 			return err
 		}
 		remove := func(orgID, subject string) error { return svc.RemoveMember(ctx, actor, orgID, "", subject) }
 		pairs := [][2]change{{demote, demote}, {remove, remove}, {demote, remove}, {remove, demote}}
 		ids := make([]string, orgs)
 		for i := range ids {
-			o, err := svc.CreateOrganization(ctx, actor, OrganizationCreate{Slug: fmt.Sprintf("org-%02d", i), Name: "Org"})
+			o, err := svc.CreateOrganization(ctx, actor, OrganizationInput{Slug: fmt.Sprintf("org-%02d", i), Name: "Org"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -46,7 +46,7 @@ func TestLastAdminSurvivesConcurrentChanges(t *testing.T) {
 				if sub == "vic" {
 					role = "viewer"
 				}
-				if _, err := svc.SetMember(ctx, actor, o.ID, "", sub, MemberSet{Role: role}); err != nil {
+				if _, err := svc.SetMember(ctx, actor, o.ID, "", sub, role); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -109,7 +109,7 @@ func TestEveryMembershipChangeBumpsTheVersion(t *testing.T) {
 		}
 		set := func(projectID, subject, role string) func() error {
 			return func() error {
-				_, err := w.svc.SetMember(ctx, alice, w.org.ID, projectID, subject, MemberSet{Role: role})
+				_, err := w.svc.SetMember(ctx, alice, w.org.ID, projectID, subject, role)
 				return err
 			}
 		}

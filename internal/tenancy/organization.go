@@ -26,15 +26,15 @@ type Organization struct {
 	Version   int64     `json:"version"`
 }
 
-// OrganizationCreate is the body of POST /orgs.
-type OrganizationCreate struct {
-	Slug string `json:"slug"`
-	Name string `json:"name"`
+// OrganizationInput is a new organization.
+type OrganizationInput struct {
+	Slug string
+	Name string
 }
 
 var slugRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{1,38}[a-z0-9]$`)
 
-func (c OrganizationCreate) validate() error {
+func (c OrganizationInput) validate() error {
 	var v apperr.Validator
 	v.Check(slugRE.MatchString(c.Slug), "slug", "%q must be 3–40 lower-case letters, digits or dashes, not starting or ending with a dash", c.Slug)
 	if _, err := uuid.Parse(c.Slug); err == nil {
@@ -59,7 +59,7 @@ func scanOrg(rows *store.Rows, i int) (Organization, error) {
 
 // CreateOrganization creates an organization. Its members are then set
 // with SetMember.
-func (s *Service) CreateOrganization(ctx context.Context, actor event.Actor, in OrganizationCreate) (Organization, error) {
+func (s *Service) CreateOrganization(ctx context.Context, actor event.Actor, in OrganizationInput) (Organization, error) {
 	if err := in.validate(); err != nil {
 		return Organization{}, err
 	}

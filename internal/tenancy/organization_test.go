@@ -22,13 +22,13 @@ func TestSlugShapedLikeAnID(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st store.Store) {
 		ctx := context.Background()
 		svc := New(st, &transition.Applier{Store: st, Clock: clock.Real{}}, clock.Real{})
-		acme, err := svc.CreateOrganization(ctx, alice, OrganizationCreate{Slug: "acme", Name: "Acme"})
+		acme, err := svc.CreateOrganization(ctx, alice, OrganizationInput{Slug: "acme", Name: "Acme"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		id := uuid.NewString()
 		for _, slug := range []string{acme.ID, id, strings.ReplaceAll(id, "-", "")} {
-			_, err := svc.CreateOrganization(ctx, alice, OrganizationCreate{Slug: slug, Name: "Shadow"})
+			_, err := svc.CreateOrganization(ctx, alice, OrganizationInput{Slug: slug, Name: "Shadow"})
 			var ae *apperr.Error
 			if !errors.As(err, &ae) || len(ae.FieldErrors()) != 1 || ae.FieldErrors()[0].Field != "slug" || !strings.Contains(ae.Message, "shape of an id") {
 				t.Fatalf("slug %s: %v, want 400 naming slug", slug, err)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/event"
-	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/transition"
 )
@@ -20,10 +19,9 @@ type Platform struct {
 	Version          int64     `json:"version"`
 }
 
-// PlatformUpdate is the body of PATCH /platform.
-type PlatformUpdate struct {
-	Version          int64 `json:"version"`
-	ConcurrencyLimit *int  `json:"concurrency_limit,omitempty"`
+// PlatformPatch changes the platform's settings.
+type PlatformPatch struct {
+	ConcurrencyLimit *int // required
 }
 
 // GetPlatform reads the platform row.
@@ -50,34 +48,41 @@ func (s *Service) SetPlatformPaused(ctx context.Context, actor event.Actor, paus
 		if err != nil {
 			return nil, err
 		}
-		out = p
-		if p.Paused == paused {
-			return nil, nil
+		var t *transition.Transition
+		out, t = p.pause(actor, paused, s.now())
+		if t != nil && s.Hooks.PlatformPaused != nil {
+			t.Jobs = s.Hooks.PlatformPaused(paused)
 		}
-		now := s.now()
-		change := "resumed"
-		if paused {
-			change = "paused"
-		}
-		out.Paused, out.UpdatedAt, out.Version = paused, now, p.Version+1
-		var jobs []job.Spec
-		if s.Hooks.PlatformPaused != nil {
-			jobs = s.Hooks.PlatformPaused(paused)
-		}
-		return &transition.Transition{
-			Jobs:   jobs,
-			Events: []event.Event{event.New(actor, "", "", "platform", "platform", change, PlatformSwitched{})},
-			Guarded: []store.Statement{store.Stmt(`UPDATE platform SET paused = ?, updated_at = ?, version = version + 1 WHERE id = 1 AND version = ?`,
-				paused, now.UnixMilli(), p.Version)},
-		}, nil
+		return t, nil
 	})
 	return out, err
 }
 
-// UpdatePlatform changes the global concurrency limit.
-func (s *Service) UpdatePlatform(ctx context.Context, actor event.Actor, in PlatformUpdate) (Platform, error) {
+// pause decides pulling (paused) or releasing the kill switch of the
+// platform as read: the platform it makes and the transition (nil when it
+// is so already).
+func (p Platform) pause(actor event.Actor, paused bool, now time.Time) (Platform, *transition.Transition) {
+	if p.Paused == paused {
+		return p, nil
+	}
+	change := "resumed"
+	if paused {
+		change = "paused"
+	}
+	next := p
+	next.Paused, next.UpdatedAt, next.Version = paused, now, p.Version+1
+	return next, &transition.Transition{
+		Events: []event.Event{event.New(actor, "", "", "platform", "platform", change, PlatformSwitched{})},
+		Guarded: []store.Statement{store.Stmt(`UPDATE platform SET paused = ?, updated_at = ?, version = version + 1 WHERE id = 1 AND version = ?`,
+			paused, now.UnixMilli(), p.Version)},
+	}
+}
+
+// UpdatePlatform changes the global concurrency limit of the platform at
+// the version the caller read.
+func (s *Service) UpdatePlatform(ctx context.Context, actor event.Actor, version int64, in PlatformPatch) (Platform, error) {
 	var v apperr.Validator
-	v.Check(in.Version >= 1, "version", "is required: the version you read")
+	v.Check(version >= 1, "version", "is required: the version you read")
 	v.Check(in.ConcurrencyLimit != nil, "concurrency_limit", "is required")
 	if in.ConcurrencyLimit != nil {
 		v.Check(*in.ConcurrencyLimit >= 0 && *in.ConcurrencyLimit <= 10000, "concurrency_limit", "%d is outside 0 … 10000 (0: no limit)", *in.ConcurrencyLimit)
@@ -94,11 +99,11 @@ func (s *Service) UpdatePlatform(ctx context.Context, actor event.Actor, in Plat
 	err = s.Applier.Apply(ctx, &transition.Transition{
 		Events: []event.Event{event.New(actor, "", "", "platform", "platform", "updated", payload)},
 		Guarded: []store.Statement{store.Stmt(`UPDATE platform SET concurrency_limit = ?, updated_at = ?, version = version + 1 WHERE id = 1 AND version = ?`,
-			*in.ConcurrencyLimit, now.UnixMilli(), in.Version)},
+			*in.ConcurrencyLimit, now.UnixMilli(), version)},
 	})
 	if err != nil {
 		return Platform{}, transition.Stale(err, "the platform")
 	}
-	p.ConcurrencyLimit, p.UpdatedAt, p.Version = *in.ConcurrencyLimit, now, in.Version+1
+	p.ConcurrencyLimit, p.UpdatedAt, p.Version = *in.ConcurrencyLimit, now, version+1
 	return p, nil
 }

@@ -59,28 +59,28 @@ type Project struct {
 	Version          int64       `json:"version"`
 }
 
-// ProjectCreate is the body of POST /orgs/{org}/projects.
-type ProjectCreate struct {
-	Key              string       `json:"key"`
-	Name             string       `json:"name"`
-	Repository       *Repository  `json:"repository,omitempty"`
-	MergePolicy      *MergePolicy `json:"merge_policy,omitempty"`
-	ConcurrencyLimit *int         `json:"concurrency_limit,omitempty"`
-	Budgets          *Budgets     `json:"budgets,omitempty"`
-	TicketTypes      []string     `json:"ticket_types,omitempty"`
+// ProjectInput is a new project's settings; what is nil takes its
+// default.
+type ProjectInput struct {
+	Key              string
+	Name             string
+	Repository       *Repository
+	MergePolicy      *MergePolicy
+	ConcurrencyLimit *int
+	Budgets          *Budgets
+	TicketTypes      []string
 }
 
-// ProjectUpdate is the body of PATCH /projects/{project}: absent fields
-// stay; version is the one read.
-type ProjectUpdate struct {
-	Version          int64                           `json:"version"`
-	Name             *string                         `json:"name,omitempty"`
-	Repository       strictjson.Nullable[Repository] `json:"repository,omitempty"`
-	MergePolicy      *MergePolicy                    `json:"merge_policy,omitempty"`
-	ConcurrencyLimit *int                            `json:"concurrency_limit,omitempty"`
-	Budgets          *Budgets                        `json:"budgets,omitempty"`
-	TicketTypes      []string                        `json:"ticket_types,omitempty"`
-	Paused           *bool                           `json:"paused,omitempty"`
+// ProjectPatch changes some of a project's settings: what is nil (or not
+// Set) stays.
+type ProjectPatch struct {
+	Name             *string
+	Repository       strictjson.Nullable[Repository] // null: no repository
+	MergePolicy      *MergePolicy
+	ConcurrencyLimit *int
+	Budgets          *Budgets
+	TicketTypes      []string
+	Paused           *bool
 }
 
 // DefaultTicketTypes are a new project's ticket types.
@@ -194,10 +194,10 @@ func projectValues(p *Project) []any {
 		toMicros(p.Budgets.PerTicketUSD), toMicros(p.Budgets.PerDayUSD), string(types), p.Paused}
 }
 
-// CreateProject creates a project in an organization.
-func (s *Service) CreateProject(ctx context.Context, actor event.Actor, orgID string, in ProjectCreate) (Project, error) {
-	now := s.now()
-	p := Project{ID: transition.NewID(), OrganizationID: orgID, Key: in.Key, Name: strings.TrimSpace(in.Name), Repository: in.Repository,
+// newProject decides a new project of an organization from its input:
+// defaults for what it leaves out, then every rule checked at once.
+func newProject(id, orgID string, in ProjectInput, now time.Time) (Project, error) {
+	p := Project{ID: id, OrganizationID: orgID, Key: in.Key, Name: strings.TrimSpace(in.Name), Repository: in.Repository,
 		MergePolicy: MergePolicy{Mode: "manual", RequiredChecks: []string{}}, TicketTypes: DefaultTicketTypes,
 		CreatedAt: now, UpdatedAt: now, Version: 1}
 	if in.MergePolicy != nil {
@@ -223,7 +223,14 @@ func (s *Service) CreateProject(ctx context.Context, actor event.Actor, orgID st
 		v.Add("key", "%q must be an upper-case letter then 1–9 upper-case letters or digits (like ACME)", in.Key)
 	}
 	validateProject(&v, &p)
-	if err := v.Err(); err != nil {
+	return p, v.Err()
+}
+
+// CreateProject creates a project in an organization.
+func (s *Service) CreateProject(ctx context.Context, actor event.Actor, orgID string, in ProjectInput) (Project, error) {
+	now := s.now()
+	p, err := newProject(transition.NewID(), orgID, in, now)
+	if err != nil {
 		return Project{}, err
 	}
 	t := &transition.Transition{
@@ -266,11 +273,12 @@ func (s *Service) ListProjects(ctx context.Context, orgID string) ([]Project, er
 	return out, nil
 }
 
-// UpdateProject applies a patch to the version the caller read; a stale
-// version is a conflict.
-func (s *Service) UpdateProject(ctx context.Context, actor event.Actor, p Project, in ProjectUpdate) (Project, error) {
+// patchProject decides a patch of the project as read, over the version
+// the caller read: the project it makes and what changed. A patch that
+// names nothing, or makes a project that breaks a rule, is invalid.
+func patchProject(p Project, version int64, in ProjectPatch) (Project, ProjectChanges, error) {
 	var v apperr.Validator
-	v.Check(in.Version >= 1, "version", "is required: the version you read")
+	v.Check(version >= 1, "version", "is required: the version you read")
 	var changes ProjectChanges
 	if in.Name != nil {
 		p.Name = strings.TrimSpace(*in.Name)
@@ -308,10 +316,20 @@ func (s *Service) UpdateProject(ctx context.Context, actor event.Actor, p Projec
 	}
 	validateProject(&v, &p)
 	if err := v.Err(); err != nil {
-		return Project{}, err
+		return Project{}, changes, err
 	}
 	if changes.empty() {
-		return Project{}, apperr.New(apperr.Invalid, "nothing to change: name a field to update")
+		return Project{}, changes, apperr.New(apperr.Invalid, "nothing to change: name a field to update")
+	}
+	return p, changes, nil
+}
+
+// UpdateProject applies a patch to the project as read, at the version
+// the caller read; a stale version is a conflict.
+func (s *Service) UpdateProject(ctx context.Context, actor event.Actor, p Project, version int64, in ProjectPatch) (Project, error) {
+	p, changes, err := patchProject(p, version, in)
+	if err != nil {
+		return Project{}, err
 	}
 	now := s.now()
 	payload := ProjectUpdated{Changes: changes}
@@ -320,7 +338,7 @@ func (s *Service) UpdateProject(ctx context.Context, actor event.Actor, p Projec
 		Guarded: []store.Statement{store.Stmt(`UPDATE projects SET name = ?, repo_forge = ?, repo_url = ?, repo_default_branch = ?,
 repo_credentials_ref = ?, merge_policy = ?, required_approvals = ?, required_checks = ?, concurrency_limit = ?, budget_ticket_micros = ?,
 budget_day_micros = ?, ticket_types = ?, paused = ?, updated_at = ?, version = version + 1 WHERE id = ? AND version = ?`,
-			append(projectValues(&p), now.UnixMilli(), p.ID, in.Version)...)},
+			append(projectValues(&p), now.UnixMilli(), p.ID, version)...)},
 	}
 	if s.Hooks.ProjectChanged != nil {
 		t.Jobs = append(t.Jobs, s.Hooks.ProjectChanged(p, changes)...)
@@ -328,7 +346,7 @@ budget_day_micros = ?, ticket_types = ?, paused = ?, updated_at = ?, version = v
 	if err := s.Applier.Apply(ctx, t); err != nil {
 		return Project{}, transition.Stale(err, "the project")
 	}
-	p.Version = in.Version + 1
+	p.Version = version + 1
 	p.UpdatedAt = now
 	return p, nil
 }

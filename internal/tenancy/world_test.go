@@ -24,11 +24,11 @@ func newWorld(t *testing.T, st store.Store) *world {
 	ctx := context.Background()
 	c := clock.Real{}
 	svc := New(st, &transition.Applier{Store: st, Clock: c, Attempts: 200}, c)
-	o, err := svc.CreateOrganization(ctx, alice, OrganizationCreate{Slug: "acme", Name: "Acme"})
+	o, err := svc.CreateOrganization(ctx, alice, OrganizationInput{Slug: "acme", Name: "Acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := svc.CreateProject(ctx, alice, o.ID, ProjectCreate{Key: "ACME", Name: "Acme"})
+	p, err := svc.CreateProject(ctx, alice, o.ID, ProjectInput{Key: "ACME", Name: "Acme"})
 	if err != nil {
 		t.Fatal(err)
 	}

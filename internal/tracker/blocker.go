@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/event"
@@ -18,18 +19,15 @@ import (
 // same attempt, so two concurrent additions cannot close a cycle together:
 // the second one loses its race and decides again on the new graph.
 
-// graphVersion reads an organization's blocker graph version and returns
-// the guarded statement that bumps it.
-func (s *Service) graphVersion(ctx context.Context, orgID string) (store.Statement, error) {
+// graphVersion reads an organization's blocker graph version (0: none
+// recorded yet).
+func (s *Service) graphVersion(ctx context.Context, orgID string) (int64, error) {
 	rows, err := s.Store.Query(ctx, `SELECT COALESCE((SELECT version FROM graph_versions WHERE organization_id = ?), 0)`, orgID)
 	if err != nil {
-		return store.Statement{}, fmt.Errorf("read graph version: %w", err)
+		return 0, fmt.Errorf("read graph version: %w", err)
 	}
 	var v int64
-	if err := rows.Scan(0, &v); err != nil {
-		return store.Statement{}, err
-	}
-	return bumpGraphVersion(orgID, v), nil
+	return v, rows.Scan(0, &v)
 }
 
 // bumpGraphVersion returns the guarded statement that moves an
@@ -113,6 +111,66 @@ func (s *Service) itemKeys(ctx context.Context, ids []string) (map[string]string
 	return out, nil
 }
 
+// blockerReads is what a change of "item is blocked by blocker" decides
+// on, read in this order: the graph version before the graph, so that the
+// change's bump of it makes a change decided on an older graph lose its
+// race.
+type blockerReads struct {
+	it, bl       Item
+	blockerRef   string // how the caller named bl
+	graphVersion int64
+	exists       bool     // it is blocked by bl already
+	cycle        []string // keys of a chain bl → … → it, each blocked by the next (adding only)
+}
+
+// readBlocker reads what a change of "itemRef is blocked by blockerRef"
+// needs; adding also reads whether it would close a cycle.
+func (s *Service) readBlocker(ctx context.Context, itemRef, blockerRef string, adding bool) (blockerReads, error) {
+	rd := blockerReads{blockerRef: blockerRef}
+	var err error
+	if rd.it, err = s.FindItem(ctx, itemRef); err != nil {
+		return rd, err
+	}
+	if rd.bl, err = s.FindItem(ctx, blockerRef); err != nil {
+		return rd, err
+	}
+	if adding && checkBlocker(rd.it, rd.bl, blockerRef) != nil {
+		return rd, nil // refused whatever the graph holds
+	}
+	if rd.graphVersion, err = s.graphVersion(ctx, rd.it.OrganizationID); err != nil {
+		return rd, err
+	}
+	if rd.exists, err = s.hasBlocker(ctx, rd.it.ID, rd.bl.ID); err != nil || rd.exists || !adding {
+		return rd, err
+	}
+	// Adding "it is blocked by bl" closes a cycle when bl is already
+	// (transitively) blocked by it.
+	path, err := s.blockerPath(ctx, rd.bl.ID, rd.it.ID)
+	if err != nil || path == nil {
+		return rd, err
+	}
+	names, err := s.itemKeys(ctx, path)
+	if err != nil {
+		return rd, err
+	}
+	for _, id := range path {
+		rd.cycle = append(rd.cycle, names[id])
+	}
+	return rd, nil
+}
+
+// checkBlocker refuses a blocker from another organization (as not found)
+// and an item blocking itself.
+func checkBlocker(it, bl Item, blockerRef string) error {
+	if bl.OrganizationID != it.OrganizationID {
+		return apperr.New(apperr.NotFound, "item %q not found", blockerRef)
+	}
+	if bl.ID == it.ID {
+		return apperr.New(apperr.Unprocessable, "%s cannot block itself", it.Key)
+	}
+	return nil
+}
+
 // AddBlocker records that item is blocked by blocker (both in the same
 // organization). It reports false, writing nothing, when that was already
 // so. A self-block or an addition that would close a cycle is refused as
@@ -120,46 +178,13 @@ func (s *Service) itemKeys(ctx context.Context, ids []string) (map[string]string
 func (s *Service) AddBlocker(ctx context.Context, actor event.Actor, itemID, blockerID string) (bool, error) {
 	added := false
 	_, err := s.Applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
-		added = false
-		it, err := s.FindItem(ctx, itemID)
+		rd, err := s.readBlocker(ctx, itemID, blockerID, true)
 		if err != nil {
 			return nil, err
 		}
-		bl, err := s.FindItem(ctx, blockerID)
-		if err != nil {
-			return nil, err
-		}
-		if bl.OrganizationID != it.OrganizationID {
-			return nil, apperr.New(apperr.NotFound, "item %q not found", blockerID)
-		}
-		if bl.ID == it.ID {
-			return nil, apperr.New(apperr.Unprocessable, "%s cannot block itself", it.Key)
-		}
-		bump, err := s.graphVersion(ctx, it.OrganizationID) // before reading the graph
-		if err != nil {
-			return nil, err
-		}
-		exists, err := s.hasBlocker(ctx, it.ID, bl.ID)
-		if err != nil || exists {
-			return nil, err
-		}
-		// Adding "it is blocked by bl" closes a cycle when bl is already
-		// (transitively) blocked by it.
-		path, err := s.blockerPath(ctx, bl.ID, it.ID)
-		if err != nil {
-			return nil, err
-		}
-		if path != nil {
-			return nil, s.cycleError(ctx, it, bl, path)
-		}
-		now := s.now()
-		payload := BlockerChanged{Blocker: bl.Key, BlockerID: bl.ID}
-		added = true
-		return &transition.Transition{
-			Events:     []event.Event{event.New(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "blocker_added", payload)},
-			Guarded:    []store.Statement{bump},
-			Statements: []store.Statement{store.Stmt(`INSERT INTO blockers (item_id, blocker_id, created_at) VALUES (?, ?, ?)`, it.ID, bl.ID, now.UnixMilli())},
-		}, nil
+		t, err := rd.add(actor, s.now())
+		added = t != nil
+		return t, err
 	})
 	if err != nil {
 		return false, err
@@ -167,48 +192,50 @@ func (s *Service) AddBlocker(ctx context.Context, actor event.Actor, itemID, blo
 	return added, nil
 }
 
-func (s *Service) cycleError(ctx context.Context, it, bl Item, path []string) error {
-	names, err := s.itemKeys(ctx, path)
-	if err != nil {
-		return err
+// add decides adding the blocker: nil when it is there already.
+func (rd blockerReads) add(actor event.Actor, now time.Time) (*transition.Transition, error) {
+	it, bl := rd.it, rd.bl
+	if err := checkBlocker(it, bl, rd.blockerRef); err != nil {
+		return nil, err
 	}
-	chain := []string{it.Key}
-	for _, id := range path {
-		chain = append(chain, names[id])
+	if rd.exists {
+		return nil, nil
 	}
-	return apperr.New(apperr.Unprocessable, "%s cannot be blocked by %s: that would close the cycle %s (each blocked by the next)",
-		it.Key, bl.Key, strings.Join(chain, " → "))
+	if rd.cycle != nil {
+		return nil, apperr.New(apperr.Unprocessable, "%s cannot be blocked by %s: that would close the cycle %s (each blocked by the next)",
+			it.Key, bl.Key, strings.Join(append([]string{it.Key}, rd.cycle...), " → "))
+	}
+	payload := BlockerChanged{Blocker: bl.Key, BlockerID: bl.ID}
+	return &transition.Transition{
+		Events:     []event.Event{event.New(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "blocker_added", payload)},
+		Guarded:    []store.Statement{bumpGraphVersion(it.OrganizationID, rd.graphVersion)},
+		Statements: []store.Statement{store.Stmt(`INSERT INTO blockers (item_id, blocker_id, created_at) VALUES (?, ?, ?)`, it.ID, bl.ID, now.UnixMilli())},
+	}, nil
 }
 
 // RemoveBlocker removes "item is blocked by blocker"; NotFound when it was
 // not so.
 func (s *Service) RemoveBlocker(ctx context.Context, actor event.Actor, itemID, blockerID string) error {
 	_, err := s.Applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
-		it, err := s.FindItem(ctx, itemID)
+		rd, err := s.readBlocker(ctx, itemID, blockerID, false)
 		if err != nil {
 			return nil, err
 		}
-		bl, err := s.FindItem(ctx, blockerID)
-		if err != nil {
-			return nil, err
-		}
-		bump, err := s.graphVersion(ctx, it.OrganizationID)
-		if err != nil {
-			return nil, err
-		}
-		exists, err := s.hasBlocker(ctx, it.ID, bl.ID)
-		if err != nil {
-			return nil, err
-		}
-		if !exists {
-			return nil, apperr.New(apperr.NotFound, "%s is not blocked by %s", it.Key, bl.Key)
-		}
-		payload := BlockerChanged{Blocker: bl.Key, BlockerID: bl.ID}
-		return &transition.Transition{
-			Events: []event.Event{event.New(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "blocker_removed", payload)},
-			Guarded: []store.Statement{bump,
-				store.Stmt(`DELETE FROM blockers WHERE item_id = ? AND blocker_id = ?`, it.ID, bl.ID)},
-		}, nil
+		return rd.remove(actor)
 	})
 	return err
+}
+
+// remove decides removing the blocker.
+func (rd blockerReads) remove(actor event.Actor) (*transition.Transition, error) {
+	it, bl := rd.it, rd.bl
+	if !rd.exists {
+		return nil, apperr.New(apperr.NotFound, "%s is not blocked by %s", it.Key, bl.Key)
+	}
+	payload := BlockerChanged{Blocker: bl.Key, BlockerID: bl.ID}
+	return &transition.Transition{
+		Events: []event.Event{event.New(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "blocker_removed", payload)},
+		Guarded: []store.Statement{bumpGraphVersion(it.OrganizationID, rd.graphVersion),
+			store.Stmt(`DELETE FROM blockers WHERE item_id = ? AND blocker_id = ?`, it.ID, bl.ID)},
+	}, nil
 }

@@ -57,26 +57,26 @@ func TestBlockers(t *testing.T) {
 		w.expect("remove again", apperr.NotFound, "", func() error { return w.svc.RemoveBlocker(ctx, itemAlice, b.ID, c.ID) })
 		w.expect("C blocked by A now", "", "epic.blocker_added", add(c, a))
 		// Another organization's items are not found.
-		o2, err := w.ten.CreateOrganization(ctx, itemAlice, tenancy.OrganizationCreate{Slug: "globex", Name: "Globex"})
+		o2, err := w.ten.CreateOrganization(ctx, itemAlice, tenancy.OrganizationInput{Slug: "globex", Name: "Globex"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		p2, err := w.ten.CreateProject(ctx, itemAlice, o2.ID, tenancy.ProjectCreate{Key: "GLX", Name: "Globex"})
+		p2, err := w.ten.CreateProject(ctx, itemAlice, o2.ID, tenancy.ProjectInput{Key: "GLX", Name: "Globex"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := w.svc.CreateItem(ctx, itemAlice, p2, ItemCreate{Type: "task", Title: "G"})
+		g, err := w.svc.CreateItem(ctx, itemAlice, p2, ItemInput{Type: "task", Title: "G"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		w.expect("cross-organization", apperr.NotFound, "", add(a, g))
 		w.expect("unknown", apperr.NotFound, "", func() error { _, err := w.svc.AddBlocker(ctx, itemAlice, a.ID, "ACME-99"); return err })
 		// Blockers across projects of one organization are fine.
-		p3, err := w.ten.CreateProject(ctx, itemAlice, w.org.ID, tenancy.ProjectCreate{Key: "OPS", Name: "Ops"})
+		p3, err := w.ten.CreateProject(ctx, itemAlice, w.org.ID, tenancy.ProjectInput{Key: "OPS", Name: "Ops"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		o, err := w.svc.CreateItem(ctx, itemAlice, p3, ItemCreate{Type: "task", Title: "O"})
+		o, err := w.svc.CreateItem(ctx, itemAlice, p3, ItemInput{Type: "task", Title: "O"})
 		if err != nil {
 			t.Fatal(err)
 		}

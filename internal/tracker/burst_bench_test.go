@@ -43,7 +43,7 @@ func BenchmarkCreationBurst(b *testing.B) {
 			ten := tenancy.New(st, a, c)
 			svc := New(st, a, c, ten)
 			ctx := context.Background()
-			o, err := ten.CreateOrganization(ctx, itemAlice, tenancy.OrganizationCreate{Slug: "acme", Name: "Acme"})
+			o, err := ten.CreateOrganization(ctx, itemAlice, tenancy.OrganizationInput{Slug: "acme", Name: "Acme"})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -53,7 +53,7 @@ func BenchmarkCreationBurst(b *testing.B) {
 					lost := st.n.Load()
 					for b.Loop() {
 						projects++
-						p, err := ten.CreateProject(ctx, itemAlice, o.ID, tenancy.ProjectCreate{Key: fmt.Sprintf("B%d", projects), Name: "Burst"})
+						p, err := ten.CreateProject(ctx, itemAlice, o.ID, tenancy.ProjectInput{Key: fmt.Sprintf("B%d", projects), Name: "Burst"})
 						if err != nil {
 							b.Fatal(err)
 						}
@@ -63,7 +63,7 @@ func BenchmarkCreationBurst(b *testing.B) {
 							wg.Add(1)
 							go func() {
 								defer wg.Done()
-								if _, err := svc.CreateItem(ctx, itemAlice, p, ItemCreate{Type: "task", Title: fmt.Sprintf("burst %d", i)}); err != nil {
+								if _, err := svc.CreateItem(ctx, itemAlice, p, ItemInput{Type: "task", Title: fmt.Sprintf("burst %d", i)}); err != nil {
 									failed.Add(1)
 								}
 							}()

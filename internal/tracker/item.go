@@ -3,6 +3,7 @@ package tracker
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -78,26 +79,25 @@ func entityType(itemType string) string {
 	return "ticket"
 }
 
-// ItemCreate is the body of POST /projects/{project}/items.
-type ItemCreate struct {
-	Type               string `json:"type"`
-	Title              string `json:"title"`
-	Description        string `json:"description,omitempty"`
-	AcceptanceCriteria string `json:"acceptance_criteria,omitempty"`
-	Epic               string `json:"epic,omitempty"`  // an epic's key or id in the same project
-	State              string `json:"state,omitempty"` // backlog (default) or ready
+// ItemInput is a new ticket or epic.
+type ItemInput struct {
+	Type               string
+	Title              string
+	Description        string
+	AcceptanceCriteria string
+	Epic               string // an epic's key or id in the same project; "" for none
+	State              string // backlog ("": the default) or ready
 }
 
-// ItemUpdate is the body of PATCH /items/{item}: absent fields stay;
-// version is the one read. Epic "" removes the item from its epic.
-type ItemUpdate struct {
-	Version            int64   `json:"version"`
-	Title              *string `json:"title,omitempty"`
-	Description        *string `json:"description,omitempty"`
-	AcceptanceCriteria *string `json:"acceptance_criteria,omitempty"`
-	Type               *string `json:"type,omitempty"`
-	Epic               *string `json:"epic,omitempty"`
-	State              *string `json:"state,omitempty"`
+// ItemPatch changes some of an item's fields: what is nil stays. Epic ""
+// takes the item out of its epic.
+type ItemPatch struct {
+	Title              *string
+	Description        *string
+	AcceptanceCriteria *string
+	Type               *string
+	Epic               *string
+	State              *string
 }
 
 // ItemFilter selects a page of a project's items, by number.
@@ -142,15 +142,6 @@ var flowMoves = map[string][]string{
 	StateWaitingForAnswer: {StateInProgress, StatePaused, StateCancelled},
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // UserTransitionAllowed reports whether a user may move an item of the
 // given type from one state to another.
 func UserTransitionAllowed(itemType, from, to string) bool {
@@ -158,16 +149,16 @@ func UserTransitionAllowed(itemType, from, to string) bool {
 		return false
 	}
 	if itemType == TypeEpic {
-		return contains(epicStates, from) && contains(epicStates, to)
+		return slices.Contains(epicStates, from) && slices.Contains(epicStates, to)
 	}
-	return contains(userTicketMoves[from], to)
+	return slices.Contains(userTicketMoves[from], to)
 }
 
 // FlowTransitionAllowed reports whether the flow engine may move a ticket
 // from one state to another (starting, waiting for and resuming after an
 // answer, finishing, failing into paused, stopping).
 func FlowTransitionAllowed(from, to string) bool {
-	return contains(flowMoves[from], to)
+	return slices.Contains(flowMoves[from], to)
 }
 
 // allowedUserMoves lists where a user may move an item from a state.
@@ -196,7 +187,7 @@ func validateItemText(v *apperr.Validator, field, s string) {
 }
 
 func validateItemType(v *apperr.Validator, p *tenancy.Project, t string) {
-	v.Check(t == TypeEpic || contains(p.TicketTypes, t), "type", "%q is not \"epic\" or one of the project's ticket types (%s)", t, strings.Join(p.TicketTypes, ", "))
+	v.Check(t == TypeEpic || slices.Contains(p.TicketTypes, t), "type", "%q is not \"epic\" or one of the project's ticket types (%s)", t, strings.Join(p.TicketTypes, ", "))
 }
 
 // itemColumns selects an Item; the epic's key and the blocker keys come
@@ -292,15 +283,30 @@ func (s *Service) ListItems(ctx context.Context, projectID string, f ItemFilter)
 	return out, next, nil
 }
 
+// lookup reads an item by key or id; found is false when there is none.
+func (s *Service) lookup(ctx context.Context, ref string) (it Item, found bool, err error) {
+	it, err = s.FindItem(ctx, ref)
+	if apperr.Code(err) == apperr.NotFound {
+		return Item{}, false, nil
+	}
+	return it, err == nil, err
+}
+
 // FindEpic resolves an epic of a project by key or id; anything else is
 // an invalid value of field.
 func (s *Service) FindEpic(ctx context.Context, projectID, ref, field string) (Item, error) {
-	e, err := s.FindItem(ctx, ref)
-	if apperr.Code(err) == apperr.NotFound || (err == nil && e.ProjectID != projectID) {
-		return Item{}, apperr.Fields([]apperr.FieldError{{Field: field, Message: fmt.Sprintf("%q is not an item of this project", ref)}})
-	}
+	e, found, err := s.lookup(ctx, ref)
 	if err != nil {
 		return Item{}, err
+	}
+	return asEpic(e, found, projectID, ref, field)
+}
+
+// asEpic checks that ref, read as e (found), is an epic of the project:
+// anything else is an invalid value of field.
+func asEpic(e Item, found bool, projectID, ref, field string) (Item, error) {
+	if !found || e.ProjectID != projectID {
+		return Item{}, apperr.Fields([]apperr.FieldError{{Field: field, Message: fmt.Sprintf("%q is not an item of this project", ref)}})
 	}
 	if !e.IsEpic() {
 		return Item{}, apperr.Fields([]apperr.FieldError{{Field: field, Message: fmt.Sprintf("%s is a %s, not an epic", e.Key, e.Type)}})
@@ -314,18 +320,14 @@ func (s *Service) FindEpic(ctx context.Context, projectID, ref, field string) (I
 const isEpicCond = `EXISTS (SELECT 1 FROM items WHERE id = ? AND type = 'epic')`
 
 // CreateItem creates a ticket or an epic in a project, allocating its key.
-func (s *Service) CreateItem(ctx context.Context, actor event.Actor, p tenancy.Project, in ItemCreate) (Item, error) {
-	title := strings.TrimSpace(in.Title)
-	state := in.State
-	if state == "" {
-		state = StateBacklog
-	}
+func (s *Service) CreateItem(ctx context.Context, actor event.Actor, p tenancy.Project, in ItemInput) (Item, error) {
+	in.Title = strings.TrimSpace(in.Title)
 	var v apperr.Validator
 	validateItemType(&v, &p, in.Type)
-	validateTitle(&v, title)
+	validateTitle(&v, in.Title)
 	validateItemText(&v, "description", in.Description)
 	validateItemText(&v, "acceptance_criteria", in.AcceptanceCriteria)
-	v.Check(state == StateBacklog || state == StateReady, "state", "%q: a new item starts in backlog (default) or ready", in.State)
+	v.Check(in.State == "" || in.State == StateBacklog || in.State == StateReady, "state", "%q: a new item starts in backlog (default) or ready", in.State)
 	v.Check(in.Epic == "" || in.Type != TypeEpic, "epic", "an epic cannot belong to an epic")
 	if err := v.Err(); err != nil {
 		return Item{}, err
@@ -344,27 +346,9 @@ func (s *Service) CreateItem(ctx context.Context, actor event.Actor, p tenancy.P
 		if err != nil {
 			return nil, err
 		}
-		now := s.now()
-		it := Item{ID: transition.NewID(), Key: keys.Item(p.Key, alloc.Number), OrganizationID: p.OrganizationID, ProjectID: p.ID,
-			Number: alloc.Number, Type: in.Type, Title: title, Description: in.Description, AcceptanceCriteria: in.AcceptanceCriteria,
-			State: state, BlockedBy: []string{}, Blocks: []string{}, CreatedBy: actor.Sub, CreatedAt: now, UpdatedAt: now, Version: 1}
-		if epic != nil {
-			it.Epic, it.EpicID = &epic.Key, &epic.ID
-		}
-		insert := `INSERT INTO items (id, organization_id, project_id, number, key, type, title, description, acceptance_criteria, epic_id,
-state, created_by, created_at, updated_at, version) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1`
-		args := []any{it.ID, it.OrganizationID, it.ProjectID, it.Number, it.Key, it.Type, it.Title, it.Description, it.AcceptanceCriteria,
-			nil, it.State, it.CreatedBy, now.UnixMilli(), now.UnixMilli()}
-		if epic != nil {
-			args[9] = epic.ID
-			insert += ` WHERE ` + isEpicCond
-			args = append(args, epic.ID)
-		}
-		out = it
-		return &transition.Transition{
-			Events:  []event.Event{event.New(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "created", it)},
-			Guarded: []store.Statement{alloc.Take, store.Stmt(insert, args...)},
-		}, nil
+		var t *transition.Transition
+		out, t = newItem(actor, p, in, epic, alloc, s.now())
+		return t, nil
 	})
 	if err != nil {
 		return Item{}, err
@@ -372,11 +356,39 @@ state, created_by, created_at, updated_at, version) SELECT ?, ?, ?, ?, ?, ?, ?, 
 	return out, nil
 }
 
+// newItem decides a new item of p (input validated) in epic (nil: none),
+// numbered by alloc.
+func newItem(actor event.Actor, p tenancy.Project, in ItemInput, epic *Item, alloc keys.Allocation, now time.Time) (Item, *transition.Transition) {
+	state := in.State
+	if state == "" {
+		state = StateBacklog
+	}
+	it := Item{ID: transition.NewID(), Key: keys.Item(p.Key, alloc.Number), OrganizationID: p.OrganizationID, ProjectID: p.ID,
+		Number: alloc.Number, Type: in.Type, Title: in.Title, Description: in.Description, AcceptanceCriteria: in.AcceptanceCriteria,
+		State: state, BlockedBy: []string{}, Blocks: []string{}, CreatedBy: actor.Sub, CreatedAt: now, UpdatedAt: now, Version: 1}
+	if epic != nil {
+		it.Epic, it.EpicID = &epic.Key, &epic.ID
+	}
+	insert := `INSERT INTO items (id, organization_id, project_id, number, key, type, title, description, acceptance_criteria, epic_id,
+state, created_by, created_at, updated_at, version) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1`
+	args := []any{it.ID, it.OrganizationID, it.ProjectID, it.Number, it.Key, it.Type, it.Title, it.Description, it.AcceptanceCriteria,
+		nil, it.State, it.CreatedBy, now.UnixMilli(), now.UnixMilli()}
+	if epic != nil {
+		args[9] = epic.ID
+		insert += ` WHERE ` + isEpicCond
+		args = append(args, epic.ID)
+	}
+	return it, &transition.Transition{
+		Events:  []event.Event{event.New(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "created", it)},
+		Guarded: []store.Statement{alloc.Take, store.Stmt(insert, args...)},
+	}
+}
+
 // UpdateItem applies a patch to the version of the item the caller read: a
 // stale version is a conflict, as is a state change a user may not make.
-func (s *Service) UpdateItem(ctx context.Context, actor event.Actor, itemID string, in ItemUpdate) (Item, error) {
+func (s *Service) UpdateItem(ctx context.Context, actor event.Actor, itemID string, version int64, in ItemPatch) (Item, error) {
 	var v apperr.Validator
-	v.Check(in.Version >= 1, "version", "is required: the version you read")
+	v.Check(version >= 1, "version", "is required: the version you read")
 	if in.Title != nil {
 		validateTitle(&v, strings.TrimSpace(*in.Title))
 	}
@@ -401,10 +413,17 @@ func (s *Service) UpdateItem(ctx context.Context, actor event.Actor, itemID stri
 		if err != nil {
 			return nil, err
 		}
-		if cur.Version != in.Version {
+		if cur.Version != version {
 			return nil, transition.Stale(store.ErrLostRace, cur.Key)
 		}
-		t, next, err := s.decideUpdate(ctx, actor, cur, in)
+		rd, err := s.readForUpdate(ctx, cur, in)
+		if err != nil {
+			return nil, err
+		}
+		t, next, err := decideUpdate(actor, cur, in, rd, s.now())
+		if t != nil && next.State != cur.State && s.Hooks.StateChanged != nil {
+			t.Jobs = append(t.Jobs, s.Hooks.StateChanged(next, cur.State, next.State)...)
+		}
 		out = next
 		return t, err
 	})
@@ -414,8 +433,40 @@ func (s *Service) UpdateItem(ctx context.Context, actor event.Actor, itemID stri
 	return out, nil
 }
 
-// decideUpdate is UpdateItem's decision on a fresh read of the item.
-func (s *Service) decideUpdate(ctx context.Context, actor event.Actor, cur Item, in ItemUpdate) (*transition.Transition, Item, error) {
+// updateReads is what an item update decides on besides the item itself.
+type updateReads struct {
+	project   tenancy.Project // the item's project, when its type changes
+	epic      Item            // what the patch's epic names, when it names one
+	epicFound bool
+	children  int64 // the items an epic holds, when it may stop being one
+}
+
+// readForUpdate reads what the patch in of cur needs to be decided.
+func (s *Service) readForUpdate(ctx context.Context, cur Item, in ItemPatch) (updateReads, error) {
+	var rd updateReads
+	var err error
+	if in.Type != nil && *in.Type != cur.Type {
+		if rd.project, err = s.Tenancy.FindProject(ctx, cur.ProjectID); err != nil {
+			return rd, err
+		}
+	}
+	if in.Epic != nil && *in.Epic != "" {
+		if rd.epic, rd.epicFound, err = s.lookup(ctx, *in.Epic); err != nil {
+			return rd, err
+		}
+	}
+	if cur.IsEpic() && in.Type != nil && *in.Type != TypeEpic {
+		if rd.children, err = s.countChildren(ctx, cur.ID); err != nil {
+			return rd, err
+		}
+	}
+	return rd, nil
+}
+
+// decideUpdate decides a patch of cur (fresh, at the version the caller
+// read) on what readForUpdate read: the transition (nil when nothing
+// differs) and the item it makes.
+func decideUpdate(actor event.Actor, cur Item, in ItemPatch, rd updateReads, now time.Time) (*transition.Transition, Item, error) {
 	next := cur
 	var changes, previous ItemFields
 	changed := false
@@ -432,12 +483,8 @@ func (s *Service) decideUpdate(ctx context.Context, actor event.Actor, cur Item,
 		changes.AcceptanceCriteria, previous.AcceptanceCriteria, changed = new(next.AcceptanceCriteria), new(cur.AcceptanceCriteria), true
 	}
 	if in.Type != nil && *in.Type != cur.Type {
-		p, err := s.Tenancy.FindProject(ctx, cur.ProjectID)
-		if err != nil {
-			return nil, cur, err
-		}
 		var v apperr.Validator
-		validateItemType(&v, &p, *in.Type)
+		validateItemType(&v, &rd.project, *in.Type)
 		if err := v.Err(); err != nil {
 			return nil, cur, err
 		}
@@ -447,7 +494,7 @@ func (s *Service) decideUpdate(ctx context.Context, actor event.Actor, cur Item,
 	if in.Epic != nil {
 		var epic *Item
 		if *in.Epic != "" {
-			e, err := s.FindEpic(ctx, cur.ProjectID, *in.Epic, "epic")
+			e, err := asEpic(rd.epic, rd.epicFound, cur.ProjectID, *in.Epic, "epic")
 			if err != nil {
 				return nil, cur, err
 			}
@@ -473,23 +520,16 @@ func (s *Service) decideUpdate(ctx context.Context, actor event.Actor, cur Item,
 		next.State, stateChanged = *in.State, true
 	}
 	kindChanged := cur.IsEpic() != next.IsEpic()
-	if kindChanged && !contains(kindChangeStates, next.State) {
+	if kindChanged && !slices.Contains(kindChangeStates, next.State) {
 		return nil, cur, apperr.New(apperr.Conflict, "%s is %s: an item becomes an epic or stops being one only in %s",
 			cur.Key, next.State, strings.Join(kindChangeStates, ", "))
 	}
-	if kindChanged && cur.IsEpic() {
-		n, err := s.countChildren(ctx, cur.ID)
-		if err != nil {
-			return nil, cur, err
-		}
-		if n > 0 {
-			return nil, cur, apperr.New(apperr.Conflict, "epic %s still holds %d items: move them out before changing its type", cur.Key, n)
-		}
+	if kindChanged && cur.IsEpic() && rd.children > 0 {
+		return nil, cur, apperr.New(apperr.Conflict, "epic %s still holds %d items: move them out before changing its type", cur.Key, rd.children)
 	}
 	if !changed && !stateChanged {
 		return nil, cur, nil // nothing differs: no change, no event
 	}
-	now := s.now()
 	next.UpdatedAt, next.Version = now, cur.Version+1
 	var epicID any
 	if next.EpicID != nil {
@@ -514,14 +554,10 @@ version = version + 1 WHERE id = ? AND version = ?`
 		}
 		change, payload = "state_changed", sc
 	}
-	t := &transition.Transition{
+	return &transition.Transition{
 		Events:  []event.Event{event.New(actor, cur.OrganizationID, cur.ProjectID, next.EntityType(), cur.ID, change, payload)},
 		Guarded: []store.Statement{store.Stmt(sql, args...)},
-	}
-	if stateChanged && s.Hooks.StateChanged != nil {
-		t.Jobs = append(t.Jobs, s.Hooks.StateChanged(next, cur.State, next.State)...)
-	}
-	return t, next, nil
+	}, next, nil
 }
 
 func transitionRefused(it Item, to string) error {

@@ -42,11 +42,11 @@ func newItemWorld(t *testing.T, st store.Store) *itemWorld {
 	a := &transition.Applier{Store: st, Clock: c, Attempts: 200}
 	ten := tenancy.New(st, a, c)
 	svc := New(st, a, c, ten)
-	o, err := ten.CreateOrganization(ctx, itemAlice, tenancy.OrganizationCreate{Slug: "acme", Name: "Acme"})
+	o, err := ten.CreateOrganization(ctx, itemAlice, tenancy.OrganizationInput{Slug: "acme", Name: "Acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := ten.CreateProject(ctx, itemAlice, o.ID, tenancy.ProjectCreate{Key: "ACME", Name: "Acme"})
+	p, err := ten.CreateProject(ctx, itemAlice, o.ID, tenancy.ProjectInput{Key: "ACME", Name: "Acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,9 +54,9 @@ func newItemWorld(t *testing.T, st store.Store) *itemWorld {
 }
 
 // item creates an item or fails the test.
-func (w *itemWorld) item(typ, title string, mod ...func(*ItemCreate)) Item {
+func (w *itemWorld) item(typ, title string, mod ...func(*ItemInput)) Item {
 	w.t.Helper()
-	in := ItemCreate{Type: typ, Title: title}
+	in := ItemInput{Type: typ, Title: title}
 	for _, m := range mod {
 		m(&in)
 	}
@@ -215,7 +215,7 @@ func TestItemKeysUnderConcurrency(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := range each {
-					it, err := w.svc.CreateItem(context.Background(), itemAlice, w.p, ItemCreate{Type: "task", Title: fmt.Sprintf("w%d i%d", g, i)})
+					it, err := w.svc.CreateItem(context.Background(), itemAlice, w.p, ItemInput{Type: "task", Title: fmt.Sprintf("w%d i%d", g, i)})
 					if err != nil {
 						errs <- err
 						return
@@ -272,7 +272,7 @@ func TestItemChangesWriteOneEventEach(t *testing.T) {
 		ctx := context.Background()
 		var it Item
 		evs := w.expect("create", "", "ticket.created", func() (err error) {
-			it, err = w.svc.CreateItem(ctx, itemBob, w.p, ItemCreate{Type: "task", Title: "  Write the parser  ", Description: "d", AcceptanceCriteria: "ac"})
+			it, err = w.svc.CreateItem(ctx, itemBob, w.p, ItemInput{Type: "task", Title: "  Write the parser  ", Description: "d", AcceptanceCriteria: "ac"})
 			return err
 		})
 		if e := evs[0]; e.EntityType != "ticket" || e.EntityID != it.ID || e.ActorKind != "service" || e.ActorSub != "token:planner" || e.ActingFor != "bob" {
@@ -286,7 +286,7 @@ func TestItemChangesWriteOneEventEach(t *testing.T) {
 		}
 		v := it.Version
 		evs = w.expect("update title", "", "ticket.updated", func() (err error) {
-			it, err = w.svc.UpdateItem(ctx, itemAlice, it.ID, ItemUpdate{Version: v, Title: itemStr("Write the lexer"), Description: itemStr("d")})
+			it, err = w.svc.UpdateItem(ctx, itemAlice, it.ID, v, ItemPatch{Title: itemStr("Write the lexer"), Description: itemStr("d")})
 			return err
 		})
 		if p := payloadOf(t, evs[0]); fmt.Sprint(p["changes"]) != "map[title:Write the lexer]" || fmt.Sprint(p["previous"]) != "map[title:Write the parser]" {
@@ -296,34 +296,34 @@ func TestItemChangesWriteOneEventEach(t *testing.T) {
 			t.Fatalf("after update %+v", it)
 		}
 		w.expect("same values", "", "", func() error {
-			_, err := w.svc.UpdateItem(ctx, itemAlice, it.ID, ItemUpdate{Version: 2, Title: itemStr("Write the lexer")})
+			_, err := w.svc.UpdateItem(ctx, itemAlice, it.ID, 2, ItemPatch{Title: itemStr("Write the lexer")})
 			return err
 		})
 		w.expect("stale version", apperr.Conflict, "", func() error {
-			_, err := w.svc.UpdateItem(ctx, itemAlice, it.ID, ItemUpdate{Version: 1, Title: itemStr("Lost")})
+			_, err := w.svc.UpdateItem(ctx, itemAlice, it.ID, 1, ItemPatch{Title: itemStr("Lost")})
 			return err
 		})
 		w.expect("no version", apperr.Invalid, "", func() error {
-			_, err := w.svc.UpdateItem(ctx, itemAlice, it.ID, ItemUpdate{Title: itemStr("x")})
+			_, err := w.svc.UpdateItem(ctx, itemAlice, it.ID, 0, ItemPatch{Title: itemStr("x")})
 			return err
 		})
 		w.expect("title too long", apperr.Invalid, "", func() error {
-			_, err := w.svc.UpdateItem(ctx, itemAlice, it.ID, ItemUpdate{Version: 2, Title: itemStr(strings.Repeat("é", MaxTitle+1))})
+			_, err := w.svc.UpdateItem(ctx, itemAlice, it.ID, 2, ItemPatch{Title: itemStr(strings.Repeat("é", MaxTitle+1))})
 			return err
 		})
 		w.expect("title 500 chars", "", "ticket.updated", func() error {
-			_, err := w.svc.UpdateItem(ctx, itemAlice, it.ID, ItemUpdate{Version: 2, Title: itemStr(strings.Repeat("é", MaxTitle))})
+			_, err := w.svc.UpdateItem(ctx, itemAlice, it.ID, 2, ItemPatch{Title: itemStr(strings.Repeat("é", MaxTitle))})
 			return err
 		})
 		w.expect("flow-only transition", apperr.Conflict, "", func() error {
-			_, err := w.svc.UpdateItem(ctx, itemAlice, it.ID, ItemUpdate{Version: 3, State: itemStr("in_progress")})
+			_, err := w.svc.UpdateItem(ctx, itemAlice, it.ID, 3, ItemPatch{State: itemStr("in_progress")})
 			if err == nil || !strings.Contains(err.Error(), "from backlog to in_progress") || !strings.Contains(err.Error(), "ready, cancelled") {
 				t.Errorf("refusal names from, to and the allowed moves: %v", err)
 			}
 			return err
 		})
 		evs = w.expect("to ready", "", "ticket.state_changed", func() (err error) {
-			it, err = w.svc.UpdateItem(ctx, itemAlice, it.ID, ItemUpdate{Version: 3, State: itemStr("ready")})
+			it, err = w.svc.UpdateItem(ctx, itemAlice, it.ID, 3, ItemPatch{State: itemStr("ready")})
 			return err
 		})
 		if p := payloadOf(t, evs[0]); p["from"] != "backlog" || p["to"] != "ready" || p["changes"] != nil {
@@ -349,7 +349,7 @@ func TestItemChangesWriteOneEventEach(t *testing.T) {
 			return err
 		})
 		w.expect("user pauses with an edit", "", "ticket.state_changed", func() (err error) {
-			it, err = w.svc.UpdateItem(ctx, itemAlice, it.ID, ItemUpdate{Version: 5, State: itemStr("paused"), Description: itemStr("d2")})
+			it, err = w.svc.UpdateItem(ctx, itemAlice, it.ID, 5, ItemPatch{State: itemStr("paused"), Description: itemStr("d2")})
 			return err
 		})
 		if p := payloadOf(t, w.events(w.lastSeq() - 1)[0]); p["from"] != "in_progress" || p["to"] != "paused" || fmt.Sprint(p["changes"]) != "map[description:d2]" {
@@ -359,15 +359,15 @@ func TestItemChangesWriteOneEventEach(t *testing.T) {
 			t.Fatalf("after pause %+v", it)
 		}
 		w.expect("nothing named", apperr.Invalid, "", func() error {
-			_, err := w.svc.UpdateItem(ctx, itemAlice, it.ID, ItemUpdate{Version: 6})
+			_, err := w.svc.UpdateItem(ctx, itemAlice, it.ID, 6, ItemPatch{})
 			return err
 		})
 		w.expect("unknown item", apperr.NotFound, "", func() error {
-			_, err := w.svc.UpdateItem(ctx, itemAlice, "ACME-99", ItemUpdate{Version: 1, Title: itemStr("x")})
+			_, err := w.svc.UpdateItem(ctx, itemAlice, "ACME-99", 1, ItemPatch{Title: itemStr("x")})
 			return err
 		})
 		w.expect("bad create", apperr.Invalid, "", func() error {
-			_, err := w.svc.CreateItem(ctx, itemAlice, w.p, ItemCreate{Type: "story", Title: "", State: "done", Description: strings.Repeat("x", MaxItemText+1)})
+			_, err := w.svc.CreateItem(ctx, itemAlice, w.p, ItemInput{Type: "story", Title: "", State: "done", Description: strings.Repeat("x", MaxItemText+1)})
 			var ae *apperr.Error
 			if !errors.As(err, &ae) || len(ae.FieldErrors()) != 4 {
 				t.Errorf("want type, title, description and state named: %v", err)
@@ -393,7 +393,7 @@ func TestConcurrentItemUpdatesOneWins(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				_, err := w.svc.UpdateItem(context.Background(), itemAlice, it.ID, ItemUpdate{Version: 1, Title: itemStr(fmt.Sprintf("Title %d", i))})
+				_, err := w.svc.UpdateItem(context.Background(), itemAlice, it.ID, 1, ItemPatch{Title: itemStr(fmt.Sprintf("Title %d", i))})
 				if err != nil {
 					codes <- apperr.Code(err)
 				} else {
@@ -429,18 +429,18 @@ func TestEpics(t *testing.T) {
 		ctx := context.Background()
 		var e Item
 		w.expect("create epic", "", "epic.created", func() (err error) {
-			e, err = w.svc.CreateItem(ctx, itemAlice, w.p, ItemCreate{Type: "epic", Title: "Parser"})
+			e, err = w.svc.CreateItem(ctx, itemAlice, w.p, ItemInput{Type: "epic", Title: "Parser"})
 			return err
 		})
-		task := w.item("task", "Lexer", func(c *ItemCreate) { c.Epic = e.Key })
+		task := w.item("task", "Lexer", func(c *ItemInput) { c.Epic = e.Key })
 		if task.Epic == nil || *task.Epic != e.Key || *task.EpicID != e.ID || *w.get(task.ID).Epic != e.Key {
 			t.Fatalf("epic of task: %+v", task)
 		}
-		byID := w.item("bug", "Crash", func(c *ItemCreate) { c.Epic = e.ID; c.State = "ready" })
+		byID := w.item("bug", "Crash", func(c *ItemInput) { c.Epic = e.ID; c.State = "ready" })
 		if *byID.Epic != e.Key || byID.State != "ready" {
 			t.Fatalf("%+v", byID)
 		}
-		for name, in := range map[string]ItemCreate{
+		for name, in := range map[string]ItemInput{
 			"epic is a task":   {Type: "task", Title: "x", Epic: task.Key},
 			"epic unknown":     {Type: "task", Title: "x", Epic: "ACME-999"},
 			"epic of an epic":  {Type: "epic", Title: "x", Epic: e.Key},
@@ -452,61 +452,61 @@ func TestEpics(t *testing.T) {
 			}
 		}
 		// Another project's epic is not this project's.
-		p2, err := w.ten.CreateProject(ctx, itemAlice, w.org.ID, tenancy.ProjectCreate{Key: "OPS", Name: "Ops"})
+		p2, err := w.ten.CreateProject(ctx, itemAlice, w.org.ID, tenancy.ProjectInput{Key: "OPS", Name: "Ops"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.svc.CreateItem(ctx, itemAlice, p2, ItemCreate{Type: "task", Title: "x", Epic: e.Key}); apperr.Code(err) != apperr.Invalid {
+		if _, err := w.svc.CreateItem(ctx, itemAlice, p2, ItemInput{Type: "task", Title: "x", Epic: e.Key}); apperr.Code(err) != apperr.Invalid {
 			t.Fatalf("foreign epic: %v", err)
 		}
 		// The epic cannot become a task while it holds items.
 		w.expect("epic with items to task", apperr.Conflict, "", func() error {
-			_, err := w.svc.UpdateItem(ctx, itemAlice, e.ID, ItemUpdate{Version: 1, Type: itemStr("task")})
+			_, err := w.svc.UpdateItem(ctx, itemAlice, e.ID, 1, ItemPatch{Type: itemStr("task")})
 			return err
 		})
 		w.expect("clear epic", "", "ticket.updated", func() error {
-			it, err := w.svc.UpdateItem(ctx, itemAlice, task.ID, ItemUpdate{Version: 1, Epic: itemStr("")})
+			it, err := w.svc.UpdateItem(ctx, itemAlice, task.ID, 1, ItemPatch{Epic: itemStr("")})
 			if err == nil && (it.Epic != nil || it.EpicID != nil) {
 				t.Errorf("epic kept: %+v", it)
 			}
 			return err
 		})
 		w.expect("clear epic again", "", "", func() error {
-			_, err := w.svc.UpdateItem(ctx, itemAlice, task.ID, ItemUpdate{Version: 2, Epic: itemStr("")})
+			_, err := w.svc.UpdateItem(ctx, itemAlice, task.ID, 2, ItemPatch{Epic: itemStr("")})
 			return err
 		})
 		w.expect("task with an epic to epic", apperr.Invalid, "", func() error {
-			_, err := w.svc.UpdateItem(ctx, itemAlice, byID.ID, ItemUpdate{Version: 1, Type: itemStr("epic")})
+			_, err := w.svc.UpdateItem(ctx, itemAlice, byID.ID, 1, ItemPatch{Type: itemStr("epic")})
 			return err
 		})
 		w.expect("move the bug out", "", "ticket.updated", func() error {
-			_, err := w.svc.UpdateItem(ctx, itemAlice, byID.ID, ItemUpdate{Version: 1, Epic: itemStr("")})
+			_, err := w.svc.UpdateItem(ctx, itemAlice, byID.ID, 1, ItemPatch{Epic: itemStr("")})
 			return err
 		})
 		// Now the epic is empty: it may become a task, and back.
 		w.expect("epic to task", "", "ticket.updated", func() error {
-			_, err := w.svc.UpdateItem(ctx, itemAlice, e.ID, ItemUpdate{Version: 1, Type: itemStr("task")})
+			_, err := w.svc.UpdateItem(ctx, itemAlice, e.ID, 1, ItemPatch{Type: itemStr("task")})
 			return err
 		})
 		w.expect("task to epic", "", "epic.updated", func() error {
-			_, err := w.svc.UpdateItem(ctx, itemAlice, e.ID, ItemUpdate{Version: 2, Type: itemStr("epic")})
+			_, err := w.svc.UpdateItem(ctx, itemAlice, e.ID, 2, ItemPatch{Type: itemStr("epic")})
 			return err
 		})
 		w.expect("unknown type", apperr.Invalid, "", func() error {
-			_, err := w.svc.UpdateItem(ctx, itemAlice, e.ID, ItemUpdate{Version: 3, Type: itemStr("story")})
+			_, err := w.svc.UpdateItem(ctx, itemAlice, e.ID, 3, ItemPatch{Type: itemStr("story")})
 			return err
 		})
 		// Epics move freely between their states, but never to the flow's.
 		w.expect("epic to in_progress", "", "epic.state_changed", func() error {
-			_, err := w.svc.UpdateItem(ctx, itemAlice, e.ID, ItemUpdate{Version: 3, State: itemStr("in_progress")})
+			_, err := w.svc.UpdateItem(ctx, itemAlice, e.ID, 3, ItemPatch{State: itemStr("in_progress")})
 			return err
 		})
 		w.expect("epic to waiting", apperr.Conflict, "", func() error {
-			_, err := w.svc.UpdateItem(ctx, itemAlice, e.ID, ItemUpdate{Version: 4, State: itemStr("waiting_for_answer")})
+			_, err := w.svc.UpdateItem(ctx, itemAlice, e.ID, 4, ItemPatch{State: itemStr("waiting_for_answer")})
 			return err
 		})
 		w.expect("in-progress epic to task", apperr.Conflict, "", func() error {
-			_, err := w.svc.UpdateItem(ctx, itemAlice, e.ID, ItemUpdate{Version: 4, Type: itemStr("task")})
+			_, err := w.svc.UpdateItem(ctx, itemAlice, e.ID, 4, ItemPatch{Type: itemStr("task")})
 			return err
 		})
 		w.expect("no flow runs epics", apperr.Conflict, "", func() error {
@@ -514,7 +514,7 @@ func TestEpics(t *testing.T) {
 			return err
 		})
 		// Filters.
-		w.item("task", "In epic", func(c *ItemCreate) { c.Epic = e.Key })
+		w.item("task", "In epic", func(c *ItemInput) { c.Epic = e.Key })
 		list := func(f ItemFilter) []string {
 			items, _, err := w.svc.ListItems(ctx, w.p.ID, f)
 			if err != nil {

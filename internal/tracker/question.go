@@ -9,7 +9,6 @@ import (
 
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/event"
-	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/text"
 	"github.com/ballet/ballet/internal/transition"
@@ -44,17 +43,6 @@ type Question struct {
 	AnsweredBy     *string    `json:"answered_by"` // the subject who answered
 	AnsweredAt     *time.Time `json:"answered_at"`
 	Version        int64      `json:"version"`
-}
-
-// QuestionAsk is the body of POST /items/{item}/questions.
-type QuestionAsk struct {
-	Text     string `json:"text"`
-	Blocking bool   `json:"blocking"`
-}
-
-// QuestionAnswer is the body of POST /questions/{id}/answer.
-type QuestionAnswer struct {
-	Answer string `json:"answer"`
 }
 
 const questionColumns = `q.id, q.organization_id, q.project_id, i.key, q.item_id, q.text, q.blocking, q.asked_by_kind, q.asked_by, q.asked_at,
@@ -171,9 +159,6 @@ func (s *Service) AnswerQuestion(ctx context.Context, actor event.Actor, questio
 		if err != nil {
 			return nil, err
 		}
-		if q.Answer != nil {
-			return nil, apperr.New(apperr.Conflict, "question %s on %s was answered already by %s", q.ID, q.Item, *q.AnsweredBy)
-		}
 		rows, err := s.Store.Query(ctx, `SELECT `+openBlocking, q.ItemID, q.ID)
 		if err != nil {
 			return nil, fmt.Errorf("count open questions: %w", err)
@@ -182,25 +167,35 @@ func (s *Service) AnswerQuestion(ctx context.Context, actor event.Actor, questio
 		if err := rows.Scan(0, &others); err != nil {
 			return nil, err
 		}
-		now := s.now()
-		out = q
-		out.Answer, out.AnsweredBy, out.AnsweredAt, out.Version = &answer, &actor.Sub, &now, q.Version+1
-		last := q.Blocking && others == 0
-		payload := QuestionAnswered{Item: q.Item, ItemID: q.ItemID, Blocking: q.Blocking, Answer: answer, LastBlockingAnswered: last}
-		var jobs []job.Spec
+		var t *transition.Transition
+		var last bool
+		out, t, last, err = answerQuestion(actor, q, others, answer, s.now())
 		if last && s.Hooks.LastBlockingAnswered != nil {
-			jobs = s.Hooks.LastBlockingAnswered(q.ItemID)
+			t.Jobs = s.Hooks.LastBlockingAnswered(q.ItemID)
 		}
-		return &transition.Transition{
-			Jobs:   jobs,
-			Events: []event.Event{event.New(actor, q.OrganizationID, q.ProjectID, "question", q.ID, "answered", payload)},
-			Guarded: []store.Statement{store.Stmt(`UPDATE questions SET answer = ?, answered_by = ?, answered_at = ?, version = version + 1
-WHERE id = ? AND version = ? AND answer IS NULL AND `+openBlocking+` = ?`,
-				answer, actor.Sub, now.UnixMilli(), q.ID, q.Version, q.ItemID, q.ID, others)},
-		}, nil
+		return t, err
 	})
 	if err != nil {
 		return Question{}, err
 	}
 	return out, nil
+}
+
+// answerQuestion decides answering q (as read, with others other open
+// blocking questions on its item): the answered question, the transition,
+// and whether the answer closes the item's last open blocking question.
+func answerQuestion(actor event.Actor, q Question, others int64, answer string, now time.Time) (Question, *transition.Transition, bool, error) {
+	if q.Answer != nil {
+		return Question{}, nil, false, apperr.New(apperr.Conflict, "question %s on %s was answered already by %s", q.ID, q.Item, *q.AnsweredBy)
+	}
+	out := q
+	out.Answer, out.AnsweredBy, out.AnsweredAt, out.Version = &answer, &actor.Sub, &now, q.Version+1
+	last := q.Blocking && others == 0
+	payload := QuestionAnswered{Item: q.Item, ItemID: q.ItemID, Blocking: q.Blocking, Answer: answer, LastBlockingAnswered: last}
+	return out, &transition.Transition{
+		Events: []event.Event{event.New(actor, q.OrganizationID, q.ProjectID, "question", q.ID, "answered", payload)},
+		Guarded: []store.Statement{store.Stmt(`UPDATE questions SET answer = ?, answered_by = ?, answered_at = ?, version = version + 1
+WHERE id = ? AND version = ? AND answer IS NULL AND `+openBlocking+` = ?`,
+			answer, actor.Sub, now.UnixMilli(), q.ID, q.Version, q.ItemID, q.ID, others)},
+	}, last, nil
 }

@@ -8,6 +8,7 @@ package versions
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -56,20 +57,13 @@ type PipelineVersion struct {
 	CreatedAt  *time.Time          `json:"created_at,omitempty"` // absent for the template
 }
 
-// PipelineSave is the body of PUT …/pipelines/{name}: the pipeline as JSON
-// (definition) or as YAML (yaml), exactly one of the two.
-type PipelineSave struct {
-	Definition json.RawMessage `json:"definition,omitempty"`
-	YAML       *string         `json:"yaml,omitempty"`
-	Version    *int64          `json:"version"` // the version the edit was based on (0 for the first)
-}
-
 func templateVersion(projectKey string) PipelineVersion {
 	return PipelineVersion{Project: projectKey, Name: "default", Version: 0, Definition: pipeline.Template(), CreatedBy: TemplateAuthor}
 }
 
-// checkPipelineName accepts "default" and the project's ticket types.
-func checkPipelineName(p tenancy.Project, name string) error {
+// CheckName accepts "default" and the project's ticket types as the name
+// of one of its pipelines.
+func CheckName(p tenancy.Project, name string) error {
 	if err := pipeline.ValidName(name); err != nil {
 		return apperr.Fields([]apperr.FieldError{{Field: "name", Message: err.Error()}})
 	}
@@ -120,7 +114,7 @@ ORDER BY v.name = 'default' DESC, v.name`, p.ID)
 // Get returns a version of a named pipeline (version < 0: the
 // latest). default resolves to the template (version 0) until saved.
 func (s *Service) Get(ctx context.Context, p tenancy.Project, name string, version int64) (PipelineVersion, error) {
-	if err := checkPipelineName(p, name); err != nil {
+	if err := CheckName(p, name); err != nil {
 		return PipelineVersion{}, err
 	}
 	q := `SELECT name, version, definition, created_by, created_at FROM pipeline_versions WHERE project_id = ? AND name = ? ORDER BY version DESC LIMIT 1`
@@ -151,7 +145,7 @@ func (s *Service) Get(ctx context.Context, p tenancy.Project, name string, versi
 // Versions lists a pipeline's versions, newest first (default
 // ends with the template, version 0).
 func (s *Service) Versions(ctx context.Context, p tenancy.Project, name string) ([]PipelineVersion, error) {
-	if err := checkPipelineName(p, name); err != nil {
+	if err := CheckName(p, name); err != nil {
 		return nil, err
 	}
 	rows, err := s.Store.Query(ctx, `SELECT name, version, definition, created_by, created_at FROM pipeline_versions
@@ -173,58 +167,17 @@ WHERE project_id = ? AND name = ? ORDER BY version DESC`, p.ID, name)
 	return out, nil
 }
 
-// Publish publishes a new version after the version the edit was
-// based on. The check that no other version was saved meanwhile is part of
-// the write batch: of two concurrent saves on the same base exactly one
-// succeeds; the other gets a conflict.
-func (s *Service) Publish(ctx context.Context, actor event.Actor, p tenancy.Project, name string, in PipelineSave) (PipelineVersion, error) {
-	var v apperr.Validator
-	if in.Version == nil {
-		v.Add("version", "is required: the version your edit is based on (0 for the first)")
-	} else if *in.Version < 0 {
-		v.Add("version", "must be 0 or more")
-	}
-	hasDef := len(in.Definition) > 0 && string(in.Definition) != "null"
-	switch {
-	case !hasDef && in.YAML == nil:
-		v.Add("definition", "is required: the pipeline as JSON (or send it as YAML in yaml instead)")
-	case hasDef && in.YAML != nil:
-		v.Add("yaml", "cannot be sent together with definition: send the pipeline once, as JSON (definition) or as YAML (yaml)")
-	}
-	if err := checkPipelineName(p, name); err != nil {
-		return PipelineVersion{}, err
-	}
-	if err := v.Err(); err != nil {
-		return PipelineVersion{}, err
-	}
-	var def pipeline.Definition
-	var problems []pipeline.Problem
-	field := "definition"
-	if in.YAML != nil {
-		field = "yaml"
-		def, problems = pipeline.Parse([]byte(*in.YAML))
-	} else {
-		def, problems = pipeline.DecodeJSON(in.Definition)
-	}
-	if len(problems) > 0 {
-		return PipelineVersion{}, pipelineProblems(field, problems)
-	}
-	base := *in.Version
-	now := s.now()
-	stored, err := json.Marshal(def)
+// Publish publishes def as the version after base, the version the edit
+// was based on (0 for the first). The check that no other version was
+// saved meanwhile is part of the write batch: of two concurrent saves on
+// the same base exactly one succeeds; the other gets a conflict.
+func (s *Service) Publish(ctx context.Context, actor event.Actor, p tenancy.Project, name string, base int64, def pipeline.Definition) (PipelineVersion, error) {
+	out, t, err := publish(actor, p, name, base, def, s.now())
 	if err != nil {
-		return PipelineVersion{}, fmt.Errorf("encode pipeline: %w", err)
-	}
-	out := PipelineVersion{Project: p.Key, Name: name, Version: base + 1, Definition: def, CreatedBy: actor.Sub, CreatedAt: &now}
-	payload := PipelinePublished{Name: name, Version: base + 1, BasedOn: base}
-	t := &transition.Transition{
-		Events: []event.Event{event.New(actor, p.OrganizationID, p.ID, "pipeline", p.ID+":"+name, "published", payload)},
-		Guarded: []store.Statement{store.Stmt(`INSERT INTO pipeline_versions (project_id, name, version, definition, created_by, created_at)
-SELECT ?, ?, ?, ?, ?, ? WHERE (SELECT COALESCE(MAX(version), 0) FROM pipeline_versions WHERE project_id = ? AND name = ?) = ?`,
-			p.ID, name, base+1, string(stored), actor.Sub, now.UnixMilli(), p.ID, name, base)},
+		return PipelineVersion{}, err
 	}
 	if err := s.Applier.Apply(ctx, t); err != nil {
-		if err2 := transition.Stale(err, "the pipeline"); err2 != err {
+		if errors.Is(err, store.ErrLostRace) {
 			return PipelineVersion{}, apperr.New(apperr.Conflict, "pipeline %s: version %d is not the latest: someone published meanwhile; reload and publish again", name, base)
 		}
 		return PipelineVersion{}, err
@@ -232,10 +185,35 @@ SELECT ?, ?, ?, ?, ?, ? WHERE (SELECT COALESCE(MAX(version), 0) FROM pipeline_ve
 	return out, nil
 }
 
-// pipelineProblems is the error of a definition with problems: every
-// problem (with its line and column) in the details, the first in the
-// message.
-func pipelineProblems(field string, ps []pipeline.Problem) error {
+// publish decides the version of p's pipeline name after base holding def.
+func publish(actor event.Actor, p tenancy.Project, name string, base int64, def pipeline.Definition, now time.Time) (PipelineVersion, *transition.Transition, error) {
+	if err := CheckName(p, name); err != nil {
+		return PipelineVersion{}, nil, err
+	}
+	if base < 0 {
+		return PipelineVersion{}, nil, apperr.Fields([]apperr.FieldError{{Field: "version", Message: "must be 0 or more"}})
+	}
+	if ps := pipeline.Validate(def); len(ps) > 0 {
+		return PipelineVersion{}, nil, Problems("definition", ps)
+	}
+	stored, err := json.Marshal(def)
+	if err != nil {
+		return PipelineVersion{}, nil, fmt.Errorf("encode pipeline: %w", err)
+	}
+	out := PipelineVersion{Project: p.Key, Name: name, Version: base + 1, Definition: def, CreatedBy: actor.Sub, CreatedAt: &now}
+	payload := PipelinePublished{Name: name, Version: base + 1, BasedOn: base}
+	return out, &transition.Transition{
+		Events: []event.Event{event.New(actor, p.OrganizationID, p.ID, "pipeline", p.ID+":"+name, "published", payload)},
+		Guarded: []store.Statement{store.Stmt(`INSERT INTO pipeline_versions (project_id, name, version, definition, created_by, created_at)
+SELECT ?, ?, ?, ?, ?, ? WHERE (SELECT COALESCE(MAX(version), 0) FROM pipeline_versions WHERE project_id = ? AND name = ?) = ?`,
+			p.ID, name, base+1, string(stored), actor.Sub, now.UnixMilli(), p.ID, name, base)},
+	}, nil
+}
+
+// Problems is the error of a definition (sent in field) with problems:
+// every problem (with its line and column) in the details, the first in
+// the message.
+func Problems(field string, ps []pipeline.Problem) error {
 	n := fmt.Sprintf("%d problem", len(ps))
 	if len(ps) > 1 {
 		n += "s"
