@@ -205,15 +205,15 @@ func (c *Core) openAPI(cfg config.Config) error {
 	c.Tracker = tracker.New(c.Store, c.Applier, c.Clock, c.Tenancy)
 	c.Skills = skill.New(c.Store, c.Applier, c.Clock)
 	c.Pipelines = versions.New(c.Store, c.Applier, c.Clock)
-	c.API = server.NewAPI(c.Log.With("component", "api"), c.Auth, &access.Resolver{Store: c.Store}, cfg.HTTP.MaxBodyBytes, cfg.HTTP.WriteTimeout.Duration)
-	tenancyAPI := &server.Tenancy{T: c.Tenancy}
-	c.API.Add(tenancyAPI.Routes()...)
-	c.API.Add((&server.Pipelines{V: c.Pipelines, Tenancy: tenancyAPI}).Routes()...)
-	c.API.Add((&server.Items{T: c.Tracker, Tenancy: c.Tenancy}).Routes()...)
+	c.API = server.NewAPI(c.Log.With("component", "api"), c.Auth, &access.Resolver{Store: c.Store},
+		server.Finders{Orgs: c.Tenancy, Items: c.Tracker}, cfg.HTTP.MaxBodyBytes, cfg.HTTP.WriteTimeout.Duration)
+	c.API.Add((&server.Tenancy{T: c.Tenancy}).Routes()...)
+	c.API.Add((&server.Pipelines{V: c.Pipelines}).Routes()...)
+	c.API.Add((&server.Items{T: c.Tracker}).Routes()...)
 	c.API.Add((&server.Tokens{S: auth.NewTokenService(c.Store, c.Applier, c.Clock, &access.Resolver{Store: c.Store})}).Routes()...)
-	c.API.Add((&server.Skills{S: c.Skills, Tenancy: tenancyAPI}).Routes()...)
+	c.API.Add((&server.Skills{S: c.Skills}).Routes()...)
 	c.Runs = run.NewService(c.Store, c.Applier, c.Clock, c.Tracker, run.Config{Grace: cfg.Runs.Grace.Duration, Log: c.Log.With("component", "runs")})
-	c.API.Add((&server.Runs{S: c.Runs, T: c.Tracker, Skills: c.Skills}).Routes()...)
+	c.API.Add((&server.Runs{S: c.Runs, Skills: c.Skills}).Routes()...)
 	gitCache := filepath.Join(filepath.Dir(cfg.Storage.Path), "git-cache")
 	c.Flows = &flow.Service{Store: c.Store, Applier: c.Applier, Clock: c.Clock, Log: c.Log.With("component", "flow"),
 		Tenancy: c.Tenancy, Tracker: c.Tracker, Pipelines: c.Pipelines, Runs: c.Runs, Forges: func(kind string) (forge.Forge, error) {
@@ -234,13 +234,12 @@ func (c *Core) openAPI(cfg config.Config) error {
 	c.Tracker.Hooks = c.Flows.TrackerHooks()
 	c.Tenancy.Hooks = c.Flows.TenancyHooks()
 	c.Flows.Register(c.Jobs)
-	flows := &server.Flows{T: c.Tracker, F: c.Flows}
-	c.API.Add(flows.Routes()...)
+	c.API.Add((&server.Flows{F: c.Flows}).Routes()...)
 	c.Realtime = realtime.New(c.Feed, c.Auth, &access.Resolver{Store: c.Store}, c.Tenancy, c.Tracker, c.Store, c.Clock,
 		c.Log.With("component", "realtime"), realtime.Config{AuthRecheck: cfg.Events.AuthRecheck.Duration,
 			PingInterval: cfg.Events.PingInterval.Duration, PingTimeout: cfg.Events.PingTimeout.Duration,
 			Metrics: realtime.NewMetrics(c.Registry)})
-	c.API.Add((&server.Unattended{T: c.Tracker, F: c.Flows, B: c.Flows.Budget, Tenancy: tenancyAPI, Flows: flows}).Routes()...)
+	c.API.Add((&server.Unattended{T: c.Tracker, Tenancy: c.Tenancy, F: c.Flows, B: c.Flows.Budget}).Routes()...)
 	return nil
 }
 

@@ -197,7 +197,7 @@ func TestChecksCatchBrokenEndStates(t *testing.T) {
 // TestChecksHoldPayloadsToTheDocument: every payload in the log must match
 // its type's schema in the OpenAPI document Core serves.
 func TestChecksHoldPayloadsToTheDocument(t *testing.T) {
-	api := server.NewAPI(slog.New(slog.DiscardHandler), nil, nil, 1<<20, 0)
+	api := server.NewAPI(slog.New(slog.DiscardHandler), nil, nil, server.Finders{}, 1<<20, 0)
 	b, err := json.Marshal(api.OpenAPI())
 	if err != nil {
 		t.Fatal(err)

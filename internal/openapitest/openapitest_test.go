@@ -27,7 +27,7 @@ func (admin) Authenticate(context.Context, string) (*auth.Principal, error) {
 // is given.
 func doc(t *testing.T) (*openapitest.Doc, *server.API) {
 	t.Helper()
-	api := server.NewAPI(slog.New(slog.DiscardHandler), admin{}, &access.Resolver{}, 1<<20, 0)
+	api := server.NewAPI(slog.New(slog.DiscardHandler), admin{}, &access.Resolver{}, server.Finders{}, 1<<20, 0)
 	api.Add(&server.Route{Method: "GET", Path: "/api/v1/projects/{project}", Perm: access.PlatformAdmin, Summary: "a project",
 		Response: tenancy.Project{}, Handle: func(r *server.Request) (any, error) { return nil, nil }})
 	b, err := json.Marshal(api.OpenAPI())

@@ -18,12 +18,33 @@ import (
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/strictjson"
+	"github.com/ballet/ballet/internal/tenancy"
+	"github.com/ballet/ballet/internal/tracker"
 	"github.com/ballet/ballet/internal/transition"
 )
 
 // Authenticator resolves a bearer credential.
 type Authenticator interface {
 	Authenticate(ctx context.Context, header string) (*auth.Principal, error)
+}
+
+// Finders look up what a route's path names: {org}, {project}, {item}
+// (Request.Org, Project, Item).
+type Finders struct {
+	Orgs  OrgFinder
+	Items ItemFinder
+}
+
+// OrgFinder finds organizations (by slug or id) and projects (by key or
+// id).
+type OrgFinder interface {
+	FindOrganization(ctx context.Context, ref string) (tenancy.Organization, error)
+	FindProject(ctx context.Context, ref string) (tenancy.Project, error)
+}
+
+// ItemFinder finds items by key or id.
+type ItemFinder interface {
+	FindItem(ctx context.Context, ref string) (tracker.Item, error)
 }
 
 // Route is one REST endpoint. The route table drives the mux, the OpenAPI
@@ -73,6 +94,7 @@ type API struct {
 	log          *slog.Logger
 	authn        Authenticator
 	access       *access.Resolver
+	find         Finders
 	maxBody      int64
 	writeTimeout time.Duration
 	routes       []*Route
@@ -80,10 +102,11 @@ type API struct {
 }
 
 // NewAPI returns an API; add routes with Add, then Register it on a mux.
-// maxBody bounds request bodies; writeTimeout is the server's (a route
-// that holds requests gets it on top of its Hold).
-func NewAPI(log *slog.Logger, authn Authenticator, res *access.Resolver, maxBody int64, writeTimeout time.Duration) *API {
-	return &API{log: log, authn: authn, access: res, maxBody: maxBody, writeTimeout: writeTimeout,
+// find looks up what paths name; maxBody bounds request bodies;
+// writeTimeout is the server's (a route that holds requests gets it on top
+// of its Hold).
+func NewAPI(log *slog.Logger, authn Authenticator, res *access.Resolver, find Finders, maxBody int64, writeTimeout time.Duration) *API {
+	return &API{log: log, authn: authn, access: res, find: find, maxBody: maxBody, writeTimeout: writeTimeout,
 		heavy: make(chan struct{}, runtime.GOMAXPROCS(0))}
 }
 
@@ -190,6 +213,52 @@ func (r *Request) Check(orgID, projectID string) error {
 func (r *Request) Authorize(perm access.Permission, orgID, projectID string) error {
 	r.checked = true
 	return r.api.access.Check(r.Context(), r.Principal, perm, orgID, projectID)
+}
+
+// Org resolves the path's {org} (slug or id) and checks the route's
+// permission in it.
+func (r *Request) Org() (tenancy.Organization, error) {
+	ref := r.PathValue("org")
+	o, err := r.api.find.Orgs.FindOrganization(r.Context(), ref)
+	return o, r.Visible("organization", ref, err, o.ID, "")
+}
+
+// Project resolves the path's {project} (key or id) and checks the
+// route's permission in it.
+func (r *Request) Project() (tenancy.Project, error) {
+	ref := r.PathValue("project")
+	p, err := r.api.find.Orgs.FindProject(r.Context(), ref)
+	return p, r.Visible("project", ref, err, p.OrganizationID, p.ID)
+}
+
+// Item resolves the path's {item} (key or id) and checks the route's
+// permission in its project.
+func (r *Request) Item() (tracker.Item, error) {
+	ref := r.PathValue("item")
+	it, err := r.api.find.Items.FindItem(r.Context(), ref)
+	return it, r.Visible("item", ref, err, it.OrganizationID, it.ProjectID)
+}
+
+// Visible finishes resolving an entity (what) the path names as ref, which
+// the handler looked up (err is the lookup's error): it checks the route's
+// permission in the entity's organization and project. A caller with no
+// role there gets the same 404 as for an entity that does not exist, so
+// the two cannot be told apart.
+func (r *Request) Visible(what, ref string, err error, orgID, projectID string) error {
+	return r.visibleAs(r.route.Perm, what, ref, err, orgID, projectID)
+}
+
+// visibleAs is Visible for another permission than the route's.
+func (r *Request) visibleAs(perm access.Permission, what, ref string, err error, orgID, projectID string) error {
+	if err != nil {
+		r.checked = true // nothing found, so nothing to check: the answer is the lookup's error
+		return err
+	}
+	err = r.Authorize(perm, orgID, projectID)
+	if apperr.Code(err) == apperr.NotFound {
+		return apperr.New(apperr.NotFound, "%s %q not found", what, ref)
+	}
+	return err
 }
 
 // Checked marks a route whose scope is the caller itself (for example its

@@ -12,7 +12,6 @@ import (
 
 // Flows serves a ticket's flow (spec pipelines.md "REST").
 type Flows struct {
-	T *tracker.Service
 	F *flow.Service
 }
 
@@ -65,16 +64,6 @@ func (h *Flows) Routes() []*Route {
 	}
 }
 
-// item resolves {item} and checks the route's permission in its project.
-func (h *Flows) item(r *Request) (tracker.Item, error) {
-	it, err := h.T.FindItem(r.Context(), r.PathValue("item"))
-	if err != nil {
-		r.Checked()
-		return it, err
-	}
-	return it, hidden(r.Check(it.OrganizationID, it.ProjectID), "item %q not found", r.PathValue("item"))
-}
-
 // View renders a flow as the API shows it.
 func View(it tracker.Item, f flow.Flow) FlowView {
 	v := FlowView{Ticket: it.Key, Pipeline: f.Pipeline, PipelineVersion: f.PipelineVersion, Stages: []StageView{}, Stage: f.Stage,
@@ -87,7 +76,7 @@ func View(it tracker.Item, f flow.Flow) FlowView {
 }
 
 func (h *Flows) get(r *Request) (any, error) {
-	it, err := h.item(r)
+	it, err := r.Item()
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +91,7 @@ func (h *Flows) get(r *Request) (any, error) {
 }
 
 func (h *Flows) start(r *Request) (any, error) {
-	it, err := h.item(r)
+	it, err := r.Item()
 	if err != nil {
 		return nil, err
 	}
@@ -110,13 +99,12 @@ func (h *Flows) start(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	it.State = "in_progress"
 	return View(it, f), nil
 }
 
 func (h *Flows) decide(approve bool) func(*Request) (any, error) {
 	return func(r *Request) (any, error) {
-		it, err := h.item(r)
+		it, err := r.Item()
 		if err != nil {
 			return nil, err
 		}

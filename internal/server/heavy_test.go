@@ -24,7 +24,7 @@ func (adminAuthn) Authenticate(context.Context, string) (*auth.Principal, error)
 // while other routes go on.
 func TestHeavyRoutesTakeTurns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		api := NewAPI(slog.New(slog.DiscardHandler), adminAuthn{}, &access.Resolver{}, 1<<20, 0)
+		api := NewAPI(slog.New(slog.DiscardHandler), adminAuthn{}, &access.Resolver{}, Finders{}, 1<<20, 0)
 		api.heavy = make(chan struct{}, 1) // one slot, whatever the machine
 		release := make(chan struct{})
 		var entered atomic.Int32

@@ -14,8 +14,7 @@ import (
 
 // Items serves tickets and epics, their blockers, questions and history.
 type Items struct {
-	T       *tracker.Service
-	Tenancy *tenancy.Service
+	T *tracker.Service
 }
 
 // ItemCreate is the body of POST /projects/{project}/items.
@@ -126,53 +125,19 @@ func (h *Items) Routes() []*Route {
 	}
 }
 
-// notFound replaces a NotFound of the access check by the message an
-// entity that does not exist gets, so the two cannot be told apart.
-func (h *Items) notFound(err error, format string, args ...any) error {
-	if apperr.Code(err) == apperr.NotFound {
-		return apperr.New(apperr.NotFound, format, args...)
-	}
-	return err
-}
-
-// project resolves {project} and checks the route's permission there.
-func (h *Items) project(r *Request) (tenancy.Project, error) {
-	ref := r.PathValue("project")
-	p, err := h.Tenancy.FindProject(r.Context(), ref)
-	if err != nil {
-		r.Checked()
-		return p, err
-	}
-	return p, h.notFound(r.Check(p.OrganizationID, p.ID), "project %q not found", ref)
-}
-
-// item resolves {item} and checks the route's permission there.
-func (h *Items) item(r *Request) (tracker.Item, error) {
-	ref := r.PathValue("item")
-	it, err := h.T.FindItem(r.Context(), ref)
-	if err != nil {
-		r.Checked()
-		return it, err
-	}
-	return it, h.notFound(r.Check(it.OrganizationID, it.ProjectID), "item %q not found", ref)
-}
-
 // blocker resolves {blocker}: an item of its organization the caller may
 // read.
 func (h *Items) blocker(r *Request, it tracker.Item) (tracker.Item, error) {
 	ref := r.PathValue("blocker")
 	bl, err := h.T.FindItem(r.Context(), ref)
-	if err != nil {
-		return bl, err
+	if err == nil && bl.OrganizationID != it.OrganizationID {
+		err = apperr.New(apperr.NotFound, "item %q not found", ref)
 	}
-	if bl.OrganizationID != it.OrganizationID {
-		return bl, apperr.New(apperr.NotFound, "item %q not found", ref)
-	}
-	return bl, h.notFound(r.Authorize(access.TrackerRead, bl.OrganizationID, bl.ProjectID), "item %q not found", ref)
+	return bl, r.visibleAs(access.TrackerRead, "item", ref, err, bl.OrganizationID, bl.ProjectID)
 }
 
 func (h *Items) createItem(r *Request) (any, error) {
-	p, err := h.project(r)
+	p, err := r.Project()
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +149,7 @@ func (h *Items) createItem(r *Request) (any, error) {
 }
 
 func (h *Items) listItems(r *Request) (any, error) {
-	p, err := h.project(r)
+	p, err := r.Project()
 	if err != nil {
 		return nil, err
 	}
@@ -222,10 +187,10 @@ func (h *Items) listItems(r *Request) (any, error) {
 	return out, nil
 }
 
-func (h *Items) getItem(r *Request) (any, error) { return h.item(r) }
+func (h *Items) getItem(r *Request) (any, error) { return r.Item() }
 
 func (h *Items) updateItem(r *Request) (any, error) {
-	it, err := h.item(r)
+	it, err := r.Item()
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +202,7 @@ func (h *Items) updateItem(r *Request) (any, error) {
 }
 
 func (h *Items) addBlocker(r *Request) (any, error) {
-	it, err := h.item(r)
+	it, err := r.Item()
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +221,7 @@ func (h *Items) addBlocker(r *Request) (any, error) {
 }
 
 func (h *Items) removeBlocker(r *Request) (any, error) {
-	it, err := h.item(r)
+	it, err := r.Item()
 	if err != nil {
 		return nil, err
 	}
@@ -268,7 +233,7 @@ func (h *Items) removeBlocker(r *Request) (any, error) {
 }
 
 func (h *Items) listQuestions(r *Request) (any, error) {
-	it, err := h.item(r)
+	it, err := r.Item()
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +242,7 @@ func (h *Items) listQuestions(r *Request) (any, error) {
 }
 
 func (h *Items) askQuestion(r *Request) (any, error) {
-	it, err := h.item(r)
+	it, err := r.Item()
 	if err != nil {
 		return nil, err
 	}
@@ -291,11 +256,7 @@ func (h *Items) askQuestion(r *Request) (any, error) {
 func (h *Items) answerQuestion(r *Request) (any, error) {
 	id := r.PathValue("id")
 	q, err := h.T.FindQuestion(r.Context(), id)
-	if err != nil {
-		r.Checked()
-		return nil, err
-	}
-	if err := h.notFound(r.Check(q.OrganizationID, q.ProjectID), "question %q not found", id); err != nil {
+	if err := r.Visible("question", id, err, q.OrganizationID, q.ProjectID); err != nil {
 		return nil, err
 	}
 	var in QuestionAnswer
@@ -338,7 +299,7 @@ func (h *Items) page(r *Request, events []event.Event, after int64) (EventPage, 
 }
 
 func (h *Items) itemEvents(r *Request) (any, error) {
-	it, err := h.item(r)
+	it, err := r.Item()
 	if err != nil {
 		return nil, err
 	}
@@ -354,7 +315,7 @@ func (h *Items) itemEvents(r *Request) (any, error) {
 }
 
 func (h *Items) projectEvents(r *Request) (any, error) {
-	p, err := h.project(r)
+	p, err := r.Project()
 	if err != nil {
 		return nil, err
 	}

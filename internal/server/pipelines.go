@@ -12,8 +12,7 @@ import (
 // Pipelines serves named pipelines and their versions (spec pipelines.md
 // "REST"), plus the parse and render helpers the editor uses.
 type Pipelines struct {
-	V       *versions.Service
-	Tenancy *Tenancy
+	V *versions.Service
 }
 
 // PipelineSave is the body of PUT …/pipelines/{name}: the pipeline as JSON
@@ -110,7 +109,7 @@ func (h *Pipelines) Routes() []*Route {
 }
 
 func (h *Pipelines) list(r *Request) (any, error) {
-	p, err := h.Tenancy.project(r)
+	p, err := r.Project()
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +118,7 @@ func (h *Pipelines) list(r *Request) (any, error) {
 }
 
 func (h *Pipelines) get(r *Request) (any, error) {
-	p, err := h.Tenancy.project(r)
+	p, err := r.Project()
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +130,7 @@ func (h *Pipelines) get(r *Request) (any, error) {
 }
 
 func (h *Pipelines) versions(r *Request) (any, error) {
-	p, err := h.Tenancy.project(r)
+	p, err := r.Project()
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +139,7 @@ func (h *Pipelines) versions(r *Request) (any, error) {
 }
 
 func (h *Pipelines) save(r *Request) (any, error) {
-	p, err := h.Tenancy.project(r)
+	p, err := r.Project()
 	if err != nil {
 		return nil, err
 	}

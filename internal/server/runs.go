@@ -19,7 +19,6 @@ import (
 // read runs with tracker.read.
 type Runs struct {
 	S      *run.Service
-	T      *tracker.Service
 	Skills *skill.Service
 }
 
@@ -219,21 +218,14 @@ func (h *Runs) finish(r *Request) (any, error) {
 func (h *Runs) get(r *Request) (any, error) {
 	id := r.PathValue("run")
 	rn, err := h.S.Get(r.Context(), id)
-	if err != nil {
-		r.Checked()
-		return nil, err
-	}
-	if err := r.Check(rn.OrganizationID, rn.ProjectID); err != nil {
-		if apperr.Code(err) == apperr.NotFound {
-			return nil, apperr.New(apperr.NotFound, "run %q not found", id)
-		}
+	if err := r.Visible("run", id, err, rn.OrganizationID, rn.ProjectID); err != nil {
 		return nil, err
 	}
 	return rn, nil
 }
 
 func (h *Runs) list(r *Request) (any, error) {
-	it, err := (&Items{T: h.T}).item(r)
+	it, err := r.Item()
 	if err != nil {
 		return nil, err
 	}

@@ -6,13 +6,11 @@ import (
 
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/skill"
-	"github.com/ballet/ballet/internal/tenancy"
 )
 
 // Skills serves a project's skills.
 type Skills struct {
-	S       *skill.Service
-	Tenancy *Tenancy
+	S *skill.Service
 }
 
 // SkillCreate is the body of POST /projects/{project}/skills.
@@ -59,13 +57,8 @@ func (h *Skills) Routes() []*Route {
 	}
 }
 
-// project resolves {project} and checks the route's permission there.
-func (h *Skills) project(r *Request) (tenancy.Project, error) {
-	return h.Tenancy.project(r)
-}
-
 func (h *Skills) list(r *Request) (any, error) {
-	p, err := h.project(r)
+	p, err := r.Project()
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +67,7 @@ func (h *Skills) list(r *Request) (any, error) {
 }
 
 func (h *Skills) create(r *Request) (any, error) {
-	p, err := h.project(r)
+	p, err := r.Project()
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +79,7 @@ func (h *Skills) create(r *Request) (any, error) {
 }
 
 func (h *Skills) get(r *Request) (any, error) {
-	p, err := h.project(r)
+	p, err := r.Project()
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +94,7 @@ func (h *Skills) get(r *Request) (any, error) {
 }
 
 func (h *Skills) versions(r *Request) (any, error) {
-	p, err := h.project(r)
+	p, err := r.Project()
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +103,7 @@ func (h *Skills) versions(r *Request) (any, error) {
 }
 
 func (h *Skills) update(r *Request) (any, error) {
-	p, err := h.project(r)
+	p, err := r.Project()
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +115,7 @@ func (h *Skills) update(r *Request) (any, error) {
 }
 
 func (h *Skills) remove(r *Request) (any, error) {
-	p, err := h.project(r)
+	p, err := r.Project()
 	if err != nil {
 		return nil, err
 	}

@@ -159,30 +159,10 @@ func (h *Tenancy) listOrgs(r *Request) (any, error) {
 	return OrganizationList{Organizations: out}, err
 }
 
-// org resolves {org} and checks the route's permission there.
-func (h *Tenancy) org(r *Request) (tenancy.Organization, error) {
-	o, err := h.T.FindOrganization(r.Context(), r.PathValue("org"))
-	if err != nil {
-		r.Checked()
-		return o, err
-	}
-	return o, hidden(r.Check(o.ID, ""), "organization %q not found", r.PathValue("org"))
-}
-
-// project resolves {project} and checks the route's permission there.
-func (h *Tenancy) project(r *Request) (tenancy.Project, error) {
-	p, err := h.T.FindProject(r.Context(), r.PathValue("project"))
-	if err != nil {
-		r.Checked()
-		return p, err
-	}
-	return p, hidden(r.Check(p.OrganizationID, p.ID), "project %q not found", r.PathValue("project"))
-}
-
-func (h *Tenancy) getOrg(r *Request) (any, error) { return h.org(r) }
+func (h *Tenancy) getOrg(r *Request) (any, error) { return r.Org() }
 
 func (h *Tenancy) createProject(r *Request) (any, error) {
-	o, err := h.org(r)
+	o, err := r.Org()
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +174,7 @@ func (h *Tenancy) createProject(r *Request) (any, error) {
 }
 
 func (h *Tenancy) listProjects(r *Request) (any, error) {
-	o, err := h.org(r)
+	o, err := r.Org()
 	if err != nil {
 		return nil, err
 	}
@@ -202,10 +182,10 @@ func (h *Tenancy) listProjects(r *Request) (any, error) {
 	return ProjectList{Projects: ps}, err
 }
 
-func (h *Tenancy) getProject(r *Request) (any, error) { return h.project(r) }
+func (h *Tenancy) getProject(r *Request) (any, error) { return r.Project() }
 
 func (h *Tenancy) updateProject(r *Request) (any, error) {
-	p, err := h.project(r)
+	p, err := r.Project()
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +197,7 @@ func (h *Tenancy) updateProject(r *Request) (any, error) {
 }
 
 func (h *Tenancy) listOrgMembers(r *Request) (any, error) {
-	o, err := h.org(r)
+	o, err := r.Org()
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +206,7 @@ func (h *Tenancy) listOrgMembers(r *Request) (any, error) {
 }
 
 func (h *Tenancy) setOrgMember(r *Request) (any, error) {
-	o, err := h.org(r)
+	o, err := r.Org()
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +218,7 @@ func (h *Tenancy) setOrgMember(r *Request) (any, error) {
 }
 
 func (h *Tenancy) removeOrgMember(r *Request) (any, error) {
-	o, err := h.org(r)
+	o, err := r.Org()
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +226,7 @@ func (h *Tenancy) removeOrgMember(r *Request) (any, error) {
 }
 
 func (h *Tenancy) listProjectMembers(r *Request) (any, error) {
-	p, err := h.project(r)
+	p, err := r.Project()
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +235,7 @@ func (h *Tenancy) listProjectMembers(r *Request) (any, error) {
 }
 
 func (h *Tenancy) setProjectMember(r *Request) (any, error) {
-	p, err := h.project(r)
+	p, err := r.Project()
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +247,7 @@ func (h *Tenancy) setProjectMember(r *Request) (any, error) {
 }
 
 func (h *Tenancy) removeProjectMember(r *Request) (any, error) {
-	p, err := h.project(r)
+	p, err := r.Project()
 	if err != nil {
 		return nil, err
 	}
@@ -291,13 +271,4 @@ func (h *Tenancy) pausePlatform(paused bool) func(*Request) (any, error) {
 	return func(r *Request) (any, error) {
 		return h.T.SetPlatformPaused(r.Context(), r.Principal.Actor(), paused)
 	}
-}
-
-// hidden gives an access refusal for an invisible scope the same message
-// as a resource that does not exist, so that callers cannot tell them apart.
-func hidden(err error, format string, args ...any) error {
-	if apperr.Code(err) == apperr.NotFound {
-		return apperr.New(apperr.NotFound, format, args...)
-	}
-	return err
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/budget"
 	"github.com/ballet/ballet/internal/flow"
+	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 )
 
@@ -15,10 +16,9 @@ import (
 // the flows that need them.
 type Unattended struct {
 	T       *tracker.Service
+	Tenancy *tenancy.Service
 	F       *flow.Service
 	B       *budget.Service
-	Tenancy *Tenancy
-	Flows   *Flows
 }
 
 // Amount is a budget figure: limit (null: none), spent and remaining, with
@@ -75,7 +75,7 @@ func amount(limit *budget.Dollars, u budget.Usage) Amount {
 }
 
 func (h *Unattended) projectBudget(r *Request) (any, error) {
-	p, err := h.Tenancy.project(r)
+	p, err := r.Project()
 	if err != nil {
 		return nil, err
 	}
@@ -90,11 +90,11 @@ func (h *Unattended) projectBudget(r *Request) (any, error) {
 }
 
 func (h *Unattended) itemBudget(r *Request) (any, error) {
-	it, err := h.Flows.item(r)
+	it, err := r.Item()
 	if err != nil {
 		return nil, err
 	}
-	p, err := h.Tenancy.T.FindProject(r.Context(), it.ProjectID)
+	p, err := h.Tenancy.FindProject(r.Context(), it.ProjectID)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +109,7 @@ var flowStatuses = []string{flow.StatusRunning, flow.StatusWaiting, flow.StatusD
 var flowWaits = []string{flow.WaitRun, flow.WaitApproval, flow.WaitAnswer, flow.WaitChecks, flow.WaitReview, flow.WaitMerge, flow.WaitBudget, flow.WaitPause}
 
 func (h *Unattended) flows(r *Request) (any, error) {
-	p, err := h.Tenancy.project(r)
+	p, err := r.Project()
 	if err != nil {
 		return nil, err
 	}
