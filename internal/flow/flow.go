@@ -239,14 +239,17 @@ func (s *Service) Start(ctx context.Context, actor event.Actor, itemRef string) 
 			PipelineVersion: pv.Version, Definition: pv.Definition, Stage: first.ID, Iteration: 1, MaxIterations: pv.Definition.MaxIter(),
 			Step: 1, Status: StatusRunning, StartedAt: now, UpdatedAt: now, Version: 1}
 		out = f
-		ev, st := tracker.StateChange(actor, it, "in_progress", now)
+		move, err := tracker.FlowMove(actor, it, tracker.StateInProgress, now)
+		if err != nil {
+			return nil, err
+		}
 		return &transition.Transition{
-			Events: []event.Event{flowEvent(actor, f, "started", &FlowStarted{Ticket: it.Key, Pipeline: pv.Name, PipelineVersion: pv.Version}), ev},
-			Guarded: []store.Statement{st, store.Stmt(`INSERT INTO flows (id, organization_id, project_id, item_id, pipeline, pipeline_version, definition,
+			Events: append([]event.Event{flowEvent(actor, f, "started", &FlowStarted{Ticket: it.Key, Pipeline: pv.Name, PipelineVersion: pv.Version})}, move.Events...),
+			Guarded: append(move.Guarded, store.Stmt(`INSERT INTO flows (id, organization_id, project_id, item_id, pipeline, pipeline_version, definition,
 stage, iteration, max_iterations, step, status, waiting, run_id, outcome, report, outcome_stage, pull_request, started_at, updated_at,
 finished_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, 1, 'running', NULL, NULL, NULL, NULL, NULL, NULL, ?, ?, NULL, 1) ON CONFLICT DO NOTHING`,
 				f.ID, f.OrganizationID, f.ProjectID, f.ItemID, f.Pipeline, f.PipelineVersion, string(def), f.Stage, f.MaxIterations,
-				now.UnixMilli(), now.UnixMilli())},
+				now.UnixMilli(), now.UnixMilli())),
 			Jobs: []job.Spec{enterJob(f)},
 		}, nil
 	})

@@ -356,10 +356,13 @@ func (s *Service) advance(ctx context.Context, f Flow, it tracker.Item, outcome,
 			change, ticketTo, next.Status = "failed", "paused", StatusFailed
 		}
 		next.Waiting, next.FinishedAt = WaitNone, &now
-		ev, st := tracker.StateChange(System, it, ticketTo, now)
+		move, err := tracker.FlowMove(System, it, ticketTo, now)
+		if err != nil {
+			return nil, err
+		}
 		return &transition.Transition{
-			Events:  []event.Event{flowEvent(System, f, change, finished), ev},
-			Guarded: []store.Statement{update(f, next, now), st},
+			Events:  append([]event.Event{flowEvent(System, f, change, finished)}, move.Events...),
+			Guarded: append([]store.Statement{update(f, next, now)}, move.Guarded...),
 		}, nil
 	default: // MoveQuestion
 		text := fmt.Sprintf("%s: %s. How should %s go on?", it.Key, m.Reason, it.Key)
@@ -397,10 +400,13 @@ func (s *Service) waitAnswer(f Flow, it tracker.Item, now time.Time, change, rea
 	}
 	t.Events = append([]event.Event{flowEvent(System, read, change, waiting)}, t.Events...)
 	t.Guarded = append(t.Guarded, update(read, next, now))
-	if it.State != "waiting_for_answer" {
-		ev, st := tracker.StateChange(System, it, "waiting_for_answer", now)
-		t.Events = append(t.Events, ev)
-		t.Guarded = append(t.Guarded, st)
+	if it.State != tracker.StateWaitingForAnswer {
+		move, err := tracker.FlowMove(System, it, tracker.StateWaitingForAnswer, now)
+		if err != nil {
+			return nil, err
+		}
+		t.Events = append(t.Events, move.Events...)
+		t.Guarded = append(t.Guarded, move.Guarded...)
 	}
 	return t, nil
 }
@@ -415,10 +421,13 @@ func (s *Service) resume(f Flow, it tracker.Item, now time.Time, reason string) 
 		Guarded: []store.Statement{update(f, next, now)},
 		Jobs:    []job.Spec{enterJob(next)},
 	}
-	if it.State == "waiting_for_answer" {
-		ev, st := tracker.StateChange(System, it, "in_progress", now)
-		t.Events = append(t.Events, ev)
-		t.Guarded = append(t.Guarded, st)
+	if it.State == tracker.StateWaitingForAnswer {
+		move, err := tracker.FlowMove(System, it, tracker.StateInProgress, now)
+		if err != nil {
+			return nil, err
+		}
+		t.Events = append(t.Events, move.Events...)
+		t.Guarded = append(t.Guarded, move.Guarded...)
 	}
 	return t, nil
 }

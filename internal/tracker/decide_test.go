@@ -132,3 +132,28 @@ func TestDecideAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestFlowMove: the flow engine's moves are refused unless
+// FlowTransitionAllowed allows them, and never move an epic; an allowed
+// move is the ticket's state_changed event and its guarded update from the
+// state and version read.
+func TestFlowMove(t *testing.T) {
+	for _, from := range States {
+		for _, to := range States {
+			for _, typ := range []string{"task", TypeEpic} {
+				it := Item{ID: "i1", Key: "ACME-1", Type: typ, State: from, Version: 7}
+				part, err := FlowMove(itemAlice, it, to, decideNow)
+				if allowed := typ != TypeEpic && FlowTransitionAllowed(from, to); !allowed {
+					if apperr.Code(err) != apperr.Conflict {
+						t.Errorf("%s %s → %s: %v, want refused", typ, from, to, err)
+					}
+					continue
+				}
+				if err != nil || len(part.Events) != 1 || len(part.Guarded) != 1 || part.Events[0].Type != "ticket.state_changed" ||
+					string(part.Events[0].Payload) != `{"from":"`+from+`","to":"`+to+`"}` || part.Guarded[0].Args[3] != int64(7) || part.Guarded[0].Args[4] != from {
+					t.Errorf("%s → %s: %+v, %v", from, to, part, err)
+				}
+			}
+		}
+	}
+}

@@ -582,38 +582,24 @@ func (s *Service) countChildren(ctx context.Context, epicID string) (int64, erro
 	return n, rows.Scan(0, &n)
 }
 
-// StateChange returns the event and the guarded statement that move a
-// ticket from its current state (as read: it.State, it.Version) to another,
-// for a caller that writes them within a larger transition. It does not
-// check whether the move is allowed.
-func StateChange(actor event.Actor, it Item, to string, now time.Time) (event.Event, store.Statement) {
-	return event.New(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "state_changed", ItemStateChanged{From: it.State, To: to}),
-		store.Stmt(`UPDATE items SET state = ?, updated_at = ?, version = version + 1 WHERE id = ? AND version = ? AND state = ?`,
-			to, now.UnixMilli(), it.ID, it.Version, it.State)
-}
-
-// SetItemStateBySystem makes a state change of the flow engine
-// (FlowTransitionAllowed) to a ticket in state from at version: a ticket
-// that has moved on meanwhile is a conflict.
-func (s *Service) SetItemStateBySystem(ctx context.Context, actor event.Actor, itemID, from, to string, version int64) (Item, error) {
-	if !FlowTransitionAllowed(from, to) {
-		return Item{}, apperr.New(apperr.Conflict, "the flow engine cannot move a ticket from %s to %s", from, to)
-	}
-	it, err := s.FindItem(ctx, itemID)
-	if err != nil {
-		return Item{}, err
-	}
+// FlowMove returns the part of a transition by which the flow engine moves
+// a ticket, as read (it.State, it.Version), to another state: the
+// ticket's state_changed event and its guarded update, for the caller to
+// write within its own transition. It is the only way a ticket changes
+// state other than a user's UpdateItem: a move the flow engine may not
+// make (FlowTransitionAllowed), or any move of an epic, is refused as a
+// conflict; a ticket that moved on since it was read makes the batch lose
+// its race.
+func FlowMove(actor event.Actor, it Item, to string, now time.Time) (transition.Transition, error) {
 	if it.IsEpic() {
-		return Item{}, apperr.New(apperr.Conflict, "%s is an epic: no flow runs epics", it.Key)
+		return transition.Transition{}, apperr.New(apperr.Conflict, "%s is an epic: no flow runs epics", it.Key)
 	}
-	if it.State != from || it.Version != version {
-		return Item{}, apperr.New(apperr.Conflict, "%s is %s at version %d, not %s at version %d: read it again", it.Key, it.State, it.Version, from, version)
+	if !FlowTransitionAllowed(it.State, to) {
+		return transition.Transition{}, apperr.New(apperr.Conflict, "%s is %s: the flow engine cannot move a ticket from %s to %s", it.Key, it.State, it.State, to)
 	}
-	now := s.now()
-	ev, st := StateChange(actor, it, to, now)
-	if err := s.Applier.Apply(ctx, &transition.Transition{Events: []event.Event{ev}, Guarded: []store.Statement{st}}); err != nil {
-		return Item{}, transition.Stale(err, it.Key)
-	}
-	it.State, it.UpdatedAt, it.Version = to, now, version+1
-	return it, nil
+	return transition.Transition{
+		Events: []event.Event{event.New(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "state_changed", ItemStateChanged{From: it.State, To: to})},
+		Guarded: []store.Statement{store.Stmt(`UPDATE items SET state = ?, updated_at = ?, version = version + 1 WHERE id = ? AND version = ? AND state = ?`,
+			to, now.UnixMilli(), it.ID, it.Version, it.State)},
+	}, nil
 }

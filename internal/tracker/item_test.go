@@ -125,6 +125,24 @@ func (w *itemWorld) expect(name, wantCode string, wantType string, op func() err
 
 func itemStr(s string) *string { return &s }
 
+// flowMove moves ref, as the flow engine read it (in state from at
+// version), to another state: FlowMove's part, applied in a transition of
+// its own as the flow engine applies it within one of its steps. A lost
+// race is a conflict.
+func (w *itemWorld) flowMove(ref, from, to string, version int64) (Item, error) {
+	w.t.Helper()
+	it := w.get(ref)
+	it.State, it.Version = from, version
+	part, err := FlowMove(event.System, it, to, w.svc.now())
+	if err != nil {
+		return Item{}, err
+	}
+	if err := w.svc.Applier.Apply(context.Background(), &part); err != nil {
+		return Item{}, transition.Stale(err, it.Key)
+	}
+	return w.get(ref), nil
+}
+
 func payloadOf(t *testing.T, e event.Event) map[string]any {
 	t.Helper()
 	var m map[string]any
@@ -330,22 +348,22 @@ func TestItemChangesWriteOneEventEach(t *testing.T) {
 			t.Fatalf("state_changed payload %v", p)
 		}
 		evs = w.expect("flow starts", "", "ticket.state_changed", func() (err error) {
-			it, err = w.svc.SetItemStateBySystem(ctx, event.System, it.Key, "ready", "in_progress", 4)
+			it, err = w.flowMove(it.Key, "ready", "in_progress", 4)
 			return err
 		})
 		if e := evs[0]; e.ActorKind != "system" || string(e.Payload) != `{"from":"ready","to":"in_progress"}` {
 			t.Fatalf("system event %+v %s", e, e.Payload)
 		}
 		w.expect("flow with a stale version", apperr.Conflict, "", func() error {
-			_, err := w.svc.SetItemStateBySystem(ctx, event.System, it.ID, "in_progress", "done", 4)
+			_, err := w.flowMove(it.ID, "in_progress", "done", 4)
 			return err
 		})
 		w.expect("flow from the wrong state", apperr.Conflict, "", func() error {
-			_, err := w.svc.SetItemStateBySystem(ctx, event.System, it.ID, "ready", "in_progress", 5)
+			_, err := w.flowMove(it.ID, "ready", "in_progress", 5)
 			return err
 		})
 		w.expect("not a flow move", apperr.Conflict, "", func() error {
-			_, err := w.svc.SetItemStateBySystem(ctx, event.System, it.ID, "in_progress", "backlog", 5)
+			_, err := w.flowMove(it.ID, "in_progress", "backlog", 5)
 			return err
 		})
 		w.expect("user pauses with an edit", "", "ticket.state_changed", func() (err error) {
@@ -510,7 +528,7 @@ func TestEpics(t *testing.T) {
 			return err
 		})
 		w.expect("no flow runs epics", apperr.Conflict, "", func() error {
-			_, err := w.svc.SetItemStateBySystem(ctx, event.System, e.ID, "in_progress", "done", 4)
+			_, err := w.flowMove(e.ID, "in_progress", "done", 4)
 			return err
 		})
 		// Filters.
