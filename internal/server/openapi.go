@@ -295,6 +295,11 @@ func (g *schemaGen) fields(t reflect.Type, props map[string]any, required *[]str
 		s := g.schema(f.Type)
 		omitEmpty := strings.Contains(","+opts+",", ",omitempty,") && omittable(f.Type)
 		omitZero := strings.Contains(","+opts+",", ",omitzero,")
+		if _, nullable := reflect.Zero(f.Type).Interface().(interface{ SchemaType() reflect.Type }); nullable && !omitZero {
+			// omitempty never omits a struct: the document would call an
+			// optional PATCH field required.
+			panic(fmt.Sprintf("openapi: %v.%s is a Nullable without omitzero: tag it omitzero", t, f.Name))
+		}
 		if values, ok := enums[t][jname]; ok {
 			s = map[string]any{"type": "string", "enum": values}
 		}

@@ -82,6 +82,10 @@ func TestSchemaRefusesWhatItCannotKnow(t *testing.T) {
 		f()
 	}
 	mustPanic("self-encoded", "JSONSchema", func() { newSchemaGen().schema(reflect.TypeFor[selfEncoded]()) })
+	type patch struct {
+		Field strictjson.Nullable[string] `json:"field,omitempty"`
+	}
+	mustPanic("a Nullable without omitzero", "omitzero", func() { newSchemaGen().schema(reflect.TypeFor[patch]()) })
 	type Item struct{ X int }
 	mustPanic("one name, two types", "schema Item", func() {
 		g := newSchemaGen()

@@ -5,6 +5,7 @@ import (
 
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/budget"
 	"github.com/ballet/ballet/internal/strictjson"
 	"github.com/ballet/ballet/internal/tenancy"
 )
@@ -32,22 +33,49 @@ type ProjectCreate struct {
 }
 
 // ProjectUpdate is the body of PATCH /projects/{project}: absent fields
-// stay; version is the one read.
+// stay; version is the one read. repository, merge_policy and budgets are
+// JSON merge patches (RFC 7386) of the project's own (tenancy.ProjectPatch
+// says what null does).
 type ProjectUpdate struct {
-	Version          int64                                   `json:"version"`
-	Name             *string                                 `json:"name,omitempty"`
-	Repository       strictjson.Nullable[tenancy.Repository] `json:"repository,omitempty"`
-	MergePolicy      *tenancy.MergePolicy                    `json:"merge_policy,omitempty"`
-	ConcurrencyLimit *int                                    `json:"concurrency_limit,omitempty"`
-	Budgets          *tenancy.Budgets                        `json:"budgets,omitempty"`
-	TicketTypes      []string                                `json:"ticket_types,omitempty"`
-	Paused           *bool                                   `json:"paused,omitempty"`
+	Version          int64                                 `json:"version"`
+	Name             *string                               `json:"name,omitempty"`
+	Repository       strictjson.Nullable[RepositoryPatch]  `json:"repository,omitzero"`
+	MergePolicy      strictjson.Nullable[MergePolicyPatch] `json:"merge_policy,omitzero"`
+	ConcurrencyLimit *int                                  `json:"concurrency_limit,omitempty"`
+	Budgets          strictjson.Nullable[BudgetsPatch]     `json:"budgets,omitzero"`
+	TicketTypes      []string                              `json:"ticket_types,omitempty"`
+	Paused           *bool                                 `json:"paused,omitempty"`
+}
+
+// RepositoryPatch is repository in ProjectUpdate.
+type RepositoryPatch struct {
+	Forge          strictjson.Nullable[string] `json:"forge,omitzero"`
+	URL            strictjson.Nullable[string] `json:"url,omitzero"`
+	DefaultBranch  strictjson.Nullable[string] `json:"default_branch,omitzero"`  // null: main
+	CredentialsRef strictjson.Nullable[string] `json:"credentials_ref,omitzero"` // null: none
+}
+
+// MergePolicyPatch is merge_policy in ProjectUpdate.
+type MergePolicyPatch struct {
+	Mode              strictjson.Nullable[string]   `json:"mode,omitzero"`               // null: manual
+	RequiredApprovals strictjson.Nullable[int]      `json:"required_approvals,omitzero"` // null: 0
+	RequiredChecks    strictjson.Nullable[[]string] `json:"required_checks,omitzero"`    // null: none
+}
+
+// BudgetsPatch is budgets in ProjectUpdate.
+type BudgetsPatch struct {
+	PerTicketUSD strictjson.Nullable[budget.Dollars] `json:"per_ticket_usd,omitzero"` // null: no limit
+	PerDayUSD    strictjson.Nullable[budget.Dollars] `json:"per_day_usd,omitzero"`    // null: no limit
 }
 
 // patch is the update without its version.
 func (in ProjectUpdate) patch() tenancy.ProjectPatch {
-	return tenancy.ProjectPatch{Name: in.Name, Repository: in.Repository, MergePolicy: in.MergePolicy, ConcurrencyLimit: in.ConcurrencyLimit,
-		Budgets: in.Budgets, TicketTypes: in.TicketTypes, Paused: in.Paused}
+	return tenancy.ProjectPatch{Name: in.Name,
+		Repository:       strictjson.Nullable[tenancy.RepositoryPatch]{Set: in.Repository.Set, Value: (*tenancy.RepositoryPatch)(in.Repository.Value)},
+		MergePolicy:      strictjson.Nullable[tenancy.MergePolicyPatch]{Set: in.MergePolicy.Set, Value: (*tenancy.MergePolicyPatch)(in.MergePolicy.Value)},
+		ConcurrencyLimit: in.ConcurrencyLimit,
+		Budgets:          strictjson.Nullable[tenancy.BudgetsPatch]{Set: in.Budgets.Set, Value: (*tenancy.BudgetsPatch)(in.Budgets.Value)},
+		TicketTypes:      in.TicketTypes, Paused: in.Paused}
 }
 
 // MemberSet is the body of PUT …/members/{subject}.

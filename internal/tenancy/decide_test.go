@@ -28,7 +28,9 @@ func outcome(t *transition.Transition, err error) string {
 
 func acme(t *testing.T) Project {
 	t.Helper()
-	p, err := newProject("p1", "o1", ProjectInput{Key: "ACME", Name: "Acme", Repository: &Repository{Forge: "git", URL: "/srv/acme.git"}}, decideNow)
+	five := budget.Dollars(5_000_000)
+	p, err := newProject("p1", "o1", ProjectInput{Key: "ACME", Name: "Acme", Repository: &Repository{Forge: "git", URL: "/srv/acme.git", CredentialsRef: "env:GIT"},
+		Budgets: &Budgets{PerTicketUSD: &five}}, decideNow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,10 +57,13 @@ func TestNewProject(t *testing.T) {
 }
 
 // TestPatchProject: a patch is a pure function of the project as read, the
-// version the caller read and the patch.
+// version the caller read and the patch; repository, merge policy and
+// budgets are merged field by field (null: the default).
 func TestPatchProject(t *testing.T) {
 	s := func(v string) *string { return &v }
 	fifty := budget.Dollars(50_000_000)
+	set := func(v string) strictjson.Nullable[string] { return strictjson.Nullable[string]{Set: true, Value: &v} }
+	null := strictjson.Nullable[string]{Set: true}
 	for _, c := range []struct {
 		name    string
 		version int64
@@ -69,14 +74,27 @@ func TestPatchProject(t *testing.T) {
 		{"a name", 1, ProjectPatch{Name: s("  Acme app ")}, "", func(p Project, ch ProjectChanges) bool {
 			return p.Name == "Acme app" && *ch.Name == "Acme app" && ch.Budgets == nil
 		}},
-		{"no repository", 1, ProjectPatch{Repository: strictjson.Nullable[Repository]{Set: true}}, "", func(p Project, ch ProjectChanges) bool {
+		{"no repository", 1, ProjectPatch{Repository: strictjson.Nullable[RepositoryPatch]{Set: true}}, "", func(p Project, ch ProjectChanges) bool {
 			return p.Repository == nil && ch.Repository.Set && ch.Repository.Value == nil
 		}},
-		{"a budget", 1, ProjectPatch{Budgets: &Budgets{PerDayUSD: &fifty}}, "", func(p Project, ch ProjectChanges) bool {
-			return *p.Budgets.PerDayUSD == fifty && ch.Budgets != nil
+		{"a url", 1, ProjectPatch{Repository: strictjson.Nullable[RepositoryPatch]{Set: true, Value: &RepositoryPatch{URL: set("/srv/b.git"), CredentialsRef: null}}}, "",
+			func(p Project, ch ProjectChanges) bool {
+				return *p.Repository == Repository{Forge: "git", URL: "/srv/b.git", DefaultBranch: "main"} && *ch.Repository.Value == *p.Repository
+			}},
+		{"a budget", 1, ProjectPatch{Budgets: strictjson.Nullable[BudgetsPatch]{Set: true, Value: &BudgetsPatch{PerDayUSD: strictjson.Nullable[budget.Dollars]{Set: true, Value: &fifty}}}}, "",
+			func(p Project, ch ProjectChanges) bool {
+				return *p.Budgets.PerDayUSD == fifty && *p.Budgets.PerTicketUSD == 5_000_000 && *ch.Budgets == p.Budgets
+			}},
+		{"no budgets", 1, ProjectPatch{Budgets: strictjson.Nullable[BudgetsPatch]{Set: true}}, "", func(p Project, ch ProjectChanges) bool {
+			return p.Budgets == Budgets{} && ch.Budgets != nil
 		}},
+		{"a mode", 1, ProjectPatch{MergePolicy: strictjson.Nullable[MergePolicyPatch]{Set: true, Value: &MergePolicyPatch{Mode: set("auto")}}}, "",
+			func(p Project, ch ProjectChanges) bool {
+				return p.MergePolicy.Mode == "auto" && p.MergePolicy.RequiredChecks != nil && ch.MergePolicy.Mode == "auto"
+			}},
 		{"no version", 0, ProjectPatch{Name: s("x")}, "version", nil},
-		{"a bad forge", 1, ProjectPatch{Repository: strictjson.Nullable[Repository]{Set: true, Value: &Repository{Forge: "svn", URL: "/x"}}}, "repository.forge", nil},
+		{"a bad forge", 1, ProjectPatch{Repository: strictjson.Nullable[RepositoryPatch]{Set: true, Value: &RepositoryPatch{Forge: set("svn")}}}, "repository.forge", nil},
+		{"no url", 1, ProjectPatch{Repository: strictjson.Nullable[RepositoryPatch]{Set: true, Value: &RepositoryPatch{URL: null}}}, "repository.url", nil},
 		{"nothing", 1, ProjectPatch{}, "", nil},
 	} {
 		p, ch, err := patchProject(acme(t), c.version, c.in)

@@ -72,15 +72,93 @@ type ProjectInput struct {
 }
 
 // ProjectPatch changes some of a project's settings: what is nil (or not
-// Set) stays.
+// Set) stays. Repository, MergePolicy and Budgets are merged into the
+// project's own, field by field (RFC 7386): a field not Set stays, null
+// puts it back to its default (a new project's: no repository, the merge
+// policy manual with no approvals or checks, no budget limits, branch
+// main, no credentials ref), a value replaces it.
 type ProjectPatch struct {
 	Name             *string
-	Repository       strictjson.Nullable[Repository] // null: no repository
-	MergePolicy      *MergePolicy
+	Repository       strictjson.Nullable[RepositoryPatch]
+	MergePolicy      strictjson.Nullable[MergePolicyPatch]
 	ConcurrencyLimit *int
-	Budgets          *Budgets
+	Budgets          strictjson.Nullable[BudgetsPatch]
 	TicketTypes      []string
 	Paused           *bool
+}
+
+// RepositoryPatch changes fields of a project's repository (of an empty
+// one when the project has none). Forge and URL have no default: null
+// leaves them empty, which a repository cannot be.
+type RepositoryPatch struct {
+	Forge          strictjson.Nullable[string]
+	URL            strictjson.Nullable[string]
+	DefaultBranch  strictjson.Nullable[string]
+	CredentialsRef strictjson.Nullable[string]
+}
+
+// MergePolicyPatch changes fields of a project's merge policy.
+type MergePolicyPatch struct {
+	Mode              strictjson.Nullable[string]
+	RequiredApprovals strictjson.Nullable[int]
+	RequiredChecks    strictjson.Nullable[[]string]
+}
+
+// BudgetsPatch changes a project's budget limits; null lifts a limit.
+type BudgetsPatch struct {
+	PerTicketUSD strictjson.Nullable[budget.Dollars]
+	PerDayUSD    strictjson.Nullable[budget.Dollars]
+}
+
+// merge sets *v to what n says: unchanged when n is not Set, def when it
+// is null, its value otherwise.
+func merge[T any](v *T, n strictjson.Nullable[T], def T) {
+	switch {
+	case !n.Set:
+	case n.Value == nil:
+		*v = def
+	default:
+		*v = *n.Value
+	}
+}
+
+// defaultMergePolicy is a new project's merge policy.
+func defaultMergePolicy() MergePolicy {
+	return MergePolicy{Mode: "manual", RequiredChecks: []string{}}
+}
+
+// mergeRepository merges the patch into r (nil: none), returning the
+// repository it makes.
+func mergeRepository(r *Repository, in RepositoryPatch) *Repository {
+	var out Repository
+	if r != nil {
+		out = *r
+	}
+	merge(&out.Forge, in.Forge, "")
+	merge(&out.URL, in.URL, "")
+	merge(&out.DefaultBranch, in.DefaultBranch, "")
+	merge(&out.CredentialsRef, in.CredentialsRef, "")
+	return &out
+}
+
+// mergePolicy merges the patch into m.
+func mergePolicy(m MergePolicy, in MergePolicyPatch) MergePolicy {
+	def := defaultMergePolicy()
+	merge(&m.Mode, in.Mode, def.Mode)
+	merge(&m.RequiredApprovals, in.RequiredApprovals, def.RequiredApprovals)
+	merge(&m.RequiredChecks, in.RequiredChecks, def.RequiredChecks)
+	return m
+}
+
+// mergeBudgets merges the patch into b.
+func mergeBudgets(b Budgets, in BudgetsPatch) Budgets {
+	if in.PerTicketUSD.Set {
+		b.PerTicketUSD = in.PerTicketUSD.Value
+	}
+	if in.PerDayUSD.Set {
+		b.PerDayUSD = in.PerDayUSD.Value
+	}
+	return b
 }
 
 // DefaultTicketTypes are a new project's ticket types.
@@ -198,7 +276,7 @@ func projectValues(p *Project) []any {
 // defaults for what it leaves out, then every rule checked at once.
 func newProject(id, orgID string, in ProjectInput, now time.Time) (Project, error) {
 	p := Project{ID: id, OrganizationID: orgID, Key: in.Key, Name: strings.TrimSpace(in.Name), Repository: in.Repository,
-		MergePolicy: MergePolicy{Mode: "manual", RequiredChecks: []string{}}, TicketTypes: DefaultTicketTypes,
+		MergePolicy: defaultMergePolicy(), TicketTypes: DefaultTicketTypes,
 		CreatedAt: now, UpdatedAt: now, Version: 1}
 	if in.MergePolicy != nil {
 		p.MergePolicy = *in.MergePolicy
@@ -285,25 +363,37 @@ func patchProject(p Project, version int64, in ProjectPatch) (Project, ProjectCh
 		changes.Name = new(p.Name)
 	}
 	if in.Repository.Set {
-		p.Repository = in.Repository.Value
-		if p.Repository != nil && p.Repository.DefaultBranch == "" {
-			p.Repository.DefaultBranch = "main"
+		var r *Repository // null: no repository
+		if in.Repository.Value != nil {
+			r = mergeRepository(p.Repository, *in.Repository.Value)
+			if r.DefaultBranch == "" {
+				r.DefaultBranch = "main"
+			}
 		}
+		p.Repository = r
 		changes.Repository = strictjson.Nullable[Repository]{Set: true, Value: p.Repository}
 	}
-	if in.MergePolicy != nil {
-		p.MergePolicy = *in.MergePolicy
-		if p.MergePolicy.RequiredChecks == nil {
-			p.MergePolicy.RequiredChecks = []string{}
+	if in.MergePolicy.Set {
+		m := defaultMergePolicy() // null: the default policy
+		if in.MergePolicy.Value != nil {
+			m = mergePolicy(p.MergePolicy, *in.MergePolicy.Value)
 		}
+		if m.RequiredChecks == nil {
+			m.RequiredChecks = []string{}
+		}
+		p.MergePolicy = m
 		changes.MergePolicy = new(p.MergePolicy)
 	}
 	if in.ConcurrencyLimit != nil {
 		p.ConcurrencyLimit = *in.ConcurrencyLimit
 		changes.ConcurrencyLimit = new(p.ConcurrencyLimit)
 	}
-	if in.Budgets != nil {
-		p.Budgets = *in.Budgets
+	if in.Budgets.Set {
+		b := Budgets{} // null: no limits
+		if in.Budgets.Value != nil {
+			b = mergeBudgets(p.Budgets, *in.Budgets.Value)
+		}
+		p.Budgets = b
 		changes.Budgets = new(p.Budgets)
 	}
 	if in.TicketTypes != nil {
