@@ -92,6 +92,8 @@ func TestImportBoundaries(t *testing.T) {
 		"internal/tracker":           {"internal/flow", "internal/server", "internal/core", "net/http"},
 		"internal/skill":             {"internal/tracker", "internal/flow", "internal/server", "internal/core", "net/http"},
 		"internal/pipeline/versions": {"internal/tracker", "internal/flow", "internal/server", "internal/core", "net/http"},
+		"internal/run":               {"internal/flow", "internal/server", "internal/core", "net/http"},
+		"internal/auth":              {"internal/server", "internal/core", "net/http"},
 	}
 	for dir, files := range packages(t) {
 		bad, ok := forbidden[dir]
