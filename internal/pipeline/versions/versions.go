@@ -88,6 +88,19 @@ func scanPipeline(rows *store.Rows, i int, projectKey string) (PipelineVersion, 
 	return v, nil
 }
 
+// scanPipelines reads every row of rows, versions of projectKey's
+// pipelines.
+func scanPipelines(rows *store.Rows, projectKey string) ([]PipelineVersion, error) {
+	out := make([]PipelineVersion, rows.Len())
+	for i := range out {
+		var err error
+		if out[i], err = scanPipeline(rows, i, projectKey); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // Latest returns the newest version of each of the project's
 // pipelines; the template shows as default version 0 until one is saved.
 func (s *Service) Latest(ctx context.Context, p tenancy.Project) ([]PipelineVersion, error) {
@@ -97,13 +110,9 @@ ORDER BY v.name = 'default' DESC, v.name`, p.ID)
 	if err != nil {
 		return nil, fmt.Errorf("read pipelines: %w", err)
 	}
-	out := []PipelineVersion{}
-	for i := range rows.Len() {
-		v, err := scanPipeline(rows, i, p.Key)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
+	out, err := scanPipelines(rows, p.Key)
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 || out[0].Name != "default" {
 		out = append([]PipelineVersion{templateVersion(p.Key)}, out...)
@@ -153,13 +162,9 @@ WHERE project_id = ? AND name = ? ORDER BY version DESC`, p.ID, name)
 	if err != nil {
 		return nil, fmt.Errorf("read pipeline versions: %w", err)
 	}
-	out := []PipelineVersion{}
-	for i := range rows.Len() {
-		v, err := scanPipeline(rows, i, p.Key)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
+	out, err := scanPipelines(rows, p.Key)
+	if err != nil {
+		return nil, err
 	}
 	if name == "default" {
 		out = append(out, templateVersion(p.Key))
