@@ -66,7 +66,8 @@ func TestEveryPackageHasADocComment(t *testing.T) {
 func TestImportBoundaries(t *testing.T) {
 	const leaf = "github.com/ballet/ballet/internal/text"
 	runner := []string{"internal/store", "internal/store/sqlite", "internal/store/rqlite", "internal/transition", "internal/job",
-		"internal/event", "internal/core", "internal/server", "internal/flow", "internal/run", "net/http"}
+		"internal/event", "internal/core", "internal/server", "internal/flow", "internal/run", "internal/tenancy", "internal/tracker",
+		"internal/skill", "internal/pipeline/versions", "net/http"}
 	forbidden := map[string][]string{
 		"internal/store":      {"internal/store/sqlite", "internal/store/rqlite", "internal/transition", "internal/job", "internal/event", "net/http"},
 		"internal/event":      {"internal/store/sqlite", "internal/store/rqlite", "internal/job", "internal/transition", "net/http"},
