@@ -39,8 +39,7 @@ VALUES (?, ?, ?, ?, 'default', 0, '{}', 'implement', 1, 3, 1, 'running', 'run', 
 	rn := run.Run{ID: transition.NewID(), OrganizationID: it.OrganizationID, ProjectID: it.ProjectID, ItemID: it.ID, FlowID: flowID,
 		Stage: "implement", Iteration: 1, Step: 1, Adapter: "claude-code", Model: "sonnet", Instructions: "Implement the ticket.",
 		Skills: []string{}, Artifacts: json.RawMessage(`{"ticket":{"key":"` + itemKey + `"}}`)}
-	if err := e.Core.Applier.Apply(ctx, &transition.Transition{Events: []event.Event{run.CreatedEvent(rn, event.System)},
-		Guarded: []store.Statement{run.Insert(rn, now)}}); err != nil {
+	if err := e.Core.Applier.Apply(ctx, new(run.Create(rn, event.System, now))); err != nil {
 		e.T.Fatal(err)
 	}
 	e.Core.Runs.Notify()

@@ -243,15 +243,15 @@ func (s *Service) Start(ctx context.Context, actor event.Actor, itemRef string) 
 		if err != nil {
 			return nil, err
 		}
-		return &transition.Transition{
-			Events: append([]event.Event{flowEvent(actor, f, "started", &FlowStarted{Ticket: it.Key, Pipeline: pv.Name, PipelineVersion: pv.Version})}, move.Events...),
-			Guarded: append(move.Guarded, store.Stmt(`INSERT INTO flows (id, organization_id, project_id, item_id, pipeline, pipeline_version, definition,
+		t := &transition.Transition{Events: []event.Event{flowEvent(actor, f, "started", &FlowStarted{Ticket: it.Key, Pipeline: pv.Name, PipelineVersion: pv.Version})}}
+		return t.Add(move, transition.Transition{
+			Guarded: []store.Statement{store.Stmt(`INSERT INTO flows (id, organization_id, project_id, item_id, pipeline, pipeline_version, definition,
 stage, iteration, max_iterations, step, status, waiting, run_id, outcome, report, outcome_stage, pull_request, started_at, updated_at,
 finished_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, 1, 'running', NULL, NULL, NULL, NULL, NULL, NULL, ?, ?, NULL, 1) ON CONFLICT DO NOTHING`,
 				f.ID, f.OrganizationID, f.ProjectID, f.ItemID, f.Pipeline, f.PipelineVersion, string(def), f.Stage, f.MaxIterations,
-				now.UnixMilli(), now.UnixMilli())),
+				now.UnixMilli(), now.UnixMilli())},
 			Jobs: []job.Spec{enterJob(f)},
-		}, nil
+		}), nil
 	})
 	return out, err
 }

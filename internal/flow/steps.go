@@ -100,12 +100,8 @@ func (s *Service) CancelRun(ctx context.Context, t *transition.Transition, f Flo
 	if r.Status != run.StatusQueued && r.Status != run.StatusRunning {
 		return nil
 	}
-	stmts, ev := run.CancelStatements(r, reason, now)
-	if len(stmts) == 0 {
-		return nil // already final, or its cancellation already requested
-	}
-	t.Guarded = append(t.Guarded, stmts...)
-	t.Events = append(t.Events, ev)
+	cancel, _ := run.Cancel(r, reason, now) // empty when its cancellation was requested already
+	t.Add(cancel)
 	return nil
 }
 
@@ -174,9 +170,9 @@ func (s *Service) handleEnter(ctx context.Context, j *job.Job) error {
 		}
 		next := f
 		st := Entry(stage.Kind)
-		next.Status, next.Waiting = st.Status, st.Waiting
-		t := &transition.Transition{}
+		next.Status, next.Waiting, next.RunID = st.Status, st.Waiting, ""
 		started := &StageStarted{Kind: stage.Kind, Waiting: st.Waiting}
+		var parts []transition.Transition // what entering the stage starts
 		switch stage.Kind {
 		case pipeline.KindAgent:
 			r, err := s.newRun(ctx, f, it, stage, now)
@@ -185,19 +181,13 @@ func (s *Service) handleEnter(ctx context.Context, j *job.Job) error {
 			}
 			next.RunID = r.ID
 			started.Run = r.ID
-			t.Jobs = append(t.Jobs, job.Spec{Kind: JobTimeout, RunAt: now.Add(stage.Timeout()),
-				Payload: map[string]any{"flow_id": f.ID, "step": f.Step}, DedupeKey: fmt.Sprintf("flow:%s:timeout:%d", f.ID, f.Step)})
-			t.Guarded = append(t.Guarded, run.Insert(r, now)) // ON CONFLICT DO NOTHING must not have conflicted
-			t.Events = append(t.Events, run.CreatedEvent(r, System))
+			parts = append(parts, run.Create(r, System, now), transition.Transition{Jobs: []job.Spec{{Kind: JobTimeout, RunAt: now.Add(stage.Timeout()),
+				Payload: map[string]any{"flow_id": f.ID, "step": f.Step}, DedupeKey: fmt.Sprintf("flow:%s:timeout:%d", f.ID, f.Step)}}})
 		case pipeline.KindPlatform:
-			next.RunID = ""
-			t.Jobs = append(t.Jobs, mergeJob(f, now))
-		default:
-			next.RunID = ""
+			parts = append(parts, transition.Transition{Jobs: []job.Spec{mergeJob(f, now)}})
 		}
-		t.Events = append([]event.Event{flowEvent(System, f, "stage_started", started)}, t.Events...)
-		t.Guarded = append(t.Guarded, update(f, next, now))
-		return t, nil
+		t := &transition.Transition{Events: []event.Event{flowEvent(System, f, "stage_started", started)}}
+		return t.Add(parts...).Add(transition.Transition{Guarded: []store.Statement{update(f, next, now)}}), nil
 	})
 }
 
@@ -326,12 +316,14 @@ func (s *Service) runFinished(ctx context.Context, f Flow, it tracker.Item, runI
 			}
 		}
 	}
-	return s.advance(ctx, f, it, outcome, report, now)
+	return s.advance(ctx, System, f, it, outcome, report, now)
 }
 
 // advance ends the current stage with outcome and moves the flow where the
-// pipeline says.
-func (s *Service) advance(ctx context.Context, f Flow, it tracker.Item, outcome, report string, now time.Time) (*transition.Transition, error) {
+// pipeline says. The flow's event records actor (the system, or the person
+// who decided a human stage); the ticket's moves and questions are the
+// system's.
+func (s *Service) advance(ctx context.Context, actor event.Actor, f Flow, it tracker.Item, outcome, report string, now time.Time) (*transition.Transition, error) {
 	m, err := Advance(f.Definition, f.Stage, f.Iteration, outcome)
 	if err != nil {
 		return nil, job.Permanent(err)
@@ -345,7 +337,7 @@ func (s *Service) advance(ctx context.Context, f Flow, it tracker.Item, outcome,
 		next.Status, next.Waiting = StatusRunning, WaitNone
 		finished.Next, finished.NextIteration = m.Stage, m.Iteration
 		return &transition.Transition{
-			Events:  []event.Event{flowEvent(System, f, "stage_finished", finished)},
+			Events:  []event.Event{flowEvent(actor, f, "stage_finished", finished)},
 			Guarded: []store.Statement{update(f, next, now)},
 			Jobs:    []job.Spec{enterJob(next)},
 		}, nil
@@ -360,55 +352,52 @@ func (s *Service) advance(ctx context.Context, f Flow, it tracker.Item, outcome,
 		if err != nil {
 			return nil, err
 		}
-		return &transition.Transition{
-			Events:  append([]event.Event{flowEvent(System, f, change, finished)}, move.Events...),
-			Guarded: append([]store.Statement{update(f, next, now)}, move.Guarded...),
-		}, nil
+		t := &transition.Transition{Events: []event.Event{flowEvent(actor, f, change, finished)}, Guarded: []store.Statement{update(f, next, now)}}
+		return t.Add(move), nil
 	default: // MoveQuestion
 		text := fmt.Sprintf("%s: %s. How should %s go on?", it.Key, m.Reason, it.Key)
 		if report != "" {
 			text += "\n\nThe stage's report:\n" + report
 		}
-		return s.waitForAnswer(next, it, now, m.Reason, &text)
+		return s.waitAnswer(actor, next, it, now, "waiting", m.Reason, &text)
 	}
 }
 
 // waitForAnswer makes the flow wait for an answer (asking question when
 // set); the ticket becomes waiting_for_answer.
 func (s *Service) waitForAnswer(f Flow, it tracker.Item, now time.Time, reason string, question *string) (*transition.Transition, error) {
-	return s.waitAnswer(f, it, now, "waiting", reason, question)
+	return s.waitAnswer(System, f, it, now, "waiting", reason, question)
 }
 
 // Flag records that a flow is stuck (flow.stuck with the reason), raises a
 // blocking question on the ticket and makes the flow wait for an answer.
 func (s *Service) Flag(f Flow, it tracker.Item, now time.Time, reason string) (*transition.Transition, error) {
 	q := fmt.Sprintf("%s is stuck: %s. Answer to run stage %s again (or pause or cancel the ticket).", it.Key, reason, f.Stage)
-	return s.waitAnswer(f, it, now, "stuck", reason, &q)
+	return s.waitAnswer(System, f, it, now, "stuck", reason, &q)
 }
 
-func (s *Service) waitAnswer(f Flow, it tracker.Item, now time.Time, change, reason string, question *string) (*transition.Transition, error) {
-	read := f
+// waitAnswer makes the flow wait for an answer: its flow.<change> event
+// (recording actor), the blocking question when one is asked (by the
+// system), and the ticket's move to waiting_for_answer.
+func (s *Service) waitAnswer(actor event.Actor, f Flow, it tracker.Item, now time.Time, change, reason string, question *string) (*transition.Transition, error) {
 	next := f
 	next.Status, next.Waiting, next.RunID = StatusWaiting, WaitAnswer, ""
 	waiting := &FlowWaiting{Waiting: WaitAnswer, Reason: reason, Outcome: f.Outcome}
-	t := &transition.Transition{}
+	var parts []transition.Transition
 	if question != nil {
-		q, qev, qst := tracker.NewQuestion(System, it, *question, true, now)
+		q, ask := tracker.NewQuestion(System, it, *question, true, now)
 		waiting.Question = q.ID
-		t.Events = append(t.Events, qev)
-		t.Statements = append(t.Statements, qst)
+		parts = append(parts, ask)
 	}
-	t.Events = append([]event.Event{flowEvent(System, read, change, waiting)}, t.Events...)
-	t.Guarded = append(t.Guarded, update(read, next, now))
 	if it.State != tracker.StateWaitingForAnswer {
 		move, err := tracker.FlowMove(System, it, tracker.StateWaitingForAnswer, now)
 		if err != nil {
 			return nil, err
 		}
-		t.Events = append(t.Events, move.Events...)
-		t.Guarded = append(t.Guarded, move.Guarded...)
+		parts = append(parts, move)
 	}
-	return t, nil
+	t := &transition.Transition{Events: []event.Event{flowEvent(actor, f, change, waiting)}, Guarded: []store.Statement{update(f, next, now)}}
+	return t.Add(parts...), nil
 }
 
 // resume runs the same stage again in a new session, with the answered
@@ -426,8 +415,7 @@ func (s *Service) resume(f Flow, it tracker.Item, now time.Time, reason string) 
 		if err != nil {
 			return nil, err
 		}
-		t.Events = append(t.Events, move.Events...)
-		t.Guarded = append(t.Guarded, move.Guarded...)
+		t.Add(move)
 	}
 	return t, nil
 }
@@ -513,12 +501,11 @@ func (s *Service) Decide(ctx context.Context, actor event.Actor, itemID string, 
 				comment = "rejected by " + actor.Sub
 			}
 		}
-		t, err := s.advance(ctx, f, it, outcome, comment, s.now())
+		// The decision is the human's: the flow's event carries them.
+		t, err := s.advance(ctx, actor, f, it, outcome, comment, s.now())
 		if err != nil {
 			return nil, err
 		}
-		// The decision is the human's: the flow's event carries them.
-		t.Events[0].SetActor(actor)
 		out = f
 		return t, nil
 	})
@@ -578,9 +565,9 @@ func (s *Service) handleMerge(ctx context.Context, j *job.Job) error {
 		case actionPause:
 			return s.wait(f, WaitPause, d.Reason, now), nil
 		case forge.ActionDone:
-			return s.advance(ctx, f, it, pipeline.OutcomeDone, d.Reason, now)
+			return s.advance(ctx, System, f, it, pipeline.OutcomeDone, d.Reason, now)
 		case forge.ActionFailed:
-			return s.advance(ctx, f, it, pipeline.OutcomeFailed, d.Reason, now)
+			return s.advance(ctx, System, f, it, pipeline.OutcomeFailed, d.Reason, now)
 		}
 		want := f.State()
 		if d.Action == forge.ActionWait {

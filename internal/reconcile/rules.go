@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/apperr"
-	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/pipeline"
@@ -452,12 +451,12 @@ func (r *Reconciler) cancelOrphans(ctx context.Context, rep *Report) error {
 			if err == nil && f.State() == (flow.State{Status: flow.StatusRunning, Waiting: flow.WaitRun}) && f.RunID == rn.ID {
 				return nil, nil // its flow waits for it
 			}
-			stmts, ev := run.CancelStatements(rn, "no flow waits for this run any more", r.now())
-			if len(stmts) == 0 {
+			cancel, ok := run.Cancel(rn, "no flow waits for this run any more", r.now())
+			if !ok {
 				return nil, nil
 			}
 			key, status = rn.Item, rn.Status
-			return &transition.Transition{Events: []event.Event{ev}, Guarded: stmts}, nil
+			return &cancel, nil
 		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("cancel run %s: %w", id, err))

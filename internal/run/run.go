@@ -1,8 +1,8 @@
 // Package run is Core's side of the runner protocol (spec pipelines.md
 // "Running tickets", "Recovery and stuck stages"). A run is one fresh agent
 // session for one step of a flow's agent stage. The flow engine creates runs
-// (queued) with Insert and CreatedEvent, and cancels them with
-// CancelStatements; Runner processes, authenticated by runner tokens,
+// (queued) with Create, and cancels them with Cancel: each is the part of a
+// transition that the flow engine writes within its own. Runner processes, authenticated by runner tokens,
 // register and lease queued runs; each lease issues a run token scoped to
 // that one run, with which the session heartbeats, reports its outcome, asks
 // questions and finishes. A run that reaches a final status (succeeded,
@@ -129,7 +129,8 @@ func FinishedJob(r Run) job.Spec {
 	}
 }
 
-// Insert returns the statement that creates r as a queued run. The caller
+// Insert returns the statement that creates r as a queued run (Create adds
+// its event). The caller
 // sets ID (transition.NewID()), OrganizationID, ProjectID, ItemID, FlowID,
 // Stage, Iteration, Step, Adapter, Model, Instructions, Skills and
 // Artifacts; status, times, usage and version are set here. The statement
@@ -166,24 +167,26 @@ func newEvent(r Run, actor event.Actor, change string, payload any) event.Event 
 	return e
 }
 
-// CreatedEvent is the run.created event of a run Insert creates.
-func CreatedEvent(r Run, actor event.Actor) event.Event {
-	return newEvent(r, actor, "created", RunCreated{ItemID: r.ItemID, FlowID: r.FlowID, Stage: r.Stage,
-		Iteration: r.Iteration, Step: r.Step, Adapter: r.Adapter, Model: r.Model})
+// Create is the part of a transition that creates r as a queued run (see
+// Insert) with its run.created event, by actor.
+func Create(r Run, actor event.Actor, now time.Time) transition.Transition {
+	return transition.Transition{
+		Events: []event.Event{newEvent(r, actor, "created", RunCreated{ItemID: r.ItemID, FlowID: r.FlowID, Stage: r.Stage,
+			Iteration: r.Iteration, Step: r.Step, Adapter: r.Adapter, Model: r.Model})},
+		Guarded: []store.Statement{Insert(r, now)}, // ON CONFLICT DO NOTHING must not have conflicted
+	}
 }
 
-// CancelStatements cancels r as read: a queued run is cancelled at once
-// (event run.cancelled; the statements then include the flow.run_finished
+// Cancel is the part of a transition that cancels r as read: a queued run
+// is cancelled at once (event run.cancelled, with the flow.run_finished
 // job's insert), a running one gets cancel_requested (event
 // run.cancel_requested): its runner learns it at the next heartbeat and
-// finishes the run as cancelled. Append the statements to
-// Transition.Guarded, next to the event: each must change a row (the
-// update is guarded by r's version and status; the job cannot meet its
-// dedupe key, since only this update makes the run final). A final run, or
-// one whose cancellation was requested already, needs nothing: no
-// statements and a zero event (check len(statements) before appending the
-// event). The event's actor is the system; set another with SetActor.
-func CancelStatements(r Run, reason string, now time.Time) ([]store.Statement, event.Event) {
+// finishes the run as cancelled. Each of its guarded statements must
+// change a row (the update is guarded by r's version and status; the job
+// cannot meet its dedupe key, since only this update makes the run final).
+// A final run, or one whose cancellation was requested already, needs
+// nothing (ok=false, an empty part). The event's actor is the system.
+func Cancel(r Run, reason string, now time.Time) (part transition.Transition, ok bool) {
 	at := now.UnixMilli()
 	switch {
 	case r.Status == StatusQueued:
@@ -192,19 +195,23 @@ func CancelStatements(r Run, reason string, now time.Time) ([]store.Statement, e
 		if err != nil {
 			panic(err) // the payload is a plain struct: marshalling cannot fail
 		}
-		return []store.Statement{
+		return transition.Transition{
+			Events: []event.Event{newEvent(r, event.System, "cancelled", RunCancelled{Status: StatusCancelled, Reason: reason,
+				FlowID: r.FlowID, Step: r.Step})},
+			Guarded: []store.Statement{
 				store.Stmt(`UPDATE runs SET status = 'cancelled', error = ?, finished_at = ?, updated_at = ?, version = version + 1
 WHERE id = ? AND version = ? AND status = 'queued'`, nullable(reason), at, at, r.ID, r.Version),
 				jobInsert,
-			}, newEvent(r, event.System, "cancelled", RunCancelled{Status: StatusCancelled, Reason: reason,
-				FlowID: r.FlowID, Step: r.Step})
+			},
+		}, true
 	case r.Status == StatusRunning && !r.CancelRequested:
-		return []store.Statement{
-			store.Stmt(`UPDATE runs SET cancel_requested = 1, error = ?, updated_at = ?, version = version + 1
-WHERE id = ? AND version = ? AND status = 'running'`, nullable(reason), at, r.ID, r.Version),
-		}, newEvent(r, event.System, "cancel_requested", RunCancelRequested{Reason: reason})
+		return transition.Transition{
+			Events: []event.Event{newEvent(r, event.System, "cancel_requested", RunCancelRequested{Reason: reason})},
+			Guarded: []store.Statement{store.Stmt(`UPDATE runs SET cancel_requested = 1, error = ?, updated_at = ?, version = version + 1
+WHERE id = ? AND version = ? AND status = 'running'`, nullable(reason), at, r.ID, r.Version)},
+		}, true
 	}
-	return nil, event.Event{}
+	return transition.Transition{}, false
 }
 
 func nullable(s string) any {

@@ -146,8 +146,7 @@ func (w *world) newRun() run.Run {
 		FlowID: w.flowID, Stage: "implement", Iteration: 1, Step: w.step, Adapter: "claude-code", Model: "sonnet",
 		Instructions: "Implement it.", Skills: []string{"go"}, Artifacts: json.RawMessage(`{"ticket":{"key":"ACME-1"}}`)}
 	now := w.fc.Now()
-	if err := w.applier.Apply(w.ctx, &transition.Transition{Events: []event.Event{run.CreatedEvent(r, event.System)},
-		Guarded: []store.Statement{run.Insert(r, now)}}); err != nil {
+	if err := w.applier.Apply(w.ctx, new(run.Create(r, event.System, now))); err != nil {
 		w.t.Fatal(err)
 	}
 	w.fc.Advance(time.Millisecond) // keep creation order distinct
@@ -279,8 +278,7 @@ func TestInsertIsIdempotentPerStep(t *testing.T) {
 		again := r
 		again.ID = transition.NewID()
 		w.expect("again", apperr.Internal, nil, func() error {
-			err := w.applier.Apply(w.ctx, &transition.Transition{Events: []event.Event{run.CreatedEvent(again, event.System)},
-				Guarded: []store.Statement{run.Insert(again, w.fc.Now())}})
+			err := w.applier.Apply(w.ctx, new(run.Create(again, event.System, w.fc.Now())))
 			if !errors.Is(err, store.ErrLostRace) {
 				t.Fatalf("second insert: %v, want a lost race", err)
 			}
@@ -496,8 +494,7 @@ func (w *world) newRunNoTick() run.Run {
 	w.step++
 	r := run.Run{ID: transition.NewID(), OrganizationID: w.item.OrganizationID, ProjectID: w.item.ProjectID, ItemID: w.item.ID,
 		FlowID: w.flowID, Stage: "implement", Iteration: 1, Step: w.step, Adapter: "claude-code"}
-	if err := w.applier.Apply(w.ctx, &transition.Transition{Events: []event.Event{run.CreatedEvent(r, event.System)},
-		Guarded: []store.Statement{run.Insert(r, w.fc.Now())}}); err != nil {
+	if err := w.applier.Apply(w.ctx, new(run.Create(r, event.System, w.fc.Now()))); err != nil {
 		w.t.Fatal(err)
 	}
 	return r
@@ -510,15 +507,15 @@ func TestHeartbeatAndCancel(t *testing.T) {
 		queued := w.newRun()
 		cancel := func(name string, r run.Run, want string) {
 			t.Helper()
-			stmts, ev := run.CancelStatements(r, "the ticket was paused", w.fc.Now())
+			cancel, ok := run.Cancel(r, "the ticket was paused", w.fc.Now())
 			if want == "" {
-				if len(stmts) != 0 || ev.Type != "" {
-					t.Fatalf("%s: cancel of a run that needs none: %v %+v", name, stmts, ev)
+				if ok || len(cancel.Guarded) != 0 || len(cancel.Events) != 0 {
+					t.Fatalf("%s: cancel of a run that needs none: %+v", name, cancel)
 				}
 				return
 			}
 			w.expect(name, "", []string{want}, func() error {
-				return w.applier.Apply(w.ctx, &transition.Transition{Events: []event.Event{ev}, Guarded: stmts})
+				return w.applier.Apply(w.ctx, &cancel)
 			})
 		}
 		cancel("cancel queued", queued, "run.cancelled")
@@ -529,8 +526,8 @@ func TestHeartbeatAndCancel(t *testing.T) {
 		w.wantFinishedJobs(queued)
 		cancel("cancel cancelled", got, "")
 		// A stale read loses its race.
-		stmts, ev := run.CancelStatements(queued, "again", w.fc.Now())
-		if err := w.applier.Apply(w.ctx, &transition.Transition{Events: []event.Event{ev}, Guarded: stmts}); !errors.Is(err, store.ErrLostRace) {
+		stale, _ := run.Cancel(queued, "again", w.fc.Now())
+		if err := w.applier.Apply(w.ctx, &stale); !errors.Is(err, store.ErrLostRace) {
 			t.Fatalf("stale cancel: %v", err)
 		}
 

@@ -235,12 +235,12 @@ func (s *Service) leaseOnce(ctx context.Context, p *auth.Principal, rn Runner) (
 		started := newEvent(r, p.Actor(), "started", RunStarted{RunnerID: rn.ID, Runner: rn.Name, TokenID: tok.ID,
 			Stage: r.Stage, Step: r.Step})
 		t := &transition.Transition{
-			Events: append([]event.Event{started}, issue.Events...),
+			Events: []event.Event{started},
 			Guarded: []store.Statement{store.Stmt(`UPDATE runs SET status = 'running', runner_id = ?, token_id = ?, started_at = ?,
 heartbeat_at = ?, updated_at = ?, version = version + 1 WHERE id = ? AND status = 'queued' AND version = ?`,
 				rn.ID, tok.ID, at, at, at, r.ID, r.Version), auth.ValidGuard(p.TokenID, now)},
-			Statements: issue.Statements,
 		}
+		t.Add(*issue)
 		r.Status, r.RunnerID, r.TokenID, r.StartedAt, r.HeartbeatAt, r.UpdatedAt, r.Version = StatusRunning, rn.ID, tok.ID, &now, &now, now, r.Version+1
 		out = Leased{Run: r, RunToken: secret}
 		return t, nil

@@ -107,25 +107,27 @@ func (s *Service) AskQuestion(ctx context.Context, actor event.Actor, itemID, te
 	if err != nil {
 		return Question{}, err
 	}
-	q, ev, st := NewQuestion(actor, it, text, blocking, s.now())
-	err = s.Applier.Apply(ctx, &transition.Transition{Events: []event.Event{ev}, Statements: []store.Statement{st}})
-	if err != nil {
+	q, ask := NewQuestion(actor, it, text, blocking, s.now())
+	if err := s.Applier.Apply(ctx, &ask); err != nil {
 		return Question{}, err
 	}
 	return q, nil
 }
 
-// NewQuestion returns a new question on it with its event and insert
-// statement, for callers (the flow engine) that ask within a larger
-// transition.
-func NewQuestion(actor event.Actor, it Item, text string, blocking bool, now time.Time) (Question, event.Event, store.Statement) {
+// NewQuestion returns a new question on it and the part of a transition
+// that asks it (its question.asked event and its insert), for AskQuestion
+// and for callers (the flow engine) that ask within a larger transition
+// (transition.Transition.Add).
+func NewQuestion(actor event.Actor, it Item, text string, blocking bool, now time.Time) (Question, transition.Transition) {
 	q := Question{ID: transition.NewID(), OrganizationID: it.OrganizationID, ProjectID: it.ProjectID, Item: it.Key, ItemID: it.ID, Text: text,
 		Blocking: blocking, AskedBy: ActorRef{Kind: actor.Kind, Subject: actor.Sub}, AskedAt: now, Version: 1}
 	payload := QuestionAsked{Item: it.Key, ItemID: it.ID, ItemType: it.Type, Text: text, Blocking: blocking}
-	return q, event.New(actor, it.OrganizationID, it.ProjectID, "question", q.ID, "asked", payload),
-		store.Stmt(`INSERT INTO questions (id, organization_id, project_id, item_id, text, blocking, asked_by_kind,
+	return q, transition.Transition{
+		Events: []event.Event{event.New(actor, it.OrganizationID, it.ProjectID, "question", q.ID, "asked", payload)},
+		Statements: []store.Statement{store.Stmt(`INSERT INTO questions (id, organization_id, project_id, item_id, text, blocking, asked_by_kind,
 asked_by, asked_at, answer, answered_by, answered_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, 1)`,
-			q.ID, q.OrganizationID, q.ProjectID, q.ItemID, q.Text, q.Blocking, actor.Kind, actor.Sub, now.UnixMilli())
+			q.ID, q.OrganizationID, q.ProjectID, q.ItemID, q.Text, q.Blocking, actor.Kind, actor.Sub, now.UnixMilli())},
+	}
 }
 
 // OpenBlockingQuestions counts an item's unanswered blocking questions.

@@ -41,6 +41,22 @@ type Transition struct {
 	Jobs []job.Spec
 }
 
+// Add appends parts to t and returns t: each part's events after t's, in
+// order, and likewise its guarded statements, statements and jobs. A part is
+// a piece of a change that the owner of a table builds in pure code for a
+// caller to write within its own transition (tracker.FlowMove, run.Create,
+// auth.Issue …), so that the whole change is one batch without anyone
+// fixing up another's slices by position.
+func (t *Transition) Add(parts ...Transition) *Transition {
+	for _, p := range parts {
+		t.Events = append(t.Events, p.Events...)
+		t.Guarded = append(t.Guarded, p.Guarded...)
+		t.Statements = append(t.Statements, p.Statements...)
+		t.Jobs = append(t.Jobs, p.Jobs...)
+	}
+	return t
+}
+
 // Committed describes a transition that was written.
 type Committed struct {
 	Events  []event.Event

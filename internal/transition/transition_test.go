@@ -236,6 +236,47 @@ func TestTransitionNeedsAnEvent(t *testing.T) {
 	})
 }
 
+// TestAddComposesParts: parts added to a transition keep their order, each
+// after what the transition had, field by field; the composed change is
+// one batch, which a lost race in any part aborts whole.
+func TestAddComposesParts(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		a := setup(t, s)
+		createWidget(t, a, "w1")
+		createWidget(t, a, "w2")
+		composed := bump("w1", 1, "on")
+		moveW2 := *bump("w2", 1, "on")
+		extra := transition.Transition{Statements: []store.Statement{store.Stmt(`INSERT INTO widgets (id, state, version) VALUES ('w3', 'new', 1)`)}}
+		if got := composed.Add(moveW2, extra); got != composed {
+			t.Fatal("Add does not return the transition it added to")
+		}
+		if len(composed.Events) != 2 || composed.Events[0].EntityID != "w1" || composed.Events[1].EntityID != "w2" ||
+			len(composed.Guarded) != 2 || composed.Guarded[0].Args[1] != "w1" || composed.Guarded[1].Args[1] != "w2" ||
+			len(composed.Statements) != 1 || len(composed.Jobs) != 2 {
+			t.Fatalf("composed %+v", composed)
+		}
+		if err := a.Apply(context.Background(), composed); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"w1", "w2"} {
+			if st, v := readWidget(t, s, id); st != "on" || v != 2 {
+				t.Fatalf("%s: %s at %d after the composed change", id, st, v)
+			}
+		}
+		if n := count(t, s, `SELECT COUNT(*) FROM widgets WHERE id = 'w3'`); n != 1 {
+			t.Fatalf("the added statement wrote %d rows", n)
+		}
+		// A stale part makes the whole batch lose: nothing of the others lands.
+		stale := bump("w1", 2, "off").Add(*bump("w2", 1, "off"))
+		if err := a.Apply(context.Background(), stale); !errors.Is(err, store.ErrLostRace) {
+			t.Fatalf("a stale part: %v, want a lost race", err)
+		}
+		if st, v := readWidget(t, s, "w1"); st != "on" || v != 2 {
+			t.Fatalf("w1: %s at %d after a batch with a stale part", st, v)
+		}
+	})
+}
+
 // TestConcurrentWritersSeqGapless runs many writers that race on a few
 // widgets. Every committed change has exactly one event; seq is gapless and
 // in commit order (each widget's versions appear in increasing seq order);
