@@ -1,0 +1,136 @@
+package flow
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/ballet/ballet/internal/budget"
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/job"
+	"github.com/ballet/ballet/internal/pipeline"
+	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/tracker"
+	"github.com/ballet/ballet/internal/transition"
+)
+
+// flow.enter: entering the stage of a step.
+
+// handleEnter enters the stage of a step: an agent stage creates its run,
+// a human stage waits for an approval, a merge stage starts checking the
+// pull request.
+func (s *Service) handleEnter(ctx context.Context, j *job.Job) error {
+	var p stepPayload
+	if err := j.Decode(&p); err != nil {
+		return err
+	}
+	current := func(f Flow) bool { return f.Step == p.Step && Accepts(f.State(), InEnter) }
+	return s.onFlow(ctx, p.FlowID, current, func(ctx context.Context, f Flow, it tracker.Item, now time.Time) (*transition.Transition, error) {
+		stage, ok := f.Definition.Stage(f.Stage)
+		if !ok {
+			return nil, job.Permanent(fmt.Errorf("flow %s: stage %q is not in its pipeline", f.ID, f.Stage))
+		}
+		// While the project or platform is paused, a flow waits before
+		// entering its next stage.
+		if why, err := s.pauseReason(ctx, f.ProjectID); err != nil {
+			return nil, err
+		} else if why != "" {
+			return s.wait(f, WaitPause, why, now), nil
+		}
+		// An agent stage starts only within budget.
+		if stage.Kind == pipeline.KindAgent {
+			v, err := s.gate(ctx, f)
+			if err != nil {
+				return nil, err
+			}
+			switch v.Kind {
+			case budget.TicketSpent:
+				q := fmt.Sprintf("%s: %s. Raise the project's ticket budget, then answer to run stage %s.", it.Key, v.Reason, f.Stage)
+				return s.waitForAnswer(f, it, now, v.Reason, &q)
+			case budget.DaySpent:
+				return s.wait(f, WaitBudget, v.Reason, now), nil
+			}
+		}
+		next := f
+		st := Entry(stage.Kind)
+		next.Status, next.Waiting, next.RunID = st.Status, st.Waiting, ""
+		started := &StageStarted{Kind: stage.Kind, Waiting: st.Waiting}
+		var parts []transition.Transition // what entering the stage starts
+		switch stage.Kind {
+		case pipeline.KindAgent:
+			r, err := s.newRun(ctx, f, it, stage, now)
+			if err != nil {
+				return nil, err
+			}
+			next.RunID = r.ID
+			started.Run = r.ID
+			parts = append(parts, run.Create(r, System, now), transition.Transition{Jobs: []job.Spec{{Kind: JobTimeout, RunAt: now.Add(stage.Timeout()),
+				Payload: map[string]any{"flow_id": f.ID, "step": f.Step}, DedupeKey: fmt.Sprintf("flow:%s:timeout:%d", f.ID, f.Step)}}})
+		case pipeline.KindPlatform:
+			parts = append(parts, transition.Transition{Jobs: []job.Spec{mergeJob(f, now)}})
+		}
+		t := &transition.Transition{Events: []event.Event{flowEvent(System, f, "stage_started", started)}}
+		return t.Add(parts...).Add(transition.Transition{Guarded: []store.Statement{update(f, next, now)}}), nil
+	})
+}
+
+// Artifacts are what a run's prompt is built from.
+type Artifacts struct {
+	Ticket            TicketArtifact     `json:"ticket"`
+	Branch            string             `json:"branch"`
+	PreviousReport    *ReportArtifact    `json:"previous_report,omitempty"`
+	AnsweredQuestions []QuestionArtifact `json:"answered_questions"`
+}
+
+// TicketArtifact is the ticket as the agent sees it.
+type TicketArtifact struct {
+	Key                string `json:"key"`
+	Type               string `json:"type"`
+	Title              string `json:"title"`
+	Description        string `json:"description"`
+	AcceptanceCriteria string `json:"acceptance_criteria"`
+}
+
+// ReportArtifact is the previous stage's report.
+type ReportArtifact struct {
+	Stage   string `json:"stage"`
+	Outcome string `json:"outcome"`
+	Report  string `json:"report"`
+}
+
+// QuestionArtifact is an answered question handed over.
+type QuestionArtifact struct {
+	Question string `json:"question"`
+	Answer   string `json:"answer"`
+}
+
+// Branch is the branch a ticket's work happens on.
+func Branch(itemKey string) string { return "ballet/" + itemKey }
+
+func (s *Service) newRun(ctx context.Context, f Flow, it tracker.Item, stage pipeline.Stage, now time.Time) (run.Run, error) {
+	a := Artifacts{Ticket: TicketArtifact{Key: it.Key, Type: it.Type, Title: it.Title, Description: it.Description, AcceptanceCriteria: it.AcceptanceCriteria},
+		Branch: Branch(it.Key), AnsweredQuestions: []QuestionArtifact{}}
+	if f.Outcome != "" || f.Report != "" {
+		a.PreviousReport = &ReportArtifact{Stage: f.OutcomeStage, Outcome: f.Outcome, Report: f.Report}
+	}
+	qs, err := s.Tracker.ListQuestions(ctx, it.ID)
+	if err != nil {
+		return run.Run{}, err
+	}
+	for _, q := range qs {
+		if q.Answer != nil {
+			a.AnsweredQuestions = append(a.AnsweredQuestions, QuestionArtifact{Question: q.Text, Answer: *q.Answer})
+		}
+	}
+	artifacts, _ := json.Marshal(a)
+	skills := stage.Skills
+	if skills == nil {
+		skills = []string{}
+	}
+	return run.Run{ID: transition.NewID(), OrganizationID: f.OrganizationID, ProjectID: f.ProjectID, ItemID: f.ItemID, FlowID: f.ID,
+		Stage: stage.ID, Iteration: f.Iteration, Step: f.Step, Adapter: stage.AdapterOrDefault(), Model: stage.Model,
+		Instructions: stage.Instructions, Skills: skills, Artifacts: artifacts, Status: run.StatusQueued,
+		CreatedAt: now, UpdatedAt: now, Version: 1}, nil
+}

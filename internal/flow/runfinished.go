@@ -1,0 +1,81 @@
+package flow
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ballet/ballet/internal/budget"
+	"github.com/ballet/ballet/internal/job"
+	"github.com/ballet/ballet/internal/pipeline"
+	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/tracker"
+	"github.com/ballet/ballet/internal/transition"
+)
+
+// flow.run_finished: a stage's run reached a final status.
+
+// handleRunFinished takes the finished run's outcome: the pipeline's next
+// target, or — when the run raised a blocking question — a wait for the
+// answer without an outcome.
+func (s *Service) handleRunFinished(ctx context.Context, j *job.Job) error {
+	var p struct {
+		FlowID string `json:"flow_id"`
+		RunID  string `json:"run_id"`
+	}
+	if err := j.Decode(&p); err != nil {
+		return err
+	}
+	current := func(f Flow) bool { return f.RunID == p.RunID && Accepts(f.State(), InRunFinished) }
+	return s.onFlow(ctx, p.FlowID, current, func(ctx context.Context, f Flow, it tracker.Item, now time.Time) (*transition.Transition, error) {
+		t, err := s.runFinished(ctx, f, it, p.RunID, now)
+		if t != nil {
+			// The run is over: its stage's timeout job has nothing left to do.
+			t.Statements = append(t.Statements, store.Stmt(`UPDATE jobs SET status = 'done', finished_at = ?, updated_at = ?
+WHERE dedupe_key = ? AND status = 'pending'`, now.UnixMilli(), now.UnixMilli(), fmt.Sprintf("flow:%s:timeout:%d", f.ID, f.Step)))
+		}
+		return t, err
+	})
+}
+
+// runFinished decides what a finished run means for its flow.
+func (s *Service) runFinished(ctx context.Context, f Flow, it tracker.Item, runID string, now time.Time) (*transition.Transition, error) {
+	r, err := s.Runs.Get(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	if r.BlockingQuestion {
+		open, err := s.Tracker.OpenBlockingQuestions(ctx, it.ID)
+		if err != nil {
+			return nil, err
+		}
+		if open > 0 {
+			return s.waitForAnswer(f, it, now, "the session asked a blocking question", nil)
+		}
+		return s.resume(f, it, now, "the session's blocking question was answered while it ran")
+	}
+	outcome, report := r.Outcome, r.Report
+	if r.Status != run.StatusSucceeded {
+		// A stage whose run failed while over budget waits, instead of
+		// failing.
+		if v, err := s.gate(ctx, f); err != nil {
+			return nil, err
+		} else if v.Kind != budget.OK {
+			return s.wait(f, WaitBudget, "the session failed while over budget: "+v.Reason, now), nil
+		}
+	}
+	switch {
+	case r.Status == run.StatusCancelled:
+		outcome, report = pipeline.OutcomeFailed, "the session was cancelled"
+	case r.Status != run.StatusSucceeded || outcome == "":
+		outcome = pipeline.OutcomeFailed
+		if report == "" {
+			report = "the session failed"
+			if r.Error != "" {
+				report += ": " + r.Error
+			}
+		}
+	}
+	return s.advance(ctx, System, f, it, outcome, report, now)
+}
