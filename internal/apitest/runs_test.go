@@ -11,6 +11,7 @@ import (
 
 	"github.com/ballet/ballet/internal/apitest"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/storetest"
@@ -229,7 +230,7 @@ func TestRunnerProtocolAPI(t *testing.T) {
 		if got := strings.Join(runEvents(e, l.Run.ID), ","); got != "run.created,run.started,run.reported,run.question_asked,run.finished" {
 			t.Fatalf("run events: %s", got)
 		}
-		rows, err := s.Query(context.Background(), `SELECT dedupe_key FROM jobs WHERE kind = ?`, run.JobRunFinished)
+		rows, err := s.Query(context.Background(), `SELECT dedupe_key FROM jobs WHERE kind = ?`, flow.JobRunFinished)
 		if err != nil || rows.Len() != 1 {
 			t.Fatalf("flow.run_finished jobs: %v %d", err, rows.Len())
 		}

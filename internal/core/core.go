@@ -212,7 +212,8 @@ func (c *Core) openAPI(cfg config.Config) error {
 	c.API.Add((&server.Items{T: c.Tracker}).Routes()...)
 	c.API.Add((&server.Tokens{S: auth.NewTokenService(c.Store, c.Applier, c.Clock, &access.Resolver{Store: c.Store})}).Routes()...)
 	c.API.Add((&server.Skills{S: c.Skills}).Routes()...)
-	c.Runs = run.NewService(c.Store, c.Applier, c.Clock, c.Tracker, run.Config{Grace: cfg.Runs.Grace.Duration, Log: c.Log.With("component", "runs")})
+	c.Runs = run.NewService(c.Store, c.Applier, c.Clock, c.Tracker, run.Config{Grace: cfg.Runs.Grace.Duration, Log: c.Log.With("component", "runs"),
+		OnFinish: flow.OnRunFinished})
 	c.API.Add((&server.Runs{S: c.Runs, Skills: c.Skills}).Routes()...)
 	gitCache := filepath.Join(filepath.Dir(cfg.Storage.Path), "git-cache")
 	c.Flows = &flow.Service{Store: c.Store, Applier: c.Applier, Clock: c.Clock, Log: c.Log.With("component", "flow"),

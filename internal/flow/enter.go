@@ -21,11 +21,7 @@ import (
 // handleEnter enters the stage of a step: an agent stage creates its run,
 // a human stage waits for an approval, a merge stage starts checking the
 // pull request.
-func (s *Service) handleEnter(ctx context.Context, j *job.Job) error {
-	var p stepPayload
-	if err := j.Decode(&p); err != nil {
-		return err
-	}
+func (s *Service) handleEnter(ctx context.Context, _ *job.Job, p EnterArgs) error {
 	current := func(f Flow) bool { return f.Step == p.Step && Accepts(f.State(), InEnter) }
 	return s.onFlow(ctx, p.FlowID, current, func(ctx context.Context, f Flow, it tracker.Item, now time.Time) (*transition.Transition, error) {
 		stage, ok := f.Definition.Stage(f.Stage)
@@ -66,8 +62,8 @@ func (s *Service) handleEnter(ctx context.Context, j *job.Job) error {
 			}
 			next.RunID = r.ID
 			started.Run = r.ID
-			parts = append(parts, run.Create(r, System, now), transition.Transition{Jobs: []job.Spec{{Kind: JobTimeout, RunAt: now.Add(stage.Timeout()),
-				Payload: map[string]any{"flow_id": f.ID, "step": f.Step}, DedupeKey: fmt.Sprintf("flow:%s:timeout:%d", f.ID, f.Step)}}})
+			timeout := job.New(TimeoutArgs{FlowID: f.ID, Step: f.Step}).At(now.Add(stage.Timeout()))
+			parts = append(parts, run.Create(r, System, now), transition.Transition{Jobs: []job.Spec{timeout}})
 		case pipeline.KindPlatform:
 			parts = append(parts, transition.Transition{Jobs: []job.Spec{mergeJob(f, now)}})
 		}

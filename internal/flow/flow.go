@@ -22,15 +22,6 @@ import (
 	"github.com/ballet/ballet/internal/transition"
 )
 
-// Job kinds of the flow engine.
-const (
-	JobEnter   = "flow.enter"   // enter the stage of a step
-	JobMerge   = "flow.merge"   // check (and merge) the pull request of a merge stage
-	JobResume  = "flow.resume"  // the ticket's last blocking question was answered
-	JobStop    = "flow.stop"    // a person paused or cancelled the ticket
-	JobTimeout = "flow.timeout" // a stage's run reached the stage's timeout
-)
-
 // Flow is a ticket's run through its pinned pipeline version.
 type Flow struct {
 	ID              string
@@ -191,9 +182,8 @@ func flowEvent(actor event.Actor, f Flow, change string, p payload) event.Event 
 	return e
 }
 
-func enterJob(f Flow) job.Spec {
-	return job.Spec{Kind: JobEnter, Payload: map[string]any{"flow_id": f.ID, "step": f.Step}, DedupeKey: fmt.Sprintf("flow:%s:enter:%d", f.ID, f.Step)}
-}
+// enterJob is the flow.enter job of f's step.
+func enterJob(f Flow) job.Spec { return job.New(EnterArgs{FlowID: f.ID, Step: f.Step}) }
 
 // Start starts the pipeline of a ready ticket: the ticket moves to
 // in_progress, the pipeline version is resolved and pinned, flow.started is

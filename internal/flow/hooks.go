@@ -17,10 +17,10 @@ func (s *Service) TrackerHooks() tracker.Hooks {
 			if to != "paused" && to != "cancelled" {
 				return nil
 			}
-			return []job.Spec{{Kind: JobStop, Payload: map[string]any{"item_id": it.ID}, DedupeKey: "flow-stop:" + it.ID}}
+			return []job.Spec{job.New(StopArgs{ItemID: it.ID})}
 		},
 		LastBlockingAnswered: func(itemID string) []job.Spec {
-			return []job.Spec{{Kind: JobResume, Payload: map[string]any{"item_id": itemID}, DedupeKey: "flow-resume:" + itemID}}
+			return []job.Spec{job.New(ResumeArgs{ItemID: itemID})}
 		},
 	}
 }
@@ -31,15 +31,15 @@ func (s *Service) TenancyHooks() tenancy.Hooks {
 	var h tenancy.Hooks
 	h.ProjectChanged = func(p tenancy.Project, changes tenancy.ProjectChanges) []job.Spec {
 		if (changes.Paused != nil && !p.Paused) || changes.Budgets != nil {
-			return []job.Spec{{Kind: JobRelease, Payload: map[string]any{"project_id": p.ID}, DedupeKey: "flow-release:" + p.ID}}
+			return []job.Spec{job.New(ReleaseArgs{ProjectID: p.ID})}
 		}
 		return nil
 	}
 	h.PlatformPaused = func(paused bool) []job.Spec {
 		if paused {
-			return []job.Spec{{Kind: JobKill, DedupeKey: "flow-kill"}}
+			return []job.Spec{job.New(KillArgs{})}
 		}
-		return []job.Spec{{Kind: JobRelease, Payload: map[string]any{"project_id": ""}, DedupeKey: "flow-release:"}}
+		return []job.Spec{job.New(ReleaseArgs{})} // every project
 	}
 	return h
 }

@@ -16,7 +16,7 @@ import (
 // handleKill is the kill switch: every running agent stage is cancelled at
 // once and its flow waits for the pause to end; the stage runs again after
 // the resume.
-func (s *Service) handleKill(ctx context.Context, _ *job.Job) error {
+func (s *Service) handleKill(ctx context.Context, _ *job.Job, _ KillArgs) error {
 	rows, err := s.Store.Query(ctx, `SELECT id FROM flows WHERE status = 'running' AND waiting = 'run'`)
 	if err != nil {
 		return fmt.Errorf("list running stages: %w", err)

@@ -18,9 +18,9 @@ import (
 
 // flow.merge: checking (and merging) the pull request of a merge stage.
 
+// mergeJob is the first flow.merge job of f's merge stage, entered now.
 func mergeJob(f Flow, now time.Time) job.Spec {
-	return job.Spec{Kind: JobMerge, Payload: map[string]any{"flow_id": f.ID, "step": f.Step, "entered_at": now.UnixMilli()},
-		DedupeKey: fmt.Sprintf("flow:%s:merge:%d", f.ID, f.Step)}
+	return job.New(MergeArgs{FlowID: f.ID, Step: f.Step, EnteredAt: now.UnixMilli()})
 }
 
 // mergePoll is how long a merge stage waits between checks: a tenth of the
@@ -32,15 +32,7 @@ func mergePoll(waited time.Duration) time.Duration {
 // handleMerge checks the pull request of a merge stage and acts on the
 // project's merge policy: wait (for checks, a review or a human merge),
 // merge, or end the stage done or failed.
-func (s *Service) handleMerge(ctx context.Context, j *job.Job) error {
-	var p struct {
-		FlowID    string `json:"flow_id"`
-		Step      int    `json:"step"`
-		EnteredAt int64  `json:"entered_at"`
-	}
-	if err := j.Decode(&p); err != nil {
-		return err
-	}
+func (s *Service) handleMerge(ctx context.Context, _ *job.Job, p MergeArgs) error {
 	f, it, err := s.load(ctx, p.FlowID)
 	if err != nil {
 		return err

@@ -80,13 +80,7 @@ func (s *Service) waitingFlows(ctx context.Context, projectID string) ([]string,
 // handleRelease releases every waiting flow of a project (or of the
 // platform) after a resume or a budget change, without a human touching
 // each one.
-func (s *Service) handleRelease(ctx context.Context, j *job.Job) error {
-	var p struct {
-		ProjectID string `json:"project_id"`
-	}
-	if err := j.Decode(&p); err != nil {
-		return err
-	}
+func (s *Service) handleRelease(ctx context.Context, _ *job.Job, p ReleaseArgs) error {
 	ids, err := s.waitingFlows(ctx, p.ProjectID)
 	if err != nil {
 		return err

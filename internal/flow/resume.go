@@ -11,13 +11,7 @@ import (
 
 // handleResume resumes a flow waiting for an answer once no blocking
 // question of its ticket is open.
-func (s *Service) handleResume(ctx context.Context, j *job.Job) error {
-	var p struct {
-		ItemID string `json:"item_id"`
-	}
-	if err := j.Decode(&p); err != nil {
-		return err
-	}
+func (s *Service) handleResume(ctx context.Context, _ *job.Job, p ResumeArgs) error {
 	return s.step(ctx, func(ctx context.Context) (*transition.Transition, error) {
 		f, ok, err := s.active(ctx, p.ItemID)
 		if err != nil || !ok || !Accepts(f.State(), InAnswered) {

@@ -2,7 +2,6 @@ package flow
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/ballet/ballet/internal/budget"
@@ -19,21 +18,14 @@ import (
 // handleRunFinished takes the finished run's outcome: the pipeline's next
 // target, or — when the run raised a blocking question — a wait for the
 // answer without an outcome.
-func (s *Service) handleRunFinished(ctx context.Context, j *job.Job) error {
-	var p struct {
-		FlowID string `json:"flow_id"`
-		RunID  string `json:"run_id"`
-	}
-	if err := j.Decode(&p); err != nil {
-		return err
-	}
+func (s *Service) handleRunFinished(ctx context.Context, _ *job.Job, p RunFinishedArgs) error {
 	current := func(f Flow) bool { return f.RunID == p.RunID && Accepts(f.State(), InRunFinished) }
 	return s.onFlow(ctx, p.FlowID, current, func(ctx context.Context, f Flow, it tracker.Item, now time.Time) (*transition.Transition, error) {
 		t, err := s.runFinished(ctx, f, it, p.RunID, now)
 		if t != nil {
 			// The run is over: its stage's timeout job has nothing left to do.
 			t.Statements = append(t.Statements, store.Stmt(`UPDATE jobs SET status = 'done', finished_at = ?, updated_at = ?
-WHERE dedupe_key = ? AND status = 'pending'`, now.UnixMilli(), now.UnixMilli(), fmt.Sprintf("flow:%s:timeout:%d", f.ID, f.Step)))
+WHERE dedupe_key = ? AND status = 'pending'`, now.UnixMilli(), now.UnixMilli(), TimeoutArgs{FlowID: f.ID, Step: f.Step}.DedupeKey()))
 		}
 		return t, err
 	})

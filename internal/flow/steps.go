@@ -14,23 +14,8 @@ import (
 	"github.com/ballet/ballet/internal/transition"
 )
 
-// The machinery every step of a flow shares: registering the handlers, one
-// read-decide-write per step, stopping a flow, cancelling its run, and the
+// The machinery every step of a flow shares: one read-decide-write per step, stopping a flow, cancelling its run, and the
 // moves a step makes (advance, wait for an answer, resume).
-
-// Register installs the flow engine's job handlers.
-func (s *Service) Register(o interface {
-	Handle(kind string, h job.Handler)
-}) {
-	o.Handle(JobEnter, s.handleEnter)
-	o.Handle(run.JobRunFinished, s.handleRunFinished)
-	o.Handle(JobMerge, s.handleMerge)
-	o.Handle(JobResume, s.handleResume)
-	o.Handle(JobStop, s.handleStop)
-	o.Handle(JobTimeout, s.handleTimeout)
-	o.Handle(JobRelease, s.handleRelease)
-	o.Handle(JobKill, s.handleKill)
-}
 
 // step runs one read-decide-write of a flow step. decide returns a nil
 // transition (and no error) when there is nothing to do: the step has
@@ -52,12 +37,6 @@ func (s *Service) load(ctx context.Context, flowID string) (Flow, tracker.Item, 
 	}
 	it, err := s.Tracker.FindItem(ctx, f.ItemID)
 	return f, it, err
-}
-
-// stepPayload names the flow step a job was queued for.
-type stepPayload struct {
-	FlowID string `json:"flow_id"`
-	Step   int    `json:"step"`
 }
 
 // onFlow runs one step of a flow, read-decide-write: it re-reads the flow
@@ -110,7 +89,7 @@ func (s *Service) CancelRun(ctx context.Context, t *transition.Transition, f Flo
 	if r.Status != run.StatusQueued && r.Status != run.StatusRunning {
 		return nil
 	}
-	cancel, _ := run.Cancel(r, reason, now) // empty when its cancellation was requested already
+	cancel, _ := s.Runs.Cancel(r, reason, now) // empty when its cancellation was requested already
 	t.Add(cancel)
 	return nil
 }

@@ -71,7 +71,7 @@ func TestEnterEachKindAndMoveOn(t *testing.T) {
 		lr := w.lease(key, "build", 1)
 		w.runner.Complete(lr, "done", "built")
 		seq = w.seq()
-		w.mustStep(run.JobRunFinished, key)
+		w.mustStep(flow.JobRunFinished, key)
 		f = w.wantFlow(key, "review it=1 step=2 running/")
 		evs = w.since(seq)
 		wantTypes(t, evs, "flow.stage_finished")
@@ -82,7 +82,7 @@ func TestEnterEachKindAndMoveOn(t *testing.T) {
 		if got := jobKeys(w.pending(&f)); len(got) != 1 || got[0] != fmt.Sprintf("flow.enter flow:%s:enter:2", f.ID) {
 			t.Fatalf("jobs after build: %v (the run's timeout must be done)", got)
 		}
-		w.replay(run.JobRunFinished, map[string]any{"flow_id": f.ID, "run_id": lr.ID, "step": 1})
+		w.replay(flow.JobRunFinished, map[string]any{"flow_id": f.ID, "run_id": lr.ID, "step": 1})
 		w.replay(flow.JobEnter, map[string]any{"flow_id": f.ID, "step": 1}) // a late entry of step 1 must not enter step 2
 
 		// A human stage waits for an approval, without a run.
@@ -123,7 +123,7 @@ func TestEnterEachKindAndMoveOn(t *testing.T) {
 		// Done in iteration 2: forward, still iteration 2.
 		lr = w.lease(key, "build", 2)
 		w.runner.Complete(lr, "done", "built again")
-		w.mustStep(run.JobRunFinished, key)
+		w.mustStep(flow.JobRunFinished, key)
 		w.wantFlow(key, "review it=2 step=4 running/")
 		w.mustStep(flow.JobEnter, key)
 		seq = w.seq()
@@ -174,7 +174,7 @@ func TestRunFinishedOutcomes(t *testing.T) {
 			lr := w.lease(key, "build", 1)
 			w.runner.Complete(lr, "failed", "cannot")
 			seq := w.seq()
-			w.mustStep(run.JobRunFinished, key)
+			w.mustStep(flow.JobRunFinished, key)
 			f := w.wantFlow(key, "build it=1 step=1 failed/")
 			w.wantTicket(key, "paused")
 			evs := w.since(seq)
@@ -192,7 +192,7 @@ func TestRunFinishedOutcomes(t *testing.T) {
 			lr := w.lease(key, "build", 1)
 			w.runner.Complete(lr, "blocked", "which database?")
 			seq := w.seq()
-			w.mustStep(run.JobRunFinished, key)
+			w.mustStep(flow.JobRunFinished, key)
 			f := w.wantFlow(key, "build it=1 step=1 waiting/answer")
 			w.wantTicket(key, "waiting_for_answer")
 			evs := w.since(seq)
@@ -214,7 +214,7 @@ func TestRunFinishedOutcomes(t *testing.T) {
 			lr := w.lease(key, "build", 1)
 			w.runner.Finish(lr, 3)
 			seq := w.seq()
-			w.mustStep(run.JobRunFinished, key)
+			w.mustStep(flow.JobRunFinished, key)
 			w.wantFlow(key, "build it=1 step=1 failed/")
 			wantPayload(t, w.since(seq)[0], map[string]any{"outcome": "failed", "report": "the session failed: the session exited with status 3"})
 		}
@@ -225,7 +225,7 @@ func TestRunFinishedOutcomes(t *testing.T) {
 			w.exec(`UPDATE runs SET cancel_requested = 1 WHERE id = ?`, f.RunID)
 			w.runner.Finish(lr, 143)
 			seq := w.seq()
-			w.mustStep(run.JobRunFinished, key)
+			w.mustStep(flow.JobRunFinished, key)
 			w.wantFlow(key, "build it=1 step=1 failed/")
 			wantPayload(t, w.since(seq)[0], map[string]any{"outcome": "failed", "report": "the session was cancelled"})
 		}
@@ -238,7 +238,7 @@ func TestRunFinishedOutcomes(t *testing.T) {
 			w.runner.Ask(lr, "left or right?", true)
 			w.runner.Complete(lr, "done", "asked")
 			seq := w.seq()
-			w.mustStep(run.JobRunFinished, key)
+			w.mustStep(flow.JobRunFinished, key)
 			f := w.wantFlow(key, "build it=1 step=1 waiting/answer")
 			w.wantTicket(key, "waiting_for_answer")
 			evs := w.since(seq)
@@ -263,7 +263,7 @@ func TestRunFinishedOutcomes(t *testing.T) {
 			w.wantFlow(key, "build it=1 step=1 running/run")
 			w.runner.Complete(lr, "done", "asked")
 			seq := w.seq()
-			w.mustStep(run.JobRunFinished, key)
+			w.mustStep(flow.JobRunFinished, key)
 			f := w.wantFlow(key, "build it=1 step=2 running/")
 			w.wantTicket(key, "in_progress")
 			evs := w.since(seq)
@@ -282,7 +282,7 @@ func TestRunFinishedOutcomes(t *testing.T) {
 			w.patchProject(map[string]any{"budgets": map[string]any{"per_day_usd": 0}})
 			w.runner.Finish(lr, 1)
 			seq := w.seq()
-			w.mustStep(run.JobRunFinished, key)
+			w.mustStep(flow.JobRunFinished, key)
 			evs := w.since(seq)
 			w.patchProject(map[string]any{"budgets": map[string]any{"per_day_usd": nil}})
 			w.wantFlow(key, "build it=1 step=1 waiting/budget")
@@ -296,7 +296,7 @@ func TestRunFinishedOutcomes(t *testing.T) {
 		// a finish of another run is not this step's.
 		{
 			key, f, _ := started()
-			w.replay(run.JobRunFinished, map[string]any{"flow_id": f.ID, "run_id": "some-other-run", "step": 1})
+			w.replay(flow.JobRunFinished, map[string]any{"flow_id": f.ID, "run_id": "some-other-run", "step": 1})
 			w.wantFlow(key, "build it=1 step=1 running/run")
 		}
 	})
@@ -311,7 +311,7 @@ func TestIterationLimitAsks(t *testing.T) {
 		for it := 1; it <= 2; it++ {
 			w.mustStep(flow.JobEnter, key)
 			w.runner.Complete(w.lease(key, "build", it), "done", "built")
-			w.mustStep(run.JobRunFinished, key)
+			w.mustStep(flow.JobRunFinished, key)
 			w.mustStep(flow.JobEnter, key)
 			w.wantFlow(key, fmt.Sprintf("review it=%d step=%d waiting/approval", it, 2*it))
 			seq := w.seq()
@@ -349,7 +349,7 @@ func TestResumeAfterTheAnswer(t *testing.T) {
 		w.runner.Ask(lr, "left or right?", true)
 		w.runner.Ask(lr, "red or blue?", true)
 		w.runner.Complete(lr, "done", "asked twice")
-		w.mustStep(run.JobRunFinished, key)
+		w.mustStep(flow.JobRunFinished, key)
 		f := w.wantFlow(key, "build it=1 step=1 waiting/answer")
 
 		// One of two answered: nothing happens.
@@ -389,7 +389,7 @@ func TestResumeAfterTheAnswer(t *testing.T) {
 		w.mustStep(flow.JobEnter, key)
 		lr = w.lease(key, "build", 1)
 		w.runner.Complete(lr, "blocked", "stuck")
-		w.mustStep(run.JobRunFinished, key)
+		w.mustStep(flow.JobRunFinished, key)
 		w.setTicket(key, "paused") // queues flow.stop
 		w.answerAll(key)           // queues flow.resume
 		seq = w.seq()
@@ -427,7 +427,7 @@ func TestStopCancelsTheRun(t *testing.T) {
 		if f.FinishedAt == nil || !f.FinishedAt.Equal(w.clk.Now()) {
 			t.Fatalf("stopped flow finished at %v", f.FinishedAt)
 		}
-		w.mustStep(run.JobRunFinished, queued) // the cancelled run's finish: the flow has stopped
+		w.mustStep(flow.JobRunFinished, queued) // the cancelled run's finish: the flow has stopped
 		w.replay(flow.JobStop, map[string]any{"item_id": f.ItemID})
 		w.wantTicket(queued, "paused")
 
@@ -491,7 +491,7 @@ func TestTimeoutFlagsTheStage(t *testing.T) {
 		w.mustStep(flow.JobEnter, key)
 		w.runner.Complete(w.lease(key, "build", 1), "done", "in time")
 		f = w.flow(key)
-		w.mustStep(run.JobRunFinished, key)
+		w.mustStep(flow.JobRunFinished, key)
 		for _, j := range w.pending(&f) {
 			if j.Kind == flow.JobTimeout {
 				t.Fatalf("the finished run's timeout is still pending: %v", jobKeys(w.pending(&f)))

@@ -11,13 +11,7 @@ import (
 
 // handleStop stops the active flow of a ticket a person paused or
 // cancelled, and cancels its run.
-func (s *Service) handleStop(ctx context.Context, j *job.Job) error {
-	var p struct {
-		ItemID string `json:"item_id"`
-	}
-	if err := j.Decode(&p); err != nil {
-		return err
-	}
+func (s *Service) handleStop(ctx context.Context, _ *job.Job, p StopArgs) error {
 	return s.step(ctx, func(ctx context.Context) (*transition.Transition, error) {
 		f, ok, err := s.active(ctx, p.ItemID)
 		if err != nil || !ok {

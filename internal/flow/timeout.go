@@ -14,11 +14,7 @@ import (
 
 // handleTimeout enforces a stage's timeout: a run still going when it is
 // up is cancelled and the flow is flagged.
-func (s *Service) handleTimeout(ctx context.Context, j *job.Job) error {
-	var p stepPayload
-	if err := j.Decode(&p); err != nil {
-		return err
-	}
+func (s *Service) handleTimeout(ctx context.Context, _ *job.Job, p TimeoutArgs) error {
 	// The step has passed when the run finished in time.
 	current := func(f Flow) bool { return f.Step == p.Step && Accepts(f.State(), InRunFinished) }
 	return s.onFlow(ctx, p.FlowID, current, func(ctx context.Context, f Flow, it tracker.Item, now time.Time) (*transition.Transition, error) {

@@ -14,13 +14,6 @@ import (
 // Unattended operation (spec pipelines.md "Budgets", "Project and platform
 // pauses"): what keeps a stage from starting, and waiting without a human.
 
-// Job kinds of unattended operation (spec pipelines.md "Budgets",
-// "Project and platform pauses").
-const (
-	JobRelease = "flow.release" // a pause ended or budget came back: release waiting flows
-	JobKill    = "flow.kill"    // the kill switch: cancel every running stage
-)
-
 // pauseReason says why new stages may not start in a project now ("" when
 // they may).
 func (s *Service) pauseReason(ctx context.Context, projectID string) (string, error) {

@@ -119,7 +119,7 @@ func TestKillSwitch(t *testing.T) {
 		human := w.ticket("task")
 		w.mustStep(flow.JobEnter, human)
 		w.runner.Complete(w.lease(human, "build", 1), "done", "built")
-		w.mustStep(run.JobRunFinished, human)
+		w.mustStep(flow.JobRunFinished, human)
 		w.mustStep(flow.JobEnter, human)
 		w.wantFlow(human, "review it=1 step=2 waiting/approval")
 		agent := w.ticket("task")
@@ -137,7 +137,7 @@ func TestKillSwitch(t *testing.T) {
 		if r := w.run(runID); r.Status != run.StatusCancelled {
 			t.Fatalf("the killed stage's run is %s", r.Status)
 		}
-		w.mustStep(run.JobRunFinished, agent) // the cancelled run's finish: nothing to do
+		w.mustStep(flow.JobRunFinished, agent) // the cancelled run's finish: nothing to do
 		w.wantFlow(agent, "build it=1 step=1 waiting/pause")
 
 		w.Admin(200, "POST", "/api/v1/platform/resume", nil)

@@ -24,7 +24,9 @@ const (
 // DefaultMaxAttempts is used when a Spec leaves MaxAttempts at zero.
 const DefaultMaxAttempts = 20
 
-// Spec describes a job to enqueue.
+// Spec describes a job to enqueue: the row it becomes. Jobs of the
+// domain are built from their Args with New (outside this package no code
+// but tests writes a Spec by hand: the lint test checks).
 type Spec struct {
 	Kind    string
 	Payload any // marshalled to JSON; nil means {}

@@ -5,6 +5,7 @@
 package lint
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -157,4 +158,95 @@ func TestNoBuildUsesTheTestForge(t *testing.T) {
 	if checked == 0 {
 		t.Fatal("no build file was checked")
 	}
+}
+
+// TestJobsAreTyped: outside package job and tests, a job is enqueued from
+// its arguments (job.New of a job.Args type), never from a hand-written
+// job.Spec, so that its payload is written as the type its handler reads
+// (job.Register).
+func TestJobsAreTyped(t *testing.T) {
+	for dir, files := range packages(t) {
+		if dir == "internal/job" {
+			continue
+		}
+		for _, f := range files {
+			for _, pos := range specLiterals(t, f, nil) {
+				t.Errorf("%s: a job.Spec written by hand: build it with job.New from the job's Args", pos)
+			}
+		}
+	}
+	// A planted one is found, in both forms.
+	planted := `package p
+import "github.com/ballet/ballet/internal/job"
+var a = job.Spec{Kind: "k"}
+var b = []job.Spec{{Kind: "k"}}
+var c = job.New(nil)
+`
+	if got := specLiterals(t, "planted.go", []byte(planted)); len(got) != 2 {
+		t.Errorf("planted job.Spec literals: found %v, want 2", got)
+	}
+}
+
+// specLiterals returns the positions of job.Spec composite literals in a
+// file (src nil: read it).
+func specLiterals(t *testing.T, path string, src []byte) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	var in any // the file itself
+	if src != nil {
+		in = src
+	}
+	af, err := parser.ParseFile(fset, path, in, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := ""
+	for _, imp := range af.Imports {
+		if strings.Trim(imp.Path.Value, `"`) == "github.com/ballet/ballet/internal/job" {
+			name = "job"
+			if imp.Name != nil {
+				name = imp.Name.Name
+			}
+		}
+	}
+	if name == "" {
+		return nil
+	}
+	isSpec := func(e ast.Expr) bool {
+		sel, ok := e.(*ast.SelectorExpr)
+		if !ok || sel.Sel.Name != "Spec" {
+			return false
+		}
+		x, ok := sel.X.(*ast.Ident)
+		return ok && x.Name == name
+	}
+	var out []string
+	ast.Inspect(af, func(n ast.Node) bool {
+		lit, ok := n.(*ast.CompositeLit)
+		if !ok {
+			return true
+		}
+		if isSpec(lit.Type) {
+			out = append(out, fset.Position(lit.Pos()).String())
+		}
+		var elem ast.Expr // the element type of a slice, array or map literal
+		switch typ := lit.Type.(type) {
+		case *ast.ArrayType:
+			elem = typ.Elt
+		case *ast.MapType:
+			elem = typ.Value
+		}
+		if elem != nil && isSpec(elem) {
+			for _, e := range lit.Elts {
+				if kv, ok := e.(*ast.KeyValueExpr); ok {
+					e = kv.Value
+				}
+				if c, ok := e.(*ast.CompositeLit); ok && c.Type == nil {
+					out = append(out, fset.Position(c.Pos()).String())
+				}
+			}
+		}
+		return true
+	})
+	return out
 }

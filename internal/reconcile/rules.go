@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,24 +13,24 @@ import (
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/pipeline"
-	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/tracker"
 	"github.com/ballet/ballet/internal/transition"
 )
 
 // The queries that find what is wrong. Each reads the active flows once
-// (flows_status), with indexed lookups per flow (primary keys, the
-// jobs_dedupe partial index, questions_item); none runs per flow from Go.
+// (flows_status), with indexed lookups per flow (primary keys,
+// questions_item); none runs per flow from Go. Which job a flow waits for,
+// and its dedupe key, is the flow engine's to say (flow.ExpectedStep,
+// flow.StopArgs, flow.ReleaseArgs): the queries return the candidates, and
+// which of their keys no pending job holds is then read in one query
+// (job.Free).
 
 // stoppedSQL (rule 1): active flows whose ticket left in_progress and
-// waiting_for_answer, unless the flow.stop job a person's pause or cancel
-// queued is still pending (it stops the flow itself). The job is looked up
-// by i.id, not f.item_id, so that SQLite checks it only for the flows whose
-// ticket state is wrong.
-const stoppedSQL = `SELECT f.id FROM flows f JOIN items i ON i.id = f.item_id
-WHERE f.status IN ('running', 'waiting') AND i.state NOT IN ('in_progress', 'waiting_for_answer')
-  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.dedupe_key = 'flow-stop:' || i.id AND j.status IN ('pending', 'running'))`
+// waiting_for_answer, with the ticket (a flow.stop job a person's pause or
+// cancel queued, while still pending, stops the flow itself).
+const stoppedSQL = `SELECT f.id, i.id FROM flows f JOIN items i ON i.id = f.item_id
+WHERE f.status IN ('running', 'waiting') AND i.state NOT IN ('in_progress', 'waiting_for_answer')`
 
 // stalledSQL (rule 2): runs that a flow waits for, still queued or
 // running, and without a tracked change (runs.updated_at: created, leased,
@@ -39,23 +40,27 @@ WHERE f.status IN ('running', 'waiting') AND i.state NOT IN ('in_progress', 'wai
 const stalledSQL = `SELECT f.id, f.stage, r.id, r.updated_at FROM flows f JOIN runs r ON r.id = f.run_id
 WHERE f.status = 'running' AND f.waiting = 'run' AND r.status IN ('queued', 'running') AND r.updated_at < ?`
 
-// stepsSQL (rule 3): active flows whose awaited step has no pending or
-// running job under its dedupe key: entering the stage (running, waiting
-// for nothing), handling the finished run (once the run is final), checking
-// the pull request (checks, review, merge), resuming after the answers
-// (once no blocking question is open).
-const stepsSQL = `SELECT w.id FROM (
-    SELECT f.id, f.item_id, f.waiting, f.run_id, CASE
-        WHEN f.waiting IS NULL THEN 'flow:' || f.id || ':enter:' || f.step
-        WHEN f.waiting = 'run' THEN 'flow:' || f.id || ':run_finished:' || f.step
-        WHEN f.waiting IN ('checks', 'review', 'merge') THEN 'flow:' || f.id || ':merge:' || f.step
-        WHEN f.waiting = 'answer' THEN 'flow-resume:' || f.item_id
-      END AS key
-    FROM flows f WHERE f.status IN ('running', 'waiting')) w
-WHERE w.key IS NOT NULL
-  AND (w.waiting IS NOT 'run' OR EXISTS (SELECT 1 FROM runs r WHERE r.id = w.run_id AND r.status IN ('succeeded', 'failed', 'cancelled')))
-  AND (w.waiting IS NOT 'answer' OR NOT EXISTS (SELECT 1 FROM questions q WHERE q.item_id = w.item_id AND q.blocking = 1 AND q.answer IS NULL))
-  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.dedupe_key = w.key AND j.status IN ('pending', 'running'))`
+// stepsSQL (rule 3): active flows whose awaited step may be due: those
+// in a state in which they wait for a step job (stepsArgs: what they wait
+// for then), except one waiting for a run that is not final yet, or for an
+// answer while a blocking question of its ticket is open. It reads what the
+// awaited step's dedupe key is made of (flows_reconcile covers it).
+var stepsSQL = `SELECT f.id, f.item_id, f.step, f.status, COALESCE(f.waiting, '') FROM flows f
+WHERE f.status IN ('running', 'waiting') AND COALESCE(f.waiting, '') IN (?` + strings.Repeat(", ?", len(stepsArgs)-1) + `)
+  AND (f.waiting IS NOT 'run' OR EXISTS (SELECT 1 FROM runs r WHERE r.id = f.run_id AND r.status IN ('succeeded', 'failed', 'cancelled')))
+  AND (f.waiting IS NOT 'answer' OR NOT EXISTS (SELECT 1 FROM questions q WHERE q.item_id = f.item_id AND q.blocking = 1 AND q.answer IS NULL))`
+
+// stepsArgs are what an active flow waits for in the states in which it
+// waits for a step job (flow.ExpectedStep): stepsSQL's arguments.
+var stepsArgs = func() []any {
+	var out []any
+	for _, st := range flow.States {
+		if _, ok := flow.ExpectedStep(flow.Flow{Status: st.Status, Waiting: st.Waiting}); ok && !slices.Contains(out, any(st.Waiting)) {
+			out = append(out, st.Waiting)
+		}
+	}
+	return out
+}()
 
 // orphansSQL (rule 4): queued or running runs (whose cancellation was not
 // requested yet) that their flow does not wait for.
@@ -64,17 +69,12 @@ WHERE r.status IN ('queued', 'running') AND r.cancel_requested = 0
   AND NOT (f.status IS 'running' AND f.waiting IS 'run' AND f.run_id IS r.id)`
 
 // releaseSQL (rule 5): flows waiting for budget, and flows waiting for a
-// pause that has ended whose release job is not pending (lost).
-const releaseSQL = `SELECT f.id, f.waiting FROM flows f WHERE f.status = 'waiting' AND f.waiting = 'budget'
+// pause that has ended (unless their release job is pending: checked in
+// Go), with their project.
+const releaseSQL = `SELECT f.id, f.waiting, f.project_id FROM flows f WHERE f.status = 'waiting' AND f.waiting = 'budget'
 UNION ALL
-SELECT f.id, f.waiting FROM flows f JOIN projects p ON p.id = f.project_id
-WHERE f.status = 'waiting' AND f.waiting = 'pause' AND p.paused = 0 AND (SELECT paused FROM platform WHERE id = 1) = 0
-  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.dedupe_key IN ('flow-release:' || f.project_id, 'flow-release:') AND j.status IN ('pending', 'running'))`
-
-// lastJobSQL reads the job of a dedupe key that counts: a pending or
-// running one if there is one, else the newest (index jobs_key).
-const lastJobSQL = `SELECT status, COALESCE(last_error, ''), payload, created_at FROM jobs WHERE dedupe_key = ?
-ORDER BY status IN ('pending', 'running') DESC, created_at DESC, id DESC LIMIT 1`
+SELECT f.id, f.waiting, f.project_id FROM flows f JOIN projects p ON p.id = f.project_id
+WHERE f.status = 'waiting' AND f.waiting = 'pause' AND p.paused = 0 AND (SELECT paused FROM platform WHERE id = 1) = 0`
 
 // minTimeout is the shortest timeout a stage can have (timeout_minutes ≥ 1).
 const minTimeout = time.Minute
@@ -121,28 +121,54 @@ func attended(it tracker.Item) bool {
 
 // pending reports whether a job with the dedupe key is pending or running.
 func (r *Reconciler) pending(ctx context.Context, key string) (bool, error) {
-	rows, err := r.store.Query(ctx, `SELECT 1 FROM jobs WHERE dedupe_key = ? AND status IN ('pending', 'running') LIMIT 1`, key)
+	free, err := r.free(ctx, key)
+	return !free[key], err
+}
+
+// free returns the keys, of those given, that no pending or running job
+// holds (job.Free).
+func (r *Reconciler) free(ctx context.Context, keys ...string) (map[string]bool, error) {
+	list, err := job.Free(ctx, r.store, keys...)
 	if err != nil {
-		return false, fmt.Errorf("read job %s: %w", key, err)
+		return nil, err
 	}
-	return rows.Len() > 0, nil
+	out := make(map[string]bool, len(list))
+	for _, k := range list {
+		out[k] = true
+	}
+	return out, nil
 }
 
 // Rule 1.
 func (r *Reconciler) stopFlows(ctx context.Context, rep *Report) error {
-	ids, err := r.ids(ctx, "flows of paused or cancelled tickets", stoppedSQL)
+	rows, err := r.store.Query(ctx, stoppedSQL)
+	if err != nil {
+		return fmt.Errorf("find flows of paused or cancelled tickets: %w", err)
+	}
+	flowIDs, stops := make([]string, rows.Len()), make([]string, rows.Len())
+	for i := range flowIDs {
+		var itemID string
+		if err := rows.Scan(i, &flowIDs[i], &itemID); err != nil {
+			return fmt.Errorf("find flows of paused or cancelled tickets: %w", err)
+		}
+		stops[i] = flow.StopArgs{ItemID: itemID}.DedupeKey()
+	}
+	free, err := r.free(ctx, stops...)
 	if err != nil {
 		return err
 	}
 	var errs []error
-	for _, id := range ids {
+	for i, id := range flowIDs {
+		if !free[stops[i]] {
+			continue // the flow.stop job stops it
+		}
 		var key, state string
 		ok, err := r.do(ctx, func(ctx context.Context) (*transition.Transition, error) {
 			f, it, ok, err := r.load(ctx, id)
 			if err != nil || !ok || attended(it) {
 				return nil, err
 			}
-			if busy, err := r.pending(ctx, "flow-stop:"+it.ID); err != nil || busy {
+			if busy, err := r.pending(ctx, flow.StopArgs{ItemID: it.ID}.DedupeKey()); err != nil || busy {
 				return nil, err
 			}
 			key, state = it.Key, it.State
@@ -270,12 +296,30 @@ func (r *Reconciler) definitions(ctx context.Context, flowIDs []string) (map[str
 
 // Rule 3.
 func (r *Reconciler) repairSteps(ctx context.Context, rep *Report) error {
-	ids, err := r.ids(ctx, "lost steps", stepsSQL)
+	rows, err := r.store.Query(ctx, stepsSQL, stepsArgs...)
+	if err != nil {
+		return fmt.Errorf("find lost steps: %w", err)
+	}
+	flowIDs, keys := make([]string, 0, rows.Len()), make([]string, 0, rows.Len())
+	for i := range rows.Len() {
+		// What the awaited step's key is made of (stepsSQL).
+		var f flow.Flow
+		if err := rows.Scan(i, &f.ID, &f.ItemID, &f.Step, &f.Status, &f.Waiting); err != nil {
+			return fmt.Errorf("find lost steps: %w", err)
+		}
+		if aw, ok := flow.ExpectedStep(f); ok {
+			flowIDs, keys = append(flowIDs, f.ID), append(keys, aw.Args.DedupeKey())
+		}
+	}
+	free, err := r.free(ctx, keys...)
 	if err != nil {
 		return err
 	}
 	var errs []error
-	for _, id := range ids {
+	for i, id := range flowIDs {
+		if !free[keys[i]] {
+			continue // its job is pending or running
+		}
 		if err := r.repairStep(ctx, rep, id); err != nil {
 			errs = append(errs, fmt.Errorf("repair the step of flow %s: %w", id, err))
 		}
@@ -283,60 +327,26 @@ func (r *Reconciler) repairSteps(ctx context.Context, rep *Report) error {
 	return errors.Join(errs...)
 }
 
-// step is the job a flow waits for.
-type step struct {
-	spec job.Spec
-	what string // for reasons: "entering stage implement"
-}
-
-// awaited returns the job flow f waits for (ok=false: it waits for a
-// person, for a run that is still going, or for an open question).
-func (r *Reconciler) awaited(ctx context.Context, f flow.Flow) (step, bool, error) {
+// awaited returns the step job flow f waits for when it is due (ok=false:
+// f waits for a person, a pause or budget, for a run that is still going,
+// or for an open question).
+func (r *Reconciler) awaited(ctx context.Context, f flow.Flow) (flow.Awaited, bool, error) {
+	aw, ok := flow.ExpectedStep(f)
 	switch {
-	case f.State() == flow.State{Status: flow.StatusRunning, Waiting: flow.WaitNone}:
-		return step{what: "entering stage " + f.Stage, spec: job.Spec{Kind: flow.JobEnter,
-			Payload: map[string]any{"flow_id": f.ID, "step": f.Step}, DedupeKey: fmt.Sprintf("flow:%s:enter:%d", f.ID, f.Step)}}, true, nil
-	case f.State() == flow.State{Status: flow.StatusRunning, Waiting: flow.WaitRun}:
+	case !ok:
+		return aw, false, nil
+	case f.Waiting == flow.WaitRun:
 		rn, err := r.runs.Get(ctx, f.RunID)
 		if err != nil || !rn.Final() {
-			return step{}, false, err
+			return aw, false, err
 		}
-		return step{what: "handling the finished session of stage " + f.Stage, spec: run.FinishedJob(rn)}, true, nil
-	case flow.Accepts(f.State(), flow.InMergeState):
-		return step{what: "checking the pull request of stage " + f.Stage, spec: job.Spec{Kind: flow.JobMerge,
-			Payload:   map[string]any{"flow_id": f.ID, "step": f.Step, "entered_at": f.UpdatedAt.UnixMilli()},
-			DedupeKey: fmt.Sprintf("flow:%s:merge:%d", f.ID, f.Step)}}, true, nil
-	case f.State() == flow.State{Status: flow.StatusWaiting, Waiting: flow.WaitAnswer}:
+	case f.Waiting == flow.WaitAnswer:
 		open, err := r.flows.Tracker.OpenBlockingQuestions(ctx, f.ItemID)
 		if err != nil || open > 0 {
-			return step{}, false, err
+			return aw, false, err
 		}
-		return step{what: "resuming stage " + f.Stage + " after the answers", spec: job.Spec{Kind: flow.JobResume,
-			Payload: map[string]any{"item_id": f.ItemID}, DedupeKey: "flow-resume:" + f.ItemID}}, true, nil
 	}
-	return step{}, false, nil
-}
-
-// lastJob is the newest job of a dedupe key.
-type lastJob struct {
-	status, lastError string
-	payload           []byte
-	created           time.Time
-}
-
-func (r *Reconciler) lastJob(ctx context.Context, key string) (lastJob, bool, error) {
-	rows, err := r.store.Query(ctx, lastJobSQL, key)
-	if err != nil || rows.Len() == 0 {
-		return lastJob{}, false, err
-	}
-	var j lastJob
-	var payload string
-	var created int64
-	if err := rows.Scan(0, &j.status, &j.lastError, &payload, &created); err != nil {
-		return j, false, err
-	}
-	j.payload, j.created = []byte(payload), time.UnixMilli(created).UTC()
-	return j, true, nil
+	return aw, true, nil
 }
 
 // repairStep re-reads the flow and its awaited step's newest job: a dead
@@ -344,7 +354,7 @@ func (r *Reconciler) lastJob(ctx context.Context, key string) (lastJob, bool, er
 // means the step was lost, and its job is queued again.
 func (r *Reconciler) repairStep(ctx context.Context, rep *Report, flowID string) error {
 	var requeue *store.Statement
-	var st step
+	var st flow.Awaited
 	var key, reason string
 	flagged, err := r.do(ctx, func(ctx context.Context) (*transition.Transition, error) {
 		requeue = nil
@@ -357,19 +367,19 @@ func (r *Reconciler) repairStep(ctx context.Context, rep *Report, flowID string)
 		if err != nil || !ok {
 			return nil, err
 		}
-		last, found, err := r.lastJob(ctx, st.spec.DedupeKey)
+		last, found, err := job.Last(ctx, r.store, st.Args.DedupeKey())
 		if err != nil {
 			return nil, err
 		}
-		if found && (last.status == job.StatusPending || last.status == job.StatusRunning) {
+		if found && (last.Status == job.StatusPending || last.Status == job.StatusRunning) {
 			return nil, nil // not lost
 		}
 		now := r.now()
 		// The resume key is per ticket: only a job queued since the flow
 		// began waiting is this wait's.
-		if found && last.status == job.StatusDead && (st.spec.Kind != flow.JobResume || !last.created.Before(f.UpdatedAt)) {
-			reason = fmt.Sprintf("%s failed for good", st.what)
-			if e := strings.TrimSpace(last.lastError); e != "" {
+		if found && last.Status == job.StatusDead && (st.Args.Kind() != flow.JobResume || !last.CreatedAt.Before(f.UpdatedAt)) {
+			reason = fmt.Sprintf("%s failed for good", st.What)
+			if e := strings.TrimSpace(last.LastError); e != "" {
 				if len(e) > 300 {
 					e = e[:300] + "…"
 				}
@@ -377,16 +387,15 @@ func (r *Reconciler) repairStep(ctx context.Context, rep *Report, flowID string)
 			}
 			return r.flag(f, it, now, reason)
 		}
-		if found && st.spec.Kind == flow.JobMerge {
+		if m, ok := st.Args.(flow.MergeArgs); ok && found {
 			// Keep when the stage was entered: it paces the checks.
-			var p struct {
-				EnteredAt int64 `json:"entered_at"`
-			}
-			if json.Unmarshal(last.payload, &p) == nil && p.EnteredAt > 0 {
-				st.spec.Payload.(map[string]any)["entered_at"] = p.EnteredAt
+			var p flow.MergeArgs
+			if json.Unmarshal(last.Payload, &p) == nil && p.EnteredAt > 0 {
+				m.EnteredAt = p.EnteredAt
+				st.Args = m
 			}
 		}
-		stmt, err := requeueStatement(st.spec, f, now)
+		stmt, err := requeueStatement(job.New(st.Args), f, now)
 		if err != nil {
 			return nil, err
 		}
@@ -405,13 +414,13 @@ func (r *Reconciler) repairStep(ctx context.Context, rep *Report, flowID string)
 	}
 	res, err := r.store.Exec(ctx, *requeue)
 	if err != nil {
-		return fmt.Errorf("queue %s again: %w", st.spec.Kind, err)
+		return fmt.Errorf("queue %s again: %w", st.Args.Kind(), err)
 	}
 	if len(res) == 1 && res[0].RowsAffected == 1 {
 		if a := r.flows.Applier; a != nil && a.OnCommit != nil {
 			a.OnCommit(transition.Committed{HasJobs: true}) // wake the orchestrator
 		}
-		r.repaired(rep, RuleRequeued, "queued a lost step again", "flow", flowID, "ticket", key, "job", st.spec.Kind, "dedupe_key", st.spec.DedupeKey)
+		r.repaired(rep, RuleRequeued, "queued a lost step again", "flow", flowID, "ticket", key, "job", st.Args.Kind(), "dedupe_key", st.Args.DedupeKey())
 	}
 	return nil
 }
@@ -451,7 +460,7 @@ func (r *Reconciler) cancelOrphans(ctx context.Context, rep *Report) error {
 			if err == nil && f.State() == (flow.State{Status: flow.StatusRunning, Waiting: flow.WaitRun}) && f.RunID == rn.ID {
 				return nil, nil // its flow waits for it
 			}
-			cancel, ok := run.Cancel(rn, "no flow waits for this run any more", r.now())
+			cancel, ok := r.runs.Cancel(rn, "no flow waits for this run any more", r.now())
 			if !ok {
 				return nil, nil
 			}
@@ -477,11 +486,27 @@ func (r *Reconciler) release(ctx context.Context, rep *Report) error {
 	if err != nil {
 		return fmt.Errorf("find waiting flows: %w", err)
 	}
-	var errs []error
-	for i := range rows.Len() {
-		var id, waiting string
-		if err := rows.Scan(i, &id, &waiting); err != nil {
+	type cand struct{ id, waiting, projectID string }
+	cands := make([]cand, rows.Len())
+	keys := []string{flow.ReleaseArgs{}.DedupeKey()} // the platform's release: every project's
+	for i := range cands {
+		c := &cands[i]
+		if err := rows.Scan(i, &c.id, &c.waiting, &c.projectID); err != nil {
 			return fmt.Errorf("find waiting flows: %w", err)
+		}
+		keys = append(keys, flow.ReleaseArgs{ProjectID: c.projectID}.DedupeKey())
+	}
+	var free map[string]bool
+	if len(cands) > 0 {
+		if free, err = r.free(ctx, keys...); err != nil {
+			return err
+		}
+	}
+	var errs []error
+	for i, c := range cands {
+		id, waiting := c.id, c.waiting
+		if waiting == flow.WaitPause && (!free[keys[0]] || !free[keys[i+1]]) {
+			continue // a release job is pending: it releases the flow
 		}
 		if waiting == flow.WaitBudget && r.cfg.BudgetOK != nil {
 			f, err := r.flows.Get(ctx, id)

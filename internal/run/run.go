@@ -1,14 +1,16 @@
 // Package run is Core's side of the runner protocol (spec pipelines.md
 // "Running tickets", "Recovery and stuck stages"). A run is one fresh agent
 // session for one step of a flow's agent stage. The flow engine creates runs
-// (queued) with Create, and cancels them with Cancel: each is the part of a
-// transition that the flow engine writes within its own. Runner processes, authenticated by runner tokens,
-// register and lease queued runs; each lease issues a run token scoped to
-// that one run, with which the session heartbeats, reports its outcome, asks
-// questions and finishes. A run that reaches a final status (succeeded,
-// failed, cancelled) enqueues the flow.run_finished job in the same batch, so
-// the flow engine's reaction cannot be lost. Runs whose heartbeats stop for
-// longer than the grace period are failed by SweepSilent.
+// (queued) with Create, and cancels them with Service.Cancel: each is the
+// part of a transition that the flow engine writes within its own. Runner
+// processes, authenticated by runner tokens, register and lease queued
+// runs; each lease issues a run token scoped to that one run, with which the
+// session heartbeats, reports its outcome, asks questions and finishes. A
+// run that reaches a final status (succeeded, failed, cancelled) enqueues the
+// jobs of its finish hook (Config.OnFinish: the flow engine's
+// flow.run_finished) in the same batch, so the flow engine's reaction cannot
+// be lost. Runs whose heartbeats stop for longer than the grace period are
+// failed by SweepSilent.
 //
 // Every change is one transition batch with its event (entity type run or
 // runner). Liveness pings (runs.heartbeat_at, runners.last_seen_at) are
@@ -48,10 +50,6 @@ const (
 	OutcomeFailed  = "failed"
 	OutcomeBlocked = "blocked"
 )
-
-// JobRunFinished is the kind of the job enqueued with every run that
-// reaches a final status; its payload is FinishedPayload.
-const JobRunFinished = "flow.run_finished"
 
 // Permissions of the runner protocol's routes (shown in the OpenAPI
 // document). No role grants them: PermRunner needs a runner token,
@@ -110,24 +108,10 @@ func IsFinal(status string) bool {
 // Final reports whether the run has reached a final status.
 func (r *Run) Final() bool { return IsFinal(r.Status) }
 
-// FinishedPayload is the payload of the flow.run_finished job.
-type FinishedPayload struct {
-	FlowID string `json:"flow_id"`
-	RunID  string `json:"run_id"`
-	Step   int    `json:"step"`
-}
-
-// FinishedJob is the flow.run_finished job of a run that reached a final
-// status. Its dedupe key, flow:<flow_id>:run_finished:<step>, makes
-// enqueueing it again (by the reconciler, say) a no-op while one is
-// pending or running.
-func FinishedJob(r Run) job.Spec {
-	return job.Spec{
-		Kind:      JobRunFinished,
-		Payload:   FinishedPayload{FlowID: r.FlowID, RunID: r.ID, Step: r.Step},
-		DedupeKey: fmt.Sprintf("flow:%s:run_finished:%d", r.FlowID, r.Step),
-	}
-}
+// FinishHook returns the jobs to enqueue, in the same batch, with a run
+// that reaches a final status (r as it is then): the flow engine's reaction
+// (flow.OnRunFinished), which thus cannot be lost.
+type FinishHook func(r Run) []job.Spec
 
 // Insert returns the statement that creates r as a queued run (Create adds
 // its event). The caller
@@ -178,31 +162,25 @@ func Create(r Run, actor event.Actor, now time.Time) transition.Transition {
 }
 
 // Cancel is the part of a transition that cancels r as read: a queued run
-// is cancelled at once (event run.cancelled, with the flow.run_finished
-// job's insert), a running one gets cancel_requested (event
+// is cancelled at once (event run.cancelled, with the finish hook's jobs:
+// it reached a final status), a running one gets cancel_requested (event
 // run.cancel_requested): its runner learns it at the next heartbeat and
 // finishes the run as cancelled. Each of its guarded statements must
-// change a row (the update is guarded by r's version and status; the job
-// cannot meet its dedupe key, since only this update makes the run final).
-// A final run, or one whose cancellation was requested already, needs
-// nothing (ok=false, an empty part). The event's actor is the system.
-func Cancel(r Run, reason string, now time.Time) (part transition.Transition, ok bool) {
+// change a row (guarded by r's version and status). A final run, or one
+// whose cancellation was requested already, needs nothing (ok=false, an
+// empty part). The event's actor is the system.
+func (s *Service) Cancel(r Run, reason string, now time.Time) (part transition.Transition, ok bool) {
 	at := now.UnixMilli()
 	switch {
 	case r.Status == StatusQueued:
-		r.Status = StatusCancelled
-		jobInsert, err := FinishedJob(r).Insert(transition.NewID(), now)
-		if err != nil {
-			panic(err) // the payload is a plain struct: marshalling cannot fail
-		}
+		version := r.Version
+		r.Status, r.Error, r.FinishedAt, r.UpdatedAt, r.Version = StatusCancelled, reason, &now, now, r.Version+1
 		return transition.Transition{
 			Events: []event.Event{newEvent(r, event.System, "cancelled", RunCancelled{Status: StatusCancelled, Reason: reason,
 				FlowID: r.FlowID, Step: r.Step})},
-			Guarded: []store.Statement{
-				store.Stmt(`UPDATE runs SET status = 'cancelled', error = ?, finished_at = ?, updated_at = ?, version = version + 1
-WHERE id = ? AND version = ? AND status = 'queued'`, nullable(reason), at, at, r.ID, r.Version),
-				jobInsert,
-			},
+			Guarded: []store.Statement{store.Stmt(`UPDATE runs SET status = 'cancelled', error = ?, finished_at = ?, updated_at = ?, version = version + 1
+WHERE id = ? AND version = ? AND status = 'queued'`, nullable(reason), at, at, r.ID, version)},
+			Jobs: s.finished(r),
 		}, true
 	case r.Status == StatusRunning && !r.CancelRequested:
 		return transition.Transition{

@@ -16,6 +16,7 @@ import (
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/storetest"
@@ -83,7 +84,7 @@ func setup(t *testing.T, st store.Store) *world {
 	ten := tenancy.New(st, a, fc)
 	tr := tracker.New(st, a, fc, ten)
 	w := &world{t: t, ctx: ctx, st: st, fc: fc, applier: a, tr: tr, authn: auth.NewAuthenticator(st, fc, "", nil, auth.OIDCConfig{})}
-	w.svc = run.NewService(st, a, fc, tr, run.Config{Grace: grace})
+	w.svc = run.NewService(st, a, fc, tr, run.Config{Grace: grace, OnFinish: flow.OnRunFinished})
 	o, err := ten.CreateOrganization(ctx, admin, tenancy.OrganizationInput{Slug: "acme", Name: "Acme"})
 	if err != nil {
 		t.Fatal(err)
@@ -223,7 +224,7 @@ type jobRow struct {
 
 func (w *world) finishedJobs() []jobRow {
 	w.t.Helper()
-	rows, err := w.st.Query(w.ctx, `SELECT kind, payload, dedupe_key, status FROM jobs WHERE kind = ? ORDER BY created_at, id`, run.JobRunFinished)
+	rows, err := w.st.Query(w.ctx, `SELECT kind, payload, dedupe_key, status FROM jobs WHERE kind = ? ORDER BY created_at, id`, flow.JobRunFinished)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -245,12 +246,12 @@ func (w *world) wantFinishedJobs(runs ...run.Run) {
 		w.t.Fatalf("%d flow.run_finished jobs, want %d: %+v", len(jobs), len(runs), jobs)
 	}
 	for i, r := range runs {
-		var p run.FinishedPayload
+		var p flow.RunFinishedArgs
 		if err := json.Unmarshal([]byte(jobs[i].Payload), &p); err != nil {
 			w.t.Fatal(err)
 		}
 		key := fmt.Sprintf("flow:%s:run_finished:%d", r.FlowID, r.Step)
-		if p != (run.FinishedPayload{FlowID: r.FlowID, RunID: r.ID, Step: r.Step}) || jobs[i].DedupeKey != key {
+		if p != (flow.RunFinishedArgs{FlowID: r.FlowID, RunID: r.ID, Step: r.Step}) || jobs[i].DedupeKey != key {
 			w.t.Fatalf("job %d: %+v, want payload of run %s and key %s", i, jobs[i], r.ID, key)
 		}
 	}
@@ -507,7 +508,7 @@ func TestHeartbeatAndCancel(t *testing.T) {
 		queued := w.newRun()
 		cancel := func(name string, r run.Run, want string) {
 			t.Helper()
-			cancel, ok := run.Cancel(r, "the ticket was paused", w.fc.Now())
+			cancel, ok := w.svc.Cancel(r, "the ticket was paused", w.fc.Now())
 			if want == "" {
 				if ok || len(cancel.Guarded) != 0 || len(cancel.Events) != 0 {
 					t.Fatalf("%s: cancel of a run that needs none: %+v", name, cancel)
@@ -526,7 +527,7 @@ func TestHeartbeatAndCancel(t *testing.T) {
 		w.wantFinishedJobs(queued)
 		cancel("cancel cancelled", got, "")
 		// A stale read loses its race.
-		stale, _ := run.Cancel(queued, "again", w.fc.Now())
+		stale, _ := w.svc.Cancel(queued, "again", w.fc.Now())
 		if err := w.applier.Apply(w.ctx, &stale); !errors.Is(err, store.ErrLostRace) {
 			t.Fatalf("stale cancel: %v", err)
 		}

@@ -46,6 +46,10 @@ type Config struct {
 	Poll time.Duration
 	// Log receives the sweeper's errors (default: discarded).
 	Log *slog.Logger
+	// OnFinish returns the jobs enqueued with every run that reaches a
+	// final status (the flow engine's flow.OnRunFinished); nil enqueues
+	// none.
+	OnFinish FinishHook
 }
 
 // Service runs the runner protocol.
@@ -78,6 +82,14 @@ func NewService(st store.Store, a *transition.Applier, c clock.Clock, t *tracker
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Service{store: st, applier: a, clock: c, tracker: t, cfg: cfg, log: log, wake: make(chan struct{})}
+}
+
+// finished returns the jobs of the finish hook for r.
+func (s *Service) finished(r Run) []job.Spec {
+	if s.cfg.OnFinish == nil {
+		return nil
+	}
+	return s.cfg.OnFinish(r)
 }
 
 // Config returns the effective configuration.
@@ -472,7 +484,7 @@ func (s *Service) Finish(ctx context.Context, p *auth.Principal, runID string, i
 }
 
 // finishTransition moves running r to a final status with its event, the
-// revocation of its run token and the flow.run_finished job; out receives
+// revocation of its run token and the finish hook's jobs; out receives
 // the run as it will be. With silent set (the sweep), the write is also
 // guarded by the heartbeat read, so that a heartbeat landing meanwhile
 // makes it a lost race (heartbeats do not bump the version).
@@ -492,9 +504,9 @@ cost_micros = ?, finished_at = ?, updated_at = ?, version = version + 1 WHERE id
 		update.SQL += ` AND heartbeat_at = ?`
 		update.Args = append(update.Args, r.HeartbeatAt.UnixMilli())
 	}
-	t := &transition.Transition{Guarded: []store.Statement{update}, Jobs: []job.Spec{FinishedJob(r)}}
 	*out = r
 	out.Status, out.ExitStatus, out.Error, out.Usage, out.FinishedAt, out.UpdatedAt, out.Version = status, exit, errText, usage, &now, now, r.Version+1
+	t := &transition.Transition{Guarded: []store.Statement{update}, Jobs: s.finished(*out)}
 	t.Events = append(t.Events, newEvent(r, actor, "finished", RunFinished{Status: status, Outcome: r.Outcome,
 		ExitStatus: exit, Error: errText, Usage: usage, BlockingQuestion: r.BlockingQuestion}))
 	if r.TokenID != "" {

@@ -1,0 +1,111 @@
+package job_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ballet/ballet/internal/job"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/store/storetest"
+)
+
+// TestReads: Free tells which keys no pending or running job holds (done
+// and dead jobs free their key); Last finds the job of a key that
+// counts (the pending or running one, else the newest).
+func TestReads(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		now := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
+		insert := func(id, key, status string, at time.Time, payload any) {
+			t.Helper()
+			st, err := job.Spec{Kind: "k", Payload: payload, DedupeKey: key}.Insert(id, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Exec(ctx, st, store.Stmt(`UPDATE jobs SET status = ?, last_error = ? WHERE id = ?`, status, "boom "+id, id)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var keys []string
+		for i := range 1203 {
+			key := fmt.Sprintf("key-%d", i)
+			keys = append(keys, key)
+			switch i % 3 {
+			case 0:
+				insert(fmt.Sprintf("p%d", i), key, job.StatusPending, now, nil)
+			case 1:
+				insert(fmt.Sprintf("d%d", i), key, job.StatusDone, now, nil)
+			}
+		}
+		insert("r", "running", job.StatusRunning, now, nil)
+		free, err := job.Free(ctx, s, append(keys, "running", "never")...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		isFree := map[string]bool{}
+		for _, k := range free {
+			isFree[k] = true
+		}
+		if len(free) != 803 || isFree["key-0"] || isFree["key-1200"] || !isFree["key-1"] || !isFree["key-2"] || isFree["running"] || !isFree["never"] {
+			t.Fatalf("free: %d keys: %v", len(free), free[:min(len(free), 10)])
+		}
+		if got, err := job.Free(ctx, s); err != nil || len(got) != 0 {
+			t.Fatalf("no keys: %v %v", got, err)
+		}
+		if got, err := job.Free(ctx, s, `a "quoted" \ key`); err != nil || len(got) != 1 || got[0] != `a "quoted" \ key` {
+			t.Fatalf("a key that needs escaping in JSON: %q %v", got, err)
+		}
+
+		insert("old", "last", job.StatusDead, now, map[string]any{"n": 1})
+		insert("new", "last", job.StatusDone, now.Add(time.Second), map[string]any{"n": 2})
+		r, ok, err := job.Last(ctx, s, "last")
+		if err != nil || !ok || r.Status != job.StatusDone || r.LastError != "boom new" || !r.CreatedAt.Equal(now.Add(time.Second)) || r.Kind != "k" {
+			t.Fatalf("last of a key without a pending job: %+v %v %v", r, ok, err)
+		}
+		var p struct{ N int }
+		if err := json.Unmarshal(r.Payload, &p); err != nil || p.N != 2 {
+			t.Fatalf("payload %s: %v", r.Payload, err)
+		}
+		insert("again", "last", job.StatusPending, now.Add(-time.Hour), map[string]any{"n": 3})
+		if r, ok, err := job.Last(ctx, s, "last"); err != nil || !ok || r.Status != job.StatusPending {
+			t.Fatalf("last of a key with a pending job: %+v %v %v", r, ok, err)
+		}
+		if _, ok, err := job.Last(ctx, s, "never"); err != nil || ok {
+			t.Fatalf("last of a key never queued: %v %v", ok, err)
+		}
+	})
+}
+
+// TestReadsUseIndexes keeps the reads cheap (the reconciler runs them on
+// every pass): on SQLite, they scan no table.
+func TestReadsUseIndexes(t *testing.T) {
+	s := storetest.Open(t, "sqlite")
+	names := make([]string, 0, len(job.Reads))
+	for name := range job.Reads {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		q := job.Reads[name]
+		rows, err := s.Query(context.Background(), "EXPLAIN QUERY PLAN "+q.SQL, q.Args...)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var plan []string
+		for i := range rows.Len() {
+			plan = append(plan, fmt.Sprint(rows.Values[i][len(rows.Values[i])-1]))
+		}
+		t.Logf("%s:\n  %s", name, strings.Join(plan, "\n  "))
+		for _, step := range plan {
+			// json_each is the list of keys the caller passed, not a table.
+			if strings.HasPrefix(step, "SCAN ") && !strings.Contains(step, "USING") && !strings.HasPrefix(step, "SCAN k VIRTUAL TABLE") {
+				t.Errorf("%s scans a table: %s", name, step)
+			}
+		}
+	}
+}
