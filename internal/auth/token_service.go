@@ -303,32 +303,48 @@ func (s *TokenService) List(ctx context.Context, p *Principal, f TokenFilter) ([
 // tokens are not found. Revoking a revoked token changes nothing.
 func (s *TokenService) Revoke(ctx context.Context, p *Principal, id string) error {
 	_, err := s.Applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
-		rows, err := s.Store.Query(ctx, `SELECT `+tokenColumns+` FROM tokens WHERE id = ?`, id)
-		if err != nil {
-			return nil, fmt.Errorf("read token: %w", err)
-		}
-		if rows.Len() == 0 {
-			return nil, apperr.New(apperr.NotFound, "token %q not found", id)
-		}
-		t, err := scanToken(rows, 0)
+		t, found, err := ReadToken(ctx, s.Store, id)
 		if err != nil {
 			return nil, err
 		}
-		if !p.PlatformAdmin && t.CreatedBy != p.Subject {
+		if !found || (!p.PlatformAdmin && t.CreatedBy != p.Subject) {
 			return nil, apperr.New(apperr.NotFound, "token %q not found", id)
 		}
-		if t.RevokedAt != nil {
+		revoke, ok := Revocation(p.Actor(), t, s.Clock.Now().Truncate(time.Millisecond))
+		if !ok {
 			return nil, nil
 		}
-		now := s.Clock.Now().Truncate(time.Millisecond)
-		e := event.Event{OrganizationID: t.OrganizationID, EntityType: "token", EntityID: t.ID, Type: "token.revoked",
-			Payload: event.MustPayload(TokenRevoked{ID: t.ID, Name: t.Name, Kind: t.Kind})}
-		e.SetActor(p.Actor())
-		return &transition.Transition{
-			Events: []event.Event{e},
-			Guarded: []store.Statement{store.Stmt(`UPDATE tokens SET revoked_at = ?, version = version + 1 WHERE id = ? AND version = ?`,
-				now.UnixMilli(), t.ID, t.Version)},
-		}, nil
+		return &revoke, nil
 	})
 	return err
+}
+
+// ReadToken reads a token by id (found=false: there is none).
+func ReadToken(ctx context.Context, q Querier, id string) (t Token, found bool, err error) {
+	rows, err := q.Query(ctx, `SELECT `+tokenColumns+` FROM tokens WHERE id = ?`, id)
+	if err != nil {
+		return Token{}, false, fmt.Errorf("read token: %w", err)
+	}
+	if rows.Len() == 0 {
+		return Token{}, false, nil
+	}
+	t, err = scanToken(rows, 0)
+	return t, err == nil, err
+}
+
+// Revocation is the part of a transition that revokes t as read, by actor:
+// its token.revoked event and its update, guarded by t's version. A
+// revoked token needs nothing (ok=false, an empty part).
+func Revocation(actor event.Actor, t Token, now time.Time) (part transition.Transition, ok bool) {
+	if t.RevokedAt != nil {
+		return transition.Transition{}, false
+	}
+	e := event.Event{OrganizationID: t.OrganizationID, EntityType: "token", EntityID: t.ID, Type: "token.revoked",
+		Payload: event.MustPayload(TokenRevoked{ID: t.ID, Name: t.Name, Kind: t.Kind})}
+	e.SetActor(actor)
+	return transition.Transition{
+		Events: []event.Event{e},
+		Guarded: []store.Statement{store.Stmt(`UPDATE tokens SET revoked_at = ?, version = version + 1 WHERE id = ? AND version = ?`,
+			now.UnixMilli(), t.ID, t.Version)},
+	}, true
 }

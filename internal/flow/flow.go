@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/ballet/ballet/internal/apperr"
@@ -137,6 +138,37 @@ func (s *Service) Latest(ctx context.Context, itemID string) (Flow, bool, error)
 	return f, err == nil, err
 }
 
+// Definitions reads the pinned pipeline definitions of flows, by flow id
+// (a flow that does not exist is left out).
+func (s *Service) Definitions(ctx context.Context, flowIDs []string) (map[string]pipeline.Definition, error) {
+	const batch = 500
+	out := make(map[string]pipeline.Definition, len(flowIDs))
+	for len(flowIDs) > 0 {
+		n := min(len(flowIDs), batch)
+		args := make([]any, n)
+		for i, id := range flowIDs[:n] {
+			args[i] = id
+		}
+		flowIDs = flowIDs[n:]
+		rows, err := s.Store.Query(ctx, `SELECT id, definition FROM flows WHERE id IN (?`+strings.Repeat(", ?", n-1)+`)`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("read pipeline definitions: %w", err)
+		}
+		for i := range rows.Len() {
+			var id, def string
+			if err := rows.Scan(i, &id, &def); err != nil {
+				return nil, err
+			}
+			var d pipeline.Definition
+			if err := json.Unmarshal([]byte(def), &d); err != nil {
+				return nil, fmt.Errorf("flow %s definition: %w", id, err)
+			}
+			out[id] = d
+		}
+	}
+	return out, nil
+}
+
 // active returns the item's active flow, if any.
 func (s *Service) active(ctx context.Context, itemID string) (Flow, bool, error) {
 	f, ok, err := s.Latest(ctx, itemID)
@@ -163,6 +195,13 @@ func update(f, next Flow, now time.Time) store.Statement {
 outcome_stage = ?, pull_request = ?, updated_at = ?, finished_at = ?, version = version + 1 WHERE id = ? AND version = ?`,
 		next.Stage, next.Iteration, next.Step, next.Status, nullable(next.Waiting), nullable(next.RunID), nullable(next.Outcome),
 		nullable(next.Report), nullable(next.OutcomeStage), pr, now.UnixMilli(), finished, f.ID, f.Version)
+}
+
+// Unchanged is the SQL condition that flow f is still at the version read
+// (for a write guarded by it that is not an update of the flow:
+// job.Spec.InsertWhile).
+func Unchanged(f Flow) store.Statement {
+	return store.Stmt(`EXISTS (SELECT 1 FROM flows WHERE id = ? AND version = ?)`, f.ID, f.Version)
 }
 
 func nullable(s string) any {

@@ -24,8 +24,7 @@ func (s *Service) handleRunFinished(ctx context.Context, _ *job.Job, p RunFinish
 		t, err := s.runFinished(ctx, f, it, p.RunID, now)
 		if t != nil {
 			// The run is over: its stage's timeout job has nothing left to do.
-			t.Statements = append(t.Statements, store.Stmt(`UPDATE jobs SET status = 'done', finished_at = ?, updated_at = ?
-WHERE dedupe_key = ? AND status = 'pending'`, now.UnixMilli(), now.UnixMilli(), TimeoutArgs{FlowID: f.ID, Step: f.Step}.DedupeKey()))
+			t.Add(transition.Transition{Statements: []store.Statement{job.Retire(TimeoutArgs{FlowID: f.ID, Step: f.Step}, now)}})
 		}
 		return t, err
 	})

@@ -40,6 +40,19 @@ type Spec struct {
 
 // Insert returns the statement that enqueues the job with the given id.
 func (s Spec) Insert(id string, now time.Time) (store.Statement, error) {
+	return s.insert(id, now, nil)
+}
+
+// InsertWhile returns the statement that enqueues the job with the given
+// id only if cond, a boolean SQL expression with its arguments, holds when
+// the statement runs (typically that the entity that wants the job is
+// still at the version read: flow.Unchanged); otherwise it changes
+// nothing.
+func (s Spec) InsertWhile(id string, now time.Time, cond store.Statement) (store.Statement, error) {
+	return s.insert(id, now, &cond)
+}
+
+func (s Spec) insert(id string, now time.Time, cond *store.Statement) (store.Statement, error) {
 	if s.Kind == "" {
 		return store.Statement{}, errors.New("job spec: kind is required")
 	}
@@ -64,11 +77,25 @@ func (s Spec) Insert(id string, now time.Time) (store.Statement, error) {
 	if s.DedupeKey != "" {
 		key = s.DedupeKey
 	}
+	args := []any{id, s.Kind, string(payload), runAt.UnixMilli(), maxAttempts, key, now.UnixMilli(), now.UnixMilli()}
 	// ON CONFLICT DO NOTHING covers the partial unique index on dedupe_key
 	// (and the id, should a batch be re-sent after an unknown outcome).
-	return store.Stmt(`INSERT INTO jobs (id, kind, payload, status, run_at, attempt, max_attempts, dedupe_key, created_at, updated_at)
-VALUES (?, ?, ?, 'pending', ?, 0, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		id, s.Kind, string(payload), runAt.UnixMilli(), maxAttempts, key, now.UnixMilli(), now.UnixMilli()), nil
+	const into = `INSERT INTO jobs (id, kind, payload, status, run_at, attempt, max_attempts, dedupe_key, created_at, updated_at)`
+	if cond == nil {
+		return store.Stmt(into+`
+VALUES (?, ?, ?, 'pending', ?, 0, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, args...), nil
+	}
+	return store.Stmt(into+`
+SELECT ?, ?, ?, 'pending', ?, 0, ?, ?, ?, ? WHERE `+cond.SQL+` ON CONFLICT DO NOTHING`, append(args, cond.Args...)...), nil
+}
+
+// Retire returns the statement that marks the pending job of a's dedupe
+// key done without running it, as it has nothing left to do (a stage's
+// timeout once its run finished). A running job, or none, is left as it
+// is.
+func Retire(a Deduped, now time.Time) store.Statement {
+	return store.Stmt(`UPDATE jobs SET status = 'done', finished_at = ?, updated_at = ? WHERE dedupe_key = ? AND status = 'pending'`,
+		now.UnixMilli(), now.UnixMilli(), a.DedupeKey())
 }
 
 // Job is a claimed job as a handler sees it.

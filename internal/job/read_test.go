@@ -109,3 +109,64 @@ func TestReadsUseIndexes(t *testing.T) {
 		}
 	}
 }
+
+// TestInsertWhileAndRetire: InsertWhile enqueues only while its condition
+// holds (and not over a pending job of the key); Retire marks the pending
+// job of a key done, and leaves a running one alone.
+func TestInsertWhileAndRetire(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		now := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
+		exec := func(st store.Statement) int64 {
+			t.Helper()
+			res, err := s.Exec(ctx, st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res[0].RowsAffected
+		}
+		status := func(id string) string {
+			t.Helper()
+			rows, err := s.Query(ctx, `SELECT status FROM jobs WHERE id = ?`, id)
+			if err != nil || rows.Len() != 1 {
+				t.Fatalf("job %s: %v", id, err)
+			}
+			var st string
+			if err := rows.Scan(0, &st); err != nil {
+				t.Fatal(err)
+			}
+			return st
+		}
+		spec := job.New(widgetArgs{ID: "w1"})
+		no, err := spec.InsertWhile("j0", now, store.Stmt(`1 = ?`, 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := exec(no); n != 0 {
+			t.Fatalf("inserted %d jobs while the condition failed", n)
+		}
+		yes, err := spec.InsertWhile("j1", now, store.Stmt(`1 = ?`, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := exec(yes); n != 1 || status("j1") != job.StatusPending {
+			t.Fatalf("inserted %d jobs while the condition held", n)
+		}
+		again, _ := spec.InsertWhile("j2", now, store.Stmt(`1 = ?`, 1))
+		if n := exec(again); n != 0 {
+			t.Fatalf("inserted %d jobs over a pending one of the key", n)
+		}
+		if n := exec(job.Retire(widgetArgs{ID: "w1"}, now)); n != 1 || status("j1") != job.StatusDone {
+			t.Fatalf("retired %d jobs: %s", n, status("j1"))
+		}
+		running, err := spec.Insert("j3", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exec(running)
+		exec(store.Stmt(`UPDATE jobs SET status = 'running', attempt = 1 WHERE id = 'j3'`))
+		if n := exec(job.Retire(widgetArgs{ID: "w1"}, now)); n != 0 || status("j3") != job.StatusRunning {
+			t.Fatalf("retired %d jobs: a running one is %s", n, status("j3"))
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -266,30 +267,11 @@ func (r *Reconciler) definitions(ctx context.Context, flowIDs []string) (map[str
 			missing = append(missing, id)
 		}
 	}
-	const batch = 500
-	for len(missing) > 0 {
-		n := min(len(missing), batch)
-		args := make([]any, n)
-		for i, id := range missing[:n] {
-			args[i] = id
-		}
-		missing = missing[n:]
-		rows, err := r.store.Query(ctx, `SELECT id, definition FROM flows WHERE id IN (?`+strings.Repeat(", ?", n-1)+`)`, args...)
-		if err != nil {
-			return nil, fmt.Errorf("read pipeline definitions: %w", err)
-		}
-		for i := range rows.Len() {
-			var id, def string
-			if err := rows.Scan(i, &id, &def); err != nil {
-				return nil, err
-			}
-			var d pipeline.Definition
-			if err := json.Unmarshal([]byte(def), &d); err != nil {
-				return nil, fmt.Errorf("flow %s definition: %w", id, err)
-			}
-			keep[id] = d
-		}
+	read, err := r.flows.Definitions(ctx, missing)
+	if err != nil {
+		return nil, err
 	}
+	maps.Copy(keep, read)
 	r.defs = keep
 	return keep, nil
 }
@@ -395,7 +377,10 @@ func (r *Reconciler) repairStep(ctx context.Context, rep *Report, flowID string)
 				st.Args = m
 			}
 		}
-		stmt, err := requeueStatement(job.New(st.Args), f, now)
+		// Queued again only while the flow is at the version read: a flow
+		// that moved on meanwhile, or a job queued meanwhile under the key,
+		// makes it a no-op.
+		stmt, err := job.New(st.Args).InsertWhile(transition.NewID(), now, flow.Unchanged(f))
 		if err != nil {
 			return nil, err
 		}
@@ -423,20 +408,6 @@ func (r *Reconciler) repairStep(ctx context.Context, rep *Report, flowID string)
 		r.repaired(rep, RuleRequeued, "queued a lost step again", "flow", flowID, "ticket", key, "job", st.Args.Kind(), "dedupe_key", st.Args.DedupeKey())
 	}
 	return nil
-}
-
-// requeueStatement inserts the job of a lost step with its dedupe key,
-// only while the flow is still at the version read: a flow that moved on
-// meanwhile, or a job queued meanwhile under the key, makes it a no-op.
-func requeueStatement(spec job.Spec, f flow.Flow, now time.Time) (store.Statement, error) {
-	payload, err := json.Marshal(spec.Payload)
-	if err != nil {
-		return store.Statement{}, fmt.Errorf("job %s: marshal payload: %w", spec.Kind, err)
-	}
-	at := now.UnixMilli()
-	return store.Stmt(`INSERT INTO jobs (id, kind, payload, status, run_at, attempt, max_attempts, dedupe_key, created_at, updated_at)
-SELECT ?, ?, ?, 'pending', ?, 0, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM flows WHERE id = ? AND version = ?)
-ON CONFLICT DO NOTHING`, transition.NewID(), spec.Kind, string(payload), at, job.DefaultMaxAttempts, spec.DedupeKey, at, at, f.ID, f.Version), nil
 }
 
 // Rule 4.

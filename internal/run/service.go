@@ -506,28 +506,20 @@ cost_micros = ?, finished_at = ?, updated_at = ?, version = version + 1 WHERE id
 	}
 	*out = r
 	out.Status, out.ExitStatus, out.Error, out.Usage, out.FinishedAt, out.UpdatedAt, out.Version = status, exit, errText, usage, &now, now, r.Version+1
-	t := &transition.Transition{Guarded: []store.Statement{update}, Jobs: s.finished(*out)}
-	t.Events = append(t.Events, newEvent(r, actor, "finished", RunFinished{Status: status, Outcome: r.Outcome,
-		ExitStatus: exit, Error: errText, Usage: usage, BlockingQuestion: r.BlockingQuestion}))
+	t := &transition.Transition{
+		Events: []event.Event{newEvent(r, actor, "finished", RunFinished{Status: status, Outcome: r.Outcome,
+			ExitStatus: exit, Error: errText, Usage: usage, BlockingQuestion: r.BlockingQuestion})},
+		Guarded: []store.Statement{update},
+		Jobs:    s.finished(*out),
+	}
 	if r.TokenID != "" {
-		rows, err := s.store.Query(ctx, `SELECT name, version, COALESCE(revoked_at, 0) FROM tokens WHERE id = ?`, r.TokenID)
+		tok, found, err := auth.ReadToken(ctx, s.store, r.TokenID)
 		if err != nil {
-			return nil, fmt.Errorf("read run token: %w", err)
+			return nil, fmt.Errorf("read the run token: %w", err)
 		}
-		if rows.Len() == 1 {
-			var name string
-			var version, revoked int64
-			if err := rows.Scan(0, &name, &version, &revoked); err != nil {
-				return nil, err
-			}
-			if revoked == 0 {
-				e := event.Event{OrganizationID: r.OrganizationID, EntityType: "token", EntityID: r.TokenID, Type: "token.revoked"}
-				e.Payload = event.MustPayload(auth.TokenRevoked{ID: r.TokenID, Name: name, Kind: auth.KindRun})
-				e.SetActor(actor)
-				t.Events = append(t.Events, e)
-				t.Guarded = append(t.Guarded, store.Stmt(`UPDATE tokens SET revoked_at = ?, version = version + 1 WHERE id = ? AND version = ?`,
-					at, r.TokenID, version))
-			}
+		if found {
+			revoke, _ := auth.Revocation(actor, tok, now) // empty when revoked already
+			t.Add(revoke)
 		}
 	}
 	return t, nil
