@@ -1,4 +1,6 @@
-// Command ballet is Ballet's single binary. `ballet serve` starts Core.
+// Command ballet is Ballet's single binary. `ballet serve` starts Core,
+// `ballet runner` a runner of agent sessions, `ballet up` both on one
+// machine.
 package main
 
 import (
@@ -27,7 +29,9 @@ var version = ""
 const usage = `ballet — tickets through pipelines of coding agents, unattended.
 
 Usage:
+  ballet up [--config FILE]      start Core and a local runner together: a whole Ballet on one machine
   ballet serve [--config FILE]   start Core (embedded SQLite by default)
+  ballet runner [--config FILE]  run agent sessions for a Core ([runner] server)
   ballet config [--config FILE]  check the configuration and print the effective one as TOML
   ballet pipeline COMMAND        validate, render or publish pipeline YAML
   ballet events follow ...       print a project's, item's or org's events as they happen
@@ -40,6 +44,7 @@ Every configuration key has a default, so no file is needed; see README.md.
 
 Environment:
   BALLET_BOOTSTRAP_TOKEN  serve: the platform-admin token (overrides [auth] bootstrap_token)
+  BALLET_RUNNER_TOKEN     runner: the runner token (overrides [runner] token)
   BALLET_TOKEN            events follow: the bearer token (instead of --token)
 `
 
@@ -90,6 +95,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		return serve(args[1:], stdout, stderr)
+	case "runner":
+		return runnerCmd(args[1:], stdout, stderr)
+	case "up":
+		return upCmd(args[1:], stdout, stderr)
 	case "config":
 		return printConfig(args[1:], stdout, stderr)
 	case "pipeline":

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -46,6 +48,70 @@ type Config struct {
 	Events     Events     `toml:"events"`
 	Auth       Auth       `toml:"auth"`
 	Log        Log        `toml:"log"`
+	// Runner and Adapters configure `ballet runner`; Core ignores them, and
+	// the runner ignores Core's sections.
+	Runner   Runner   `toml:"runner"`
+	Adapters Adapters `toml:"adapters"`
+}
+
+// Runner configures `ballet runner`, the process that runs agent sessions.
+type Runner struct {
+	Server string `toml:"server"` // Core's URL (http://127.0.0.1:8080)
+	// Token is the runner token (BALLET_RUNNER_TOKEN overrides it).
+	Token   string            `toml:"token"`
+	Name    string            `toml:"name"`    // "": the host name
+	Labels  map[string]string `toml:"labels"`  // sent at registration
+	Workdir string            `toml:"workdir"` // workspaces, mirrors, per-run homes, session state (data/runner)
+	// Sessions is how many sessions run at once (2).
+	Sessions int `toml:"sessions"`
+	// Sandbox is "bwrap" (the default: bubblewrap) or "none".
+	Sandbox string `toml:"sandbox"`
+	// PassEnv names more variables of the runner's environment that
+	// sessions get (beyond PATH, LANG and the model credentials).
+	PassEnv []string `toml:"pass_env"`
+	// Hide lists more paths sessions must not see (the runner's folder, its
+	// config file, Core's data folder and the user's home are hidden
+	// anyway).
+	Hide []string `toml:"hide"`
+	// Checkpoint: a running session's work is pushed to its checkpoint ref
+	// this often (5m).
+	Checkpoint Duration `toml:"checkpoint"`
+	// Drain: on SIGTERM, running sessions get this long to finish (1m).
+	Drain Duration `toml:"drain"`
+	// Watchdog stops a session that printed nothing for this long (30m):
+	// it must allow for the longest build or test run an agent starts.
+	Watchdog Duration `toml:"watchdog"`
+}
+
+// Adapters configures the agent CLIs.
+type Adapters struct {
+	ClaudeCode ClaudeCode `toml:"claude-code"`
+	OpenCode   OpenCode   `toml:"opencode"`
+}
+
+// ClaudeCode configures the claude-code adapter.
+type ClaudeCode struct {
+	Command string `toml:"command"` // the executable (claude, from PATH)
+	Model   string `toml:"model"`   // when a stage names none; "": the CLI's default
+}
+
+// OpenCode configures the opencode adapter.
+type OpenCode struct {
+	Command  string `toml:"command"`  // the executable (opencode, from PATH)
+	Model    string `toml:"model"`    // when a stage names none (claude-sonnet-4-5)
+	Provider string `toml:"provider"` // anthropic (default) or openai (an OpenAI-compatible API)
+	BaseURL  string `toml:"base_url"` // "": ANTHROPIC_BASE_URL or OPENAI_BASE_URL
+	// Prices are the model's dollars per million tokens for opencode's cost
+	// figures; all 0: opencode's own.
+	Prices Prices `toml:"prices"`
+}
+
+// Prices are dollars per million tokens.
+type Prices struct {
+	Input      float64 `toml:"input"`
+	Output     float64 `toml:"output"`
+	CacheRead  float64 `toml:"cache_read"`
+	CacheWrite float64 `toml:"cache_write"`
 }
 
 // Auth configures authentication.
@@ -172,6 +238,13 @@ func Default() Config {
 			PingInterval: Duration{30 * time.Second}, PingTimeout: Duration{10 * time.Second}},
 		Auth: Auth{PlatformAdmins: []string{}},
 		Log:  Log{Level: "info", Format: "text"},
+		Runner: Runner{Server: "http://127.0.0.1:8080", Labels: map[string]string{}, Workdir: "data/runner", Sessions: 2,
+			Sandbox: "bwrap", PassEnv: []string{}, Hide: []string{}, Checkpoint: Duration{5 * time.Minute},
+			Drain: Duration{time.Minute}, Watchdog: Duration{30 * time.Minute}},
+		Adapters: Adapters{
+			ClaudeCode: ClaudeCode{Command: "claude"},
+			OpenCode:   OpenCode{Command: "opencode", Model: "claude-sonnet-4-5", Provider: "anthropic"},
+		},
 	}
 }
 
@@ -357,7 +430,122 @@ func (c Config) Validate() error {
 	default:
 		bad("log.format", "%q is not text or json", c.Log.Format)
 	}
+	errs = append(errs, c.Runner.validate()...)
+	errs = append(errs, c.Adapters.validate()...)
 	return errors.Join(errs...)
+}
+
+var (
+	labelRE  = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
+	envVarRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+func (r Runner) validate() []error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("runner.%s: "+format, append([]any{key}, args...)...))
+	}
+	if err := checkURL(r.Server); err != nil {
+		bad("server", "%q %v", r.Server, err)
+	}
+	if strings.ContainsFunc(r.Token, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
+		bad("token", "holds spaces or control characters")
+	}
+	if len(r.Name) > 200 || strings.ContainsFunc(r.Name, func(c rune) bool { return c < ' ' || c == 0x7f }) {
+		bad("name", "must be at most 200 characters without control characters")
+	}
+	if len(r.Labels) > 32 {
+		bad("labels", "has %d labels; at most 32", len(r.Labels))
+	}
+	for k, v := range r.Labels {
+		if !labelRE.MatchString(k) {
+			bad("labels", "%q is not a label name ([a-z][a-z0-9_.-]{0,63})", k)
+		}
+		if len(v) > 200 {
+			bad("labels."+k, "must be at most 200 characters")
+		}
+	}
+	if r.Workdir == "" {
+		bad("workdir", "must not be empty")
+	}
+	if r.Sessions < 1 || r.Sessions > 64 {
+		bad("sessions", "%d is outside 1 … 64", r.Sessions)
+	}
+	switch r.Sandbox {
+	case "bwrap", "none":
+	default:
+		bad("sandbox", "%q is not bwrap or none", r.Sandbox)
+	}
+	for _, k := range r.PassEnv {
+		switch {
+		case !envVarRE.MatchString(k):
+			bad("pass_env", "%q is not an environment variable name", k)
+		case strings.HasPrefix(k, "CLAUDECODE"):
+			bad("pass_env", "%q: claude-code's own markers are never passed to a session", k)
+		}
+	}
+	for _, p := range r.Hide {
+		if p == "" || p == "/" {
+			bad("hide", "%q: name a file or folder other than /", p)
+		}
+	}
+	for _, d := range []struct {
+		key string
+		v   Duration
+	}{{"checkpoint", r.Checkpoint}, {"drain", r.Drain}, {"watchdog", r.Watchdog}} {
+		if d.v.Duration <= 0 {
+			bad(d.key, "must be a positive duration")
+		}
+	}
+	return errs
+}
+
+func (a Adapters) validate() []error {
+	var errs []error
+	if a.ClaudeCode.Command == "" {
+		errs = append(errs, errors.New("adapters.claude-code.command: must not be empty"))
+	}
+	o := a.OpenCode
+	if o.Command == "" {
+		errs = append(errs, errors.New("adapters.opencode.command: must not be empty"))
+	}
+	switch o.Provider {
+	case "anthropic", "openai":
+	default:
+		errs = append(errs, fmt.Errorf("adapters.opencode.provider: %q is not anthropic or openai", o.Provider))
+	}
+	if o.BaseURL != "" {
+		if err := checkURL(o.BaseURL); err != nil {
+			errs = append(errs, fmt.Errorf("adapters.opencode.base_url: %q %v", o.BaseURL, err))
+		}
+	}
+	for _, p := range []struct {
+		key string
+		v   float64
+	}{{"input", o.Prices.Input}, {"output", o.Prices.Output}, {"cache_read", o.Prices.CacheRead}, {"cache_write", o.Prices.CacheWrite}} {
+		if p.v < 0 || p.v > 10000 || p.v != p.v {
+			errs = append(errs, fmt.Errorf("adapters.opencode.prices.%s: %v is outside 0 … 10000 (dollars per million tokens)", p.key, p.v))
+		}
+	}
+	return errs
+}
+
+// checkURL accepts an http(s) URL with a host.
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("is not an http(s) URL such as http://127.0.0.1:8080")
+	}
+	return nil
+}
+
+// BootstrapTokenPath is where the platform-admin bootstrap token is kept:
+// [auth] bootstrap_token_file, else bootstrap-token next to storage.path.
+func (c Config) BootstrapTokenPath() string {
+	if c.Auth.BootstrapTokenFile != "" {
+		return c.Auth.BootstrapTokenFile
+	}
+	return filepath.Join(filepath.Dir(c.Storage.Path), "bootstrap-token")
 }
 
 // checkAddr accepts host:port with a numeric port 0 … 65535 and a host that
@@ -406,6 +594,9 @@ func Write(w io.Writer, cfg Config) error {
 	}
 	if cfg.Auth.BootstrapToken != "" {
 		cfg.Auth.BootstrapToken = "********"
+	}
+	if cfg.Runner.Token != "" {
+		cfg.Runner.Token = "********"
 	}
 	if err := toml.NewEncoder(w).Encode(cfg); err != nil {
 		return fmt.Errorf("write config: %w", err)

@@ -529,6 +529,10 @@ func TestScenarios(t *testing.T) {
 			{tool: "Bash", input: map[string]any{"command": "echo step 2 >> work.txt && sleep 3", "description": "Work step 2 of 2"}},
 			{tool: "mcp__ballet__submit_report", input: map[string]any{"outcome": "done", "summary": "Did 2 steps of work."}},
 			{text: "Done."}}},
+		{"run-script", fakemodel.Marker("run-script", "file=check.sh"), "read: permission denied", []step{
+			{tool: "Bash", input: map[string]any{"command": "sh check.sh", "description": "Run the script"}},
+			{tool: "mcp__ballet__submit_report", input: map[string]any{"outcome": "done", "summary": "read: permission denied"}},
+			{text: "Done."}}},
 		{"use-skill", fakemodel.Marker("use-skill", "name=style"), "SKILL BODY", []step{
 			{tool: "Skill", input: map[string]any{"skill": "style"}},
 			{tool: "mcp__ballet__submit_report", input: map[string]any{"outcome": "done", "summary": "SKILL BODY"}},

@@ -134,6 +134,8 @@ func Scenarios() map[string]Scenario {
 			Next: hang},
 		{Name: "huge-line", Doc: "reports done, then answers with a text of size= bytes (default 20000000) on one line",
 			Next: hugeLine},
+		{Name: "run-script", Doc: "runs `sh FILE` (file=, default probe.sh) in the workspace with the shell tool, then reports done with its output as the summary",
+			Next: runScript},
 		{Name: "slow-work", Doc: "runs steps= (default 5) shell calls of sleep= seconds (default 1), each appending to work.txt then sleeping, then reports done",
 			Next: slowWork},
 	}
@@ -248,6 +250,30 @@ func hugeLine(c *Conversation) (Turn, error) {
 	return script(
 		report("done", "Reported before a huge answer."),
 		func(*Conversation) (Turn, error) { return Turn{Text: strings.Repeat("x", size)}, nil },
+	)(c)
+}
+
+func runScript(c *Conversation) (Turn, error) {
+	return script(
+		func(c *Conversation) (Turn, error) {
+			call, err := c.Shell("sh "+c.Param("file", "probe.sh"), "Run the script")
+			if err != nil {
+				return Turn{}, err
+			}
+			return Turn{Calls: []Call{call}}, nil
+		},
+		func(c *Conversation) (Turn, error) {
+			rs := c.Results()
+			if len(rs) == 0 {
+				return Turn{}, fmt.Errorf("run-script: no result came back")
+			}
+			out := rs[len(rs)-1].Content
+			if len(out) > 4000 {
+				out = out[:4000]
+			}
+			return callMCP(c, "submit_report", map[string]any{"outcome": "done", "summary": out})
+		},
+		say("Done."),
 	)(c)
 }
 

@@ -1,0 +1,266 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/ballet/ballet/internal/runner/protocol"
+)
+
+// Output reads a session's stdout, one NDJSON line at a time, and tells
+// what it learnt. Lines that are no JSON, or of unknown types, are
+// skipped.
+type Output interface {
+	// Line takes one line of output (truncated: it was cut, and is only
+	// its beginning).
+	Line(line []byte, truncated bool) Event
+	// Result is what the output told so far.
+	Result() Result
+}
+
+// Event is what one line means to the runner.
+type Event struct {
+	// Final: the CLI printed its final line; it should exit now.
+	Final bool
+	// Abort, when set, says why the session cannot succeed and should be
+	// stopped at once (Core's MCP endpoint did not connect).
+	Abort string
+}
+
+// Result is what a session's output told.
+type Result struct {
+	Usage protocol.Usage
+	// Final: the CLI printed its final line (claude-code's result line;
+	// opencode has none).
+	Final bool
+	// Error is the CLI's own account of a failure ("" for none):
+	// claude-code's is_error result or a terminal_reason other than
+	// completed, opencode's error events.
+	Error string
+	// Report is the submit_report call that went through, nil when none
+	// did (Core has the report; this is what the session saw).
+	Report *Report
+	// SessionID is the CLI's session id.
+	SessionID string
+	// Denied counts tool calls the CLI refused (claude-code's
+	// permission_denials).
+	Denied int
+}
+
+// Report is a submit_report call.
+type Report struct {
+	Outcome string `json:"outcome"`
+	Summary string `json:"summary"`
+}
+
+// maxError bounds Result.Error.
+const maxError = 8 << 10
+
+// The names of Ballet's submit_report tool in each CLI.
+const (
+	claudeReportTool   = "mcp__ballet__submit_report"
+	opencodeReportTool = "ballet_submit_report"
+)
+
+// claudeOutput reads claude-code's stream-json output.
+type claudeOutput struct {
+	res     Result
+	pending map[string]Report // submit_report calls by id, until their result
+}
+
+type claudeLine struct {
+	Type       string `json:"type"`
+	Subtype    string `json:"subtype"`
+	SessionID  string `json:"session_id"`
+	MCPServers []struct {
+		Name   string `json:"name"`
+		Status string `json:"status"`
+	} `json:"mcp_servers"`
+	Message struct {
+		Content json.RawMessage `json:"content"`
+	} `json:"message"`
+	IsError        bool    `json:"is_error"`
+	TerminalReason string  `json:"terminal_reason"`
+	Result         string  `json:"result"`
+	TotalCostUSD   float64 `json:"total_cost_usd"`
+	Usage          struct {
+		InputTokens              int64 `json:"input_tokens"`
+		OutputTokens             int64 `json:"output_tokens"`
+		CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+		CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	} `json:"usage"`
+	PermissionDenials []json.RawMessage `json:"permission_denials"`
+}
+
+type claudeBlock struct {
+	Type      string          `json:"type"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id"`
+	IsError   bool            `json:"is_error"`
+}
+
+func (o *claudeOutput) Line(b []byte, truncated bool) Event {
+	if truncated {
+		return Event{}
+	}
+	var l claudeLine
+	if json.Unmarshal(b, &l) != nil {
+		return Event{}
+	}
+	if l.SessionID != "" && o.res.SessionID == "" {
+		o.res.SessionID = l.SessionID
+	}
+	switch l.Type {
+	case "system":
+		if l.Subtype != "init" {
+			return Event{}
+		}
+		status := "missing"
+		for _, s := range l.MCPServers {
+			if s.Name == "ballet" {
+				status = s.Status
+			}
+		}
+		switch status {
+		case "failed", "needs-auth", "missing":
+		default:
+			return Event{}
+		}
+		return Event{Abort: fmt.Sprintf("claude-code could not connect to Core's MCP endpoint (ballet: %s): the session would run without Ballet's tools", status)}
+	case "assistant":
+		for _, blk := range blocks(l.Message.Content) {
+			if blk.Type == "tool_use" && blk.Name == claudeReportTool {
+				var r Report
+				if json.Unmarshal(blk.Input, &r) == nil {
+					o.pending[blk.ID] = r
+				}
+			}
+		}
+	case "user":
+		for _, blk := range blocks(l.Message.Content) {
+			if r, ok := o.pending[blk.ToolUseID]; ok && blk.Type == "tool_result" {
+				delete(o.pending, blk.ToolUseID)
+				if !blk.IsError {
+					o.res.Report = &r
+				}
+			}
+		}
+	case "result":
+		o.res.Final = true
+		o.res.Usage = protocol.Usage{
+			InputTokens: l.Usage.InputTokens, OutputTokens: l.Usage.OutputTokens,
+			CacheReadTokens: l.Usage.CacheReadInputTokens, CacheWriteTokens: l.Usage.CacheCreationInputTokens,
+			CostUSD: l.TotalCostUSD,
+		}
+		o.res.Denied = len(l.PermissionDenials)
+		if l.IsError || (l.TerminalReason != "" && l.TerminalReason != "completed") {
+			msg := strings.TrimSpace(l.Result)
+			if msg == "" {
+				msg = "the session ended in error (" + or(l.Subtype, "no detail") + ")"
+			}
+			if l.TerminalReason != "" && l.TerminalReason != "completed" {
+				msg += " (terminal_reason " + l.TerminalReason + ")"
+			}
+			o.res.Error = cut("claude-code: "+msg, maxError)
+		}
+		return Event{Final: true}
+	}
+	return Event{}
+}
+
+func (o *claudeOutput) Result() Result { return o.res }
+
+// blocks decodes a message's content: a list of blocks (a plain string has
+// none).
+func blocks(raw json.RawMessage) []claudeBlock {
+	var bs []claudeBlock
+	if json.Unmarshal(raw, &bs) != nil {
+		return nil
+	}
+	return bs
+}
+
+// opencodeOutput reads opencode's --format json output.
+type opencodeOutput struct {
+	res    Result
+	errors []string
+}
+
+type opencodeLine struct {
+	Type      string `json:"type"`
+	SessionID string `json:"sessionID"`
+	Part      struct {
+		Tool   string `json:"tool"`
+		Tokens struct {
+			Input     int64 `json:"input"`
+			Output    int64 `json:"output"`
+			Reasoning int64 `json:"reasoning"`
+			Cache     struct {
+				Read  int64 `json:"read"`
+				Write int64 `json:"write"`
+			} `json:"cache"`
+		} `json:"tokens"`
+		Cost  float64 `json:"cost"`
+		State struct {
+			Status string          `json:"status"`
+			Input  json.RawMessage `json:"input"`
+		} `json:"state"`
+	} `json:"part"`
+	Error *struct {
+		Name string `json:"name"`
+		Data struct {
+			Message string `json:"message"`
+		} `json:"data"`
+	} `json:"error"`
+}
+
+func (o *opencodeOutput) Line(b []byte, truncated bool) Event {
+	if truncated {
+		return Event{}
+	}
+	var l opencodeLine
+	if json.Unmarshal(b, &l) != nil {
+		return Event{}
+	}
+	if l.SessionID != "" && o.res.SessionID == "" {
+		o.res.SessionID = l.SessionID
+	}
+	switch l.Type {
+	case "step_finish":
+		t := l.Part.Tokens
+		u := &o.res.Usage
+		u.InputTokens += t.Input
+		u.OutputTokens += t.Output + t.Reasoning // reasoning is billed as output
+		u.CacheReadTokens += t.Cache.Read
+		u.CacheWriteTokens += t.Cache.Write
+		u.CostUSD += l.Part.Cost
+	case "tool_use":
+		if l.Part.Tool == opencodeReportTool && l.Part.State.Status == "completed" {
+			var r Report
+			if json.Unmarshal(l.Part.State.Input, &r) == nil {
+				o.res.Report = &r
+			}
+		}
+	case "error":
+		msg := "an error event without detail"
+		if e := l.Error; e != nil {
+			msg = strings.TrimSpace(e.Name + ": " + e.Data.Message)
+		}
+		o.errors = append(o.errors, msg)
+		o.res.Error = cut("opencode: "+strings.Join(o.errors, "; "), maxError)
+	}
+	return Event{}
+}
+
+func (o *opencodeOutput) Result() Result { return o.res }
+
+// cut shortens s to at most n bytes of valid UTF-8, marking the cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n-3], "") + "…"
+}

@@ -1,0 +1,434 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ballet/ballet/internal/runner/agent"
+	"github.com/ballet/ballet/internal/runner/proc"
+	"github.com/ballet/ballet/internal/runner/protocol"
+	"github.com/ballet/ballet/internal/runner/sandbox"
+	"github.com/ballet/ballet/internal/runner/workspace"
+	"github.com/ballet/ballet/internal/text"
+)
+
+// defaultStageTimeout is a stage's timeout when the lease names none (the
+// spec's two hours).
+const defaultStageTimeout = 2 * time.Hour
+
+// noCLI is the exit status finished for a session whose CLI never ran.
+const noCLI = -1
+
+// session is one leased run, from the lease to its finish.
+type session struct {
+	r     *Runner
+	lease protocol.Lease
+	log   *slog.Logger
+
+	stopOnce sync.Once
+	stopped  chan struct{} // closed by stop
+	reason   string        // why it was stopped (set before stopped is closed)
+	done     chan struct{} // closed when the session has finished
+}
+
+func newSession(r *Runner, l protocol.Lease) *session {
+	key := l.Session.Ticket.Key
+	if key == "" {
+		key = l.Run.Item
+	}
+	return &session{r: r, lease: l, stopped: make(chan struct{}), done: make(chan struct{}),
+		log: r.log.With("run", l.Run.ID, "ticket", key, "stage", l.Session.Stage.ID, "adapter", l.Session.Stage.Adapter)}
+}
+
+// stop stops the session at once (the first reason counts).
+func (s *session) stop(reason string) {
+	s.stopOnce.Do(func() {
+		s.reason = reason
+		close(s.stopped)
+	})
+}
+
+func (s *session) isStopped() bool {
+	select {
+	case <-s.stopped:
+		return true
+	default:
+		return false
+	}
+}
+
+// ending is how a session ended: what finish reports, and the workspace
+// left to clean up.
+type ending struct {
+	exit  int
+	usage *protocol.Usage
+	err   []string
+	ws    *workspace.Workspace
+}
+
+func (e *ending) fail(format string, args ...any) {
+	e.err = append(e.err, fmt.Sprintf(format, args...))
+}
+
+// run works the session and finishes its run.
+func (s *session) run(life context.Context) {
+	defer close(s.done)
+	r, l := s.r, s.lease
+	s.log.Info("session leased", "iteration", l.Session.Stage.Iteration)
+	hbCtx, stopBeats := context.WithCancel(life)
+	beats := make(chan struct{})
+	go func() { defer close(beats); s.heartbeats(hbCtx) }()
+	defer func() { stopBeats(); <-beats }()
+
+	up := newUploader(func(ctx context.Context, offset int64, data []byte) (protocol.LogAnswer, error) {
+		return r.client.AppendLog(ctx, l.Run.ID, l.RunToken, offset, data)
+	}, r.clock, s.log, l.Session.Log.Limit, r.retry)
+	upCtx, stopUpload := context.WithCancel(life)
+	defer stopUpload()
+	go up.run(upCtx)
+
+	e := s.work(life, up)
+	up.flush(life, r.timing.LogFlush)
+	stopUpload()
+
+	run, ok := s.finish(life, e)
+	if ws := e.ws; ws != nil {
+		if ok && run.EndedWithOutcome() {
+			if err := ws.DropCheckpoint(life); err != nil {
+				s.log.Warn("deleting the stage's checkpoint", "err", err)
+			}
+		}
+		if err := ws.Remove(); err != nil {
+			s.log.Warn("removing the run's folder", "err", err)
+		}
+	}
+}
+
+// work prepares the workspace, runs the CLI and takes its work back.
+func (s *session) work(life context.Context, up *uploader) *ending {
+	r, l := s.r, s.lease
+	e := &ending{exit: noCLI}
+	// ctx ends when the session is stopped before its CLI runs.
+	ctx, cancel := context.WithCancel(life)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stopped:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	name := l.Session.Stage.Adapter
+	if name == "" {
+		name = l.Run.Adapter
+	}
+	r.mu.Lock()
+	ad := r.adapters[name]
+	r.mu.Unlock()
+	repo := l.Session.Repository
+	switch {
+	case ad == nil:
+		e.fail("this runner cannot run the adapter %q", name)
+		return e
+	case repo == nil:
+		e.fail("the project has no repository: an agent session needs one")
+		return e
+	}
+	spec := workspace.Spec{Run: l.Run.ID, Ticket: l.Session.Ticket.Key, Stage: l.Session.Stage.ID,
+		Remote: workspace.Remote{URL: repo.URL, DefaultBranch: repo.DefaultBranch}}
+	if c := l.Session.Credential; c != nil {
+		spec.Remote.Credential = &workspace.Credential{Username: c.Username, Password: c.Secret}
+	}
+	ws, err := r.ws.Prepare(ctx, spec)
+	if err != nil {
+		if s.isStopped() {
+			e.fail("%s", s.reason)
+		} else {
+			e.fail("preparing the workspace: %v", err)
+		}
+		return e
+	}
+	e.ws = ws
+	var restored *agent.Checkpoint
+	if rs := ws.Restored; rs != nil {
+		restored = &agent.Checkpoint{Merged: rs.Merged, Conflicts: rs.Conflicts, Kept: rs.Kept}
+		s.log.Info("restored the stage's checkpoint", "commit", rs.Commit, "merged", rs.Merged, "conflicts", len(rs.Conflicts))
+	}
+	cmd, err := ad.Prepare(agent.Spec{Session: l.Session, RunToken: l.RunToken, Workspace: ws.Dir, Home: ws.Home,
+		Checkpoint: restored, Environ: r.opts.Environ, PassEnv: r.cfg.PassEnv})
+	if err != nil {
+		e.fail("preparing the session: %v", err)
+		return e
+	}
+	exe, err := exec.LookPath(cmd.Path)
+	if err != nil {
+		e.fail("the agent CLI: %v", err)
+		return e
+	}
+	wrapped, err := r.sandbox.Wrap(sandbox.Session{Command: sandbox.Command{Path: exe, Args: cmd.Args, Env: cmd.Env},
+		Workspace: ws.Dir, Home: ws.Home, ReadOnly: installRoot(exe)})
+	if err != nil {
+		e.fail("the sandbox: %v", err)
+		return e
+	}
+	if s.isStopped() {
+		e.fail("%s", s.reason)
+		return e
+	}
+	timeout := time.Duration(l.Session.Stage.TimeoutSeconds) * time.Second
+	if timeout <= 0 {
+		timeout = defaultStageTimeout
+	}
+	out := ad.Output()
+	var ps *proc.Session
+	var psMu sync.Mutex
+	onLine := func(line []byte, truncated bool) {
+		_, _ = up.Write(line)
+		_, _ = up.Write([]byte{'\n'})
+		ev := out.Line(line, truncated)
+		psMu.Lock()
+		p := ps
+		psMu.Unlock()
+		if ev.Final && p != nil {
+			p.Final()
+		}
+		if ev.Abort != "" {
+			s.stop(ev.Abort)
+		}
+	}
+	psMu.Lock()
+	ps, err = proc.Start(life, proc.Spec{
+		ID: l.Run.ID, Path: wrapped.Path, Args: wrapped.Args, Env: wrapped.Env, Dir: wrapped.Dir,
+		OnLine: onLine, Idle: r.cfg.Watchdog.Duration, Timeout: timeout,
+		FinalGrace: r.timing.FinalGrace, KillGrace: r.timing.KillGrace, TermInside: wrapped.Wrapper,
+		Clock: r.clock, StateDir: r.stateDir,
+	})
+	psMu.Unlock()
+	if err != nil {
+		e.fail("starting the agent CLI: %v", err)
+		return e
+	}
+	s.log.Info("session started", "pid", ps.PID(), "sandbox", r.cfg.Sandbox, "timeout", timeout, "restored", restored != nil)
+
+	ckCtx, stopCheckpoints := context.WithCancel(life)
+	checkpoints := make(chan struct{})
+	go func() {
+		defer close(checkpoints)
+		ws.CheckpointEvery(ckCtx, r.clock, r.cfg.Checkpoint.Duration, func(c workspace.CheckpointResult, err error) {
+			if err != nil {
+				s.log.Warn("checkpoint failed", "err", err)
+			} else if c.Pushed {
+				s.log.Info("checkpoint pushed", "commit", c.Commit)
+			}
+		})
+	}()
+	select {
+	case <-ps.Done():
+	case <-s.stopped:
+		ps.Stop()
+	}
+	res := ps.Wait()
+	stopCheckpoints()
+	<-checkpoints
+	s.ended(life, e, res, out.Result())
+	return e
+}
+
+// ended decides, from how the CLI ended and what it printed, the exit
+// status and error to report, and takes the agent's work back: published
+// on the branch when the session reported and ended well, else kept in the
+// stage's checkpoint.
+func (s *session) ended(ctx context.Context, e *ending, res proc.Result, out agent.Result) {
+	r, ws := s.r, e.ws
+	e.exit = res.ExitCode
+	if res.Signal != 0 {
+		e.exit = 128 + int(res.Signal)
+	}
+	u := out.Usage
+	e.usage = &u
+	clean := false // the CLI ended by itself without error
+	switch res.Reason {
+	case proc.Exited:
+		clean = e.exit == 0
+	case proc.FinalGrace:
+		// It printed its final line and then hung (a known trouble of
+		// both CLIs): the session is over; the hang is no failure of it.
+		if out.Final && out.Error == "" {
+			e.exit, clean = 0, true
+			s.log.Warn("the CLI did not exit after its final line; it was stopped", "grace", r.timing.FinalGrace)
+		} else {
+			e.fail("stopped: still running %s after its final line", r.timing.FinalGrace)
+		}
+	case proc.Watchdog:
+		e.fail("stopped by the watchdog: no output for %s ([runner] watchdog)", r.cfg.Watchdog.Duration)
+	case proc.Deadline:
+		e.fail("stopped: past the stage's timeout")
+	case proc.Cancelled:
+		e.fail("%s", or(s.reason, "stopped"))
+	}
+	if out.Error != "" {
+		clean = false
+		e.fail("%s", out.Error)
+	}
+	if res.Reason == proc.Exited && e.exit != 0 && out.Error == "" {
+		e.fail("the agent CLI exited with status %d%s", e.exit, stderrTail(res.Stderr))
+	}
+	if res.Err != nil {
+		s.log.Warn("reading the session's output", "err", res.Err)
+	}
+	if out.Report == nil && (res.Reason == proc.Exited || res.Reason == proc.FinalGrace) {
+		e.fail("the session ended without submit_report")
+	}
+	s.log.Info("session ended", "how", res.String(), "exit", e.exit, "reported", out.Report != nil,
+		"input_tokens", u.InputTokens, "output_tokens", u.OutputTokens, "cost_usd", u.CostUSD)
+
+	if clean && out.Report != nil {
+		p, err := ws.Publish(ctx, out.Report.Summary)
+		switch {
+		case err == nil && p.Pushed:
+			s.log.Info("pushed the agent's work", "branch", ws.Branch, "commit", p.Commit)
+			return
+		case err == nil:
+			s.log.Info("the agent changed nothing: nothing pushed")
+			return
+		}
+		// The work could not be pushed: the session has not succeeded.
+		e.exit = 1
+		e.fail("the agent's work could not be pushed to %s: %v", ws.Branch, err)
+	}
+	c, err := ws.Checkpoint(ctx)
+	switch {
+	case err != nil:
+		s.log.Error("the last checkpoint failed: the session's latest work is lost", "err", err)
+	case c.Pushed:
+		s.log.Info("kept the session's work in the stage's checkpoint", "commit", c.Commit)
+	}
+}
+
+// finish reports how the session ended, retrying while Core is
+// unreachable; ok is false when Core never took it.
+func (s *session) finish(life context.Context, e *ending) (protocol.Run, bool) {
+	r, l := s.r, s.lease
+	f := protocol.Finish{ExitStatus: e.exit, Usage: e.usage, Error: errorText(e.err)}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(life))
+	defer cancel()
+	deadline := r.clock.Now().Add(r.timing.FinishFor)
+	for attempt := 0; ; attempt++ {
+		run, err := r.client.Finish(ctx, l.Run.ID, l.RunToken, f)
+		if err == nil {
+			s.log.Info("run finished", "status", run.Status, "outcome", run.Outcome, "exit", e.exit, "error", f.Error)
+			return run, true
+		}
+		if !protocol.Retryable(err) {
+			if st := protocol.StatusOf(err); st == http.StatusUnauthorized || st == http.StatusNotFound {
+				s.log.Warn("Core no longer takes this run's finish (it gave the run up meanwhile)", "err", err)
+			} else {
+				s.log.Error("Core refused the run's finish", "err", err)
+			}
+			return protocol.Run{}, false
+		}
+		if !r.clock.Now().Before(deadline) {
+			s.log.Error("Core did not take the run's finish in time; it fails the run once its grace has passed", "err", err)
+			return protocol.Run{}, false
+		}
+		s.log.Warn("finish failed; trying again", "err", err)
+		sleep(ctx, r.clock, r.retry.delay(attempt))
+	}
+}
+
+// heartbeats keeps the run alive every Timing.RunHeartbeat and stops the
+// session when Core cancels it or no longer knows it.
+func (s *session) heartbeats(ctx context.Context) {
+	r, l := s.r, s.lease
+	for sleep(ctx, r.clock, r.timing.RunHeartbeat) {
+		cancelled, err := r.client.RunHeartbeat(ctx, l.Run.ID, l.RunToken)
+		switch st := protocol.StatusOf(err); {
+		case err == nil && cancelled:
+			s.stop("cancelled: the ticket was paused or cancelled, the stage timed out, or the kill switch was pulled")
+		case err == nil, ctx.Err() != nil:
+		case st == http.StatusUnauthorized || st == http.StatusForbidden || st == http.StatusNotFound:
+			s.stop(fmt.Sprintf("the run is no longer this runner's (Core answered %d to its heartbeat)", st))
+		default:
+			s.log.Warn("run heartbeat failed", "err", err)
+		}
+	}
+}
+
+// errorText joins the reasons into finish's error: valid, printable
+// (line feeds and tabs kept) and within the protocol's limit.
+func errorText(parts []string) string {
+	var kept []string
+	for _, p := range parts {
+		if p = strings.TrimSpace(p); p != "" && !containsString(kept, p) {
+			kept = append(kept, p)
+		}
+	}
+	s := strings.Map(func(c rune) rune {
+		if c == '\n' || c == '\t' {
+			return c
+		}
+		if c < 0x20 || (c >= 0x7f && c <= 0x9f) || c == '\u2028' || c == '\u2029' {
+			return ' '
+		}
+		return c
+	}, strings.ToValidUTF8(strings.Join(kept, "\n"), "?"))
+	if len(s) > protocol.MaxError {
+		s = strings.ToValidUTF8(s[:protocol.MaxError-3], "") + "…"
+	}
+	if text.Multiline(s) != nil {
+		return "the session failed (its messages were not printable)"
+	}
+	return s
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// stderrTail is the end of a CLI's stderr for an error message.
+func stderrTail(stderr string) string {
+	stderr = strings.TrimSpace(stderr)
+	if stderr == "" {
+		return ""
+	}
+	if len(stderr) > 2000 {
+		stderr = "…" + strings.ToValidUTF8(stderr[len(stderr)-2000:], "")
+	}
+	return ": " + stderr
+}
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// installRoot is what of an agent CLI's installation the sandbox must
+// show: the folder holding its node_modules (npm installs the CLI and its
+// native binary there), else the executable's folder.
+func installRoot(exe string) []string {
+	real, err := filepath.EvalSymlinks(exe)
+	if err != nil {
+		return nil
+	}
+	if i := strings.Index(real, "/node_modules/"); i > 0 {
+		return []string{real[:i]}
+	}
+	if d := filepath.Dir(real); d != "/" {
+		return []string{d}
+	}
+	return nil
+}
