@@ -78,6 +78,24 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"[leader]\nttl = \"5s\"\nrenew = \"10s\"\n", "leader.renew: 10s must be shorter than leader.ttl"},
 		{"[log]\nlevel = \"loud\"\n", `log.level: "loud"`},
 		{"[storage\n", "line 2: expected"},
+		{"[runner]\nserver = \"127.0.0.1:8080\"\n", `runner.server: "127.0.0.1:8080" is not an http(s) URL`},
+		{"[runner]\nsessions = 65\n", "runner.sessions: 65 is outside 1 … 64"},
+		{"[runner]\nsandbox = \"docker\"\n", `runner.sandbox: "docker" is not bwrap or none`},
+		{"[runner]\npass_env = [\"A-B\"]\n", `runner.pass_env: "A-B" is not an environment variable name`},
+		{"[runner]\npass_env = [\"CLAUDECODE_X\"]\n", `runner.pass_env: "CLAUDECODE_X": claude-code's own markers`},
+		{"[runner]\nlabels = {Zone = \"eu\"}\n", `runner.labels: "Zone" is not a label name`},
+		{"[runner]\ncheckpoint = \"0s\"\n", "runner.checkpoint: must be a positive duration"},
+		{"[runner]\ndrain = \"-1s\"\n", "runner.drain: must be a positive duration"},
+		{"[runner]\nwatchdog = \"0s\"\n", "runner.watchdog: must be a positive duration"},
+		{"[runner]\nworkdir = \"\"\n", "runner.workdir: must not be empty"},
+		{"[runner]\ntoken = \"a b\"\n", "runner.token: holds spaces"},
+		{"[runner]\nhide = [\"/\"]\n", `runner.hide: "/": name a file or folder other than /`},
+		{"[runner]\nsesions = 2\n", "unknown key runner.sesions"},
+		{"[adapters.claude-code]\ncommand = \"\"\n", "adapters.claude-code.command: must not be empty"},
+		{"[adapters.opencode]\nprovider = \"google\"\n", `adapters.opencode.provider: "google" is not anthropic or openai`},
+		{"[adapters.opencode]\nbase_url = \"localhost\"\n", `adapters.opencode.base_url: "localhost" is not an http(s) URL`},
+		{"[adapters.opencode.prices]\ninput = -1.0\n", "adapters.opencode.prices.input: -1 is outside 0 … 10000"},
+		{"[adapters.cursor]\ncommand = \"x\"\n", "unknown key adapters.cursor"},
 	}
 	for _, c := range cases {
 		_, err := Parse(c.toml, "test.toml")
@@ -121,4 +139,36 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted an invalid config: %v", verr)
 		}
 	})
+}
+
+// `ballet config` prints no secret: the bootstrap token, the rqlite
+// password and the runner token are masked.
+func TestWriteMasksSecrets(t *testing.T) {
+	c := Default()
+	c.Auth.BootstrapToken = "bootstrap-secret-0123456789"
+	c.Storage.Password = "rqlite-secret"
+	c.Runner.Token = "ballet_runner_secret"
+	var b strings.Builder
+	if err := Write(&b, c); err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"bootstrap-secret", "rqlite-secret", "ballet_runner_secret"} {
+		if strings.Contains(b.String(), secret) {
+			t.Errorf("ballet config prints %q", secret)
+		}
+	}
+	if strings.Count(b.String(), `"********"`) != 3 {
+		t.Errorf("not every secret is masked:\n%s", b.String())
+	}
+}
+
+func TestBootstrapTokenPath(t *testing.T) {
+	c := Default()
+	if got := c.BootstrapTokenPath(); got != "data/bootstrap-token" {
+		t.Errorf("%q", got)
+	}
+	c.Auth.BootstrapTokenFile = "/etc/ballet/token"
+	if got := c.BootstrapTokenPath(); got != "/etc/ballet/token" {
+		t.Errorf("%q", got)
+	}
 }

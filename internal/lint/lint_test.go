@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -66,9 +67,10 @@ func TestEveryPackageHasADocComment(t *testing.T) {
 // is open to all.
 func TestImportBoundaries(t *testing.T) {
 	const leaf = "github.com/ballet/ballet/internal/text"
-	runner := []string{"internal/store", "internal/store/sqlite", "internal/store/rqlite", "internal/transition", "internal/job",
+	coreInternals := []string{"internal/store", "internal/store/sqlite", "internal/store/rqlite", "internal/transition", "internal/job",
 		"internal/event", "internal/core", "internal/server", "internal/flow", "internal/run", "internal/tenancy", "internal/tracker",
-		"internal/skill", "internal/pipeline/versions", "net/http"}
+		"internal/skill", "internal/pipeline/versions", "internal/auth", "internal/access", "internal/reconcile", "internal/schedule"}
+	runner := append(slices.Clone(coreInternals), "net/http")
 	forbidden := map[string][]string{
 		"internal/store":      {"internal/store/sqlite", "internal/store/rqlite", "internal/transition", "internal/job", "internal/event", "net/http"},
 		"internal/event":      {"internal/store/sqlite", "internal/store/rqlite", "internal/job", "internal/transition", "net/http"},
@@ -87,6 +89,10 @@ func TestImportBoundaries(t *testing.T) {
 		"internal/runner/proc":      runner,
 		"internal/runner/sandbox":   runner,
 		"internal/runner/workspace": runner,
+		"internal/runner/agent":     runner,
+		// Only these two speak HTTP: to Core, the runner protocol.
+		"internal/runner/protocol": coreInternals,
+		"internal/runner":          coreInternals,
 
 		// Domain packages: below HTTP, wiring and the flow engine; tenancy
 		// below the tracker.

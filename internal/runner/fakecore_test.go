@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,6 +46,7 @@ type fakeCore struct {
 	refuse int
 	// overloaded, when > 0, answers that many next lease calls 503.
 	overloaded int
+	samples    int
 }
 
 type fcRequest struct {
@@ -218,9 +221,9 @@ func (fc *fakeCore) register(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "capacity, name or problem out of range")
 		return
 	}
-	rn := &fcRunner{ID: uuid.NewString(), Reg: reg}
-	fc.update(func() { fc.runners = append(fc.runners, rn) })
-	writeJSON(w, http.StatusCreated, protocol.Runner{ID: rn.ID, Name: reg.Name, Labels: reg.Labels, Capacity: reg.Capacity,
+	id := uuid.NewString()
+	fc.update(func() { fc.runners = append(fc.runners, &fcRunner{ID: id, Reg: reg}) })
+	writeJSON(w, http.StatusCreated, protocol.Runner{ID: id, Name: reg.Name, Labels: reg.Labels, Capacity: reg.Capacity,
 		Adapters: reg.Adapters, Version: reg.Version, Problem: reg.Problem, Sessions: []string{}, Alive: true, LastSeenAt: time.Now()})
 }
 
@@ -421,8 +424,26 @@ func (fc *fakeCore) finish(w http.ResponseWriter, r *http.Request) {
 		}
 		answer = run.Lease.Run
 		answer.Status, answer.Outcome, answer.BlockingQuestion, answer.Error = run.Status, run.Outcome, run.Blocking, f.Error
+		fc.keepSample(run)
 	})
 	writeJSON(w, http.StatusOK, answer)
+}
+
+// samplesEnv names a folder that gets the output of every session the
+// tests run, as <test>-<n>.ndjson: how the samples of package agent's
+// tests were recorded (RUNNER_SAMPLES=$PWD/agent/testdata).
+const samplesEnv = "RUNNER_SAMPLES"
+
+func (fc *fakeCore) keepSample(run *fcRun) {
+	dir := os.Getenv(samplesEnv)
+	if dir == "" || len(run.Finishes) > 1 {
+		return
+	}
+	fc.samples++
+	name := filepath.Join(dir, fmt.Sprintf("%s-%d.ndjson", strings.ReplaceAll(fc.t.Name(), "/", "-"), fc.samples))
+	if err := os.WriteFile(name, run.Log, 0o644); err != nil {
+		fc.t.Errorf("keeping a sample: %v", err)
+	}
 }
 
 // validText is Core's rule for stored text: UTF-8, no control characters

@@ -162,13 +162,50 @@ func TestNoReport(t *testing.T) {
 // A model API error fails the session with the CLI's own message.
 func TestAPIError(t *testing.T) {
 	t.Parallel()
+	for _, c := range []struct {
+		cli  string
+		want []string
+	}{
+		{protocol.ClaudeCode, []string{"claude-code: API Error", "terminal_reason api_error"}},
+		{protocol.OpenCode, []string{"opencode: APIError", "fake model: scripted overloaded_error"}},
+	} {
+		t.Run(c.cli, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			w.start(w.options())
+			ss := w.session(fakemodel.Marker("api-error", "status=529", "type=overloaded_error"))
+			ss.Stage.Adapter = c.cli
+			got := w.core.finished(w.core.enqueue(ss))
+			f := got.Finishes[0]
+			if got.Status != protocol.StatusFailed || f.ExitStatus != 1 {
+				t.Fatalf("run %s, finish %+v", got.Status, f)
+			}
+			for _, want := range c.want {
+				if !strings.Contains(f.Error, want) {
+					t.Errorf("finish error %q lacks %q", f.Error, want)
+				}
+			}
+		})
+	}
+}
+
+// When the CLI cannot reach Core's MCP endpoint it would work without
+// Ballet's tools, to no end: claude-code says so in its first line, and
+// the runner stops the session at once, failing it with the reason.
+func TestMCPUnreachable(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.start(w.options())
-	got := w.core.finished(w.core.enqueue(w.session(fakemodel.Marker("api-error", "status=529", "type=overloaded_error"))))
+	ss := w.session(fakemodel.Marker("slow-work", "steps=3", "sleep=600"))
+	ss.MCP.URL = w.core.URL + "/not-mcp"
+	run := w.core.enqueue(ss)
+	got := w.core.over(run)
 	f := got.Finishes[0]
-	if got.Status != protocol.StatusFailed || f.ExitStatus != 1 || !strings.Contains(f.Error, "API Error") ||
-		!strings.Contains(f.Error, "api_error") {
+	if got.Status != protocol.StatusFailed || !strings.Contains(f.Error, "could not connect to Core's MCP endpoint (ballet: failed)") {
 		t.Fatalf("run %s, finish %+v", got.Status, f)
+	}
+	if _, err := os.Stat(filepath.Join(w.root, "runner", "runs", run.ID)); err == nil {
+		t.Error("the run's folder is left")
 	}
 }
 

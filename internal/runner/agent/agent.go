@@ -129,7 +129,9 @@ func (c Claude) Prepare(s Spec) (Command, error) {
 }
 
 // Output reads a claude-code session's output.
-func (Claude) Output() Output { return &claudeOutput{pending: map[string]Report{}} }
+func (Claude) Output() Output {
+	return &claudeOutput{pending: map[string]Report{}, turns: map[string]protocol.Usage{}}
+}
 
 // OpenCode is the opencode adapter.
 type OpenCode struct {

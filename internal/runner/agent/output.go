@@ -67,6 +67,10 @@ const (
 type claudeOutput struct {
 	res     Result
 	pending map[string]Report // submit_report calls by id, until their result
+	// turns is the usage of each model answer (by message id) as its
+	// assistant lines tell: exact for input and cache tokens, without the
+	// output. Only a session stopped before its result line uses it.
+	turns map[string]protocol.Usage
 }
 
 type claudeLine struct {
@@ -78,19 +82,28 @@ type claudeLine struct {
 		Status string `json:"status"`
 	} `json:"mcp_servers"`
 	Message struct {
+		ID      string          `json:"id"`
 		Content json.RawMessage `json:"content"`
+		Usage   *claudeUsage    `json:"usage"`
 	} `json:"message"`
 	IsError        bool    `json:"is_error"`
 	TerminalReason string  `json:"terminal_reason"`
 	Result         string  `json:"result"`
-	TotalCostUSD   float64 `json:"total_cost_usd"`
-	Usage          struct {
-		InputTokens              int64 `json:"input_tokens"`
-		OutputTokens             int64 `json:"output_tokens"`
-		CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-		CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
-	} `json:"usage"`
+	TotalCostUSD      float64           `json:"total_cost_usd"`
+	Usage             claudeUsage       `json:"usage"`
 	PermissionDenials []json.RawMessage `json:"permission_denials"`
+}
+
+type claudeUsage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+}
+
+func (u claudeUsage) usage() protocol.Usage {
+	return protocol.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+		CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens}
 }
 
 type claudeBlock struct {
@@ -131,6 +144,11 @@ func (o *claudeOutput) Line(b []byte, truncated bool) Event {
 		}
 		return Event{Abort: fmt.Sprintf("claude-code could not connect to Core's MCP endpoint (ballet: %s): the session would run without Ballet's tools", status)}
 	case "assistant":
+		if u := l.Message.Usage; u != nil && l.Message.ID != "" {
+			t, v := o.turns[l.Message.ID], u.usage()
+			o.turns[l.Message.ID] = protocol.Usage{InputTokens: max(t.InputTokens, v.InputTokens), OutputTokens: max(t.OutputTokens, v.OutputTokens),
+				CacheReadTokens: max(t.CacheReadTokens, v.CacheReadTokens), CacheWriteTokens: max(t.CacheWriteTokens, v.CacheWriteTokens)}
+		}
 		for _, blk := range blocks(l.Message.Content) {
 			if blk.Type == "tool_use" && blk.Name == claudeReportTool {
 				var r Report
@@ -150,11 +168,8 @@ func (o *claudeOutput) Line(b []byte, truncated bool) Event {
 		}
 	case "result":
 		o.res.Final = true
-		o.res.Usage = protocol.Usage{
-			InputTokens: l.Usage.InputTokens, OutputTokens: l.Usage.OutputTokens,
-			CacheReadTokens: l.Usage.CacheReadInputTokens, CacheWriteTokens: l.Usage.CacheCreationInputTokens,
-			CostUSD: l.TotalCostUSD,
-		}
+		o.res.Usage = l.Usage.usage()
+		o.res.Usage.CostUSD = l.TotalCostUSD
 		o.res.Denied = len(l.PermissionDenials)
 		if l.IsError || (l.TerminalReason != "" && l.TerminalReason != "completed") {
 			msg := strings.TrimSpace(l.Result)
@@ -171,7 +186,22 @@ func (o *claudeOutput) Line(b []byte, truncated bool) Event {
 	return Event{}
 }
 
-func (o *claudeOutput) Result() Result { return o.res }
+// Result is what the output told. Without a result line (the session was
+// stopped) the usage is the sum of the model answers' input and cache
+// tokens; their output tokens and the cost are unknown then (0).
+func (o *claudeOutput) Result() Result {
+	r := o.res
+	if !r.Final {
+		r.Usage = protocol.Usage{}
+		for _, t := range o.turns {
+			r.Usage.InputTokens += t.InputTokens
+			r.Usage.OutputTokens += t.OutputTokens
+			r.Usage.CacheReadTokens += t.CacheReadTokens
+			r.Usage.CacheWriteTokens += t.CacheWriteTokens
+		}
+	}
+	return r
+}
 
 // blocks decodes a message's content: a list of blocks (a plain string has
 // none).

@@ -234,7 +234,9 @@ func errorOf(b []byte) (code, message string) {
 	}
 	msg := o.Message
 	for _, d := range o.Details {
-		msg += "; " + d.Field + ": " + d.Message
+		if detail := d.Field + ": " + d.Message; !strings.Contains(msg, detail) {
+			msg += "; " + detail
+		}
 	}
 	return o.Code, printable(msg, 2000)
 }

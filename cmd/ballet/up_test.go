@@ -1,0 +1,272 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// upGuard bounds a wait on ballet up: a hang becomes a failure. It is no
+// speed limit.
+const upGuard = 2 * time.Minute
+
+// upProc is a `ballet up` process whose output lines a test waits for.
+type upProc struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	addr string
+	dir  string
+
+	mu      sync.Mutex
+	lines   []string
+	changed chan struct{}
+	exited  chan struct{}
+	err     error
+}
+
+// startUp runs `ballet up` in a fresh folder whose configuration has a
+// free port and agent CLIs that do not exist (the runner cannot run
+// sessions here: the case ballet up must survive); more is added to it.
+func startUp(t *testing.T, more string) *upProc {
+	t.Helper()
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	cfg := fmt.Sprintf("[http]\naddr = %q\n[runner]\ndrain = \"2s\"\n[adapters.claude-code]\ncommand = %q\n[adapters.opencode]\ncommand = %q\n%s",
+		addr, filepath.Join(dir, "no-claude"), filepath.Join(dir, "no-opencode"), more)
+	if err := os.WriteFile(filepath.Join(dir, "ballet.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u := &upProc{t: t, addr: addr, dir: dir, changed: make(chan struct{}), exited: make(chan struct{})}
+	u.cmd = exec.Command(binary, "up", "--config", "ballet.toml")
+	u.cmd.Dir = dir
+	stderr, err := u.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.cmd.Stdout = u.cmd.Stderr
+	if err := u.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			u.mu.Lock()
+			u.lines = append(u.lines, sc.Text())
+			close(u.changed)
+			u.changed = make(chan struct{})
+			u.mu.Unlock()
+		}
+		u.err = u.cmd.Wait()
+		close(u.exited)
+	}()
+	t.Cleanup(func() {
+		_ = u.cmd.Process.Kill()
+		<-u.exited
+		if t.Failed() {
+			t.Logf("ballet up printed:\n%s", u.output())
+		}
+	})
+	return u
+}
+
+func (u *upProc) output() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return strings.Join(u.lines, "\n")
+}
+
+// line waits for a line matching re and returns its submatches.
+func (u *upProc) line(re string) []string {
+	u.t.Helper()
+	rx := regexp.MustCompile(re)
+	deadline := time.After(upGuard)
+	for i := 0; ; {
+		u.mu.Lock()
+		for ; i < len(u.lines); i++ {
+			if m := rx.FindStringSubmatch(u.lines[i]); m != nil {
+				u.mu.Unlock()
+				return m
+			}
+		}
+		ch := u.changed
+		u.mu.Unlock()
+		select {
+		case <-ch:
+		case <-u.exited:
+			u.t.Fatalf("ballet up exited (%v) without printing %q", u.err, re)
+		case <-deadline:
+			u.t.Fatalf("ballet up did not print %q", re)
+		}
+	}
+}
+
+func (u *upProc) wait() error {
+	u.t.Helper()
+	select {
+	case <-u.exited:
+		return u.err
+	case <-time.After(upGuard):
+		u.t.Fatal("ballet up did not exit")
+		return nil
+	}
+}
+
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return err == nil && !strings.Contains(string(b), ") Z ")
+}
+
+func getJSON(t *testing.T, url, token string, out any) int {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		_ = json.NewDecoder(resp.Body).Decode(out)
+	}
+	return resp.StatusCode
+}
+
+// `ballet up` starts Core and a runner, with a runner token of its own,
+// and is up although the runner cannot run sessions here: the runner says
+// why at start, and whatever becomes of it Core keeps serving. SIGTERM
+// stops both (the runner's token is revoked), with exit status 0.
+func TestUpStartsCoreAndRunner(t *testing.T) {
+	t.Parallel()
+	u := startUp(t, "")
+	core, _ := strconv.Atoi(u.line(`^ballet up: Core started \(pid (\d+)\)`)[1])
+	run, _ := strconv.Atoi(u.line(`^ballet up: runner started \(pid (\d+)\)`)[1])
+	u.line(`^ballet up: Ballet is up: http://` + regexp.QuoteMeta(u.addr) + `/api/v1`)
+	u.line(`^runner \| .*cannot run agent sessions.*no agent CLI found`)
+	u.line(`^core \| .*core serving`)
+	token, err := os.ReadFile(filepath.Join(u.dir, "data", "bootstrap-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tokens struct {
+		Tokens []struct {
+			Name      string `json:"name"`
+			RevokedAt string `json:"revoked_at"`
+		} `json:"tokens"`
+	}
+	if st := getJSON(t, "http://"+u.addr+"/api/v1/tokens?kind=runner", strings.TrimSpace(string(token)), &tokens); st != 200 ||
+		len(tokens.Tokens) != 1 || !strings.HasPrefix(tokens.Tokens[0].Name, "ballet up runner on ") {
+		t.Fatalf("runner tokens: %d %+v", st, tokens)
+	}
+	// Registered with its problem (a Core of protocol version 2), or
+	// stopped: Core serves on either way.
+	u.line(`^runner \| .*(registered with Core|the runner stopped)|^ballet up: the runner stopped`)
+	if st := getJSON(t, "http://"+u.addr+"/healthz", "", nil); st != 200 {
+		t.Fatalf("/healthz: %d", st)
+	}
+	if err := u.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.wait(); err != nil {
+		t.Errorf("ballet up after SIGTERM: %v", err)
+	}
+	for name, pid := range map[string]int{"Core": core, "the runner": run} {
+		if alive(pid) {
+			t.Errorf("%s (pid %d) outlived ballet up", name, pid)
+		}
+	}
+}
+
+// When Core exits, ballet up stops the runner and exits with Core's
+// failure.
+func TestUpStopsWhenCoreExits(t *testing.T) {
+	t.Parallel()
+	u := startUp(t, "")
+	core, _ := strconv.Atoi(u.line(`^ballet up: Core started \(pid (\d+)\)`)[1])
+	u.line(`^ballet up: Ballet is up`)
+	if err := syscall.Kill(core, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	u.line(`^ballet up: Core stopped \(signal: killed\)`)
+	if err := u.wait(); err == nil {
+		t.Error("ballet up exited 0 after Core was killed")
+	}
+	if m := regexp.MustCompile(`runner started \(pid (\d+)\)`).FindStringSubmatch(u.output()); m != nil {
+		if pid, _ := strconv.Atoi(m[1]); alive(pid) {
+			t.Errorf("the runner (pid %d) outlived ballet up", pid)
+		}
+	}
+}
+
+// ballet up needs Core at a known port.
+func TestUpRefusesPortZero(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "ballet.toml"), []byte("[http]\naddr = \"127.0.0.1:0\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "up", "--config", "ballet.toml")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "http.addr: the port must be fixed") {
+		t.Errorf("%v: %s", err, out)
+	}
+}
+
+// ballet runner refuses to start without an agent CLI or a token, saying
+// how to fix it; a bad [runner] key is a configuration error naming it.
+func TestRunnerRefusesToStart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("[runner]\nserver = \"http://127.0.0.1:1\"\nworkdir = %q\n[adapters.claude-code]\ncommand = %q\n[adapters.opencode]\ncommand = %q\n",
+		filepath.Join(dir, "runner"), filepath.Join(dir, "no-claude"), filepath.Join(dir, "no-opencode"))
+	if err := os.WriteFile(filepath.Join(dir, "ballet.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bad.toml"), []byte("[runner]\nsessions = 0\nsandbox = \"docker\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		args  []string
+		env   []string
+		code  int
+		wants []string
+	}{
+		{"no CLI", []string{"--config", "ballet.toml"}, []string{"BALLET_RUNNER_TOKEN=ballet_test"}, 1,
+			[]string{"cannot run agent sessions: no agent CLI found", "no-claude", "[adapters.<name>] command"}},
+		{"no token", []string{"--config", "ballet.toml"}, nil, 1, []string{"no runner token: set [runner] token or BALLET_RUNNER_TOKEN"}},
+		{"bad config", []string{"--config", "bad.toml"}, nil, 2, []string{"runner.sessions: 0 is outside 1 … 64", `runner.sandbox: "docker" is not bwrap or none`}},
+		{"bad server", []string{"--config", "ballet.toml", "--server", "ftp://x"}, nil, 2, []string{`runner.server: "ftp://x" is not an http(s) URL`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(binary, append([]string{"runner"}, c.args...)...)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), c.env...)
+			if c.env == nil {
+				cmd.Env = append(os.Environ(), "BALLET_RUNNER_TOKEN=")
+			}
+			out, err := cmd.CombinedOutput()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != c.code {
+				t.Errorf("exit %v, want %d\n%s", err, c.code, out)
+			}
+			for _, w := range c.wants {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("the output lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
