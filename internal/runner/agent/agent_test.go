@@ -310,7 +310,7 @@ func TestOpenCodePrepare(t *testing.T) {
 	want := map[string]string{
 		"PATH": "/usr/bin:/bin", "HOME": s.Home, "TMPDIR": filepath.Join(s.Home, "tmp"), "LANG": "C.UTF-8",
 		"ANTHROPIC_API_KEY": "sk-1", "ANTHROPIC_BASE_URL": "http://model:9/", "OPENAI_API_KEY": "sk-2", "OPENAI_BASE_URL": "http://oai:9/v1",
-		"HTTPS_PROXY": "http://proxy:3128",
+		"HTTPS_PROXY":     "http://proxy:3128",
 		"XDG_CONFIG_HOME": filepath.Join(s.Home, ".config"), "XDG_DATA_HOME": filepath.Join(s.Home, ".local", "share"),
 		"XDG_CACHE_HOME": filepath.Join(s.Home, ".cache"), "XDG_STATE_HOME": filepath.Join(s.Home, ".local", "state"),
 		"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",

@@ -86,9 +86,9 @@ type claudeLine struct {
 		Content json.RawMessage `json:"content"`
 		Usage   *claudeUsage    `json:"usage"`
 	} `json:"message"`
-	IsError        bool    `json:"is_error"`
-	TerminalReason string  `json:"terminal_reason"`
-	Result         string  `json:"result"`
+	IsError           bool              `json:"is_error"`
+	TerminalReason    string            `json:"terminal_reason"`
+	Result            string            `json:"result"`
 	TotalCostUSD      float64           `json:"total_cost_usd"`
 	Usage             claudeUsage       `json:"usage"`
 	PermissionDenials []json.RawMessage `json:"permission_denials"`
