@@ -70,3 +70,17 @@ func init() {
 		Want:    ReadOK(200),
 	})
 }
+
+// GET /api/v1/runners: platform admins and organization admins
+// (project.update in an organization: the admin of another organization
+// too, who sees the runners but none of ACME's sessions, TestListRunners);
+// runner and run tokens 403.
+func init() {
+	Register("GET /api/v1/runners", Case{
+		Prepare: func(w *World) (string, any) { matrixRunner(w); return "/api/v1/runners", nil },
+		Want:    map[string]int{None: 401, Other: 200, Viewer: 403, Member: 403, Admin: 200, Platform: 200},
+		// A project member with no organization role is no organization
+		// admin anywhere.
+		Override: map[string]int{"ACME-only member": 403, "token of ACME-only member": 403},
+	})
+}

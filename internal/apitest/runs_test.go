@@ -21,7 +21,10 @@ import (
 // queueRun creates a flow on the item (the flow engine is not needed for
 // the runner protocol: the row is written directly) and its queued run,
 // as the flow engine does, then wakes waiting leases.
-func queueRun(e *apitest.Env, itemKey string) run.Run {
+func queueRun(e *apitest.Env, itemKey string) run.Run { return queueRunWith(e, itemKey, nil) }
+
+// queueRunWith is queueRun with the run adjusted before it is created.
+func queueRunWith(e *apitest.Env, itemKey string, adjust func(*run.Run)) run.Run {
 	e.T.Helper()
 	var it struct{ ID, OrganizationID, ProjectID string }
 	r := e.Admin(200, "GET", "/api/v1/items/"+itemKey, nil)
@@ -40,6 +43,9 @@ VALUES (?, ?, ?, ?, 'default', 0, '{}', 'implement', 1, 3, 1, 'running', 'run', 
 	rn := run.Run{ID: transition.NewID(), OrganizationID: it.OrganizationID, ProjectID: it.ProjectID, ItemID: it.ID, FlowID: flowID,
 		Stage: "implement", Iteration: 1, Step: 1, Adapter: "claude-code", Model: "sonnet", Instructions: "Implement the ticket.",
 		Skills: []string{}, Artifacts: json.RawMessage(`{"ticket":{"key":"` + itemKey + `"}}`)}
+	if adjust != nil {
+		adjust(&rn)
+	}
 	if err := e.Core.Applier.Apply(ctx, new(run.Create(rn, event.System, now))); err != nil {
 		e.T.Fatal(err)
 	}

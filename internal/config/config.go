@@ -138,7 +138,11 @@ type Storage struct {
 
 // HTTP configures the API server.
 type HTTP struct {
-	Addr         string `toml:"addr"`           // 127.0.0.1:8080
+	Addr string `toml:"addr"` // 127.0.0.1:8080
+	// PublicURL is Core's URL as runners and agent sessions reach it
+	// (the MCP endpoint a lease names is PublicURL + /api/v1/mcp); ""
+	// means http://<addr> (127.0.0.1 when addr names no host).
+	PublicURL    string `toml:"public_url"`
 	MaxBodyBytes int64  `toml:"max_body_bytes"` // request body limit (1 MiB)
 	// ReadHeaderTimeout bounds reading a request's headers (10s),
 	// ReadTimeout its headers and body (30s), WriteTimeout the time from
@@ -184,6 +188,29 @@ type Runs struct {
 	// UnclaimedAfter: a flow whose run no runner leased this long needs
 	// attention (no_runner) (2m).
 	UnclaimedAfter Duration `toml:"unclaimed_after"`
+	// LogLimit is how many bytes of a run's session output Core keeps
+	// (8 MiB); the rest is dropped and the truncation marked.
+	LogLimit int64 `toml:"log_limit"`
+}
+
+// DefaultLogLimit is [runs] log_limit's default.
+const DefaultLogLimit = 8 << 20
+
+// PublicURL is Core's URL for runners and sessions: [http] public_url,
+// else http://<[http] addr> (127.0.0.1 for an address without host or on
+// every interface), without a trailing slash.
+func (c Config) PublicURL() string {
+	if c.HTTP.PublicURL != "" {
+		return strings.TrimRight(c.HTTP.PublicURL, "/")
+	}
+	host, port, err := net.SplitHostPort(c.HTTP.Addr)
+	if err != nil {
+		return "http://" + c.HTTP.Addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // Budgets configures how spend is rolled up.
@@ -232,7 +259,7 @@ func Default() Config {
 		Reconciler: Reconciler{Interval: Duration{time.Minute}, Slack: Duration{5 * time.Minute}},
 		Leader:     Leader{TTL: Duration{15 * time.Second}, Renew: Duration{5 * time.Second}},
 		Scheduler:  Scheduler{Interval: Duration{10 * time.Second}},
-		Runs:       Runs{Grace: Duration{2 * time.Minute}, UnclaimedAfter: Duration{2 * time.Minute}},
+		Runs:       Runs{Grace: Duration{2 * time.Minute}, UnclaimedAfter: Duration{2 * time.Minute}, LogLimit: DefaultLogLimit},
 		Budgets:    Budgets{Timezone: "UTC"},
 		Events: Events{TailInterval: Duration{200 * time.Millisecond}, AuthRecheck: Duration{time.Minute},
 			PingInterval: Duration{30 * time.Second}, PingTimeout: Duration{10 * time.Second}},
@@ -361,6 +388,14 @@ func (c Config) Validate() error {
 	}
 	if err := checkAddr(c.HTTP.Addr); err != nil {
 		bad("http.addr", "%q %v", c.HTTP.Addr, err)
+	}
+	if c.HTTP.PublicURL != "" {
+		if err := checkURL(c.HTTP.PublicURL); err != nil {
+			bad("http.public_url", "%q %v", c.HTTP.PublicURL, err)
+		}
+	}
+	if c.Runs.LogLimit < 1024 || c.Runs.LogLimit > 1<<30 {
+		bad("runs.log_limit", "%d is outside 1024 … 1073741824 (bytes)", c.Runs.LogLimit)
 	}
 	if c.HTTP.MaxBodyBytes < 1024 || c.HTTP.MaxBodyBytes > 1<<30 {
 		bad("http.max_body_bytes", "%d is outside 1024 … 1073741824", c.HTTP.MaxBodyBytes)

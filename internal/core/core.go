@@ -212,9 +212,10 @@ func (c *Core) openAPI(cfg config.Config) error {
 	c.API.Add((&server.Items{T: c.Tracker}).Routes()...)
 	c.API.Add((&server.Tokens{S: auth.NewTokenService(c.Store, c.Applier, c.Clock, &access.Resolver{Store: c.Store})}).Routes()...)
 	c.API.Add((&server.Skills{S: c.Skills}).Routes()...)
+	sessions := &flow.Sessions{Skills: c.Skills, MCPURL: cfg.PublicURL() + "/api/v1/mcp", LogLimit: cfg.Runs.LogLimit}
 	c.Runs = run.NewService(c.Store, c.Applier, c.Clock, c.Tracker, run.Config{Grace: cfg.Runs.Grace.Duration, Log: c.Log.With("component", "runs"),
-		OnFinish: flow.OnRunFinished})
-	c.API.Add((&server.Runs{S: c.Runs, Skills: c.Skills}).Routes()...)
+		OnFinish: flow.OnRunFinished, Sessions: sessions})
+	c.API.Add((&server.Runs{S: c.Runs, Skills: c.Skills, Orgs: c.Tenancy}).Routes()...)
 	gitCache := filepath.Join(filepath.Dir(cfg.Storage.Path), "git-cache")
 	c.Flows = &flow.Service{Store: c.Store, Applier: c.Applier, Clock: c.Clock, Log: c.Log.With("component", "flow"),
 		Tenancy: c.Tenancy, Tracker: c.Tracker, Pipelines: c.Pipelines, Runs: c.Runs, Forges: func(kind string) (forge.Forge, error) {
@@ -222,11 +223,12 @@ func (c *Core) openAPI(cfg config.Config) error {
 				return gitforge.ForBuild(gitCache), nil
 			}
 			return nil, fmt.Errorf("the %s forge is not supported yet: only plain git", kind)
-		}, UnclaimedAfter: cfg.Runs.UnclaimedAfter.Duration}
+		}, UnclaimedAfter: cfg.Runs.UnclaimedAfter.Duration, RunnerGrace: cfg.Runs.Grace.Duration}
+	sessions.Flows = c.Flows
 	if gitforge.TestBuild {
 		c.Log.Warn("test build (ballet_testforge): Ballet merges on plain-git projects whose merge policy is auto; never run it in production")
 	}
-	c.Registry.MustRegister(flow.NewCollector(c.Flows))
+	c.Registry.MustRegister(flow.NewCollector(c.Flows), run.NewCollector(c.Runs))
 	loc, err := cfg.Budgets.Location()
 	if err != nil {
 		return fmt.Errorf("budgets.timezone: %w", err)

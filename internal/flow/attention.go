@@ -3,6 +3,8 @@ package flow
 import (
 	"context"
 	"time"
+
+	"github.com/ballet/ballet/internal/run"
 )
 
 // Attention values: what a flow needs from a person that its status and
@@ -10,8 +12,11 @@ import (
 // the injected clock); nothing is written when it starts or ends.
 const (
 	// AttentionNoRunner: the flow runs an agent stage whose run no runner
-	// has leased for UnclaimedAfter ([runs] unclaimed_after). It ends when a
-	// runner leases the run.
+	// has leased for UnclaimedAfter ([runs] unclaimed_after), or, at once,
+	// whose run no live runner could lease: none that heartbeats (within
+	// RunnerGrace), neither draining nor with a problem, has the stage's
+	// adapter. It ends when a runner leases the run, or when such a runner
+	// comes before UnclaimedAfter.
 	AttentionNoRunner = "no_runner"
 )
 
@@ -21,10 +26,31 @@ var Attentions = []string{AttentionNoRunner}
 // DefaultUnclaimedAfter is [runs] unclaimed_after's default.
 const DefaultUnclaimedAfter = 2 * time.Minute
 
-// noRunnerSQL is the condition on flows of attention no_runner; its one
-// argument is the cutoff (unix ms) from unclaimedCutoff.
+// capableSeenSQL is when a runner that could lease flows' queued run was
+// last seen (0 when none could: the run is not queued, or no runner that
+// neither drains nor has a problem registered its adapter). A read model of
+// package run's runners table.
+const capableSeenSQL = `COALESCE((SELECT MAX(rn.last_seen_at) FROM runs r, runners rn, json_each(rn.adapters) a
+  WHERE r.id = flows.run_id AND r.status = 'queued' AND rn.draining = 0 AND rn.problem = ''
+  AND json_extract(a.value, '$.name') = r.adapter), 0)`
+
+// noRunnerSQL is the condition on flows of attention no_runner; its
+// arguments are the cutoffs (unix ms) from unclaimedCutoff and aliveCutoff.
 const noRunnerSQL = `flows.status = 'running' AND flows.waiting = 'run'
-  AND EXISTS (SELECT 1 FROM runs r WHERE r.id = flows.run_id AND r.status = 'queued' AND r.created_at <= ?)`
+  AND EXISTS (SELECT 1 FROM runs r WHERE r.id = flows.run_id AND r.status = 'queued')
+  AND ((SELECT r.created_at FROM runs r WHERE r.id = flows.run_id) <= ? OR ` + capableSeenSQL + ` < ?)`
+
+// noRunnerArgs are noRunnerSQL's arguments now.
+func (s *Service) noRunnerArgs() []any { return []any{s.unclaimedCutoff(), s.aliveCutoff()} }
+
+// aliveCutoff is the earliest last heartbeat (unix ms) of a live runner.
+func (s *Service) aliveCutoff() int64 {
+	grace := s.RunnerGrace
+	if grace <= 0 {
+		grace = run.DefaultGrace
+	}
+	return s.now().Add(-grace).UnixMilli()
+}
 
 // unclaimedCutoff is the latest creation time (unix ms) of a run that has
 // waited for a runner too long now.
@@ -39,7 +65,8 @@ func (s *Service) unclaimedCutoff() int64 {
 // attend derives f's attention (f as read, with runQueuedAt).
 func (s *Service) attend(f *Flow) {
 	f.Attention = ""
-	if f.Status == StatusRunning && f.Waiting == WaitRun && f.runQueuedAt != 0 && f.runQueuedAt <= s.unclaimedCutoff() {
+	if f.Status == StatusRunning && f.Waiting == WaitRun && f.runQueuedAt != 0 &&
+		(f.runQueuedAt <= s.unclaimedCutoff() || f.capableSeenAt < s.aliveCutoff()) {
 		f.Attention = AttentionNoRunner
 	}
 }
@@ -48,12 +75,12 @@ func (s *Service) attend(f *Flow) {
 // all projects, the oldest first.
 func (s *Service) NeedingAttention(ctx context.Context) ([]Flow, error) {
 	return s.query(ctx, "list flows needing attention", `SELECT `+flowColumns+` FROM flows WHERE `+noRunnerSQL+`
-ORDER BY started_at, id`, s.unclaimedCutoff())
+ORDER BY started_at, id`, s.noRunnerArgs()...)
 }
 
 // countNoRunner counts the flows of attention no_runner now.
 func (s *Service) countNoRunner(ctx context.Context) (int64, error) {
-	rows, err := s.Store.Query(ctx, `SELECT COUNT(*) FROM flows WHERE `+noRunnerSQL, s.unclaimedCutoff())
+	rows, err := s.Store.Query(ctx, `SELECT COUNT(*) FROM flows WHERE `+noRunnerSQL, s.noRunnerArgs()...)
 	if err != nil {
 		return 0, err
 	}

@@ -51,7 +51,8 @@ type Flow struct {
 	// waiting do not say ("" or one of Attentions), derived when it is read.
 	Attention string
 
-	runQueuedAt int64 // unix ms: when its run was queued, while no runner has leased it (else 0)
+	runQueuedAt   int64 // unix ms: when its run was queued, while no runner has leased it (else 0)
+	capableSeenAt int64 // unix ms: when a runner that could lease its queued run was last seen (0: none)
 }
 
 // State is the flow's machine state.
@@ -75,6 +76,9 @@ type Service struct {
 	// UnclaimedAfter is how long a flow's run may wait for a runner before
 	// the flow needs attention (DefaultUnclaimedAfter when ≤ 0).
 	UnclaimedAfter time.Duration
+	// RunnerGrace is how recent a runner's last heartbeat must be for it to
+	// count as alive ([runs] grace; run.DefaultGrace when ≤ 0).
+	RunnerGrace time.Duration
 }
 
 // System is the flow engine as an actor.
@@ -82,7 +86,7 @@ var System = event.Actor{Kind: event.ActorSystem, Sub: "flow"}
 
 const flowColumns = `id, organization_id, project_id, item_id, pipeline, pipeline_version, definition, stage, iteration, max_iterations, step,
 status, COALESCE(waiting, ''), COALESCE(run_id, ''), COALESCE(outcome, ''), COALESCE(report, ''), COALESCE(outcome_stage, ''), COALESCE(pull_request, ''), started_at, updated_at, COALESCE(finished_at, 0), version,
-COALESCE((SELECT r.created_at FROM runs r WHERE r.id = flows.run_id AND r.status = 'queued'), 0)`
+COALESCE((SELECT r.created_at FROM runs r WHERE r.id = flows.run_id AND r.status = 'queued'), 0), ` + capableSeenSQL
 
 func scanFlow(rows *store.Rows, i int) (Flow, error) {
 	var f Flow
@@ -90,7 +94,7 @@ func scanFlow(rows *store.Rows, i int) (Flow, error) {
 	var started, updated, finished int64
 	if err := rows.Scan(i, &f.ID, &f.OrganizationID, &f.ProjectID, &f.ItemID, &f.Pipeline, &f.PipelineVersion, &def, &f.Stage, &f.Iteration,
 		&f.MaxIterations, &f.Step, &f.Status, &f.Waiting, &f.RunID, &f.Outcome, &f.Report, &f.OutcomeStage, &pr, &started, &updated, &finished, &f.Version,
-		&f.runQueuedAt); err != nil {
+		&f.runQueuedAt, &f.capableSeenAt); err != nil {
 		return f, fmt.Errorf("scan flow: %w", err)
 	}
 	if pr != "" {
@@ -309,7 +313,7 @@ func (s *Service) List(ctx context.Context, projectID string, fl ListFilter) ([]
 	case "":
 	case AttentionNoRunner:
 		q += ` AND ` + noRunnerSQL
-		args = append(args, s.unclaimedCutoff())
+		args = append(args, s.noRunnerArgs()...)
 	default:
 		return nil, fmt.Errorf("list flows: unknown attention %q", fl.Attention)
 	}

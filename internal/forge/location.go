@@ -1,6 +1,7 @@
 package forge
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -201,3 +202,39 @@ func CheckCredentialsRef(ref string) error {
 }
 
 var envRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+
+// DefaultCredentialUser is the user name git sends with a credential that
+// is a bare token: what GitHub expects with its tokens, and what Gitea
+// accepts (it authenticates the token whatever the name).
+const DefaultCredentialUser = "x-access-token"
+
+// ErrCredentialMissing: the environment variable a credentials reference
+// names is not set (or empty).
+var ErrCredentialMissing = errors.New("credential missing")
+
+// ResolveCredentials reads the secret a credentials reference (checked by
+// CheckCredentialsRef) names from lookup (os.LookupEnv): env:NAME holds
+// "username:secret", or a bare token sent as DefaultCredentialUser. The
+// errors name the reference, never the value.
+func ResolveCredentials(ref string, lookup func(string) (string, bool)) (username, secret string, err error) {
+	if err := CheckCredentialsRef(ref); err != nil || ref == "" {
+		if err == nil {
+			err = fmt.Errorf("no credentials reference")
+		}
+		return "", "", err
+	}
+	name := strings.TrimPrefix(ref, "env:")
+	v, ok := lookup(name)
+	v = strings.TrimSpace(v)
+	if !ok || v == "" {
+		return "", "", fmt.Errorf("%w: repository.credentials_ref is %s, but %s is not set in Core's environment", ErrCredentialMissing, ref, name)
+	}
+	user, tok, found := strings.Cut(v, ":")
+	switch {
+	case !found:
+		return DefaultCredentialUser, v, nil
+	case user == "" || tok == "":
+		return "", "", fmt.Errorf("%w: %s (named by repository.credentials_ref) must hold \"username:secret\" or a bare token", ErrCredentialMissing, name)
+	}
+	return user, tok, nil
+}

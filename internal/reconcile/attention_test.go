@@ -131,3 +131,63 @@ func TestNoRunnerAttention(t *testing.T) {
 		}
 	})
 }
+
+// TestNoRunnerAttentionAdapter: no_runner also comes at once, without
+// waiting for unclaimed_after, while no live runner could lease the run —
+// none alive (a heartbeat within [runs] grace, on the flow engine's clock)
+// that neither drains nor has a problem and registered the stage's adapter
+// (claude-code) — and goes when one comes. Runners come and go on the fake
+// clock (their heartbeats are written at its time).
+func TestNoRunnerAttentionAdapter(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		w := setup(t, s, reconcile.Config{})
+		w.Core.Flows.Clock = w.clk
+		w.Core.Flows.UnclaimedAfter = time.Hour // only the new rule speaks
+		key := w.ticket("task")
+		w.drain()
+		beat := func(id string) { // a heartbeat at the fake clock's time
+			t.Helper()
+			if _, err := s.Exec(t.Context(), store.Stmt(`UPDATE runners SET last_seen_at = ? WHERE id = ?`, w.clk.Now().UnixMilli(), id)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		register := func(name string, adapters ...string) (token, id string) {
+			t.Helper()
+			var tk struct{ Token string }
+			w.Admin(201, "POST", "/api/v1/tokens", map[string]any{"name": name, "kind": "runner"}).JSON(t, &tk)
+			var list []any
+			for _, a := range adapters {
+				list = append(list, map[string]any{"name": a, "version": "1"})
+			}
+			var rn struct{ ID string }
+			w.Must(201, tk.Token, "POST", "/api/v1/runners", map[string]any{"name": name, "adapters": list}).JSON(t, &rn)
+			beat(rn.ID)
+			return tk.Token, rn.ID
+		}
+		want := func(when, attention string) {
+			t.Helper()
+			var v struct{ Attention string }
+			w.Admin(200, "GET", "/api/v1/items/"+key+"/flow", nil).JSON(t, &v)
+			var l struct{ Flows []any }
+			w.Admin(200, "GET", "/api/v1/projects/ACME/flows?attention=no_runner", nil).JSON(t, &l)
+			if v.Attention != attention || (len(l.Flows) == 1) != (attention != "") {
+				t.Fatalf("%s: attention %q, listed %d, want %q", when, v.Attention, len(l.Flows), attention)
+			}
+		}
+		// The world's runner (both adapters) reports a problem.
+		w.Must(200, w.runner.Token, "POST", "/api/v1/runners/"+w.runner.ID+"/heartbeat", map[string]any{"problem": "claude is not installed"})
+		want("only a runner with a problem", "no_runner")
+		register("oc", "opencode")
+		want("only an opencode runner", "no_runner")
+		ccToken, cc := register("cc", "claude-code")
+		want("a claude-code runner came", "")
+		w.clk.Advance(2*time.Minute + time.Millisecond) // [runs] grace
+		want("the claude-code runner went silent", "no_runner")
+		beat(cc)
+		want("it came back", "")
+		w.Must(200, ccToken, "POST", "/api/v1/runners/"+cc+"/heartbeat", map[string]any{"draining": true})
+		want("it drains", "no_runner")
+		w.Must(200, ccToken, "POST", "/api/v1/runners/"+cc+"/heartbeat", map[string]any{})
+		want("it stopped draining", "")
+	})
+}

@@ -59,3 +59,25 @@ type RunCancelled struct {
 type RunCancelRequested struct {
 	Reason string `json:"reason"`
 }
+
+// RunnerRegistered is the payload of runner.registered: a runner token
+// registered a runner (Again: it had registered this name before, and the
+// runner was updated).
+type RunnerRegistered struct {
+	ID       string            `json:"id"`
+	Name     string            `json:"name"`
+	TokenID  string            `json:"token_id"`
+	Labels   map[string]string `json:"labels"`
+	Capacity int               `json:"capacity"`
+	Adapters []Adapter         `json:"adapters"`
+	Version  string            `json:"version"`
+	Problem  string            `json:"problem"`
+	Again    bool              `json:"again"`
+}
+
+// RunnerUpdated is the payload of runner.updated: a runner's heartbeat
+// changed whether it drains or its problem.
+type RunnerUpdated struct {
+	Draining bool   `json:"draining"`
+	Problem  string `json:"problem"`
+}

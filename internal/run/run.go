@@ -61,9 +61,11 @@ const (
 
 // Usage is what a session consumed.
 type Usage struct {
-	InputTokens  int64   `json:"input_tokens"`
-	OutputTokens int64   `json:"output_tokens"`
-	CostUSD      float64 `json:"cost_usd"`
+	InputTokens      int64   `json:"input_tokens"`
+	OutputTokens     int64   `json:"output_tokens"`
+	CacheReadTokens  int64   `json:"cache_read_tokens"`
+	CacheWriteTokens int64   `json:"cache_write_tokens"`
+	CostUSD          float64 `json:"cost_usd"`
 }
 
 // Run is one agent session for one flow step, as stored in the runs table.
@@ -201,7 +203,8 @@ func nullable(s string) any {
 
 const runColumns = `r.id, r.organization_id, r.project_id, r.item_id, i.key, r.flow_id, r.stage, r.iteration, r.step, r.adapter, r.model,
 r.instructions, r.skills, r.artifacts, r.status, COALESCE(r.runner_id, ''), COALESCE(r.token_id, ''), COALESCE(r.outcome, ''),
-COALESCE(r.report, ''), r.blocking_question, r.exit_status, COALESCE(r.error, ''), r.input_tokens, r.output_tokens, r.cost_micros,
+COALESCE(r.report, ''), r.blocking_question, r.exit_status, COALESCE(r.error, ''), r.input_tokens, r.output_tokens,
+r.cache_read_tokens, r.cache_write_tokens, r.cost_micros,
 r.cancel_requested, r.created_at, COALESCE(r.started_at, 0), COALESCE(r.heartbeat_at, 0), COALESCE(r.finished_at, 0),
 r.updated_at, r.version`
 
@@ -214,7 +217,8 @@ func scanRun(rows *store.Rows, i int) (Run, error) {
 	var cost, created, started, heartbeat, finished, updated int64
 	if err := rows.Scan(i, &r.ID, &r.OrganizationID, &r.ProjectID, &r.ItemID, &r.Item, &r.FlowID, &r.Stage, &r.Iteration, &r.Step,
 		&r.Adapter, &r.Model, &r.Instructions, &skills, &r.Artifacts, &r.Status, &r.RunnerID, &r.TokenID, &r.Outcome, &r.Report,
-		&r.BlockingQuestion, &exit, &r.Error, &r.Usage.InputTokens, &r.Usage.OutputTokens, &cost, &r.CancelRequested,
+		&r.BlockingQuestion, &exit, &r.Error, &r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CacheReadTokens,
+		&r.Usage.CacheWriteTokens, &cost, &r.CancelRequested,
 		&created, &started, &heartbeat, &finished, &updated, &r.Version); err != nil {
 		return r, fmt.Errorf("scan run: %w", err)
 	}

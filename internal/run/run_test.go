@@ -140,11 +140,14 @@ func (w *world) principal(secret string) *auth.Principal {
 
 // newRun creates the queued run of the flow's next step, as the flow
 // engine does.
-func (w *world) newRun() run.Run {
+func (w *world) newRun() run.Run { return w.newRunOf("claude-code") }
+
+// newRunOf is newRun for a stage of that adapter.
+func (w *world) newRunOf(adapter string) run.Run {
 	w.t.Helper()
 	w.step++
 	r := run.Run{ID: transition.NewID(), OrganizationID: w.item.OrganizationID, ProjectID: w.item.ProjectID, ItemID: w.item.ID,
-		FlowID: w.flowID, Stage: "implement", Iteration: 1, Step: w.step, Adapter: "claude-code", Model: "sonnet",
+		FlowID: w.flowID, Stage: "implement", Iteration: 1, Step: w.step, Adapter: adapter, Model: "sonnet",
 		Instructions: "Implement it.", Skills: []string{"go"}, Artifacts: json.RawMessage(`{"ticket":{"key":"ACME-1"}}`)}
 	now := w.fc.Now()
 	if err := w.applier.Apply(w.ctx, new(run.Create(r, event.System, now))); err != nil {
@@ -209,7 +212,7 @@ func (w *world) lease() (run.Leased, *auth.Principal) {
 	w.expect("lease", "", []string{"run.started", "token.created"}, func() error {
 		var ok bool
 		var err error
-		l, ok, err = w.svc.Lease(w.ctx, w.runnerP, w.runner.ID, 0)
+		l, ok, err = w.svc.Lease(w.ctx, w.runnerP, w.runner.ID, 0, nil)
 		if err == nil && !ok {
 			err = errors.New("nothing leased")
 		}
@@ -338,7 +341,7 @@ func TestLease(t *testing.T) {
 			t.Fatalf("second lease got %s, want %s", l2.Run.ID, second.ID)
 		}
 		w.expect("empty", "", nil, func() error {
-			_, ok, err := w.svc.Lease(w.ctx, w.runnerP, w.runner.ID, 0)
+			_, ok, err := w.svc.Lease(w.ctx, w.runnerP, w.runner.ID, 0, nil)
 			if ok {
 				t.Fatal("leased from an empty queue")
 			}
@@ -346,10 +349,10 @@ func TestLease(t *testing.T) {
 		})
 		// Only the token that registered a runner leases for it.
 		other := w.runnerToken("runner-2")
-		if _, _, err := w.svc.Lease(w.ctx, other, w.runner.ID, 0); codeOf(err) != apperr.NotFound {
+		if _, _, err := w.svc.Lease(w.ctx, other, w.runner.ID, 0, nil); codeOf(err) != apperr.NotFound {
 			t.Fatalf("lease for another token's runner: %v", err)
 		}
-		if _, _, err := w.svc.Lease(w.ctx, p, w.runner.ID, 0); codeOf(err) != apperr.Forbidden {
+		if _, _, err := w.svc.Lease(w.ctx, p, w.runner.ID, 0, nil); codeOf(err) != apperr.Forbidden {
 			t.Fatalf("lease with a run token: %v", err)
 		}
 	})
@@ -375,7 +378,7 @@ func TestConcurrentLeasesOneWins(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					l, ok, err := w.svc.Lease(w.ctx, c.p, c.id, 0)
+					l, ok, err := w.svc.Lease(w.ctx, c.p, c.id, 0, nil)
 					if err != nil {
 						t.Error(err)
 					}
@@ -409,7 +412,7 @@ func TestLeaseLongPoll(t *testing.T) {
 		wait := func(d time.Duration) chan result {
 			ch := make(chan result, 1)
 			go func() {
-				l, ok, err := w.svc.Lease(w.ctx, w.runnerP, w.runner.ID, d)
+				l, ok, err := w.svc.Lease(w.ctx, w.runnerP, w.runner.ID, d, nil)
 				ch <- result{l, ok, err}
 			}()
 			return ch
@@ -450,7 +453,7 @@ func TestLeaseLongPoll(t *testing.T) {
 		ctx, cancel := context.WithCancel(w.ctx)
 		done := make(chan error, 1)
 		go func() {
-			_, _, err := w.svc.Lease(ctx, w.runnerP, w.runner.ID, 30*time.Second)
+			_, _, err := w.svc.Lease(ctx, w.runnerP, w.runner.ID, 30*time.Second, nil)
 			done <- err
 		}()
 		blockUntil(t, w.fc, 1)
@@ -470,7 +473,7 @@ func TestLeaseLongPoll(t *testing.T) {
 		}
 		revokedCh := make(chan result, 1)
 		go func() {
-			l, ok, err := w.svc.Lease(w.ctx, rp, rn.ID, 30*time.Second)
+			l, ok, err := w.svc.Lease(w.ctx, rp, rn.ID, 30*time.Second, nil)
 			revokedCh <- result{l, ok, err}
 		}()
 		blockUntil(t, w.fc, 1)
@@ -558,7 +561,7 @@ func TestHeartbeatAndCancel(t *testing.T) {
 			t.Fatal(err)
 		}
 		var fin run.Run
-		w.expect("finish", "", []string{"run.finished", "token.revoked"}, func() (err error) {
+		w.expect("finish", "", []string{"run.finished"}, func() (err error) {
 			fin, err = w.svc.Finish(w.ctx, p, r.ID, run.FinishInput{ExitStatus: ptr(0)})
 			return err
 		})
@@ -569,13 +572,13 @@ func TestHeartbeatAndCancel(t *testing.T) {
 		// The runner heartbeat records the runner, without an event.
 		w.fc.Advance(time.Second)
 		w.expect("runner heartbeat", "", nil, func() error {
-			rn, err := w.svc.RunnerHeartbeat(w.ctx, w.runnerP, w.runner.ID)
+			rn, err := w.svc.RunnerHeartbeat(w.ctx, w.runnerP, w.runner.ID, run.HeartbeatInput{})
 			if err == nil && !rn.LastSeenAt.Equal(w.fc.Now().Truncate(time.Millisecond)) {
 				t.Errorf("runner last seen %v, want %v", rn.LastSeenAt, w.fc.Now())
 			}
 			return err
 		})
-		if _, err := w.svc.RunnerHeartbeat(w.ctx, w.runnerToken("runner-3"), w.runner.ID); codeOf(err) != apperr.NotFound {
+		if _, err := w.svc.RunnerHeartbeat(w.ctx, w.runnerToken("runner-3"), w.runner.ID, run.HeartbeatInput{}); codeOf(err) != apperr.NotFound {
 			t.Fatalf("heartbeat for another token's runner: %v", err)
 		}
 	})
@@ -690,7 +693,7 @@ func TestFinish(t *testing.T) {
 				}
 			}
 			var r run.Run
-			evs := w.expect("finish", "", []string{"run.finished", "token.revoked"}, func() (err error) {
+			evs := w.expect("finish", "", []string{"run.finished"}, func() (err error) {
 				r, err = w.svc.Finish(w.ctx, p, l.Run.ID, in)
 				return err
 			})
@@ -702,22 +705,31 @@ func TestFinish(t *testing.T) {
 				t.Fatalf("stored %+v, returned %+v", got, r)
 			}
 			pl := payloadOf(t, evs[0])
-			if pl["status"] != wantStatus || evs[0].ActorSub != "run:"+r.ID || evs[1].EntityID != l.Run.TokenID {
+			if pl["status"] != wantStatus || evs[0].ActorSub != "run:"+r.ID {
 				t.Fatalf("finish events %+v %v", evs, pl)
 			}
-			// The run token is revoked.
-			if _, err := w.authn.Authenticate(w.ctx, "Bearer "+l.RunToken); codeOf(err) != apperr.Unauthenticated {
+			// The run token stays valid, for a repeated finish only: it
+			// changes nothing and answers the finished run.
+			if _, err := w.authn.Authenticate(w.ctx, "Bearer "+l.RunToken); err != nil {
 				t.Fatalf("run token after finish: %v", err)
 			}
-			// A duplicate finish (a request that authenticated before the
-			// revocation) changes nothing.
 			w.expect("finish again", "", nil, func() error {
 				again, err := w.svc.Finish(w.ctx, p, l.Run.ID, run.FinishInput{ExitStatus: ptr(3)})
-				if err == nil && (again.Status != r.Status || again.Version != r.Version) {
+				if err == nil && (again.Status != r.Status || again.Version != r.Version || again.Usage != r.Usage) {
 					t.Errorf("duplicate finish returned %+v", again)
 				}
 				return err
 			})
+			for what, call := range map[string]func() error{
+				"report": func() error {
+					_, err := w.svc.Report(w.ctx, p, l.Run.ID, run.ReportInput{Outcome: "done", Summary: "again"})
+					return err
+				},
+				"question": func() error { _, err := w.svc.AskQuestion(w.ctx, p, l.Run.ID, "Still there?", false); return err },
+				"running":  func() error { _, err := w.svc.Running(w.ctx, p, l.Run.ID); return err },
+			} {
+				w.expect(what+" after finish", apperr.Conflict, nil, call)
+			}
 			w.expect("heartbeat after finish", apperr.Conflict, nil, func() error {
 				_, err := w.svc.Heartbeat(w.ctx, p, l.Run.ID)
 				return err
@@ -726,9 +738,9 @@ func TestFinish(t *testing.T) {
 			w.wantFinishedJobs(finished...)
 			return r
 		}
-		ok := finish(true, run.FinishInput{ExitStatus: ptr(0), Usage: &run.Usage{InputTokens: 1200, OutputTokens: 340, CostUSD: 0.0421}},
-			run.StatusSucceeded, "")
-		if ok.Usage != (run.Usage{InputTokens: 1200, OutputTokens: 340, CostUSD: 0.0421}) || ok.Outcome != "done" {
+		usage := run.Usage{InputTokens: 1200, OutputTokens: 340, CacheReadTokens: 5000, CacheWriteTokens: 700, CostUSD: 0.0421}
+		ok := finish(true, run.FinishInput{ExitStatus: ptr(0), Usage: &usage}, run.StatusSucceeded, "")
+		if ok.Usage != usage || ok.Outcome != "done" {
 			t.Fatalf("succeeded %+v", ok)
 		}
 		finish(false, run.FinishInput{ExitStatus: ptr(0)}, run.StatusFailed, "the session ended without a report")
@@ -745,6 +757,8 @@ func TestFinish(t *testing.T) {
 			{run.FinishInput{}, "exit_status"},
 			{run.FinishInput{ExitStatus: ptr(0), Usage: &run.Usage{InputTokens: -1}}, "usage.input_tokens"},
 			{run.FinishInput{ExitStatus: ptr(0), Usage: &run.Usage{OutputTokens: -1}}, "usage.output_tokens"},
+			{run.FinishInput{ExitStatus: ptr(0), Usage: &run.Usage{CacheReadTokens: -1}}, "usage.cache_read_tokens"},
+			{run.FinishInput{ExitStatus: ptr(0), Usage: &run.Usage{CacheWriteTokens: -1}}, "usage.cache_write_tokens"},
 			{run.FinishInput{ExitStatus: ptr(0), Usage: &run.Usage{CostUSD: math.NaN()}}, "usage.cost_usd"},
 			{run.FinishInput{ExitStatus: ptr(0), Usage: &run.Usage{CostUSD: -0.5}}, "usage.cost_usd"},
 			{run.FinishInput{ExitStatus: ptr(0), Usage: &run.Usage{CostUSD: math.Inf(1)}}, "usage.cost_usd"},

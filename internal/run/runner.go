@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -12,39 +13,79 @@ import (
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/pipeline"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/text"
 	"github.com/ballet/ballet/internal/transition"
 )
 
-// Runner limits.
+// Runner limits (runner protocol version 2).
 const (
-	MaxRunnerName = 200
-	MaxLabels     = 32
-	MaxLabelValue = 200
+	MaxRunnerName   = 200
+	MaxLabels       = 32
+	MaxLabelValue   = 200
+	MaxCapacity     = 64   // sessions a runner may run at once
+	MaxAdapters     = 8    // entries of a registration's adapters
+	MaxVersion      = 100  // characters of a runner's or an adapter's version
+	MaxProblem      = 1000 // characters of a runner's problem
+	DefaultCapacity = 1
 )
+
+// Adapters lists the adapters a runner may name (pipeline's stage adapters).
+var Adapters = []string{pipeline.AdapterClaudeCode, pipeline.AdapterOpenCode}
 
 var labelRE = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
 
+// Adapter is an agent CLI a runner can run, with its --version.
+type Adapter struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
 // Runner is a registered Runner process. It is bound to the runner token
 // that registered it: only that token finds it. A token may register
-// several runners (several processes on one host, or one process after a
-// restart: each registration is a new runner; old ones simply stop being
-// seen).
+// several runners (several processes on one host), one per name: a
+// registration under a name the token registered before updates that
+// runner (a restarted process gets its runner back).
 type Runner struct {
-	ID         string            `json:"id"`
-	Name       string            `json:"name"`
-	TokenID    string            `json:"token_id"`
-	Labels     map[string]string `json:"labels"`
-	CreatedAt  time.Time         `json:"created_at"`
-	LastSeenAt time.Time         `json:"last_seen_at"`
-	Version    int64             `json:"version"`
+	ID       string            `json:"id"`
+	Name     string            `json:"name"`
+	TokenID  string            `json:"token_id,omitempty"` // "" for an organization admin's view
+	Labels   map[string]string `json:"labels"`
+	Capacity int               `json:"capacity"`
+	Adapters []Adapter         `json:"adapters"`
+	Version  string            `json:"version"` // the runner's software version
+	Problem  string            `json:"problem"` // why it cannot run sessions now; "" when it can
+	Draining bool              `json:"draining"`
+	// Sessions are the runs it holds (running on it).
+	Sessions   []string  `json:"sessions"`
+	Alive      bool      `json:"alive"` // a heartbeat within [runs] grace
+	CreatedAt  time.Time `json:"created_at"`
+	LastSeenAt time.Time `json:"last_seen_at"`
+	revision   int64     // the row's version
 }
+
+// adapterNames returns the names of the runner's adapters.
+func (rn Runner) adapterNames() []string {
+	out := make([]string, len(rn.Adapters))
+	for i, a := range rn.Adapters {
+		out[i] = a.Name
+	}
+	return out
+}
+
+// leases reports whether the runner may be given runs: not draining and
+// without a problem.
+func (rn Runner) leases() bool { return !rn.Draining && rn.Problem == "" }
 
 // RunnerInput is a runner registering.
 type RunnerInput struct {
-	Name   string
-	Labels map[string]string
+	Name     string
+	Labels   map[string]string
+	Capacity *int      // nil: DefaultCapacity
+	Adapters []Adapter // nil (not given): every adapter, version unknown (a protocol version 1 runner)
+	Version  string
+	Problem  string
 }
 
 func (in RunnerInput) validate() error {
@@ -58,7 +99,31 @@ func (in RunnerInput) validate() error {
 		v.Check(utf8.RuneCountInString(val) <= MaxLabelValue, "labels."+k, "must be at most %d characters", MaxLabelValue)
 		v.CheckErr("labels."+k, text.Line(val))
 	}
+	if in.Capacity != nil {
+		v.Check(*in.Capacity >= 1 && *in.Capacity <= MaxCapacity, "capacity", "must be from 1 to %d (is %d)", MaxCapacity, *in.Capacity)
+	}
+	v.Check(len(in.Adapters) <= MaxAdapters, "adapters", "at most %d adapters (has %d)", MaxAdapters, len(in.Adapters))
+	seen := map[string]bool{}
+	for i, a := range in.Adapters {
+		f := fmt.Sprintf("adapters[%d]", i)
+		switch {
+		case !slices.Contains(Adapters, a.Name):
+			v.Add(f+".name", "%q is not claude-code or opencode", a.Name)
+		case seen[a.Name]:
+			v.Add(f+".name", "%s is listed twice", a.Name)
+		}
+		seen[a.Name] = true
+		validateLine(&v, f+".version", a.Version, MaxVersion)
+	}
+	validateLine(&v, "version", in.Version, MaxVersion)
+	validateLine(&v, "problem", in.Problem, MaxProblem)
 	return v.Err()
+}
+
+// validateLine checks an optional one-line text of at most max characters.
+func validateLine(v *apperr.Validator, field, s string, max int) {
+	v.Check(utf8.RuneCountInString(s) <= max, field, "must be at most %d characters (is %d)", max, utf8.RuneCountInString(s))
+	v.CheckErr(field, text.Line(s))
 }
 
 func mustJSON(v any) []byte {
@@ -69,8 +134,18 @@ func mustJSON(v any) []byte {
 	return b
 }
 
+// allAdapters is what a runner that names no adapters may run.
+func allAdapters() []Adapter {
+	out := make([]Adapter, len(Adapters))
+	for i, name := range Adapters {
+		out[i] = Adapter{Name: name}
+	}
+	return out
+}
+
 // RegisterRunner registers a runner for the runner token p (event
-// runner.registered).
+// runner.registered): a new one, or the token's runner of that name,
+// updated.
 func (s *Service) RegisterRunner(ctx context.Context, p *auth.Principal, in RunnerInput) (Runner, error) {
 	if err := AuthorizeRunner(p); err != nil {
 		return Runner{}, err
@@ -78,23 +153,109 @@ func (s *Service) RegisterRunner(ctx context.Context, p *auth.Principal, in Runn
 	if err := in.validate(); err != nil {
 		return Runner{}, err
 	}
-	labels := in.Labels
-	if labels == nil {
-		labels = map[string]string{}
+	rn := Runner{Name: strings.TrimSpace(in.Name), TokenID: p.TokenID, Labels: in.Labels, Capacity: DefaultCapacity,
+		Adapters: in.Adapters, Version: in.Version, Problem: in.Problem}
+	if rn.Labels == nil {
+		rn.Labels = map[string]string{}
 	}
-	now := s.now()
-	rn := Runner{ID: transition.NewID(), Name: strings.TrimSpace(in.Name), TokenID: p.TokenID, Labels: labels,
-		CreatedAt: now, LastSeenAt: now, Version: 1}
-	e := event.Event{EntityType: "runner", EntityID: rn.ID, Type: "runner.registered", Payload: event.MustPayload(rn)}
-	e.SetActor(p.Actor())
-	err := s.applier.Apply(ctx, &transition.Transition{
-		Events: []event.Event{e},
-		Statements: []store.Statement{store.Stmt(`INSERT INTO runners (id, name, token_id, labels, created_at, last_seen_at, version)
-VALUES (?, ?, ?, ?, ?, ?, 1)`, rn.ID, rn.Name, rn.TokenID, string(mustJSON(labels)), now.UnixMilli(), now.UnixMilli())},
+	if in.Capacity != nil {
+		rn.Capacity = *in.Capacity
+	}
+	if rn.Adapters == nil {
+		rn.Adapters = allAdapters()
+	}
+	_, err := s.applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
+		old, found, err := s.runnerNamed(ctx, p.TokenID, rn.Name)
+		if err != nil {
+			return nil, err
+		}
+		now := s.now()
+		at := now.UnixMilli()
+		var write store.Statement
+		if found {
+			rn.ID, rn.CreatedAt, rn.revision = old.ID, old.CreatedAt, old.revision+1
+			write = store.Stmt(`UPDATE runners SET labels = ?, capacity = ?, adapters = ?, runner_version = ?, problem = ?, draining = 0,
+last_seen_at = MAX(last_seen_at, ?), version = version + 1 WHERE id = ? AND version = ?`,
+				string(mustJSON(rn.Labels)), rn.Capacity, string(mustJSON(rn.Adapters)), rn.Version, rn.Problem, at, rn.ID, old.revision)
+		} else {
+			rn.ID, rn.CreatedAt, rn.revision = transition.NewID(), now, 1
+			// The guard: another registration of this token and name
+			// that won the race makes this one re-read and update it.
+			write = store.Stmt(`INSERT INTO runners (id, name, token_id, labels, capacity, adapters, runner_version, problem, draining,
+created_at, last_seen_at, version) SELECT ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, 1
+WHERE NOT EXISTS (SELECT 1 FROM runners WHERE token_id = ? AND name = ?)`,
+				rn.ID, rn.Name, rn.TokenID, string(mustJSON(rn.Labels)), rn.Capacity, string(mustJSON(rn.Adapters)), rn.Version, rn.Problem,
+				at, at, rn.TokenID, rn.Name)
+		}
+		rn.LastSeenAt = now
+		e := event.Event{EntityType: "runner", EntityID: rn.ID, Type: "runner.registered", Payload: event.MustPayload(RunnerRegistered{
+			ID: rn.ID, Name: rn.Name, TokenID: rn.TokenID, Labels: rn.Labels, Capacity: rn.Capacity, Adapters: rn.Adapters,
+			Version: rn.Version, Problem: rn.Problem, Again: found})}
+		e.SetActor(p.Actor())
+		return &transition.Transition{Events: []event.Event{e}, Guarded: []store.Statement{write}}, nil
 	})
 	if err != nil {
 		return Runner{}, err
 	}
+	return s.withSessions(ctx, rn)
+}
+
+const runnerColumns = `id, name, token_id, labels, capacity, adapters, runner_version, problem, draining, created_at, last_seen_at, version`
+
+// runnerNamed reads the token's runner of that name (the one seen last,
+// should older Cores have registered several).
+func (s *Service) runnerNamed(ctx context.Context, tokenID, name string) (Runner, bool, error) {
+	runners, err := s.queryRunners(ctx, `token_id = ? AND name = ? ORDER BY last_seen_at DESC, id DESC LIMIT 1`, tokenID, name)
+	if err != nil || len(runners) == 0 {
+		return Runner{}, false, err
+	}
+	return runners[0], true, nil
+}
+
+func (s *Service) queryRunners(ctx context.Context, where string, args ...any) ([]Runner, error) {
+	rows, err := s.store.Query(ctx, `SELECT `+runnerColumns+` FROM runners WHERE `+where, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read runners: %w", err)
+	}
+	out := make([]Runner, rows.Len())
+	cutoff := s.now().Add(-s.cfg.Grace)
+	for i := range out {
+		rn := &out[i]
+		var labels, adapters string
+		var created, seen int64
+		if err := rows.Scan(i, &rn.ID, &rn.Name, &rn.TokenID, &labels, &rn.Capacity, &adapters, &rn.Version, &rn.Problem, &rn.Draining,
+			&created, &seen, &rn.revision); err != nil {
+			return nil, fmt.Errorf("scan runner: %w", err)
+		}
+		if err := json.Unmarshal([]byte(labels), &rn.Labels); err != nil {
+			return nil, fmt.Errorf("runner %s labels: %w", rn.ID, err)
+		}
+		if err := json.Unmarshal([]byte(adapters), &rn.Adapters); err != nil {
+			return nil, fmt.Errorf("runner %s adapters: %w", rn.ID, err)
+		}
+		if rn.Adapters == nil {
+			rn.Adapters = []Adapter{}
+		}
+		rn.CreatedAt, rn.LastSeenAt = store.Time(created), store.Time(seen)
+		rn.Alive = !rn.LastSeenAt.Before(cutoff)
+		rn.Sessions = []string{}
+	}
+	return out, nil
+}
+
+// withSessions fills in the runs rn holds and whether it is alive.
+func (s *Service) withSessions(ctx context.Context, rn Runner) (Runner, error) {
+	rows, err := s.store.Query(ctx, `SELECT id FROM runs WHERE runner_id = ? AND status = 'running' ORDER BY started_at, id`, rn.ID)
+	if err != nil {
+		return rn, fmt.Errorf("read runner %s sessions: %w", rn.ID, err)
+	}
+	rn.Sessions = make([]string, rows.Len())
+	for i := range rn.Sessions {
+		if err := rows.Scan(i, &rn.Sessions[i]); err != nil {
+			return rn, fmt.Errorf("scan runner session: %w", err)
+		}
+	}
+	rn.Alive = !rn.LastSeenAt.Before(s.now().Add(-s.cfg.Grace))
 	return rn, nil
 }
 
@@ -104,28 +265,14 @@ func (s *Service) FindRunner(ctx context.Context, p *auth.Principal, id string) 
 	if err := AuthorizeRunner(p); err != nil {
 		return Runner{}, err
 	}
-	rows, err := s.store.Query(ctx, `SELECT id, name, token_id, labels, created_at, last_seen_at, version FROM runners WHERE id = ?`, id)
+	runners, err := s.queryRunners(ctx, `id = ?`, id)
 	if err != nil {
-		return Runner{}, fmt.Errorf("read runner: %w", err)
+		return Runner{}, err
 	}
-	notFound := apperr.New(apperr.NotFound, "runner %q not found", id)
-	if rows.Len() == 0 {
-		return Runner{}, notFound
+	if len(runners) == 0 || runners[0].TokenID != p.TokenID {
+		return Runner{}, apperr.New(apperr.NotFound, "runner %q not found", id)
 	}
-	var rn Runner
-	var labels string
-	var created, seen int64
-	if err := rows.Scan(0, &rn.ID, &rn.Name, &rn.TokenID, &labels, &created, &seen, &rn.Version); err != nil {
-		return Runner{}, fmt.Errorf("scan runner: %w", err)
-	}
-	if rn.TokenID != p.TokenID {
-		return Runner{}, notFound
-	}
-	if err := json.Unmarshal([]byte(labels), &rn.Labels); err != nil {
-		return Runner{}, fmt.Errorf("runner %s labels: %w", rn.ID, err)
-	}
-	rn.CreatedAt, rn.LastSeenAt = store.Time(created), store.Time(seen)
-	return rn, nil
+	return runners[0], nil
 }
 
 // touchRunner records that a runner was seen (last_seen_at: an operational
@@ -139,20 +286,150 @@ func (s *Service) touchRunner(ctx context.Context, rn Runner) (time.Time, error)
 	return now, nil
 }
 
+// HeartbeatInput is what a runner says in its heartbeat: the runs whose
+// sessions run now, whether it drains, and its problem ("" when none).
+type HeartbeatInput struct {
+	Sessions []string
+	Draining bool
+	Problem  string
+}
+
+// RunnerBeat is the answer to a runner's heartbeat: the runner, and the
+// runs among its sessions to stop at once.
+type RunnerBeat struct {
+	Runner
+	Cancel []string `json:"cancel"`
+}
+
+func (in HeartbeatInput) validate() error {
+	var v apperr.Validator
+	v.Check(len(in.Sessions) <= MaxCapacity, "sessions", "at most %d runs (has %d)", MaxCapacity, len(in.Sessions))
+	for i, id := range in.Sessions {
+		v.Check(id != "" && len(id) <= 100, fmt.Sprintf("sessions[%d]", i), "must be a run id")
+		v.CheckErr(fmt.Sprintf("sessions[%d]", i), text.Line(id))
+	}
+	validateLine(&v, "problem", in.Problem, MaxProblem)
+	return v.Err()
+}
+
 // RunnerHeartbeat records that the runner is alive (last_seen_at; no
-// event). A run's liveness is its own heartbeat: this one keeps no run
-// alive.
-func (s *Service) RunnerHeartbeat(ctx context.Context, p *auth.Principal, runnerID string) (Runner, error) {
-	rn, err := s.FindRunner(ctx, p, runnerID)
+// event) and what it says: a change of draining or problem is a tracked
+// change (event runner.updated). It answers the runner and the runs among
+// in.Sessions whose session must stop: their cancellation was requested,
+// they are not (or no longer) this runner's, or Core ended them without
+// the runner (failed after the grace period). A run's liveness is its own
+// heartbeat: this one keeps no run alive.
+func (s *Service) RunnerHeartbeat(ctx context.Context, p *auth.Principal, runnerID string, in HeartbeatInput) (RunnerBeat, error) {
+	if err := in.validate(); err != nil {
+		return RunnerBeat{}, err
+	}
+	var rn Runner
+	_, err := s.applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
+		var err error
+		if rn, err = s.FindRunner(ctx, p, runnerID); err != nil {
+			return nil, err
+		}
+		if rn.Draining == in.Draining && rn.Problem == in.Problem {
+			return nil, nil
+		}
+		rn.Draining, rn.Problem, rn.revision = in.Draining, in.Problem, rn.revision+1
+		e := event.Event{EntityType: "runner", EntityID: rn.ID, Type: "runner.updated",
+			Payload: event.MustPayload(RunnerUpdated{Draining: in.Draining, Problem: in.Problem})}
+		e.SetActor(p.Actor())
+		return &transition.Transition{Events: []event.Event{e}, Guarded: []store.Statement{store.Stmt(
+			`UPDATE runners SET draining = ?, problem = ?, version = version + 1 WHERE id = ? AND version = ?`,
+			boolInt(in.Draining), in.Problem, rn.ID, rn.revision-1)}}, nil
+	})
 	if err != nil {
-		return Runner{}, err
+		return RunnerBeat{}, err
 	}
 	now, err := s.touchRunner(ctx, rn)
 	if err != nil {
-		return Runner{}, err
+		return RunnerBeat{}, err
 	}
 	if now.After(rn.LastSeenAt) {
 		rn.LastSeenAt = now
 	}
-	return rn, nil
+	if rn, err = s.withSessions(ctx, rn); err != nil {
+		return RunnerBeat{}, err
+	}
+	cancel, err := s.toStop(ctx, rn.ID, in.Sessions)
+	return RunnerBeat{Runner: rn, Cancel: cancel}, err
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// toStop returns the runs among sessions whose session must stop (see
+// RunnerHeartbeat).
+func (s *Service) toStop(ctx context.Context, runnerID string, sessions []string) ([]string, error) {
+	out := []string{}
+	if len(sessions) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(sessions))
+	for i, id := range sessions {
+		args[i] = id
+	}
+	rows, err := s.store.Query(ctx, `SELECT id, COALESCE(runner_id, ''), status, cancel_requested, exit_status IS NULL FROM runs
+WHERE id IN (?`+strings.Repeat(", ?", len(sessions)-1)+`)`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read the runner's sessions: %w", err)
+	}
+	keep := map[string]bool{}
+	for i := range rows.Len() {
+		var id, runner, status string
+		var cancelled, noExit bool
+		if err := rows.Scan(i, &id, &runner, &status, &cancelled, &noExit); err != nil {
+			return nil, fmt.Errorf("scan a session: %w", err)
+		}
+		endedWithout := IsFinal(status) && noExit // swept, or ended before any finish
+		keep[id] = runner == runnerID && !cancelled && !endedWithout && status != StatusQueued
+	}
+	for _, id := range sessions {
+		if !keep[id] && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+// ListRunners returns every runner, the last seen first, with its
+// sessions; orgIDs, when not nil, limits the sessions to the runs of those
+// organizations (an organization admin's view, which also leaves out the
+// token and the labels).
+func (s *Service) ListRunners(ctx context.Context, orgIDs []string) ([]Runner, error) {
+	runners, err := s.queryRunners(ctx, `1 = 1 ORDER BY last_seen_at DESC, id`)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.store.Query(ctx, `SELECT runner_id, id, organization_id FROM runs WHERE status = 'running' AND runner_id IS NOT NULL
+ORDER BY started_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("read the runners' sessions: %w", err)
+	}
+	byRunner := map[string][]string{}
+	for i := range rows.Len() {
+		var runner, id, org string
+		if err := rows.Scan(i, &runner, &id, &org); err != nil {
+			return nil, fmt.Errorf("scan a session: %w", err)
+		}
+		if orgIDs == nil || slices.Contains(orgIDs, org) {
+			byRunner[runner] = append(byRunner[runner], id)
+		}
+	}
+	for i := range runners {
+		rn := &runners[i]
+		if s := byRunner[rn.ID]; s != nil {
+			rn.Sessions = s
+		}
+		if orgIDs != nil {
+			rn.TokenID, rn.Labels = "", map[string]string{}
+		}
+	}
+	return runners, nil
 }

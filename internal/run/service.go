@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +51,9 @@ type Config struct {
 	// final status (the flow engine's flow.OnRunFinished); nil enqueues
 	// none.
 	OnFinish FinishHook
+	// Sessions builds the session a lease hands out (the flow engine's
+	// flow.Sessions); nil hands out an empty one.
+	Sessions SessionSource
 }
 
 // Service runs the runner protocol.
@@ -177,22 +181,47 @@ func AuthorizeRun(p *auth.Principal, runID string) error {
 }
 
 // Leased is a run a runner leased, with the secret of its run token (shown
-// this once).
+// this once) and what its session needs.
 type Leased struct {
-	Run      Run    `json:"run"`
-	RunToken string `json:"run_token"`
+	Run      Run     `json:"run"`
+	RunToken string  `json:"run_token"`
+	Session  Session `json:"session"`
 }
 
-// Lease gives the runner the oldest queued run: it becomes running on this
-// runner, and a run token scoped to it is issued in the same batch (event
-// run.started, plus token.created for the token). With nothing queued it
-// waits up to wait (at most Config.LeaseWait) for a run to come, polling
-// every Config.Poll and waking at once on Notify; ok is false when none
-// came. Of several runners racing for one run exactly one gets it.
-func (s *Service) Lease(ctx context.Context, p *auth.Principal, runnerID string, wait time.Duration) (Leased, bool, error) {
+// Lease gives the runner the oldest queued run of one of adapters (nil:
+// every adapter it registered; each must be one it registered): it becomes
+// running on this runner, and a run token scoped to it is issued in the
+// same batch (event run.started, plus token.created for the token). With
+// nothing queued it waits up to wait (at most Config.LeaseWait) for a run
+// to come, polling every Config.Poll and waking at once on Notify; ok is
+// false when none came. Of several runners racing for one run exactly one
+// gets it. A runner that drains or has a problem gets none. A run whose
+// session cannot be prepared (ErrUnrunnable) is failed on the way, with
+// the reason.
+func (s *Service) Lease(ctx context.Context, p *auth.Principal, runnerID string, wait time.Duration, adapters []string) (Leased, bool, error) {
 	rn, err := s.FindRunner(ctx, p, runnerID)
 	if err != nil {
 		return Leased{}, false, err
+	}
+	registered := rn.adapterNames()
+	var v apperr.Validator
+	for i, a := range adapters {
+		f := fmt.Sprintf("adapters[%d]", i)
+		switch {
+		case !slices.Contains(Adapters, a):
+			v.Add(f, "%q is not claude-code or opencode", a)
+		case !slices.Contains(registered, a):
+			v.Add(f, "%s is not among the adapters runner %s registered (%s)", a, rn.ID, strings.Join(registered, ", "))
+		}
+	}
+	if err := v.Err(); err != nil {
+		return Leased{}, false, err
+	}
+	if len(adapters) == 0 {
+		adapters = registered
+	}
+	if !rn.leases() {
+		adapters = nil // it waits like any runner, and gets nothing
 	}
 	if wait > s.cfg.LeaseWait {
 		wait = s.cfg.LeaseWait
@@ -203,7 +232,7 @@ func (s *Service) Lease(ctx context.Context, p *auth.Principal, runnerID string,
 	deadline := s.clock.Now().Add(wait)
 	for {
 		wake := s.woken()
-		l, ok, err := s.leaseOnce(ctx, p, rn)
+		l, ok, err := s.leaseOnce(ctx, p, rn, adapters)
 		if err != nil || ok {
 			return l, ok, err
 		}
@@ -226,44 +255,102 @@ func (s *Service) Lease(ctx context.Context, p *auth.Principal, runnerID string,
 	}
 }
 
-// leaseOnce tries to lease the oldest queued run once.
-func (s *Service) leaseOnce(ctx context.Context, p *auth.Principal, rn Runner) (Leased, bool, error) {
-	var out Leased
-	t, err := s.applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
-		runs, err := queryRuns(ctx, s.store, `r.status = 'queued' ORDER BY r.created_at, r.id LIMIT 1`)
-		if err != nil || len(runs) == 0 {
-			return nil, err
-		}
-		r := runs[0]
-		now := s.now()
-		// The runner token was authenticated when the long poll began:
-		// a runner revoked since gets no run.
-		if err := auth.StillValid(ctx, s.store, p.TokenID, now); err != nil {
-			return nil, err
-		}
-		exp := now.Add(RunTokenTTL)
-		secret, tok, issue := auth.Issue(p.Actor(), auth.KindRun, "run "+r.ID, r.OrganizationID, "", []string{scopeOf(r.ID)}, &exp, now)
-		at := now.UnixMilli()
-		started := newEvent(r, p.Actor(), "started", RunStarted{RunnerID: rn.ID, Runner: rn.Name, TokenID: tok.ID,
-			Stage: r.Stage, Step: r.Step})
-		t := &transition.Transition{
-			Events: []event.Event{started},
-			Guarded: []store.Statement{store.Stmt(`UPDATE runs SET status = 'running', runner_id = ?, token_id = ?, started_at = ?,
-heartbeat_at = ?, updated_at = ?, version = version + 1 WHERE id = ? AND status = 'queued' AND version = ?`,
-				rn.ID, tok.ID, at, at, at, r.ID, r.Version), auth.ValidGuard(p.TokenID, now)},
-		}
-		t.Add(*issue)
-		r.Status, r.RunnerID, r.TokenID, r.StartedAt, r.HeartbeatAt, r.UpdatedAt, r.Version = StatusRunning, rn.ID, tok.ID, &now, &now, now, r.Version+1
-		out = Leased{Run: r, RunToken: secret}
-		return t, nil
-	})
-	switch {
-	case errors.Is(err, transition.ErrGaveUp):
-		return Leased{}, false, nil // every attempt lost to other runners: try again at the next poll
-	case err != nil || t == nil:
-		return Leased{}, false, err
+// maxUnrunnable bounds how many unrunnable runs one lease fails before it
+// answers that none came.
+const maxUnrunnable = 20
+
+// leaseOnce tries to lease the oldest queued run of adapters once, failing
+// the unrunnable ones it meets first.
+func (s *Service) leaseOnce(ctx context.Context, p *auth.Principal, rn Runner, adapters []string) (Leased, bool, error) {
+	if len(adapters) == 0 {
+		return Leased{}, false, nil
 	}
-	return out, true, nil
+	args := make([]any, len(adapters))
+	for i, a := range adapters {
+		args[i] = a
+	}
+	queue := `r.status = 'queued' AND r.adapter IN (?` + strings.Repeat(", ?", len(adapters)-1) + `) ORDER BY r.created_at, r.id LIMIT 1`
+	for range maxUnrunnable {
+		var out Leased
+		failed := false
+		t, err := s.applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
+			failed = false
+			runs, err := queryRuns(ctx, s.store, queue, args...)
+			if err != nil || len(runs) == 0 {
+				return nil, err
+			}
+			r := runs[0]
+			now := s.now()
+			// The runner token was authenticated when the long poll began:
+			// a runner revoked since gets no run.
+			if err := auth.StillValid(ctx, s.store, p.TokenID, now); err != nil {
+				return nil, err
+			}
+			session, err := s.session(ctx, r)
+			if errors.Is(err, ErrUnrunnable) {
+				failed = true
+				return s.failQueued(r, err.Error(), now), nil
+			}
+			if err != nil {
+				return nil, fmt.Errorf("prepare the session of run %s: %w", r.ID, err)
+			}
+			exp := now.Add(RunTokenTTL)
+			secret, tok, issue := auth.Issue(p.Actor(), auth.KindRun, "run "+r.ID, r.OrganizationID, "", []string{scopeOf(r.ID)}, &exp, now)
+			at := now.UnixMilli()
+			started := newEvent(r, p.Actor(), "started", RunStarted{RunnerID: rn.ID, Runner: rn.Name, TokenID: tok.ID,
+				Stage: r.Stage, Step: r.Step})
+			t := &transition.Transition{
+				Events: []event.Event{started},
+				Guarded: []store.Statement{store.Stmt(`UPDATE runs SET status = 'running', runner_id = ?, token_id = ?, started_at = ?,
+heartbeat_at = ?, updated_at = ?, version = version + 1 WHERE id = ? AND status = 'queued' AND version = ?`,
+					rn.ID, tok.ID, at, at, at, r.ID, r.Version), auth.ValidGuard(p.TokenID, now)},
+			}
+			t.Add(*issue)
+			r.Status, r.RunnerID, r.TokenID, r.StartedAt, r.HeartbeatAt, r.UpdatedAt, r.Version = StatusRunning, rn.ID, tok.ID, &now, &now, now, r.Version+1
+			out = Leased{Run: r, RunToken: secret, Session: session}
+			return t, nil
+		})
+		switch {
+		case errors.Is(err, transition.ErrGaveUp):
+			return Leased{}, false, nil // every attempt lost to other runners: try again at the next poll
+		case err != nil || t == nil:
+			return Leased{}, false, err
+		case failed:
+			continue // the next queued run
+		}
+		return out, true, nil
+	}
+	return Leased{}, false, nil
+}
+
+// session builds r's session (Config.Sessions).
+func (s *Service) session(ctx context.Context, r Run) (Session, error) {
+	if s.cfg.Sessions == nil {
+		return Session{Skills: []SessionSkill{}, AnsweredQuestions: []SessionAnswer{}}, nil
+	}
+	return s.cfg.Sessions.Session(ctx, r)
+}
+
+// failQueued fails queued r, whose session cannot be prepared, with reason
+// (event run.finished, with the finish hook's jobs): no runner could run
+// it, and it must not wait for one.
+func (s *Service) failQueued(r Run, reason string, now time.Time) *transition.Transition {
+	at := now.UnixMilli()
+	version := r.Version
+	r.Status, r.Error, r.FinishedAt, r.UpdatedAt, r.Version = StatusFailed, reason, &now, now, r.Version+1
+	return &transition.Transition{
+		Events: []event.Event{newEvent(r, event.System, "finished", RunFinished{Status: StatusFailed, Error: reason})},
+		Guarded: []store.Statement{store.Stmt(`UPDATE runs SET status = 'failed', error = ?, finished_at = ?, updated_at = ?, version = version + 1
+WHERE id = ? AND version = ? AND status = 'queued'`, reason, at, at, r.ID, version)},
+		Jobs: s.finished(r),
+	}
+}
+
+// Running reads the run the run token p acts on and requires it to be
+// running: 409 once it is final (its token then serves only a repeated
+// finish).
+func (s *Service) Running(ctx context.Context, p *auth.Principal, runID string) (Run, error) {
+	return s.running(ctx, p, runID)
 }
 
 // running reads the run a run token acts on and requires it to be running.
@@ -417,6 +504,8 @@ func (in FinishInput) validate() error {
 	if u := in.Usage; u != nil {
 		v.Check(u.InputTokens >= 0, "usage.input_tokens", "must not be negative")
 		v.Check(u.OutputTokens >= 0, "usage.output_tokens", "must not be negative")
+		v.Check(u.CacheReadTokens >= 0, "usage.cache_read_tokens", "must not be negative")
+		v.Check(u.CacheWriteTokens >= 0, "usage.cache_write_tokens", "must not be negative")
 		v.Check(!math.IsNaN(u.CostUSD) && u.CostUSD >= 0 && u.CostUSD <= MaxCostUSD, "usage.cost_usd", "must be a number from 0 to %g", float64(MaxCostUSD))
 	}
 	validateText(&v, "error", in.Error, MaxError, false)
@@ -447,9 +536,13 @@ func finalStatus(r Run, exit int, errText string) (string, string) {
 }
 
 // Finish ends a running run: its final status (see finalStatus), exit
-// status, usage and error are stored, its run token is revoked and the
-// flow.run_finished job is enqueued, all in one batch (events run.finished
-// and token.revoked). Finishing a finished run changes nothing.
+// status, usage and error are stored and the flow.run_finished job is
+// enqueued, all in one batch (event run.finished). Finishing a finished
+// run changes nothing and answers it: a runner that did not get the first
+// answer may send its finish again. The run token stays valid for that
+// only: every other route of the run refuses it once the run is final
+// (Running), and it expires with RunTokenTTL. A run Core ended without its
+// runner (SweepSilent) has its token revoked.
 func (s *Service) Finish(ctx context.Context, p *auth.Principal, runID string, in FinishInput) (Run, error) {
 	if err := AuthorizeRun(p, runID); err != nil {
 		return Run{}, err
@@ -475,7 +568,7 @@ func (s *Service) Finish(ctx context.Context, p *auth.Principal, runID string, i
 			return nil, apperr.New(apperr.Conflict, "run %s is %s: only a running run finishes", r.ID, r.Status)
 		}
 		status, errText := finalStatus(r, *in.ExitStatus, in.Error)
-		return s.finishTransition(ctx, r, actorOf(r.ID), status, in.ExitStatus, errText, usage, false, &out)
+		return s.finishTransition(ctx, r, actorOf(r.ID), status, in.ExitStatus, errText, usage, false, false, &out)
 	})
 	if err != nil {
 		return Run{}, err
@@ -483,13 +576,14 @@ func (s *Service) Finish(ctx context.Context, p *auth.Principal, runID string, i
 	return out, nil
 }
 
-// finishTransition moves running r to a final status with its event, the
-// revocation of its run token and the finish hook's jobs; out receives
-// the run as it will be. With silent set (the sweep), the write is also
-// guarded by the heartbeat read, so that a heartbeat landing meanwhile
-// makes it a lost race (heartbeats do not bump the version).
+// finishTransition moves running r to a final status with its event and
+// the finish hook's jobs (and, with revoke, the revocation of its run
+// token); out receives the run as it will be. With silent set (the
+// sweep), the write is also guarded by the heartbeat read, so that a
+// heartbeat landing meanwhile makes it a lost race (heartbeats do not bump
+// the version).
 func (s *Service) finishTransition(ctx context.Context, r Run, actor event.Actor, status string, exit *int, errText string, usage Usage,
-	silent bool, out *Run) (*transition.Transition, error) {
+	silent, revoke bool, out *Run) (*transition.Transition, error) {
 	now := s.now()
 	at := now.UnixMilli()
 	usage.CostUSD = fromMicros(toMicros(usage.CostUSD))
@@ -498,8 +592,10 @@ func (s *Service) finishTransition(ctx context.Context, r Run, actor event.Actor
 		exitArg = *exit
 	}
 	update := store.Stmt(`UPDATE runs SET status = ?, exit_status = ?, error = ?, input_tokens = ?, output_tokens = ?,
-cost_micros = ?, finished_at = ?, updated_at = ?, version = version + 1 WHERE id = ? AND version = ? AND status = 'running'`,
-		status, exitArg, nullable(errText), usage.InputTokens, usage.OutputTokens, toMicros(usage.CostUSD), at, at, r.ID, r.Version)
+cache_read_tokens = ?, cache_write_tokens = ?, cost_micros = ?, finished_at = ?, updated_at = ?, version = version + 1
+WHERE id = ? AND version = ? AND status = 'running'`,
+		status, exitArg, nullable(errText), usage.InputTokens, usage.OutputTokens, usage.CacheReadTokens, usage.CacheWriteTokens,
+		toMicros(usage.CostUSD), at, at, r.ID, r.Version)
 	if silent && r.HeartbeatAt != nil {
 		update.SQL += ` AND heartbeat_at = ?`
 		update.Args = append(update.Args, r.HeartbeatAt.UnixMilli())
@@ -512,7 +608,7 @@ cost_micros = ?, finished_at = ?, updated_at = ?, version = version + 1 WHERE id
 		Guarded: []store.Statement{update},
 		Jobs:    s.finished(*out),
 	}
-	if r.TokenID != "" {
+	if revoke && r.TokenID != "" {
 		tok, found, err := auth.ReadToken(ctx, s.store, r.TokenID)
 		if err != nil {
 			return nil, fmt.Errorf("read the run token: %w", err)

@@ -66,7 +66,7 @@ func (s *Service) failSilent(ctx context.Context, id string) (bool, error) {
 		}
 		silent := now.Sub(*r.HeartbeatAt).Truncate(time.Second)
 		return s.finishTransition(ctx, r, event.System, StatusFailed, nil,
-			fmt.Sprintf("runner silent for %s (no heartbeat since %s)", silent, r.HeartbeatAt.Format(time.RFC3339)), r.Usage, true, &out)
+			fmt.Sprintf("runner silent for %s (no heartbeat since %s)", silent, r.HeartbeatAt.Format(time.RFC3339)), r.Usage, true, true, &out)
 	})
 	if err != nil {
 		return false, fmt.Errorf("fail silent run %s: %w", id, err)

@@ -46,7 +46,8 @@ var EventPayloads = map[string]any{
 
 	"token.created":     auth.Token{},
 	"token.revoked":     auth.TokenRevoked{},
-	"runner.registered": run.Runner{},
+	"runner.registered": run.RunnerRegistered{},
+	"runner.updated":    run.RunnerUpdated{},
 
 	"run.created":          run.RunCreated{},
 	"run.started":          run.RunStarted{},

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/skill"
+	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 )
 
@@ -20,12 +22,39 @@ import (
 type Runs struct {
 	S      *run.Service
 	Skills *skill.Service
+	// Orgs lists the organizations a person has a role in (for an
+	// organization admin's GET /runners).
+	Orgs OrgLister
 }
 
-// RunnerRegister is the body of POST /runners.
+// OrgLister lists a subject's organizations (tenancy.Service).
+type OrgLister interface {
+	ListOrganizations(ctx context.Context, subject string, all bool) ([]tenancy.Organization, error)
+}
+
+// RunnerRegister is the body of POST /runners (runner protocol version 2).
 type RunnerRegister struct {
-	Name   string            `json:"name"`
-	Labels map[string]string `json:"labels,omitempty"`
+	Name     string            `json:"name"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	Capacity *int              `json:"capacity,omitempty"` // 1–64 sessions at once (1)
+	// Adapters are the agent CLIs the runner can run (0–8); left out: every
+	// adapter (a protocol version 1 runner).
+	Adapters []run.Adapter `json:"adapters,omitempty"`
+	Version  string        `json:"version,omitempty"` // the runner's software version (≤ 100 characters)
+	Problem  string        `json:"problem,omitempty"` // why it cannot run sessions now (≤ 1000 characters)
+}
+
+// RunnerHeartbeatIn is the optional body of POST
+// /runners/{runner}/heartbeat.
+type RunnerHeartbeatIn struct {
+	Sessions []string `json:"sessions,omitempty"` // the runs whose sessions run now
+	Draining bool     `json:"draining,omitempty"` // no new leases: it is stopping
+	Problem  string   `json:"problem,omitempty"`  // why it cannot run sessions now; "" clears it
+}
+
+// RunnerList is the body of GET /runners.
+type RunnerList struct {
+	Runners []run.Runner `json:"runners"`
 }
 
 // ReportIn is the body of POST /runs/{run}/report: the session's stage
@@ -50,6 +79,9 @@ type RunList struct {
 // LeaseRequest is the optional body of POST /runners/{runner}/lease.
 type LeaseRequest struct {
 	WaitSeconds int `json:"wait_seconds,omitempty"` // 0–60: how long to wait for a run
+	// Adapters: only runs of these (each one the runner registered); left
+	// out: every adapter it registered.
+	Adapters []string `json:"adapters,omitempty"`
 }
 
 // noRun answers a lease that found nothing: 204, no body.
@@ -61,26 +93,33 @@ func (noRun) HTTPStatus() int { return http.StatusNoContent }
 // Routes returns the run endpoints.
 func (h *Runs) Routes() []*Route {
 	return []*Route{
-		{Method: "POST", Path: "/api/v1/runners", Perm: run.PermRunner, Summary: "Register a runner (runner tokens; the runner is bound to the token)",
+		{Method: "POST", Path: "/api/v1/runners", Perm: run.PermRunner,
+			Summary: "Register a runner (runner tokens; the runner is bound to the token; registering a name the token registered before updates that runner)",
 			Request: RunnerRegister{}, Response: run.Runner{}, Status: http.StatusCreated, Handle: h.register},
+		{Method: "GET", Path: "/api/v1/runners", Perm: access.ProjectUpdate,
+			Summary: "List the runners: liveness, capacity, adapters, problem and sessions (platform admins: everything; organization admins: " +
+				"only the sessions of their organizations' tickets, without token and labels)",
+			Response: RunnerList{}, Handle: h.listRunners},
 		{Method: "POST", Path: "/api/v1/runners/{runner}/lease",
-			Perm:    run.PermRunner,
-			Summary: "Lease the oldest queued run, waiting up to wait_seconds (0–60) for one: 200 with the run and its run token (shown once), 204 when none came",
+			Perm: run.PermRunner,
+			Summary: "Lease the oldest queued run of the given adapters, waiting up to wait_seconds (0–60) for one: 200 with the run, its run token " +
+				"(shown once) and its session, 204 when none came (always for a runner that drains or has a problem)",
 			Request: LeaseRequest{}, OptionalBody: true, Response: run.Leased{}, Also: []int{http.StatusNoContent}, Hold: run.MaxLeaseWait, Handle: h.lease},
-		{Method: "POST", Path: "/api/v1/runners/{runner}/heartbeat", Perm: run.PermRunner, Summary: "Record that the runner is alive",
-			Response: run.Runner{}, Handle: h.runnerHeartbeat},
+		{Method: "POST", Path: "/api/v1/runners/{runner}/heartbeat", Perm: run.PermRunner,
+			Summary: "Record that the runner is alive, what it runs, whether it drains and its problem; cancel names the sessions to stop at once",
+			Request: RunnerHeartbeatIn{}, OptionalBody: true, Response: run.RunnerBeat{}, Handle: h.runnerHeartbeat},
 		{Method: "POST", Path: "/api/v1/runs/{run}/heartbeat", Perm: run.PermRun,
 			Summary: "Record that the run's session is alive; cancelled: true asks it to stop and finish", Response: run.HeartbeatReply{}, Handle: h.heartbeat},
 		{Method: "GET", Path: "/api/v1/runs/{run}/skills", Perm: run.PermRun,
 			Summary:  "The project skills the run's session receives (the stage's allowed skills; all when it names none)",
-			Response: SkillList{}, Handle: h.skills},
+			Response: SkillList{}, Also: []int{http.StatusConflict}, Handle: h.skills},
 		{Method: "POST", Path: "/api/v1/runs/{run}/report", Perm: run.PermRun,
 			Summary: "Submit the stage report: outcome done, failed or blocked, and a summary (a repeat is a no-op; a different second report 409)",
 			Request: ReportIn{}, Response: run.Run{}, Handle: h.report},
 		{Method: "POST", Path: "/api/v1/runs/{run}/questions", Perm: run.PermRun, Summary: "Ask a question on the run's ticket (blocking or not)",
 			Request: QuestionAsk{}, Response: tracker.Question{}, Status: http.StatusCreated, Handle: h.ask},
 		{Method: "POST", Path: "/api/v1/runs/{run}/finish", Perm: run.PermRun,
-			Summary: "End the run with the session's exit status, usage and error; revokes the run token (finishing a finished run is a no-op)",
+			Summary: "End the run with the session's exit status, usage and error (a repeat answers the finished run; the run token serves nothing else then)",
 			Request: FinishIn{}, Response: run.Run{}, Handle: h.finish},
 		{Method: "GET", Path: "/api/v1/runs/{run}", Perm: access.TrackerRead, Summary: "Get a run",
 			Response: run.Run{}, Handle: h.get},
@@ -124,7 +163,8 @@ func (h *Runs) register(r *Request) (any, error) {
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
-	return h.S.RegisterRunner(r.Context(), r.Principal, run.RunnerInput(in))
+	return h.S.RegisterRunner(r.Context(), r.Principal, run.RunnerInput{Name: in.Name, Labels: in.Labels, Capacity: in.Capacity,
+		Adapters: in.Adapters, Version: in.Version, Problem: in.Problem})
 }
 
 func (h *Runs) lease(r *Request) (any, error) {
@@ -138,7 +178,7 @@ func (h *Runs) lease(r *Request) (any, error) {
 	if max := int(run.MaxLeaseWait / time.Second); in.WaitSeconds < 0 || in.WaitSeconds > max {
 		return nil, apperr.Fields([]apperr.FieldError{{Field: "wait_seconds", Message: "must be from 0 to 60"}})
 	}
-	l, ok, err := h.S.Lease(r.Context(), r.Principal, r.PathValue("runner"), time.Duration(in.WaitSeconds)*time.Second)
+	l, ok, err := h.S.Lease(r.Context(), r.Principal, r.PathValue("runner"), time.Duration(in.WaitSeconds)*time.Second, in.Adapters)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +192,48 @@ func (h *Runs) runnerHeartbeat(r *Request) (any, error) {
 	if err := h.asRunner(r); err != nil {
 		return nil, err
 	}
-	return h.S.RunnerHeartbeat(r.Context(), r.Principal, r.PathValue("runner"))
+	var in RunnerHeartbeatIn
+	if err := decodeOptional(r, &in); err != nil {
+		return nil, err
+	}
+	return h.S.RunnerHeartbeat(r.Context(), r.Principal, r.PathValue("runner"), run.HeartbeatInput(in))
+}
+
+// listRunners answers every runner to a platform admin; to an organization
+// admin (project.update in an organization) the runners without token and
+// labels, with only the sessions of its organizations' tickets.
+func (h *Runs) listRunners(r *Request) (any, error) {
+	ctx, p := r.Context(), r.Principal
+	r.Checked() // checked here: the whole platform, or the caller's organizations
+	var orgs []string
+	if r.api.access.Check(ctx, p, access.PlatformAdmin, "", "") != nil {
+		var candidates []string
+		if g, token := p.TokenGrant(); token {
+			candidates = append(candidates, g.OrgID)
+		} else {
+			all, err := h.Orgs.ListOrganizations(ctx, p.Subject, false)
+			if err != nil {
+				return nil, err
+			}
+			for _, o := range all {
+				candidates = append(candidates, o.ID)
+			}
+		}
+		orgs = []string{}
+		for _, id := range candidates {
+			if id != "" && r.api.access.Check(ctx, p, access.ProjectUpdate, id, "") == nil {
+				orgs = append(orgs, id)
+			}
+		}
+		if len(orgs) == 0 {
+			return nil, apperr.New(apperr.Forbidden, "listing runners needs project.update in an organization (an organization admin) or platform.admin")
+		}
+	}
+	runners, err := h.S.ListRunners(ctx, orgs)
+	if err != nil {
+		return nil, err
+	}
+	return RunnerList{Runners: runners}, nil
 }
 
 func (h *Runs) heartbeat(r *Request) (any, error) {
@@ -168,7 +249,7 @@ func (h *Runs) skills(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	rn, err := h.S.Get(r.Context(), id)
+	rn, err := h.S.Running(r.Context(), r.Principal, id)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,102 @@
+package flow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/ballet/ballet/internal/forge"
+	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/skill"
+)
+
+// SkillSource returns a project's skills that a stage allows (all when it
+// names none): skill.Service.ForRun.
+type SkillSource interface {
+	ForRun(ctx context.Context, projectID string, allowed []string) ([]skill.Skill, error)
+}
+
+// Sessions builds the session a leased run carries (run.SessionSource):
+// the ticket, the stage as the flow's pinned pipeline defines it, the
+// skills it allows with their contents, the previous report and the
+// answered questions (the run's artifacts), the project's repository and
+// its credential, Core's MCP endpoint and the log limit.
+type Sessions struct {
+	Flows  *Service
+	Skills SkillSource
+	// MCPURL is Core's MCP endpoint as sessions reach it.
+	MCPURL string
+	// LogLimit is how many bytes of a run's log Core keeps.
+	LogLimit int64
+	// LookupEnv reads Core's environment for env: credentials
+	// (os.LookupEnv when nil).
+	LookupEnv func(string) (string, bool)
+}
+
+// Session implements run.SessionSource. A repository credential that
+// cannot be resolved makes the run unrunnable (run.ErrUnrunnable): the
+// session could not clone or push.
+func (s *Sessions) Session(ctx context.Context, r run.Run) (run.Session, error) {
+	var a Artifacts
+	if err := json.Unmarshal(r.Artifacts, &a); err != nil {
+		return run.Session{}, fmt.Errorf("run %s artifacts: %w", r.ID, err)
+	}
+	f, err := s.Flows.Get(ctx, r.FlowID)
+	if err != nil {
+		return run.Session{}, err
+	}
+	stage, _ := f.Definition.Stage(r.Stage)
+	ss := run.Session{
+		Ticket: run.SessionTicket(a.Ticket),
+		Stage: run.SessionStage{ID: r.Stage, Name: stage.Name, Instructions: r.Instructions, Adapter: r.Adapter, Model: r.Model,
+			TimeoutSeconds: int(stage.Timeout().Seconds()), Iteration: r.Iteration, MaxIterations: f.MaxIterations},
+		Skills:            []run.SessionSkill{},
+		AnsweredQuestions: make([]run.SessionAnswer, len(a.AnsweredQuestions)),
+		MCP:               run.SessionMCP{URL: s.MCPURL},
+		Log:               run.SessionLog{Limit: s.LogLimit},
+	}
+	if ss.Stage.Name == "" {
+		ss.Stage.Name = r.Stage
+	}
+	if a.PreviousReport != nil {
+		ss.PreviousReport = (*run.SessionReport)(a.PreviousReport)
+	}
+	for i, q := range a.AnsweredQuestions {
+		ss.AnsweredQuestions[i] = run.SessionAnswer(q)
+	}
+	skills, err := s.Skills.ForRun(ctx, r.ProjectID, r.Skills)
+	if err != nil {
+		return run.Session{}, fmt.Errorf("read the skills of run %s: %w", r.ID, err)
+	}
+	for _, sk := range skills {
+		ss.Skills = append(ss.Skills, run.SessionSkill{Name: sk.Name, Description: sk.Description, Content: sk.Content})
+	}
+	proj, err := s.Flows.Tenancy.FindProject(ctx, r.ProjectID)
+	if err != nil {
+		return run.Session{}, fmt.Errorf("read the project of run %s: %w", r.ID, err)
+	}
+	repo := proj.Repository
+	if repo.URL == "" {
+		return ss, nil
+	}
+	ss.Repository = &run.SessionRepo{Forge: repo.Forge, URL: repo.URL, DefaultBranch: repo.DefaultBranch, Branch: Branch(a.Ticket.Key)}
+	if repo.CredentialsRef == "" || !(strings.HasPrefix(repo.URL, "https://") || strings.HasPrefix(repo.URL, "http://")) {
+		return ss, nil // git's own credentials (ssh, a local path)
+	}
+	lookup := s.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	user, secret, err := forge.ResolveCredentials(repo.CredentialsRef, lookup)
+	if errors.Is(err, forge.ErrCredentialMissing) {
+		return run.Session{}, fmt.Errorf("%w: %v", run.ErrUnrunnable, err)
+	}
+	if err != nil {
+		return run.Session{}, fmt.Errorf("project %s credentials: %w", proj.Key, err)
+	}
+	ss.Credential = &run.Credential{Username: user, Secret: secret}
+	return ss, nil
+}
