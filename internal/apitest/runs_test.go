@@ -230,9 +230,14 @@ func TestRunnerProtocolAPI(t *testing.T) {
 			got.Usage != (run.Usage{InputTokens: 5000, OutputTokens: 800, CostUSD: 0.12}) {
 			t.Fatalf("finished %+v", got)
 		}
-		// The run token is revoked: every run route now refuses it.
-		e.Must(401, tok, "POST", path+"/heartbeat", nil)
-		e.Must(401, tok, "POST", path+"/finish", map[string]any{"exit_status": 0})
+		// The run token now serves only a repeated finish, which changes
+		// nothing; every other run route refuses it.
+		e.Must(409, tok, "POST", path+"/heartbeat", nil)
+		var again run.Run
+		e.Must(200, tok, "POST", path+"/finish", map[string]any{"exit_status": 1}).JSON(t, &again)
+		if again.Status != "succeeded" || again.Version != got.Version {
+			t.Fatalf("finished again %+v, first %+v", again, got)
+		}
 		if got := strings.Join(runEvents(e, l.Run.ID), ","); got != "run.created,run.started,run.reported,run.question_asked,run.finished" {
 			t.Fatalf("run events: %s", got)
 		}
