@@ -589,7 +589,7 @@ func (s *suite) markKill() {
 // (k = 3…8).
 func (s *suite) faultPlan() []string {
 	points := []string{"commit:flow.started", "commit:ticket.state_changed", "commit:flow.stage_started", "commit:run.created",
-		"commit:run.started", "commit:run.reported", "commit:run.finished", "commit:token.revoked", "commit:flow.stage_finished",
+		"commit:run.started", "commit:run.reported", "commit:run.finished", "commit:flow.stage_finished",
 		"commit:flow.waiting", "commit:flow.done", gitforge.FaultMerged}
 	var plan []string
 	for round := range 2 {

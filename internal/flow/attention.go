@@ -26,19 +26,23 @@ var Attentions = []string{AttentionNoRunner}
 // DefaultUnclaimedAfter is [runs] unclaimed_after's default.
 const DefaultUnclaimedAfter = 2 * time.Minute
 
+// capableSQL is the condition on a runner rn that could lease the queued
+// run r: it neither drains nor has a problem, and registered r's adapter.
+// The adapters are the JSON Go wrote (package run: [{"name":"…",…}]), in
+// which instr finds the exact name; json_each would scan a virtual table.
+// A read model of package run's runners table.
+const capableSQL = `rn.draining = 0 AND rn.problem = '' AND instr(rn.adapters, '"name":"' || r.adapter || '"') > 0`
+
 // capableSeenSQL is when a runner that could lease flows' queued run was
-// last seen (0 when none could: the run is not queued, or no runner that
-// neither drains nor has a problem registered its adapter). A read model of
-// package run's runners table.
-const capableSeenSQL = `COALESCE((SELECT MAX(rn.last_seen_at) FROM runs r, runners rn, json_each(rn.adapters) a
-  WHERE r.id = flows.run_id AND r.status = 'queued' AND rn.draining = 0 AND rn.problem = ''
-  AND json_extract(a.value, '$.name') = r.adapter), 0)`
+// last seen (0 when none could, or the run is not queued).
+const capableSeenSQL = `COALESCE((SELECT MAX(rn.last_seen_at) FROM runs r, runners rn
+  WHERE r.id = flows.run_id AND r.status = 'queued' AND ` + capableSQL + `), 0)`
 
 // noRunnerSQL is the condition on flows of attention no_runner; its
 // arguments are the cutoffs (unix ms) from unclaimedCutoff and aliveCutoff.
 const noRunnerSQL = `flows.status = 'running' AND flows.waiting = 'run'
-  AND EXISTS (SELECT 1 FROM runs r WHERE r.id = flows.run_id AND r.status = 'queued')
-  AND ((SELECT r.created_at FROM runs r WHERE r.id = flows.run_id) <= ? OR ` + capableSeenSQL + ` < ?)`
+  AND EXISTS (SELECT 1 FROM runs r WHERE r.id = flows.run_id AND r.status = 'queued' AND (r.created_at <= ?
+    OR NOT EXISTS (SELECT 1 FROM runners rn WHERE rn.last_seen_at >= ? AND ` + capableSQL + `)))`
 
 // noRunnerArgs are noRunnerSQL's arguments now.
 func (s *Service) noRunnerArgs() []any { return []any{s.unclaimedCutoff(), s.aliveCutoff()} }

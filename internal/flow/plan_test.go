@@ -15,7 +15,7 @@ import (
 // table, reading flows through flows_status and runs by key.
 func TestAttentionQueryUsesIndexes(t *testing.T) {
 	s := storetest.Open(t, "sqlite")
-	rows, err := s.Query(context.Background(), "EXPLAIN QUERY PLAN "+flow.AttentionQuery, int64(0))
+	rows, err := s.Query(context.Background(), "EXPLAIN QUERY PLAN "+flow.AttentionQuery, int64(0), int64(0))
 	if err != nil {
 		t.Fatal(err)
 	}
