@@ -12,6 +12,7 @@ import (
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/text"
 	"github.com/ballet/ballet/internal/transition"
 )
@@ -206,18 +207,12 @@ func (s *TokenService) Create(ctx context.Context, p *Principal, in TokenInput) 
 // organization the creator has no role in is not found. Wherever the token
 // acts, its creator's role in that scope caps it (access.Resolver.Role).
 func (s *TokenService) orgRole(ctx context.Context, p *Principal, ref, want string) (orgID, role string, err error) {
-	rows, err := s.Store.Query(ctx, `SELECT id, slug FROM organizations WHERE slug = ? OR id = ? ORDER BY id = ? DESC LIMIT 1`, ref, ref, ref)
+	org, err := tenancy.ReadOrganization(ctx, s.Store, ref)
 	if err != nil {
-		return "", "", fmt.Errorf("read organization: %w", err)
-	}
-	notFound := apperr.New(apperr.NotFound, "organization %q not found", ref)
-	if rows.Len() == 0 {
-		return "", "", notFound
-	}
-	var slug string
-	if err := rows.Scan(0, &orgID, &slug); err != nil {
 		return "", "", err
 	}
+	orgID, slug := org.ID, org.Slug
+	notFound := apperr.New(apperr.NotFound, "organization %q not found", ref)
 	mine := access.Admin
 	if !p.PlatformAdmin {
 		if mine, err = s.Access.HighestRole(ctx, p.Subject, orgID); err != nil {

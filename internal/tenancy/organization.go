@@ -82,7 +82,13 @@ func (s *Service) CreateOrganization(ctx context.Context, actor event.Actor, in 
 // FindOrganization finds an organization by slug or id. Slugs cannot look
 // like ids; should an old one do, the id wins.
 func (s *Service) FindOrganization(ctx context.Context, ref string) (Organization, error) {
-	rows, err := store.One(ctx, s.Store, fmt.Sprintf("organization %q", ref), `SELECT `+orgColumns+` FROM organizations WHERE slug = ? OR id = ?
+	return ReadOrganization(ctx, s.Store, ref)
+}
+
+// ReadOrganization is FindOrganization on the store st, for a package that
+// has no Service (auth's token service resolves a token's organization).
+func ReadOrganization(ctx context.Context, st store.Store, ref string) (Organization, error) {
+	rows, err := store.One(ctx, st, fmt.Sprintf("organization %q", ref), `SELECT `+orgColumns+` FROM organizations WHERE slug = ? OR id = ?
 ORDER BY id = ? DESC LIMIT 1`, ref, ref, ref)
 	if err != nil {
 		return Organization{}, err
