@@ -346,7 +346,8 @@ func TestMakeRunDoesNotBuildRqlited(t *testing.T) {
 
 // TestGeneratedFilesAreIgnored: what Core and the README's recipes create
 // in a checkout (the data folder, wherever Core or a test ran; the built
-// binary) is ignored by git, and none of it is committed.
+// binaries, Core's and the bench program's) is ignored by git, and none of
+// it is committed: no data folder, no executable.
 func TestGeneratedFilesAreIgnored(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -360,7 +361,7 @@ func TestGeneratedFilesAreIgnored(t *testing.T) {
 	}
 	for _, p := range []string{
 		"data/core.db", "data/bootstrap-token", "data/cluster/core-a.toml", "data/pipeline.yaml",
-		"internal/core/data/bootstrap-token", "cmd/ballet/data/core.db", "bin/ballet",
+		"internal/core/data/bootstrap-token", "cmd/ballet/data/core.db", "bin/ballet", "bench/bench",
 	} {
 		if err := exec.Command("git", "-C", r, "check-ignore", "-q", "--no-index", "--", p).Run(); err != nil {
 			t.Errorf("git does not ignore %s", p)
@@ -374,5 +375,32 @@ func TestGeneratedFilesAreIgnored(t *testing.T) {
 		if f == "data" || strings.HasPrefix(f, "data/") || strings.Contains(f, "/data/") {
 			t.Errorf("%s is committed: files under a data folder are what Core generates", f)
 		}
+		if isExecutable(t, filepath.Join(r, f)) {
+			t.Errorf("%s is committed: it is a built executable", f)
+		}
 	}
+}
+
+// isExecutable reports whether the file is a built executable (ELF, Mach-O,
+// PE); a file missing from the working tree is not.
+func isExecutable(t *testing.T, path string) bool {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return false
+		}
+		t.Fatal(err)
+	}
+	defer f.Close()
+	head := make([]byte, 4)
+	if _, err := io.ReadFull(f, head); err != nil {
+		return false // shorter than any executable
+	}
+	for _, magic := range [][]byte{{0x7f, 'E', 'L', 'F'}, {0xcf, 0xfa, 0xed, 0xfe}, {'M', 'Z'}} {
+		if bytes.HasPrefix(head, magic) {
+			return true
+		}
+	}
+	return false
 }
