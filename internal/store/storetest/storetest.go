@@ -6,6 +6,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -84,4 +85,27 @@ func OpenAddress(ctx context.Context, engine, addr string) (store.Store, error) 
 		return rqlite.Open(ctx, rqlite.Options{URLs: strings.Split(addr, ",")})
 	}
 	return sqlite.OpenShared(ctx, addr)
+}
+
+// NoTableScan fails t when SQLite's plan for the query (named name in the
+// messages) scans a whole table: a SCAN step that uses no index. A constant
+// row and a table-valued function (json_each over the caller's list) are
+// not tables. s is a SQLite store (Open(t, "sqlite")).
+func NoTableScan(t testing.TB, s store.Store, name, sql string, args ...any) {
+	t.Helper()
+	rows, err := s.Query(context.Background(), "EXPLAIN QUERY PLAN "+sql, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	var plan []string
+	for i := range rows.Len() {
+		plan = append(plan, fmt.Sprint(rows.Values[i][len(rows.Values[i])-1]))
+	}
+	t.Logf("%s:\n  %s", name, strings.Join(plan, "\n  "))
+	for _, step := range plan {
+		if strings.HasPrefix(step, "SCAN ") && !strings.Contains(step, "USING") &&
+			!strings.HasPrefix(step, "SCAN CONSTANT ROW") && !strings.Contains(step, "VIRTUAL TABLE") {
+			t.Errorf("%s scans a table: %s", name, step)
+		}
+	}
 }
