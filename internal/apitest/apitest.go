@@ -149,6 +149,21 @@ func (e *Env) Do(token, method, path string, body any) *Response {
 		}
 		rd = bytes.NewReader(j)
 	}
+	contentType := ""
+	if rd != nil {
+		contentType = "application/json"
+	}
+	return e.send(token, method, path, contentType, rd)
+}
+
+// Raw sends body as is with the Content-Type given ("": none).
+func (e *Env) Raw(token, method, path, contentType string, body []byte) *Response {
+	e.T.Helper()
+	return e.send(token, method, path, contentType, bytes.NewReader(body))
+}
+
+func (e *Env) send(token, method, path, contentType string, rd io.Reader) *Response {
+	e.T.Helper()
 	req, err := http.NewRequest(method, e.URL+path, rd)
 	if err != nil {
 		e.T.Fatal(err)
@@ -156,8 +171,8 @@ func (e *Env) Do(token, method, path string, body any) *Response {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

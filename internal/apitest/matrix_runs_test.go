@@ -61,6 +61,20 @@ func init() {
 		},
 		Want: runnerOnly,
 	})
+	Register("POST /api/v1/runs/{run}/log", Case{
+		Prepare: func(w *World) (string, any) { return "/api/v1/runs/" + matrixRun(w) + "/log?offset=0", "output" },
+		Want:    runnerOnly,
+	})
+	Register("GET /api/v1/runs/{run}/log", Case{
+		Prepare: func(w *World) (string, any) { return "/api/v1/runs/" + matrixRun(w) + "/log", nil },
+		Want:    ReadOK(200),
+	})
+	// MCP takes run tokens only: any other credential is a 401, as MCP
+	// clients expect (mcp_test.go tests run tokens).
+	Register("POST /api/v1/mcp", Case{
+		Prepare: fixed("/api/v1/mcp", initialize),
+		Want:    map[string]int{None: 401, Other: 401, Viewer: 401, Member: 401, Admin: 401, Platform: 401},
+	})
 	Register("GET /api/v1/runs/{run}", Case{
 		Prepare: func(w *World) (string, any) { return "/api/v1/runs/" + matrixRun(w), nil },
 		Want:    ReadOK(200),

@@ -17,7 +17,9 @@ const (
 	NotFound        = "not_found"       // 404
 	Conflict        = "conflict"        // 409: stale version, state does not allow it, duplicate
 	Timeout         = "timeout"         // 408: the request did not arrive in time
+	NotAllowed      = "not_allowed"     // 405: a protocol's endpoint does not take this method
 	TooLarge        = "too_large"       // 413
+	Unsupported     = "unsupported"     // 415: a body of another media type than the route takes
 	Unprocessable   = "unprocessable"   // 422: well-formed but not allowed (e.g. a cycle)
 	Unavailable     = "unavailable"     // 503
 	Internal        = "internal"        // 500

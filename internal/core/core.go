@@ -213,9 +213,10 @@ func (c *Core) openAPI(cfg config.Config) error {
 	c.API.Add((&server.Tokens{S: auth.NewTokenService(c.Store, c.Applier, c.Clock, &access.Resolver{Store: c.Store})}).Routes()...)
 	c.API.Add((&server.Skills{S: c.Skills}).Routes()...)
 	sessions := &flow.Sessions{Skills: c.Skills, MCPURL: cfg.PublicURL() + "/api/v1/mcp", LogLimit: cfg.Runs.LogLimit}
-	c.Runs = run.NewService(c.Store, c.Applier, c.Clock, c.Tracker, run.Config{Grace: cfg.Runs.Grace.Duration, Log: c.Log.With("component", "runs"),
+	c.Runs = run.NewService(c.Store, c.Applier, c.Clock, c.Tracker, run.Config{Grace: cfg.Runs.Grace.Duration, LogLimit: cfg.Runs.LogLimit, Log: c.Log.With("component", "runs"),
 		OnFinish: flow.OnRunFinished, Sessions: sessions})
 	c.API.Add((&server.Runs{S: c.Runs, Skills: c.Skills, Orgs: c.Tenancy}).Routes()...)
+	c.API.Add((&server.MCP{Runs: c.Runs, Tracker: c.Tracker, Log: c.Log.With("component", "mcp")}).Routes()...)
 	gitCache := filepath.Join(filepath.Dir(cfg.Storage.Path), "git-cache")
 	c.Flows = &flow.Service{Store: c.Store, Applier: c.Applier, Clock: c.Clock, Log: c.Log.With("component", "flow"),
 		Tenancy: c.Tenancy, Tracker: c.Tracker, Pipelines: c.Pipelines, Runs: c.Runs, Forges: func(kind string) (forge.Forge, error) {

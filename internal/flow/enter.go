@@ -102,6 +102,18 @@ type QuestionArtifact struct {
 	Answer   string `json:"answer"`
 }
 
+// Answered returns the answered questions among qs, in their order, as
+// a run's artifacts hand them over (never nil).
+func Answered(qs []tracker.Question) []QuestionArtifact {
+	out := []QuestionArtifact{}
+	for _, q := range qs {
+		if q.Answer != nil {
+			out = append(out, QuestionArtifact{Question: q.Text, Answer: *q.Answer})
+		}
+	}
+	return out
+}
+
 // Branch is the branch a ticket's work happens on.
 func Branch(itemKey string) string { return "ballet/" + itemKey }
 
@@ -115,11 +127,7 @@ func (s *Service) newRun(ctx context.Context, f Flow, it tracker.Item, stage pip
 	if err != nil {
 		return run.Run{}, err
 	}
-	for _, q := range qs {
-		if q.Answer != nil {
-			a.AnsweredQuestions = append(a.AnsweredQuestions, QuestionArtifact{Question: q.Text, Answer: *q.Answer})
-		}
-	}
+	a.AnsweredQuestions = Answered(qs)
 	artifacts, _ := json.Marshal(a)
 	skills := stage.Skills
 	if skills == nil {

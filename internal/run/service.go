@@ -47,6 +47,9 @@ type Config struct {
 	Poll time.Duration
 	// Log receives the sweeper's errors (default: discarded).
 	Log *slog.Logger
+	// LogLimit is how many bytes of a run's log are kept (default
+	// DefaultLogLimit): the rest is dropped and the log marked truncated.
+	LogLimit int64
 	// OnFinish returns the jobs enqueued with every run that reaches a
 	// final status (the flow engine's flow.OnRunFinished); nil enqueues
 	// none.
@@ -80,6 +83,9 @@ func NewService(st store.Store, a *transition.Applier, c clock.Clock, t *tracker
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = DefaultPoll
+	}
+	if cfg.LogLimit <= 0 {
+		cfg.LogLimit = DefaultLogLimit
 	}
 	log := cfg.Log
 	if log == nil {
@@ -364,6 +370,21 @@ func (s *Service) running(ctx context.Context, p *auth.Principal, runID string) 
 	}
 	if r.Status != StatusRunning {
 		return r, apperr.New(apperr.Conflict, "run %s is %s, not running", r.ID, r.Status)
+	}
+	return r, nil
+}
+
+// SessionRun returns the run a session's MCP tools act on, for the run
+// token p of runID: the run must be running and not asked to stop. A
+// finished run, or one whose cancellation was requested, is a conflict
+// saying so: its tools are closed.
+func (s *Service) SessionRun(ctx context.Context, p *auth.Principal, runID string) (Run, error) {
+	r, err := s.running(ctx, p, runID)
+	if err != nil {
+		return r, err
+	}
+	if r.CancelRequested {
+		return r, apperr.New(apperr.Conflict, "run %s was cancelled: its tools are closed; end the session", r.ID)
 	}
 	return r, nil
 }

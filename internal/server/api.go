@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ballet/ballet/internal/access"
@@ -71,6 +73,13 @@ type Route struct {
 	Also []int
 	// OptionalBody: the request body may be left out.
 	OptionalBody bool
+	// RawBody, when set, is the media type of a request body of raw bytes
+	// (not JSON; Request is then unused): the handler reads it with
+	// Request.Raw.
+	RawBody string
+	// MaxBody is the route's own request body limit, instead of the
+	// server's ([http] max_body_bytes): a protocol's fixed limit.
+	MaxBody int64
 	// Heavy marks a route whose work grows with its body (parsing a
 	// pipeline of up to max_body_bytes takes a core and ~200 bytes of
 	// memory per byte for a moment): at most one such request per core
@@ -78,6 +87,12 @@ type Route struct {
 	// cannot exhaust memory or starve the other routes.
 	Heavy  bool
 	Handle func(r *Request) (any, error)
+	// Serve, set instead of Handle, is for a route that speaks a protocol
+	// of its own (MCP): after authentication it checks access like Handle
+	// and returns the handler that answers the request; an error is
+	// answered in the API's one shape, and so are the plain-text errors
+	// (http.Error) that handler writes.
+	Serve func(r *Request) (http.Handler, error)
 }
 
 // Request is a request after authentication.
@@ -120,6 +135,9 @@ func (a *API) Routes() []*Route { return a.routes }
 func (a *API) Register(mux *http.ServeMux) {
 	for _, rt := range a.routes {
 		mux.Handle(rt.Method+" "+rt.Path, a.handler(rt))
+		if rt.Serve != nil { // a protocol's endpoint: other methods are 405 (MCP: no event stream)
+			mux.Handle(rt.Path, notAllowed(rt.Method))
+		}
 	}
 }
 
@@ -141,7 +159,7 @@ func (a *API) handler(rt *Route) http.Handler {
 		}
 		r := &Request{Request: hr, Principal: p, api: a, route: rt}
 		if hr.Body != nil {
-			hr.Body = http.MaxBytesReader(w, hr.Body, a.maxBody)
+			hr.Body = http.MaxBytesReader(w, hr.Body, a.bodyLimit(rt))
 		}
 		if rt.Hold > 0 {
 			if err := a.hold(w, hr, rt.Hold); err != nil {
@@ -156,6 +174,10 @@ func (a *API) handler(rt *Route) http.Handler {
 			case <-hr.Context().Done():
 				return // the client gave up while waiting its turn
 			}
+		}
+		if rt.Serve != nil {
+			a.serve(w, r)
+			return
 		}
 		out, err := rt.Handle(r)
 		if err == nil && !r.checked && rt.Perm != access.PlatformAdmin {
@@ -178,6 +200,79 @@ func (a *API) handler(rt *Route) http.Handler {
 		}
 		WriteJSON(w, status, out)
 	})
+}
+
+// notAllowed answers 405 naming the method a path takes.
+func notAllowed(method string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", method)
+		WriteError(w, http.StatusMethodNotAllowed, apperr.NotAllowed, fmt.Sprintf("%s takes only %s, not %s", r.URL.Path, method, r.Method))
+	})
+}
+
+// bodyLimit is the most a request body of rt may hold.
+func (a *API) bodyLimit(rt *Route) int64 {
+	if rt.MaxBody > 0 {
+		return rt.MaxBody
+	}
+	return a.maxBody
+}
+
+// serve answers a request of a route with Serve.
+func (a *API) serve(w http.ResponseWriter, r *Request) {
+	h, err := r.route.Serve(r)
+	if err == nil && !r.checked {
+		err = fmt.Errorf("route %s %s returned without an access check", r.route.Method, r.route.Path)
+	}
+	if err != nil {
+		a.writeErr(w, r.Request, err)
+		return
+	}
+	pw := &plainErrors{ResponseWriter: w}
+	h.ServeHTTP(pw, r.Request)
+	pw.finish()
+}
+
+// plainErrors gives the plain-text errors of a handler Ballet does not
+// own (http.Error in a library) the API's one error shape.
+type plainErrors struct {
+	http.ResponseWriter
+	status int // an error held back
+	msg    bytes.Buffer
+}
+
+func (p *plainErrors) WriteHeader(status int) {
+	if status >= 400 && strings.HasPrefix(p.Header().Get("Content-Type"), "text/plain") {
+		p.status = status
+		return
+	}
+	p.ResponseWriter.WriteHeader(status)
+}
+
+func (p *plainErrors) Write(b []byte) (int, error) {
+	if p.status != 0 {
+		return p.msg.Write(b)
+	}
+	return p.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (flushes,
+// deadlines).
+func (p *plainErrors) Unwrap() http.ResponseWriter { return p.ResponseWriter }
+
+// finish writes the error held back, if any.
+func (p *plainErrors) finish() {
+	if p.status == 0 {
+		return
+	}
+	code := apperr.Invalid
+	for c, s := range statusOf {
+		if s == p.status {
+			code = c
+		}
+	}
+	p.Header().Del("X-Content-Type-Options")
+	WriteError(p.ResponseWriter, p.status, code, strings.TrimSpace(p.msg.String()))
 }
 
 // hold reads the body of a request that may wait up to d (under the
@@ -296,6 +391,20 @@ func decodeError(err error, limit int64) error {
 	return apperr.New(apperr.Invalid, "request body could not be read: %v", err)
 }
 
+// Raw reads the raw body of a route with RawBody: another Content-Type
+// is a 415, a body over the route's limit a 413.
+func (r *Request) Raw() ([]byte, error) {
+	ct := r.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != r.route.RawBody {
+		return nil, apperr.New(apperr.Unsupported, "the body must be sent as Content-Type: %s, not %q", r.route.RawBody, ct)
+	}
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, decodeError(err, r.api.bodyLimit(r.route))
+	}
+	return b, nil
+}
+
 // QueryInt reads an optional integer query parameter within [min, max].
 func (r *Request) QueryInt(name string, def, min, max int64) (int64, error) {
 	s := r.URL.Query().Get(name)
@@ -316,7 +425,9 @@ var statusOf = map[string]int{
 	apperr.NotFound:        http.StatusNotFound,
 	apperr.Conflict:        http.StatusConflict,
 	apperr.Timeout:         http.StatusRequestTimeout,
+	apperr.NotAllowed:      http.StatusMethodNotAllowed,
 	apperr.TooLarge:        http.StatusRequestEntityTooLarge,
+	apperr.Unsupported:     http.StatusUnsupportedMediaType,
 	apperr.Unprocessable:   http.StatusUnprocessableEntity,
 	apperr.Unavailable:     http.StatusServiceUnavailable,
 	apperr.Internal:        http.StatusInternalServerError,

@@ -49,6 +49,10 @@ func (a *API) OpenAPI() map[string]any {
 		if len(params) > 0 {
 			op["parameters"] = params
 		}
+		if rt.RawBody != "" {
+			op["requestBody"] = map[string]any{"required": !rt.OptionalBody, "content": map[string]any{
+				rt.RawBody: map[string]any{"schema": map[string]any{"type": "string", "contentMediaType": rt.RawBody}}}}
+		}
 		if rt.Request != nil {
 			op["requestBody"] = map[string]any{"required": !rt.OptionalBody, "content": map[string]any{
 				"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(rt.Request))}}}
@@ -57,9 +61,13 @@ func (a *API) OpenAPI() map[string]any {
 		for _, status := range rt.statuses() {
 			switch {
 			case status >= 400:
+				schema := ref("Error")
+				if rt.Serve != nil && rt.Response != nil { // a protocol's own errors too (MCP: JSON-RPC errors)
+					schema = map[string]any{"anyOf": []any{ref("Error"), g.schema(reflect.TypeOf(rt.Response))}}
+				}
 				responses[strconv.Itoa(status)] = map[string]any{"description": http.StatusText(status),
-					"content": map[string]any{"application/json": map[string]any{"schema": ref("Error")}}}
-			case status == http.StatusNoContent || rt.Response == nil:
+					"content": map[string]any{"application/json": map[string]any{"schema": schema}}}
+			case status == http.StatusNoContent || status == http.StatusAccepted || rt.Response == nil:
 				responses[strconv.Itoa(status)] = map[string]any{"description": http.StatusText(status)}
 			default:
 				responses[strconv.Itoa(status)] = map[string]any{"description": http.StatusText(status),
@@ -100,8 +108,11 @@ func (rt *Route) statuses() []int {
 	if rt.Method != http.MethodGet {
 		out = append(out, http.StatusConflict)
 	}
-	if rt.Request != nil {
+	if rt.Request != nil || rt.RawBody != "" {
 		out = append(out, http.StatusRequestTimeout, http.StatusRequestEntityTooLarge)
+	}
+	if rt.RawBody != "" {
+		out = append(out, http.StatusUnsupportedMediaType)
 	}
 	out = append(out, rt.Also...)
 	sort.Ints(out)

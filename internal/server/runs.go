@@ -2,7 +2,10 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ballet/ballet/internal/access"
@@ -118,6 +121,12 @@ func (h *Runs) Routes() []*Route {
 			Request: ReportIn{}, Response: run.Run{}, Handle: h.report},
 		{Method: "POST", Path: "/api/v1/runs/{run}/questions", Perm: run.PermRun, Summary: "Ask a question on the run's ticket (blocking or not)",
 			Request: QuestionAsk{}, Response: tracker.Question{}, Status: http.StatusCreated, Handle: h.ask},
+		{Method: "POST", Path: "/api/v1/runs/{run}/log", Perm: run.PermRun,
+			Summary: "Append the session's output (raw bytes, at most 1 MiB) to the run's log at byte offset (query): a repeat is a no-op, a gap 409 naming the stored size; past [runs] log_limit the log is marked truncated and chunks are dropped",
+			RawBody: "application/octet-stream", MaxBody: run.MaxLogChunk, Response: run.LogAppended{}, Handle: h.appendLog},
+		{Method: "GET", Path: "/api/v1/runs/{run}/log", Perm: access.TrackerRead,
+			Summary:  "Read a run's log from byte offset (query, default 0) on, at most 1 MiB: data, next_offset, truncated, finished",
+			Response: run.LogPage{}, Handle: h.readLog},
 		{Method: "POST", Path: "/api/v1/runs/{run}/finish", Perm: run.PermRun,
 			Summary: "End the run with the session's exit status, usage and error (a repeat answers the finished run; the run token serves nothing else then)",
 			Request: FinishIn{}, Response: run.Run{}, Handle: h.finish},
@@ -282,6 +291,57 @@ func (h *Runs) ask(r *Request) (any, error) {
 		return nil, err
 	}
 	return h.S.AskQuestion(r.Context(), r.Principal, id, in.Text, in.Blocking)
+}
+
+// parseOffset reads a byte offset of a run's log, the query parameter
+// offset: decimal digits only (no sign, no space), at most 18 of them.
+// Absent, it is 0, or an error when required.
+func parseOffset(s string, required bool) (int64, error) {
+	bad := func(msg string) error { return apperr.Fields([]apperr.FieldError{{Field: "offset", Message: msg}}) }
+	if s == "" {
+		if required {
+			return 0, bad("is required: the byte offset in the log where the body's bytes start")
+		}
+		return 0, nil
+	}
+	shown := s
+	if len(shown) > 40 {
+		shown = shown[:40] + "…"
+	}
+	if len(s) > 18 || strings.Trim(s, "0123456789") != "" {
+		return 0, bad(fmt.Sprintf("must be a byte offset: a whole number from 0 (at most 18 digits), not %q", shown))
+	}
+	n, _ := strconv.ParseInt(s, 10, 64) // 18 digits always fit
+	return n, nil
+}
+
+func (h *Runs) appendLog(r *Request) (any, error) {
+	id, err := h.asRun(r)
+	if err != nil {
+		return nil, err
+	}
+	offset, err := parseOffset(r.URL.Query().Get("offset"), true)
+	if err != nil {
+		return nil, err
+	}
+	data, err := r.Raw()
+	if err != nil {
+		return nil, err
+	}
+	return h.S.AppendLog(r.Context(), r.Principal, id, offset, data)
+}
+
+func (h *Runs) readLog(r *Request) (any, error) {
+	id := r.PathValue("run")
+	rn, err := h.S.Get(r.Context(), id)
+	if err := r.Visible("run", id, err, rn.OrganizationID, rn.ProjectID); err != nil {
+		return nil, err
+	}
+	offset, err := parseOffset(r.URL.Query().Get("offset"), false)
+	if err != nil {
+		return nil, err
+	}
+	return h.S.ReadLog(r.Context(), rn, offset)
 }
 
 func (h *Runs) finish(r *Request) (any, error) {

@@ -1,0 +1,251 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/auth"
+	"github.com/ballet/ballet/internal/flow"
+	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/tracker"
+)
+
+// MCPPath is where Core serves MCP to agent sessions.
+const MCPPath = "/api/v1/mcp"
+
+// MCP serves the agent session's side of a run (runner protocol v2, item
+// 8): an MCP server (streamable HTTP, the official Go SDK) at MCPPath,
+// authenticated by the run's token, with the tools submit_report,
+// ask_question and get_ticket. They call the run service the REST routes
+// /runs/{run}/report and /runs/{run}/questions call, and act on the
+// token's own run only; once the run is finished or its cancellation was
+// requested they refuse (a tool error). The server is stateless: every
+// POST stands alone, so any Core instance serves any session, and nothing
+// waits (JSON answers, no event stream).
+type MCP struct {
+	Runs    *run.Service
+	Tracker *tracker.Service
+	Log     *slog.Logger // a tool's internal errors
+
+	handler http.Handler
+}
+
+// MCPMessage is a JSON-RPC 2.0 message of MCP (the body of POST
+// /api/v1/mcp and of its answer).
+type MCPMessage struct{}
+
+// JSONSchema describes any JSON-RPC message.
+func (MCPMessage) JSONSchema() map[string]any {
+	return map[string]any{"type": "object", "description": "a JSON-RPC 2.0 message of the Model Context Protocol"}
+}
+
+// The tools' arguments.
+type (
+	reportArgs struct {
+		Outcome string `json:"outcome"`
+		Summary string `json:"summary"`
+	}
+	questionArgs struct {
+		Question string `json:"question"`
+		Blocking bool   `json:"blocking"`
+	}
+)
+
+// TicketView is what get_ticket answers: the ticket as it is now, the
+// answered questions, and the previous stage's report the run was
+// created with.
+type TicketView struct {
+	Ticket            flow.TicketArtifact     `json:"ticket"`
+	AnsweredQuestions []flow.QuestionArtifact `json:"answered_questions"`
+	PreviousReport    *flow.ReportArtifact    `json:"previous_report"`
+}
+
+// Routes returns the MCP endpoint.
+func (h *MCP) Routes() []*Route {
+	srv := h.server()
+	h.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	return []*Route{
+		{Method: "POST", Path: MCPPath, Perm: run.PermRun,
+			Summary: "MCP (streamable HTTP, stateless) for the run's agent session, with its run token: tools submit_report, ask_question, get_ticket; 401 for any other credential",
+			Request: MCPMessage{}, Response: MCPMessage{}, Also: []int{http.StatusAccepted, http.StatusUnsupportedMediaType},
+			Serve: h.serve},
+	}
+}
+
+type principalKey struct{}
+
+// serve lets only run tokens through (401 for any other credential) and
+// hands the request to the MCP handler with the token's principal, which
+// the tools find in their request's TokenInfo.
+func (h *MCP) serve(r *Request) (http.Handler, error) {
+	p := r.Principal
+	if _, ok := runOfToken(p); !ok {
+		return nil, apperr.New(apperr.Unauthenticated, "%s takes only a run token (Authorization: Bearer <the run token of the lease>)", MCPPath)
+	}
+	r.Checked() // the tools act on the token's own run only
+	verify := func(context.Context, string, *http.Request) (*sdkauth.TokenInfo, error) {
+		return &sdkauth.TokenInfo{UserID: p.TokenID, Expiration: p.ExpiresAt, Extra: map[string]any{"principal": p}}, nil
+	}
+	return sdkauth.RequireBearerToken(verify, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h.handler), nil
+}
+
+// runOfToken returns the run a run token acts on.
+func runOfToken(p *auth.Principal) (string, bool) {
+	if p.TokenKind != auth.KindRun {
+		return "", false
+	}
+	for _, s := range p.Scopes {
+		if id, ok := strings.CutPrefix(s, "run:"); ok {
+			return id, true
+		}
+	}
+	return "", false
+}
+
+// server builds the MCP server with Ballet's tools.
+func (h *MCP) server() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "ballet", Title: "Ballet", Version: "v1"}, &mcp.ServerOptions{
+		// The tools never change: with nothing to listen for, clients open
+		// no long-lived stream (claude-code 2.1 holds a subscriptions/listen
+		// request open, and waits for it, when list changes are announced).
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+		Instructions: "Ballet's tools for this agent session: get_ticket, ask_question, and submit_report once at the end."})
+	str := func(desc string) *jsonschema.Schema { return &jsonschema.Schema{Type: "string", Description: desc} }
+	mcp.AddTool(s, &mcp.Tool{
+		Name: "submit_report",
+		Description: "Submit this stage's report, once, at the end: outcome done (the stage's work is complete), failed " +
+			"(it cannot be done as asked, or the work reviewed is not acceptable) or blocked (you cannot go on), and a summary for the next stage.",
+		InputSchema: &jsonschema.Schema{Type: "object", Required: []string{"outcome", "summary"}, Properties: map[string]*jsonschema.Schema{
+			"outcome": {Type: "string", Enum: []any{run.OutcomeDone, run.OutcomeFailed, run.OutcomeBlocked}, Description: "how the stage ended"},
+			"summary": str("what was done and what the next stage needs to know"),
+		}},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in reportArgs) (*mcp.CallToolResult, any, error) {
+		p, r, err := h.session(ctx, req)
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, err := h.Runs.Report(ctx, p, r.ID, run.ReportInput{Outcome: in.Outcome, Summary: in.Summary}); err != nil {
+			return nil, nil, h.toolError(err, nil)
+		}
+		return toolText(fmt.Sprintf("Report recorded: %s.", in.Outcome)), nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "ask_question",
+		Description: "Ask the people behind the ticket a question. blocking true: you cannot go on without the answer; end the session then, and the stage runs again with the answer.",
+		InputSchema: &jsonschema.Schema{Type: "object", Required: []string{"question", "blocking"}, Properties: map[string]*jsonschema.Schema{
+			"question": str("the question"),
+			"blocking": {Type: "boolean", Description: "true: the stage cannot go on without the answer"},
+		}},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in questionArgs) (*mcp.CallToolResult, any, error) {
+		p, r, err := h.session(ctx, req)
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, err := h.Runs.AskQuestion(ctx, p, r.ID, in.Question, in.Blocking); err != nil {
+			return nil, nil, h.toolError(err, map[string]string{"text": "question"})
+		}
+		if in.Blocking {
+			return toolText("Question recorded. It blocks the stage: end the session now; the stage runs again with the answer."), nil, nil
+		}
+		return toolText("Question recorded. Go on with the work; get_ticket shows the answer once there is one."), nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "get_ticket",
+		Description: "The ticket (key, type, title, description, acceptance criteria), its answered questions and the previous stage's report.",
+		InputSchema: &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{}},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		_, r, err := h.session(ctx, req)
+		if err != nil {
+			return nil, nil, err
+		}
+		v, err := h.ticket(ctx, r)
+		if err != nil {
+			return nil, nil, h.toolError(err, nil)
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, nil, fmt.Errorf("encode the ticket: %w", err)
+		}
+		return toolText(string(b)), nil, nil
+	})
+	return s
+}
+
+// session returns the principal of a tool call and its run, which must
+// still be open to its session (run.Service.SessionRun).
+func (h *MCP) session(ctx context.Context, req *mcp.CallToolRequest) (*auth.Principal, run.Run, error) {
+	var p *auth.Principal
+	if ti := req.Extra.TokenInfo; ti != nil {
+		p, _ = ti.Extra["principal"].(*auth.Principal)
+	}
+	if p == nil {
+		return nil, run.Run{}, h.toolError(errors.New("a tool call without its principal"), nil) // serve always sets it
+	}
+	id, _ := runOfToken(p)
+	r, err := h.Runs.SessionRun(ctx, p, id)
+	if err != nil {
+		return nil, run.Run{}, h.toolError(err, nil)
+	}
+	return p, r, nil
+}
+
+// ticket is what get_ticket answers for run r.
+func (h *MCP) ticket(ctx context.Context, r run.Run) (TicketView, error) {
+	var a flow.Artifacts
+	if err := json.Unmarshal(r.Artifacts, &a); err != nil {
+		return TicketView{}, fmt.Errorf("run %s artifacts: %w", r.ID, err)
+	}
+	it, err := h.Tracker.FindItem(ctx, r.ItemID)
+	if err != nil {
+		return TicketView{}, err
+	}
+	qs, err := h.Tracker.ListQuestions(ctx, r.ItemID)
+	if err != nil {
+		return TicketView{}, err
+	}
+	return TicketView{
+		Ticket: flow.TicketArtifact{Key: it.Key, Type: it.Type, Title: it.Title, Description: it.Description,
+			AcceptanceCriteria: it.AcceptanceCriteria},
+		AnsweredQuestions: flow.Answered(qs),
+		PreviousReport:    a.PreviousReport,
+	}, nil
+}
+
+func toolText(s string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
+
+// toolError is the error a tool answers for err: an application error's
+// message, with every field problem (fields renamed to the tool's
+// arguments); else "internal error", and err is logged (once, here).
+func (h *MCP) toolError(err error, rename map[string]string) error {
+	var ae *apperr.Error
+	if !errors.As(err, &ae) {
+		h.Log.Error("MCP tool", "err", err)
+		return errors.New("internal error")
+	}
+	fe := ae.FieldErrors()
+	if len(fe) == 0 {
+		return errors.New(ae.Message)
+	}
+	msgs := make([]string, len(fe))
+	for i, f := range fe {
+		name := f.Field
+		if n, ok := rename[name]; ok {
+			name = n
+		}
+		msgs[i] = name + ": " + f.Message
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
