@@ -156,13 +156,15 @@ func TestMCPTools(t *testing.T) {
 		}
 
 		// The finish moves the flow on, as after a REST report; the
-		// finished run's token no longer reaches the tools.
+		// finished run's tools are closed.
 		w.runner.Finish(r, 0)
 		w.await(k, "review", func(f flowView) bool { return f.Stage == "review" })
-		if _, err := sess.CallTool(t.Context(), &mcp.CallToolParams{Name: "get_ticket"}); err == nil {
-			t.Fatal("a finished run's session still calls tools")
+		for _, tool := range []string{"get_ticket", "submit_report", "ask_question"} {
+			text, isErr := call(t, sess, tool, map[string]any{"outcome": "done", "summary": "x", "question": "q", "blocking": false})
+			if !isErr || !strings.Contains(text, "succeeded, not running") {
+				t.Fatalf("%s on a finished run: %v %s", tool, isErr, text)
+			}
 		}
-		w.Must(401, r.Token, "POST", "/api/v1/mcp", initialize)
 
 		// The next stage sees the report; a blocking question asked
 		// through MCP makes the flow wait for its answer.

@@ -138,10 +138,13 @@ func TestRunLogAPI(t *testing.T) {
 			t.Fatalf("log uploads wrote events: %v, were %v", got, eventsBefore)
 		}
 
-		// After the finish: the run token is revoked (401), the log is
-		// whole and says so.
+		// After the finish the log takes no more chunks (409; the run
+		// token still serves a repeated finish), is whole and says so.
 		runner.Finish(l, 0)
-		upload(e, 401, l.Token, l.ID, 2048, "late")
+		r = e.Raw(l.Token, "POST", path+"?offset=2048", octets, []byte("late"))
+		if r.Status != 409 || !strings.Contains(errOf(t, r).Error.Message, "not running") {
+			t.Fatalf("after the finish: %d %s", r.Status, r.Body)
+		}
 		e.Must(200, viewer, "GET", path+"?offset=2048", nil).JSON(t, &page)
 		if !page.Finished || page.NextOffset != 2048 || page.Data != "" {
 			t.Fatalf("the finished run's log: %+v", page)

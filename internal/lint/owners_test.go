@@ -37,6 +37,7 @@ var tableOwners = map[string]string{
 	"flows":             "internal/flow",
 	"runs":              "internal/run",
 	"runners":           "internal/run",
+	"run_logs":          "internal/run",
 	"tokens":            "internal/auth",
 	"jobs":              "internal/job",
 	"events":            "internal/event",

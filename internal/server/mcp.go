@@ -61,13 +61,14 @@ type (
 	}
 )
 
-// TicketView is what get_ticket answers: the ticket as it is now, the
-// answered questions, and the previous stage's report the run was
-// created with.
+// TicketView is what get_ticket answers, in the lease's session's terms:
+// the ticket and its answered questions as they are now (a question
+// answered during the session shows), and the previous stage's report the
+// run was created with.
 type TicketView struct {
-	Ticket            flow.TicketArtifact     `json:"ticket"`
-	AnsweredQuestions []flow.QuestionArtifact `json:"answered_questions"`
-	PreviousReport    *flow.ReportArtifact    `json:"previous_report"`
+	Ticket            run.SessionTicket   `json:"ticket"`
+	AnsweredQuestions []run.SessionAnswer `json:"answered_questions"`
+	PreviousReport    *run.SessionReport  `json:"previous_report"`
 }
 
 // Routes returns the MCP endpoint.
@@ -214,12 +215,16 @@ func (h *MCP) ticket(ctx context.Context, r run.Run) (TicketView, error) {
 	if err != nil {
 		return TicketView{}, err
 	}
-	return TicketView{
-		Ticket: flow.TicketArtifact{Key: it.Key, Type: it.Type, Title: it.Title, Description: it.Description,
+	v := TicketView{
+		Ticket: run.SessionTicket{Key: it.Key, Type: it.Type, Title: it.Title, Description: it.Description,
 			AcceptanceCriteria: it.AcceptanceCriteria},
-		AnsweredQuestions: flow.Answered(qs),
-		PreviousReport:    a.PreviousReport,
-	}, nil
+		AnsweredQuestions: []run.SessionAnswer{},
+		PreviousReport:    (*run.SessionReport)(a.PreviousReport),
+	}
+	for _, q := range flow.Answered(qs) {
+		v.AnsweredQuestions = append(v.AnsweredQuestions, run.SessionAnswer(q))
+	}
+	return v, nil
 }
 
 func toolText(s string) *mcp.CallToolResult {
