@@ -182,6 +182,9 @@ func (d *Doc) Handler(fail func(format string, args ...any), h http.Handler) htt
 		}
 		rec := &recorder{ResponseWriter: w, header: http.Header{}}
 		h.ServeHTTP(rec, r)
+		if rec.status == 0 && rec.body.Len() == 0 && r.Context().Err() != nil {
+			return // the client left before an answer (a long poll it gave up): nothing was answered
+		}
 		if rec.status == 0 {
 			rec.status = http.StatusOK
 		}

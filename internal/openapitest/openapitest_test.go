@@ -3,12 +3,14 @@ package openapitest_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/auth"
@@ -144,5 +146,51 @@ func TestHandlerReportsMismatches(t *testing.T) {
 	resp.Body.Close()
 	if len(failures) != 1 {
 		t.Fatalf("failures %v", failures)
+	}
+}
+
+// TestClientThatLeftIsNotAMismatch: a handler that answers nothing because
+// its client went away (a lease long poll the runner gave up) is not an
+// empty 200 to check against the document.
+func TestClientThatLeftIsNotAMismatch(t *testing.T) {
+	d, _ := doc(t)
+	var failures []string
+	fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
+	started, returned := make(chan struct{}), make(chan struct{})
+	checked := d.Handler(fail, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		<-r.Context().Done() // the handler gives up with its client, writing nothing
+	}))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(returned)
+		checked.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/v1/projects/ACME", nil)
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	select {
+	case <-started:
+	case <-time.After(time.Minute):
+		t.Fatal("the handler never started")
+	}
+	cancel()
+	select {
+	case <-returned:
+	case <-time.After(time.Minute):
+		t.Fatal("the handler never returned")
+	}
+	if err := <-errc; err == nil {
+		t.Fatal("the request was answered; want it cancelled")
+	}
+	if len(failures) != 0 {
+		t.Fatalf("a request whose client left was checked: %v", failures)
 	}
 }
