@@ -274,7 +274,7 @@ func (b *bench) balletSQLiteJobs(ctx context.Context) error {
 }
 
 // balletLatency enqueues one job at a time through an Applier whose
-// OnCommit wakes the orchestrator (as core wires it) and measures the time
+// subscriber wakes the orchestrator (as core wires it) and measures the time
 // from just before Apply to the handler's first line.
 func (b *bench) balletLatency(ctx context.Context, st store.Store, samples int) ([]time.Duration, error) {
 	o := job.NewOrchestrator(st, clock.Real{}, b.log, job.Config{Concurrency: b.o.slots, Poll: time.Second}, "bench", nil)
@@ -283,11 +283,8 @@ func (b *bench) balletLatency(ctx context.Context, st store.Store, samples int) 
 		started <- time.Now()
 		return nil
 	})
-	a := &transition.Applier{Store: st, Clock: clock.Real{}, OnCommit: func(c transition.Committed) {
-		if c.HasJobs {
-			o.Notify()
-		}
-	}}
+	a := &transition.Applier{Store: st, Clock: clock.Real{}}
+	a.Subscribe(transition.WakeOnJobs(o.Notify))
 	ents, err := newEntities(ctx, st, "lat", 1)
 	if err != nil {
 		return nil, err

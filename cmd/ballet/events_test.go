@@ -23,7 +23,6 @@ import (
 	"github.com/ballet/ballet/internal/realtime"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/storetest"
-	"github.com/ballet/ballet/internal/transition"
 )
 
 type syncBuf struct {
@@ -45,12 +44,12 @@ func TestEventsFollowPrintsAndResumes(t *testing.T) {
 		cfg.Auth.BootstrapToken = token
 		cfg.Auth.BootstrapTokenFile = t.TempDir() + "/bt"
 		log := slog.New(slog.DiscardHandler)
-		c, err := core.New(cfg, log, s)
+		c, err := core.New(core.Options{Config: cfg, Log: log, Store: s})
 		if err != nil {
 			t.Fatal(err)
 		}
 		f := feed.New(s, clock.Real{}, log, feed.Config{})
-		c.Applier.OnCommit = func(transition.Committed) { f.Nudge() }
+		c.Applier.Subscribe(f.OnCommit)
 		mux := http.NewServeMux()
 		mux.Handle("GET "+realtime.Path, realtime.New(f, c.Auth, &access.Resolver{Store: s}, c.Tenancy, c.Tracker, s, c.Clock, log, realtime.Config{}))
 		doc, err := openapitest.Served(c.Handler())

@@ -201,7 +201,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	c, err := core.Open(ctx, cfg, log)
+	c, err := core.Open(ctx, core.Options{Config: cfg, Log: log})
 	if err != nil {
 		l.Close()
 		log.Error("start core", "err", err)

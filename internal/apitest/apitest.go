@@ -11,11 +11,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ballet/ballet/internal/auth"
+	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/config"
 	"github.com/ballet/ballet/internal/core"
 	"github.com/ballet/ballet/internal/event"
@@ -33,23 +34,20 @@ type Env struct {
 	Store store.Store
 	URL   string
 	logs  *lockedWriter
+	stop  func() error // RunOn's: stops Core.Run (once) and returns what it returned
 }
 
 // New starts Core's API on s. cfg may adjust the defaults.
 func New(t testing.TB, s store.Store, adjust ...func(*config.Config)) *Env {
 	t.Helper()
-	cfg := config.Default()
-	cfg.Auth.BootstrapToken = BootstrapToken
-	cfg.Auth.BootstrapTokenFile = t.TempDir() + "/bootstrap-token"
-	for _, f := range adjust {
-		f(&cfg)
-	}
-	logs := &lockedWriter{}
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	c, err := core.New(cfg, log, s)
-	if err != nil {
-		t.Fatalf("core: %v", err)
-	}
+	return NewOn(t, s, nil, adjust...)
+}
+
+// NewOn is New with Core on clk (nil: the real clock): its components
+// record times and run their timers on it.
+func NewOn(t testing.TB, s store.Store, clk clock.Clock, adjust ...func(*config.Config)) *Env {
+	t.Helper()
+	c, logs := build(t, s, clk, adjust)
 	doc, err := openapitest.Served(c.Handler())
 	if err != nil {
 		t.Fatalf("the OpenAPI document: %v", err)
@@ -71,6 +69,62 @@ func New(t testing.TB, s store.Store, adjust ...func(*config.Config)) *Env {
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return &Env{T: t, Core: c, Store: s, URL: srv.URL, logs: logs}
+}
+
+// RunOn runs a whole Core on s and clk (nil: the real clock) as `ballet
+// serve` does (Core.Run: its HTTP server on 127.0.0.1, the event feed and,
+// as the leader, the orchestrator, scheduler, reconciler and sweeper)
+// until the test ends. Every event is checked against the OpenAPI
+// document at the end; the answers are not (Core serves them itself).
+func RunOn(t testing.TB, s store.Store, clk clock.Clock, adjust ...func(*config.Config)) *Env {
+	t.Helper()
+	c, logs := build(t, s, clk, append(adjust, func(cfg *config.Config) { cfg.HTTP.Addr = "127.0.0.1:0" }))
+	doc, err := openapitest.Served(c.Handler())
+	if err != nil {
+		t.Fatalf("the OpenAPI document: %v", err)
+	}
+	t.Cleanup(func() { checkEvents(t, doc, s) })
+	if err := c.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Run(ctx) }()
+	stop := sync.OnceValue(func() error { cancel(); return Receive(t, stopped, "Core to stop") })
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Core stopped: %v", err)
+		}
+	})
+	return &Env{T: t, Core: c, Store: s, URL: "http://" + c.Addr(), logs: logs, stop: stop}
+}
+
+// Stop stops a Core started with RunOn as a signal stops `ballet serve`,
+// and returns what Core.Run returned.
+func (e *Env) Stop() error {
+	e.T.Helper()
+	if e.stop == nil {
+		e.T.Fatal("Stop: this Core was not started with RunOn")
+	}
+	return e.stop()
+}
+
+// build builds a test Core on s and clk, logging into logs.
+func build(t testing.TB, s store.Store, clk clock.Clock, adjust []func(*config.Config)) (*core.Core, *lockedWriter) {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Auth.BootstrapToken = BootstrapToken
+	cfg.Auth.BootstrapTokenFile = t.TempDir() + "/bootstrap-token"
+	for _, f := range adjust {
+		f(&cfg)
+	}
+	logs := &lockedWriter{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c, err := core.New(core.Options{Config: cfg, Log: log, Store: s, Clock: clk})
+	if err != nil {
+		t.Fatalf("core: %v", err)
+	}
+	return c, logs
 }
 
 // checkEvents checks every event in the log against the schema of its type

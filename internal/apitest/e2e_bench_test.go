@@ -254,9 +254,9 @@ func runE2E(b *testing.B, o e2eOptions) e2eResult {
 	// scheduler at t0 for a burst and before the stream otherwise.
 	coreCtx, stopCore := context.WithCancel(context.Background())
 	var coreWG sync.WaitGroup
-	startLoop := func(run func(context.Context) error) {
+	startLoop := func(run func(context.Context)) {
 		coreWG.Add(1)
-		go func() { defer coreWG.Done(); _ = run(coreCtx) }()
+		go func() { defer coreWG.Done(); run(coreCtx) }()
 	}
 	defer func() { stopCore(); coreWG.Wait() }()
 	startLoop(e.Core.Jobs.Run)

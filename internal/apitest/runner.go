@@ -11,7 +11,7 @@ import (
 func (e *Env) StartJobs() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { _ = e.Core.Jobs.Run(ctx); close(done) }()
+	go func() { e.Core.Jobs.Run(ctx); close(done) }()
 	e.T.Cleanup(func() { cancel(); Receive(e.T, done, "the orchestrator to stop") })
 }
 
@@ -106,6 +106,6 @@ func (r *Runner) Ask(run LeasedRun, text string, blocking bool) string {
 func (e *Env) StartScheduler() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { _ = e.Core.Scheduler.Run(ctx); close(done) }()
+	go func() { e.Core.Scheduler.Run(ctx); close(done) }()
 	e.T.Cleanup(func() { cancel(); Receive(e.T, done, "the scheduler to stop") })
 }

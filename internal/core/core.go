@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,7 +25,6 @@ import (
 	"github.com/ballet/ballet/internal/budget"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/config"
-	"github.com/ballet/ballet/internal/fault"
 	"github.com/ballet/ballet/internal/feed"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/forge"
@@ -78,18 +76,42 @@ type Core struct {
 	leading  func() bool
 }
 
+// Options are what a Core is built from.
+type Options struct {
+	Config config.Config
+	// Log receives every component's logs (nil: discarded).
+	Log *slog.Logger
+	// Store is the open, migrated store New builds on (tests pass their
+	// own); Open opens the configured one and ignores this.
+	Store store.Store
+	// Clock drives every loop and every time Core records (nil:
+	// clock.Real). Tests run a whole Core on a clock.Fake.
+	Clock clock.Clock
+}
+
+func (o *Options) defaults() {
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
 // Open opens the configured store, applies migrations and builds every
-// component.
-func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Core, error) {
-	st, err := openStore(ctx, cfg.Storage)
+// component (New).
+func Open(ctx context.Context, o Options) (*Core, error) {
+	o.defaults()
+	st, err := openStore(ctx, o.Config.Storage)
 	if err != nil {
 		return nil, err
 	}
-	if err := migrate(ctx, st, log); err != nil {
+	if err := migrate(ctx, st, o.Clock, o.Log); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("migrate %s database: %w", st.Engine(), err)
 	}
-	c, err := New(cfg, log, st)
+	o.Store = st
+	c, err := New(o)
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -97,86 +119,98 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (*Core, erro
 	return c, nil
 }
 
-// migrate applies the migrations, retrying for a while when the engine
-// cannot tell whether a write landed (an rqlite cluster without a leader for
-// a moment): migrations are idempotent, so a retry is safe.
-func migrate(ctx context.Context, st store.Store, log *slog.Logger) error {
-	deadline := time.Now().Add(time.Minute)
+// migrate applies the migrations, retrying for a while (on clk) when the
+// engine cannot tell whether a write landed (an rqlite cluster without a
+// leader for a moment): migrations are idempotent, so a retry is safe.
+func migrate(ctx context.Context, st store.Store, clk clock.Clock, log *slog.Logger) error {
+	deadline := clk.Now().Add(time.Minute)
 	for {
-		err := store.Migrate(ctx, st, time.Now().UTC())
-		if err == nil || !errors.Is(err, store.ErrUnknownOutcome) || time.Now().After(deadline) {
+		err := store.Migrate(ctx, st, clk.Now())
+		if err == nil || !errors.Is(err, store.ErrUnknownOutcome) || clk.Now().After(deadline) {
 			return err
 		}
 		log.Warn("migration write outcome unknown: retrying", "err", err)
+		t := clk.NewTimer(500 * time.Millisecond)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
+		case <-t.C():
 		}
 	}
 }
 
-// New builds a Core around an open, migrated store (tests pass their own).
-func New(cfg config.Config, log *slog.Logger, st store.Store) (*Core, error) {
-	c := &Core{Config: cfg, Log: log, Clock: clock.Real{}, ID: instanceID(), Registry: prometheus.NewRegistry(), Store: st}
-	c.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	c.conns = server.NewConnMetrics(c.Registry)
-	c.Jobs = job.NewOrchestrator(st, c.Clock, log.With("component", "jobs"), job.Config{
-		Concurrency: cfg.Jobs.Concurrency, Lease: cfg.Jobs.Lease.Duration, Poll: cfg.Jobs.Poll.Duration,
-		BackoffCap: cfg.Jobs.BackoffCap.Duration, ShutdownGrace: cfg.Jobs.ShutdownGrace.Duration,
-	}, c.ID, job.NewMetrics(c.Registry))
-	c.Registry.MustRegister(job.NewQueueCollector(st))
-	spend := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ballet_run_cost_usd_total",
-		Help: "Agent spend reported by finished runs, by project."}, []string{"project"})
-	c.Registry.MustRegister(spend)
-	c.Feed = feed.New(st, c.Clock, log.With("component", "feed"), feed.Config{Interval: cfg.Events.TailInterval.Duration})
-	c.Applier = &transition.Applier{Store: st, Clock: c.Clock, OnCommit: func(cm transition.Committed) {
-		c.Feed.Nudge() // local subscribers see the change within milliseconds
-		if cm.HasJobs {
-			c.Jobs.Notify()
-		}
-		for _, e := range cm.Events {
-			fault.Hit("commit:" + e.Type) // the failure suite's crash points
-			if c.Scheduler != nil && schedule.Wakes(e.Type) {
-				c.Scheduler.Nudge()
-			}
-			switch e.Type {
-			case "run.created":
-				if c.Runs != nil {
-					c.Runs.Notify() // wake runners waiting in a long poll
-				}
-			case "run.finished":
-				var p struct {
-					Usage struct {
-						CostUSD float64 `json:"cost_usd"`
-					}
-				}
-				if json.Unmarshal(e.Payload, &p) == nil && p.Usage.CostUSD > 0 {
-					spend.WithLabelValues(e.ProjectID).Add(p.Usage.CostUSD)
-				}
-			}
-		}
-	}}
-	if err := c.openAPI(cfg); err != nil {
+// New builds a Core around o.Store, top-down: the machinery every change
+// goes through (jobs, event feed, applier), the domains, each with its
+// hooks, the flow engine, the leader's loops, the subscribers of every
+// commit, then HTTP. Nothing is assigned after its construction, except
+// the applier's subscribers: what they wake is built on the applier.
+func New(o Options) (*Core, error) {
+	o.defaults()
+	cfg, log, st, clk := o.Config, o.Log, o.Store, o.Clock
+	loc, err := cfg.Budgets.Location()
+	if err != nil {
+		return nil, fmt.Errorf("budgets.timezone: %w", err)
+	}
+	bootstrap, err := bootstrapToken(cfg.Auth, cfg.Storage.Path, log)
+	if err != nil {
 		return nil, err
 	}
-	c.Scheduler = schedule.New(st, c.Clock, log.With("component", "scheduler"), c.Flows, schedule.Config{
+	c := &Core{Config: cfg, Log: log, Clock: clk, ID: instanceID(), Store: st, Registry: prometheus.NewRegistry()}
+	reg := c.Registry
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	c.conns = server.NewConnMetrics(reg)
+	res := &access.Resolver{Store: st}
+
+	// The machinery.
+	c.Jobs = job.NewOrchestrator(st, clk, log.With("component", "jobs"), job.Config{
+		Concurrency: cfg.Jobs.Concurrency, Lease: cfg.Jobs.Lease.Duration, Poll: cfg.Jobs.Poll.Duration,
+		BackoffCap: cfg.Jobs.BackoffCap.Duration, ShutdownGrace: cfg.Jobs.ShutdownGrace.Duration,
+	}, c.ID, job.NewMetrics(reg))
+	reg.MustRegister(job.NewQueueCollector(st))
+	c.Feed = feed.New(st, clk, log.With("component", "feed"), feed.Config{Interval: cfg.Events.TailInterval.Duration})
+	c.Applier = &transition.Applier{Store: st, Clock: clk}
+
+	// The domains. The flow engine's hooks into tenancy and the tracker
+	// are pure, so they are given here, before the engine itself.
+	c.Auth = auth.NewAuthenticator(st, clk, bootstrap, cfg.Auth.PlatformAdmins, auth.OIDCConfig{Issuer: cfg.Auth.OIDCIssuer, Audience: cfg.Auth.OIDCAudience})
+	c.Tenancy = tenancy.New(st, c.Applier, clk, flow.TenancyHooks())
+	c.Tracker = tracker.New(st, c.Applier, clk, c.Tenancy, flow.TrackerHooks())
+	c.Skills = skill.New(st, c.Applier, clk)
+	c.Pipelines = versions.New(st, c.Applier, clk)
+	sessions := &flow.Sessions{Store: st, Projects: c.Tenancy, Skills: c.Skills, MCPURL: cfg.PublicURL() + "/api/v1/mcp", LogLimit: cfg.Runs.LogLimit}
+	c.Runs = run.NewService(st, c.Applier, clk, c.Tracker, run.Config{Grace: cfg.Runs.Grace.Duration, LogLimit: cfg.Runs.LogLimit,
+		Log: log.With("component", "runs"), OnFinish: flow.OnRunFinished, Sessions: sessions})
+	tokens := auth.NewTokenService(st, c.Applier, clk, res)
+
+	// The flow engine, its job handlers and its metrics.
+	c.Flows = &flow.Service{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "flow"),
+		Tenancy: c.Tenancy, Tracker: c.Tracker, Pipelines: c.Pipelines, Runs: c.Runs, Forges: forges(cfg.Storage.Path),
+		Budget: &budget.Service{Store: st, Clock: clk, Location: loc}, UnclaimedAfter: cfg.Runs.UnclaimedAfter.Duration,
+		RunnerGrace: cfg.Runs.Grace.Duration}
+	if gitforge.TestBuild {
+		log.Warn("test build (ballet_testforge): Ballet merges on plain-git projects whose merge policy is auto; never run it in production")
+	}
+	c.Flows.Register(c.Jobs)
+	reg.MustRegister(flow.NewCollector(c.Flows), run.NewCollector(c.Runs))
+
+	// The leader's loops (the orchestrator and the sweeper are above).
+	c.Scheduler = schedule.New(st, clk, log.With("component", "scheduler"), c.Flows, schedule.Config{
 		Interval: cfg.Scheduler.Interval.Duration, PlatformLimit: cfg.Scheduler.PlatformLimit,
-		Metrics: schedule.NewMetrics(c.Registry),
+		Metrics: schedule.NewMetrics(reg),
 	})
-	c.Reconciler = reconcile.New(st, c.Clock, log.With("component", "reconciler"), c.Flows, c.Runs, reconcile.Config{
+	c.Reconciler = reconcile.New(st, clk, log.With("component", "reconciler"), c.Flows, c.Runs, reconcile.Config{
 		Interval: cfg.Reconciler.Interval.Duration, Slack: cfg.Reconciler.Slack.Duration,
-		Release: c.Flows.Release, Metrics: reconcile.NewMetrics(c.Registry),
+		Release: c.Flows.Release, Metrics: reconcile.NewMetrics(reg), WakeJobs: c.Jobs.Notify,
 	})
 	c.leading = func() bool { return true }
 	if st.Engine() == "rqlite" {
-		c.Elector = leader.New(st, c.Clock, log.With("component", "leader"), "core", c.ID, cfg.Leader.TTL.Duration, cfg.Leader.Renew.Duration)
 		// Another instance may lead once the lease has ended: the handlers
 		// stop before, and their claims are left for it to take back.
-		c.Elector.OnLost = c.Jobs.Abandon
+		c.Elector = leader.New(st, clk, log.With("component", "leader"), "core", c.ID, cfg.Leader.TTL.Duration, cfg.Leader.Renew.Duration, c.Jobs.Abandon)
 		c.leading = c.Elector.Leading
 	}
-	c.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ballet_leader", Help: "1 while this instance runs the orchestrator, scheduler and reconciler.",
 	}, func() float64 {
 		if c.leading() {
@@ -184,67 +218,59 @@ func New(cfg config.Config, log *slog.Logger, st store.Store) (*Core, error) {
 		}
 		return 0
 	}))
-	return c, nil
-}
 
-// openAPI sets up authentication, the tracker and the REST routes.
-func (c *Core) openAPI(cfg config.Config) error {
-	tokenFile := cfg.Auth.BootstrapTokenFile
-	if tokenFile == "" {
-		tokenFile = filepath.Join(filepath.Dir(cfg.Storage.Path), "bootstrap-token")
-	}
-	bootstrap, generated, err := auth.Bootstrap(cfg.Auth.BootstrapToken, tokenFile)
-	if err != nil {
-		return fmt.Errorf("bootstrap token: %w", err)
-	}
-	if generated {
-		c.Log.Warn("generated a platform-admin bootstrap token: use it as a Bearer token (keep it secret)", "file", tokenFile)
-	}
-	c.Auth = auth.NewAuthenticator(c.Store, c.Clock, bootstrap, cfg.Auth.PlatformAdmins, auth.OIDCConfig{Issuer: cfg.Auth.OIDCIssuer, Audience: cfg.Auth.OIDCAudience})
-	c.Tenancy = tenancy.New(c.Store, c.Applier, c.Clock)
-	c.Tracker = tracker.New(c.Store, c.Applier, c.Clock, c.Tenancy)
-	c.Skills = skill.New(c.Store, c.Applier, c.Clock)
-	c.Pipelines = versions.New(c.Store, c.Applier, c.Clock)
-	c.API = server.NewAPI(c.Log.With("component", "api"), c.Auth, &access.Resolver{Store: c.Store},
-		server.Finders{Orgs: c.Tenancy, Items: c.Tracker}, cfg.HTTP.MaxBodyBytes, cfg.HTTP.WriteTimeout.Duration)
+	// After every commit, in this order: local realtime subscribers see
+	// the change within milliseconds, enqueued jobs run at once, the
+	// scheduler passes, waiting runners lease a new run, spend is counted.
+	c.Applier.Subscribe(c.Feed.OnCommit, transition.WakeOnJobs(c.Jobs.Notify), c.Scheduler.OnCommit, c.Runs.OnCommit,
+		run.SpendMetric(reg))
+
+	// HTTP: the REST routes and the realtime WebSocket.
+	c.API = server.NewAPI(log.With("component", "api"), c.Auth, res, server.Finders{Orgs: c.Tenancy, Items: c.Tracker},
+		cfg.HTTP.MaxBodyBytes, cfg.HTTP.WriteTimeout.Duration)
 	c.API.Add((&server.Tenancy{T: c.Tenancy}).Routes()...)
 	c.API.Add((&server.Pipelines{V: c.Pipelines}).Routes()...)
 	c.API.Add((&server.Items{T: c.Tracker}).Routes()...)
-	c.API.Add((&server.Tokens{S: auth.NewTokenService(c.Store, c.Applier, c.Clock, &access.Resolver{Store: c.Store})}).Routes()...)
+	c.API.Add((&server.Tokens{S: tokens}).Routes()...)
 	c.API.Add((&server.Skills{S: c.Skills}).Routes()...)
-	sessions := &flow.Sessions{Skills: c.Skills, MCPURL: cfg.PublicURL() + "/api/v1/mcp", LogLimit: cfg.Runs.LogLimit}
-	c.Runs = run.NewService(c.Store, c.Applier, c.Clock, c.Tracker, run.Config{Grace: cfg.Runs.Grace.Duration, LogLimit: cfg.Runs.LogLimit, Log: c.Log.With("component", "runs"),
-		OnFinish: flow.OnRunFinished, Sessions: sessions})
 	c.API.Add((&server.Runs{S: c.Runs, Skills: c.Skills, Orgs: c.Tenancy}).Routes()...)
-	c.API.Add((&server.MCP{Runs: c.Runs, Tracker: c.Tracker, Log: c.Log.With("component", "mcp")}).Routes()...)
-	gitCache := filepath.Join(filepath.Dir(cfg.Storage.Path), "git-cache")
-	c.Flows = &flow.Service{Store: c.Store, Applier: c.Applier, Clock: c.Clock, Log: c.Log.With("component", "flow"),
-		Tenancy: c.Tenancy, Tracker: c.Tracker, Pipelines: c.Pipelines, Runs: c.Runs, Forges: func(kind string) (forge.Forge, error) {
-			if kind == "git" {
-				return gitforge.ForBuild(gitCache), nil
-			}
-			return nil, fmt.Errorf("the %s forge is not supported yet: only plain git", kind)
-		}, UnclaimedAfter: cfg.Runs.UnclaimedAfter.Duration, RunnerGrace: cfg.Runs.Grace.Duration}
-	sessions.Flows = c.Flows
-	if gitforge.TestBuild {
-		c.Log.Warn("test build (ballet_testforge): Ballet merges on plain-git projects whose merge policy is auto; never run it in production")
-	}
-	c.Registry.MustRegister(flow.NewCollector(c.Flows), run.NewCollector(c.Runs))
-	loc, err := cfg.Budgets.Location()
-	if err != nil {
-		return fmt.Errorf("budgets.timezone: %w", err)
-	}
-	c.Flows.Budget = &budget.Service{Store: c.Store, Clock: c.Clock, Location: loc}
-	c.Tracker.Hooks = c.Flows.TrackerHooks()
-	c.Tenancy.Hooks = c.Flows.TenancyHooks()
-	c.Flows.Register(c.Jobs)
+	c.API.Add((&server.MCP{Runs: c.Runs, Tracker: c.Tracker, Log: log.With("component", "mcp")}).Routes()...)
 	c.API.Add((&server.Flows{F: c.Flows}).Routes()...)
-	c.Realtime = realtime.New(c.Feed, c.Auth, &access.Resolver{Store: c.Store}, c.Tenancy, c.Tracker, c.Store, c.Clock,
-		c.Log.With("component", "realtime"), realtime.Config{AuthRecheck: cfg.Events.AuthRecheck.Duration,
-			PingInterval: cfg.Events.PingInterval.Duration, PingTimeout: cfg.Events.PingTimeout.Duration,
-			Metrics: realtime.NewMetrics(c.Registry)})
 	c.API.Add((&server.Unattended{T: c.Tracker, Tenancy: c.Tenancy, F: c.Flows, B: c.Flows.Budget}).Routes()...)
-	return nil
+	c.Realtime = realtime.New(c.Feed, c.Auth, res, c.Tenancy, c.Tracker, st, clk, log.With("component", "realtime"),
+		realtime.Config{AuthRecheck: cfg.Events.AuthRecheck.Duration, PingInterval: cfg.Events.PingInterval.Duration,
+			PingTimeout: cfg.Events.PingTimeout.Duration, Metrics: realtime.NewMetrics(reg)})
+	return c, nil
+}
+
+// bootstrapToken returns the platform-admin bootstrap token: the
+// configured one, or the one in its file (next to the SQLite database by
+// default), generated there on first start.
+func bootstrapToken(cfg config.Auth, dbPath string, log *slog.Logger) (string, error) {
+	file := cfg.BootstrapTokenFile
+	if file == "" {
+		file = filepath.Join(filepath.Dir(dbPath), "bootstrap-token")
+	}
+	token, generated, err := auth.Bootstrap(cfg.BootstrapToken, file)
+	if err != nil {
+		return "", fmt.Errorf("bootstrap token: %w", err)
+	}
+	if generated {
+		log.Warn("generated a platform-admin bootstrap token: use it as a Bearer token (keep it secret)", "file", file)
+	}
+	return token, nil
+}
+
+// forges returns the forge of each repository kind; plain git keeps its
+// mirrors in git-cache next to the SQLite database.
+func forges(dbPath string) flow.Forges {
+	gitCache := filepath.Join(filepath.Dir(dbPath), "git-cache")
+	return func(kind string) (forge.Forge, error) {
+		if kind == "git" {
+			return gitforge.ForBuild(gitCache), nil
+		}
+		return nil, fmt.Errorf("the %s forge is not supported yet: only plain git", kind)
+	}
 }
 
 func openStore(ctx context.Context, cfg config.Storage) (store.Store, error) {
@@ -264,10 +290,15 @@ func openStore(ctx context.Context, cfg config.Storage) (store.Store, error) {
 	}
 }
 
+// instanceID names this process in job claims and the leader lease: host,
+// pid and a random suffix.
 func instanceID() string {
-	host, _ := os.Hostname()
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown-host" // the pid and the suffix still tell instances apart
+	}
 	b := make([]byte, 4)
-	_, _ = rand.Read(b)
+	rand.Read(b) // never fails (crypto/rand, Go 1.24+)
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
 }
 
@@ -370,15 +401,14 @@ func (c *Core) Run(ctx context.Context) error {
 			c.Log.Error("take back the jobs of earlier holders (they run again when their lease ends)", "err", err)
 		}
 		// The leader's loops: sweeper, scheduler and reconciler beside the
-		// orchestrator; all stop the moment leadership is lost.
+		// orchestrator; all stop the moment leadership is lost. Each logs
+		// its own errors and goes on: none returns one.
 		var loops sync.WaitGroup
-		for _, loop := range []func(context.Context){c.Runs.RunSweeper, func(ctx context.Context) { _ = c.Scheduler.Run(ctx) }, c.Reconciler.Run} {
+		for _, loop := range []func(context.Context){c.Runs.RunSweeper, c.Scheduler.Run, c.Reconciler.Run} {
 			loops.Add(1)
 			go func() { defer loops.Done(); loop(ctx) }()
 		}
-		if err := c.Jobs.Run(ctx); err != nil {
-			c.Log.Error("orchestrator stopped", "err", err)
-		}
+		c.Jobs.Run(ctx)
 		loops.Wait()
 		c.Log.Info("orchestrator stopped")
 	}
@@ -396,11 +426,36 @@ func (c *Core) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = c.http.Shutdown(shutdownCtx)
+	c.shutdown()
 	wg.Wait()
 	return err
+}
+
+// ShutdownGrace is how long, on Core's clock, Run lets HTTP requests in
+// flight finish when it stops.
+const ShutdownGrace = 10 * time.Second
+
+// shutdown stops the HTTP server: no new connections, requests in flight
+// may finish within ShutdownGrace; the connections still busy then (a
+// runner's lease long poll waits up to a minute) are closed.
+func (c *Core) shutdown() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	t := c.Clock.NewTimer(ShutdownGrace)
+	defer t.Stop()
+	go func() {
+		select {
+		case <-t.C():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := c.http.Shutdown(ctx); err != nil {
+		c.Log.Warn("requests still running after the shutdown grace: closing their connections", "grace", ShutdownGrace, "err", err)
+		if err := c.http.Close(); err != nil {
+			c.Log.Warn("close http connections", "err", err)
+		}
+	}
 }
 
 // Close closes the store.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -59,7 +58,7 @@ func coreChild(urls string) int {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1
 	}
-	c, err := core.New(cfg, log, &campaigns{Store: st})
+	c, err := core.New(core.Options{Config: cfg, Log: log, Store: &campaigns{Store: st}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1
@@ -321,7 +320,7 @@ func TestRestartTakesBackClaimedJobsAtOnce(t *testing.T) {
 	cfg := config.Default()
 	cfg.Storage.Path, cfg.HTTP.Addr = dir+"/core.db", "127.0.0.1:0"
 	cfg.Auth.BootstrapToken = "test-bootstrap-token-0123456789"
-	c, err := core.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st)
+	c, err := core.New(core.Options{Config: cfg, Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@
 // as an operator's kill -9 or a power cut would stop it.
 //
 // The points: "commit:<event type>", right after a transition recording
-// such an event committed (internal/core), and "handled:<job kind>", after
+// such an event committed (internal/transition), and "handled:<job kind>", after
 // a job handler returned and before its result is recorded (internal/job):
 // the handler's own writes are in, its job runs again.
 package fault

@@ -24,6 +24,7 @@ import (
 
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/transition"
 )
 
 // Config tunes a Feed. Zero fields take the defaults.
@@ -88,8 +89,12 @@ func New(store event.Querier, clk clock.Clock, log *slog.Logger, cfg Config) *Fe
 // Config returns the effective configuration.
 func (f *Feed) Config() Config { return f.cfg }
 
-// Nudge makes the tailer read the log at once (call it after a local
-// commit). It never blocks.
+// OnCommit is the feed's subscriber (transition.Subscriber): after a local
+// commit the tailer reads the log at once, so local subscribers see the
+// change within milliseconds.
+func (f *Feed) OnCommit(transition.Committed) { f.Nudge() }
+
+// Nudge makes the tailer read the log at once. It never blocks.
 func (f *Feed) Nudge() {
 	select {
 	case f.nudge <- struct{}{}:

@@ -55,7 +55,8 @@ func recv(t *testing.T, s *feed.Subscription, n int) []event.Event {
 func start(t *testing.T, s store.Store, clk clock.Clock, cfg feed.Config) (*feed.Feed, *transition.Applier) {
 	t.Helper()
 	f := feed.New(s, clk, nil, cfg)
-	a := &transition.Applier{Store: s, Clock: clock.Real{}, OnCommit: func(transition.Committed) { f.Nudge() }}
+	a := &transition.Applier{Store: s, Clock: clock.Real{}}
+	a.Subscribe(f.OnCommit)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { f.Run(ctx); close(done) }()

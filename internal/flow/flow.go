@@ -116,16 +116,26 @@ func scanFlow(rows *store.Rows, i int) (Flow, error) {
 
 // Get reads a flow by id.
 func (s *Service) Get(ctx context.Context, id string) (Flow, error) {
-	rows, err := s.Store.Query(ctx, `SELECT `+flowColumns+` FROM flows WHERE id = ?`, id)
+	f, err := Read(ctx, s.Store, id)
+	if err != nil {
+		return Flow{}, err
+	}
+	s.attend(&f)
+	return f, nil
+}
+
+// Read reads one flow from st, without its attention (Service.Get adds
+// it): the flow's own read, for whoever needs a flow before the Service
+// exists (Sessions).
+func Read(ctx context.Context, st store.Store, id string) (Flow, error) {
+	rows, err := st.Query(ctx, `SELECT `+flowColumns+` FROM flows WHERE id = ?`, id)
 	if err != nil {
 		return Flow{}, fmt.Errorf("read flow %s: %w", id, err)
 	}
 	if rows.Len() == 0 {
 		return Flow{}, apperr.New(apperr.NotFound, "flow %s not found", id)
 	}
-	f, err := scanFlow(rows, 0)
-	s.attend(&f)
-	return f, err
+	return scanFlow(rows, 0)
 }
 
 // Latest returns the item's newest flow (ok=false before any started).

@@ -7,11 +7,13 @@ import (
 )
 
 // The hooks through which other packages' changes reach the flow engine,
-// as jobs in the same batch as their change.
+// as jobs in the same batch as their change. They are pure (they name
+// flow jobs, nothing more), so the tracker and tenancy receive them at
+// construction, before the flow Service that reads them is built.
 
 // TrackerHooks are the tracker hooks through which answers and people's
 // pauses reach the flow engine, as jobs in the same batch as their change.
-func (s *Service) TrackerHooks() tracker.Hooks {
+func TrackerHooks() tracker.Hooks {
 	return tracker.Hooks{
 		StateChanged: func(it tracker.Item, from, to string) []job.Spec {
 			if to != "paused" && to != "cancelled" {
@@ -27,7 +29,7 @@ func (s *Service) TrackerHooks() tracker.Hooks {
 
 // TenancyHooks are the tenancy hooks through which pauses and budgets
 // reach the flow engine, as jobs in the same batch as their change.
-func (s *Service) TenancyHooks() tenancy.Hooks {
+func TenancyHooks() tenancy.Hooks {
 	var h tenancy.Hooks
 	h.ProjectChanged = func(p tenancy.Project, changes tenancy.ProjectChanges) []job.Spec {
 		if (changes.Paused != nil && !p.Paused) || changes.Budgets != nil {

@@ -11,7 +11,14 @@ import (
 	"github.com/ballet/ballet/internal/forge"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/skill"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/tenancy"
 )
+
+// ProjectSource finds a project by id: tenancy.Service.FindProject.
+type ProjectSource interface {
+	FindProject(ctx context.Context, id string) (tenancy.Project, error)
+}
 
 // SkillSource returns a project's skills that a stage allows (all when it
 // names none): skill.Service.ForRun.
@@ -25,8 +32,9 @@ type SkillSource interface {
 // answered questions (the run's artifacts), the project's repository and
 // its credential, Core's MCP endpoint and the log limit.
 type Sessions struct {
-	Flows  *Service
-	Skills SkillSource
+	Store    store.Store
+	Projects ProjectSource
+	Skills   SkillSource
 	// MCPURL is Core's MCP endpoint as sessions reach it.
 	MCPURL string
 	// LogLimit is how many bytes of a run's log Core keeps.
@@ -44,7 +52,7 @@ func (s *Sessions) Session(ctx context.Context, r run.Run) (run.Session, error) 
 	if err := json.Unmarshal(r.Artifacts, &a); err != nil {
 		return run.Session{}, fmt.Errorf("run %s artifacts: %w", r.ID, err)
 	}
-	f, err := s.Flows.Get(ctx, r.FlowID)
+	f, err := Read(ctx, s.Store, r.FlowID)
 	if err != nil {
 		return run.Session{}, err
 	}
@@ -74,7 +82,7 @@ func (s *Sessions) Session(ctx context.Context, r run.Run) (run.Session, error) 
 	for _, sk := range skills {
 		ss.Skills = append(ss.Skills, run.SessionSkill{Name: sk.Name, Description: sk.Description, Content: sk.Content})
 	}
-	proj, err := s.Flows.Tenancy.FindProject(ctx, r.ProjectID)
+	proj, err := s.Projects.FindProject(ctx, r.ProjectID)
 	if err != nil {
 		return run.Session{}, fmt.Errorf("read the project of run %s: %w", r.ID, err)
 	}

@@ -107,7 +107,7 @@ func (o *Orchestrator) Running() int {
 // Run claims and runs jobs until ctx is cancelled. Then it stops claiming,
 // lets running handlers finish for up to ShutdownGrace, cancels the rest
 // (their jobs are claimed again when the lease runs out) and returns.
-func (o *Orchestrator) Run(ctx context.Context) error {
+func (o *Orchestrator) Run(ctx context.Context) {
 	handlerCtx, cancelHandlers := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelHandlers(nil)
 	o.mu.Lock()
@@ -136,7 +136,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			t.Stop()
 			o.shutdown(cancelHandlers)
-			return nil
+			return
 		case <-o.wake:
 		case <-t.C():
 		}

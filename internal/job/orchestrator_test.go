@@ -38,11 +38,8 @@ func setup(t *testing.T, s store.Store, cfg job.Config) *world {
 		cfg.Poll = time.Second
 	}
 	o := job.NewOrchestrator(s, fc, slog.New(slog.NewTextHandler(io.Discard, nil)), cfg, "test-1", nil)
-	a := &transition.Applier{Store: s, Clock: fc, OnCommit: func(c transition.Committed) {
-		if c.HasJobs {
-			o.Notify()
-		}
-	}}
+	a := &transition.Applier{Store: s, Clock: fc}
+	a.Subscribe(transition.WakeOnJobs(o.Notify))
 	return &world{s: s, fc: fc, o: o, a: a}
 }
 

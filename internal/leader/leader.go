@@ -32,21 +32,21 @@ type Elector struct {
 	ttl   time.Duration
 	renew time.Duration
 
-	// OnLost, if set, is called the moment leadership is lost — the lease
-	// was taken, or could not be renewed in time — also while the leader's
-	// work winds down after a clean stop. Work that must not go on once
-	// another instance may lead stops there (the orchestrator abandons its
-	// handlers).
-	OnLost func()
+	onLost func() // see New
 
 	leading    atomic.Bool
 	version    int64     // the lease row's version while leading
 	validUntil time.Time // while leading: the lease is ours at least until then
 }
 
-// New returns an elector for lease name on behalf of instance id.
-func New(s store.Store, c clock.Clock, log *slog.Logger, name, id string, ttl, renew time.Duration) *Elector {
-	return &Elector{store: s, clock: c, log: log, name: name, id: id, ttl: ttl, renew: renew}
+// New returns an elector for lease name on behalf of instance id. onLost,
+// if not nil, is called the moment leadership is lost — the lease was
+// taken, or could not be renewed in time — also while the leader's work
+// winds down after a clean stop. Work that must not go on once another
+// instance may lead stops there (Core's orchestrator abandons its
+// handlers).
+func New(s store.Store, c clock.Clock, log *slog.Logger, name, id string, ttl, renew time.Duration, onLost func()) *Elector {
+	return &Elector{store: s, clock: c, log: log, name: name, id: id, ttl: ttl, renew: renew, onLost: onLost}
 }
 
 // Leading reports whether this instance leads now.
@@ -57,7 +57,7 @@ func (e *Elector) ID() string { return e.id }
 
 // Run campaigns until ctx ends. Each time it is elected it calls lead with
 // a context that is cancelled the moment leadership is lost (and then
-// calls OnLost) or ctx ends, and waits for lead to return before campaigning again. On a
+// calls onLost) or ctx ends, and waits for lead to return before campaigning again. On a
 // clean stop it goes on renewing the lease until lead has returned, then
 // releases it so that another instance takes over at once.
 func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context)) {
@@ -157,8 +157,8 @@ func (e *Elector) hold(ctx context.Context, lead func(ctx context.Context)) {
 		// over meanwhile.
 		end = e.keep(context.WithoutCancel(ctx), done)
 	}
-	if end == lost && e.OnLost != nil {
-		e.OnLost()
+	if end == lost && e.onLost != nil {
+		e.onLost()
 	}
 	<-done
 	if end == finished {

@@ -53,9 +53,14 @@ type instance struct {
 	terms   atomic.Int32
 }
 
-func start(t *testing.T, s store.Store, fc *clock.Fake, id string) *instance {
+// start starts an elector; onLost, if given, is its loss hook.
+func start(t *testing.T, s store.Store, fc *clock.Fake, id string, onLost ...func()) *instance {
 	in := &instance{db: &breakable{Store: s}, done: make(chan struct{})}
-	in.e = leader.New(in.db, fc, slog.New(slog.NewTextHandler(io.Discard, nil)), "core", id, ttl, renew)
+	var lost func()
+	if len(onLost) > 0 {
+		lost = onLost[0]
+	}
+	in.e = leader.New(in.db, fc, slog.New(slog.NewTextHandler(io.Discard, nil)), "core", id, ttl, renew, lost)
 	ctx, cancel := context.WithCancel(context.Background())
 	in.cancel = cancel
 	go func() {
@@ -178,15 +183,14 @@ func leaseEnd(t *testing.T, s store.Store) time.Time {
 }
 
 // TestLeaderCutOffLosesBeforeItsLeaseEnds: a leader that cannot renew calls
-// OnLost, and stops its work, half a renewal interval before its lease could
+// its loss hook, and stops its work, half a renewal interval before its lease could
 // run out — so a successor that takes over once it has run out never meets
 // its work.
 func TestLeaderCutOffLosesBeforeItsLeaseEnds(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		fc := clock.NewFake(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
-		a := start(t, s, fc, "a")
 		var lostAt atomic.Int64
-		a.e.OnLost = func() { lostAt.Store(fc.Now().UnixMilli()) }
+		a := start(t, s, fc, "a", func() { lostAt.Store(fc.Now().UnixMilli()) })
 		waitFor(t, "a leads", func() bool { return a.leading.Load() == 1 })
 		step(t, fc, 1, renew) // one renewal
 		waitFor(t, "renewed", func() bool { return leaseEnd(t, s).Equal(fc.Now().Add(ttl)) })
@@ -225,9 +229,8 @@ func TestRenewalThatHangsStepsDown(t *testing.T) {
 		fc := clock.NewFake(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
 		db := &hangingRenewals{Store: s}
 		// A short lease: the renewal gives up after (ttl - renew/2 - renew) of real time.
-		e := leader.New(db, fc, slog.New(slog.NewTextHandler(io.Discard, nil)), "core", "a", 2*time.Second, time.Second)
 		lost := make(chan struct{})
-		e.OnLost = func() { close(lost) }
+		e := leader.New(db, fc, slog.New(slog.NewTextHandler(io.Discard, nil)), "core", "a", 2*time.Second, time.Second, func() { close(lost) })
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		var leading atomic.Bool
@@ -259,7 +262,7 @@ func TestCleanStopKeepsTheLeaseUntilWorkWoundDown(t *testing.T) {
 		windDown := make(chan struct{})
 		var working atomic.Bool
 		a := &instance{db: &breakable{Store: s}, done: make(chan struct{})}
-		a.e = leader.New(a.db, fc, slog.New(slog.NewTextHandler(io.Discard, nil)), "core", "a", ttl, renew)
+		a.e = leader.New(a.db, fc, slog.New(slog.NewTextHandler(io.Discard, nil)), "core", "a", ttl, renew, nil)
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() {
 			defer close(a.done)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -247,7 +246,7 @@ func TestAPIDocListsEveryRoute(t *testing.T) {
 	cfg := config.Default()
 	cfg.Storage.Path = filepath.Join(t.TempDir(), "core.db")
 	cfg.Auth.BootstrapToken = "lint-bootstrap-token-0123456789"
-	c, err := core.Open(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c, err := core.Open(context.Background(), core.Options{Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,18 +58,12 @@ func newEnvOn(t testing.TB, s store.Store, fc feed.Config, clk clock.Clock, rc .
 	cfg.Auth.BootstrapToken = bootstrap
 	cfg.Auth.BootstrapTokenFile = t.TempDir() + "/bootstrap-token"
 	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
-	c, err := core.New(cfg, log, s)
+	c, err := core.New(core.Options{Config: cfg, Log: log, Store: s})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := feed.New(s, clock.Real{}, log, fc)
-	prev := c.Applier.OnCommit
-	c.Applier.OnCommit = func(cm transition.Committed) {
-		if prev != nil {
-			prev(cm)
-		}
-		f.Nudge()
-	}
+	c.Applier.Subscribe(f.OnCommit)
 	authn := auth.NewAuthenticator(s, clk, bootstrap, nil, auth.OIDCConfig{})
 	var rcfg realtime.Config
 	if len(rc) > 0 {

@@ -86,6 +86,10 @@ type Config struct {
 	Release func(ctx context.Context, flowID string) (bool, error)
 	// Metrics records repairs and pass durations; nil records nothing.
 	Metrics *Metrics
+	// WakeJobs is called after a lost step was queued again (the job
+	// orchestrator's Notify), so that it runs at once; nil wakes nothing
+	// (the orchestrator finds it at its next poll).
+	WakeJobs func()
 }
 
 // Reconciler repairs flows. Pass and Run may be called concurrently, also

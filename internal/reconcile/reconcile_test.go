@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -114,10 +115,12 @@ func TestFlagsStalledRuns(t *testing.T) {
 
 // Rule 3, lost: a step whose job is gone (deleted, or done while the flow
 // still waits) is queued again under the same dedupe key, without an
-// event; the flows then go on.
+// event, and the orchestrator woken for each (Config.WakeJobs); the flows
+// then go on.
 func TestRequeuesLostSteps(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
-		w := setup(t, s, reconcile.Config{})
+		var wakes atomic.Int32
+		w := setup(t, s, reconcile.Config{WakeJobs: func() { wakes.Add(1) }})
 		resume := w.ticket("task")
 		w.waitingForAnswer(resume)
 		w.answer(resume) // queues flow.resume …
@@ -157,6 +160,9 @@ func TestRequeuesLostSteps(t *testing.T) {
 		}
 		if n := strings.Count(w.logs.String(), "queued a lost step again"); n != 4 {
 			t.Fatalf("%d re-queues logged, want 4", n)
+		}
+		if n := wakes.Load(); n != 4 {
+			t.Fatalf("the orchestrator was woken %d times, want once per re-queue (4)", n)
 		}
 		w.drain()
 		if f := w.flow(enter); f.Waiting != flow.WaitRun {

@@ -402,8 +402,8 @@ func (r *Reconciler) repairStep(ctx context.Context, rep *Report, flowID string)
 		return fmt.Errorf("queue %s again: %w", st.Args.Kind(), err)
 	}
 	if len(res) == 1 && res[0].RowsAffected == 1 {
-		if a := r.flows.Applier; a != nil && a.OnCommit != nil {
-			a.OnCommit(transition.Committed{HasJobs: true}) // wake the orchestrator
+		if r.cfg.WakeJobs != nil {
+			r.cfg.WakeJobs()
 		}
 		r.repaired(rep, RuleRequeued, "queued a lost step again", "flow", flowID, "ticket", key, "job", st.Args.Kind(), "dedupe_key", st.Args.DedupeKey())
 	}

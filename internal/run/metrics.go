@@ -2,9 +2,12 @@ package run
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ballet/ballet/internal/transition"
 )
 
 // Collector exports runs by status and runners by liveness, read at scrape
@@ -61,4 +64,24 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.runners, prometheus.GaugeValue, float64(alive), "true")
 	ch <- prometheus.MustNewConstMetric(c.runners, prometheus.GaugeValue, float64(all-alive), "false")
+}
+
+// SpendMetric registers ballet_run_cost_usd_total{project} on reg and
+// returns the subscriber (transition.Subscriber) that counts into it the
+// cost each committed run.finished reports.
+func SpendMetric(reg prometheus.Registerer) transition.Subscriber {
+	spend := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ballet_run_cost_usd_total",
+		Help: "Agent spend reported by finished runs, by project."}, []string{"project"})
+	reg.MustRegister(spend)
+	return func(c transition.Committed) {
+		for _, e := range c.Events {
+			if e.Type != "run.finished" {
+				continue
+			}
+			var p RunFinished
+			if json.Unmarshal(e.Payload, &p) == nil && p.Usage.CostUSD > 0 {
+				spend.WithLabelValues(e.ProjectID).Add(p.Usage.CostUSD)
+			}
+		}
+	}
 }

@@ -81,8 +81,8 @@ func setup(t *testing.T, st store.Store) *world {
 	ctx := context.Background()
 	fc := clock.NewFake(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
 	a := &transition.Applier{Store: st, Clock: fc, Attempts: 100}
-	ten := tenancy.New(st, a, fc)
-	tr := tracker.New(st, a, fc, ten)
+	ten := tenancy.New(st, a, fc, tenancy.Hooks{})
+	tr := tracker.New(st, a, fc, ten, tracker.Hooks{})
 	w := &world{t: t, ctx: ctx, st: st, fc: fc, applier: a, tr: tr, authn: auth.NewAuthenticator(st, fc, "", nil, auth.OIDCConfig{})}
 	w.svc = run.NewService(st, a, fc, tr, run.Config{Grace: grace, OnFinish: flow.OnRunFinished})
 	o, err := ten.CreateOrganization(ctx, admin, tenancy.OrganizationInput{Slug: "acme", Name: "Acme"})

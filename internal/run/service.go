@@ -105,9 +105,20 @@ func (s *Service) finished(r Run) []job.Spec {
 // Config returns the effective configuration.
 func (s *Service) Config() Config { return s.cfg }
 
+// OnCommit is the service's subscriber (transition.Subscriber): a
+// committed run.created wakes the leases waiting in this process.
+func (s *Service) OnCommit(c transition.Committed) {
+	for _, e := range c.Events {
+		if e.Type == "run.created" {
+			s.Notify()
+			return
+		}
+	}
+}
+
 // Notify wakes every lease waiting in this process: a run was created
-// (call it from the applier's OnCommit when run.created commits). Leases
-// in other Core instances find the run at their next poll.
+// (OnCommit calls it when run.created commits). Leases in other Core
+// instances find the run at their next poll.
 func (s *Service) Notify() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

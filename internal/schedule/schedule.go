@@ -41,6 +41,7 @@ import (
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/transition"
 )
 
 // Actor is the scheduler in the events of the flows it starts.
@@ -104,7 +105,7 @@ func New(s store.Store, c clock.Clock, log *slog.Logger, starter Starter, cfg Co
 }
 
 // Wakes reports whether an event of this type can make a ticket runnable
-// or free a slot, so that Core nudges the scheduler after its commit:
+// or free a slot, so that OnCommit nudges the scheduler after its commit:
 //
 //   - ticket.created: a ticket created as ready;
 //   - ticket.state_changed, epic.state_changed: a ticket moved to ready, or
@@ -135,6 +136,17 @@ func Wakes(eventType string) bool {
 	return strings.HasPrefix(eventType, "platform.")
 }
 
+// OnCommit is the scheduler's subscriber (transition.Subscriber): a
+// committed event that Wakes it nudges it.
+func (s *Scheduler) OnCommit(c transition.Committed) {
+	for _, e := range c.Events {
+		if Wakes(e.Type) {
+			s.Nudge()
+			return
+		}
+	}
+}
+
 // Nudge asks for a pass at once. It never blocks; nudges that arrive
 // during a pass coalesce into one more pass after it.
 func (s *Scheduler) Nudge() {
@@ -147,14 +159,14 @@ func (s *Scheduler) Nudge() {
 // Run runs a pass at once, then one after every Nudge and, without nudges,
 // every Interval, until ctx ends. Errors of a pass are logged; the next
 // pass tries again.
-func (s *Scheduler) Run(ctx context.Context) error {
+func (s *Scheduler) Run(ctx context.Context) {
 	for {
 		s.runPass(ctx)
 		t := s.clock.NewTimer(s.cfg.Interval)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil
+			return
 		case <-s.wake:
 		case <-t.C():
 		}

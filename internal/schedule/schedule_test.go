@@ -304,7 +304,7 @@ func TestLimits(t *testing.T) {
 func (w *world) run(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { _ = w.sch.Run(ctx); close(done) }()
+	go func() { w.sch.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); apitest.Receive(t, done, "the scheduler to stop") })
 }
 

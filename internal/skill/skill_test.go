@@ -27,7 +27,7 @@ func skillSetup(t *testing.T, s store.Store) (*skill.Service, tenancy.Project, *
 	ctx := context.Background()
 	c := clock.NewFake(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
 	a := &transition.Applier{Store: s, Clock: c}
-	ten := tenancy.New(s, a, c)
+	ten := tenancy.New(s, a, c, tenancy.Hooks{})
 	svc := skill.New(s, a, c)
 	o, err := ten.CreateOrganization(ctx, alice, tenancy.OrganizationInput{Slug: "acme", Name: "Acme"})
 	if err != nil {

@@ -24,7 +24,7 @@ func TestLastAdminSurvivesConcurrentChanges(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st store.Store) {
 		ctx := context.Background()
 		c := clock.Real{}
-		svc := New(st, &transition.Applier{Store: st, Clock: c, Attempts: 200}, c)
+		svc := New(st, &transition.Applier{Store: st, Clock: c, Attempts: 200}, c, Hooks{})
 		actor := event.Actor{Kind: event.ActorHuman, Sub: "bootstrap"}
 		const orgs = 40
 		type change func(orgID, subject string) error

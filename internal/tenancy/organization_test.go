@@ -21,7 +21,7 @@ import (
 func TestSlugShapedLikeAnID(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st store.Store) {
 		ctx := context.Background()
-		svc := New(st, &transition.Applier{Store: st, Clock: clock.Real{}}, clock.Real{})
+		svc := New(st, &transition.Applier{Store: st, Clock: clock.Real{}}, clock.Real{}, Hooks{})
 		acme, err := svc.CreateOrganization(ctx, alice, OrganizationInput{Slug: "acme", Name: "Acme"})
 		if err != nil {
 			t.Fatal(err)

@@ -35,9 +35,10 @@ type Hooks struct {
 	PlatformPaused func(paused bool) []job.Spec
 }
 
-// New returns a Service.
-func New(s store.Store, a *transition.Applier, c clock.Clock) *Service {
-	return &Service{Store: s, Applier: a, Clock: c}
+// New returns a Service with its hooks (the flow engine's
+// flow.TenancyHooks in Core; zero Hooks add no jobs).
+func New(s store.Store, a *transition.Applier, c clock.Clock, h Hooks) *Service {
+	return &Service{Store: s, Applier: a, Clock: c, Hooks: h}
 }
 
 // now is the current time at the precision times are stored with, so that

@@ -23,7 +23,7 @@ func newWorld(t *testing.T, st store.Store) *world {
 	t.Helper()
 	ctx := context.Background()
 	c := clock.Real{}
-	svc := New(st, &transition.Applier{Store: st, Clock: c, Attempts: 200}, c)
+	svc := New(st, &transition.Applier{Store: st, Clock: c, Attempts: 200}, c, Hooks{})
 	o, err := svc.CreateOrganization(ctx, alice, OrganizationInput{Slug: "acme", Name: "Acme"})
 	if err != nil {
 		t.Fatal(err)

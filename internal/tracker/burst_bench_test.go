@@ -40,8 +40,8 @@ func BenchmarkCreationBurst(b *testing.B) {
 			st := &lostRaces{Store: storetest.Open(b, engine)}
 			c := clock.Real{}
 			a := &transition.Applier{Store: st, Clock: c}
-			ten := tenancy.New(st, a, c)
-			svc := New(st, a, c, ten)
+			ten := tenancy.New(st, a, c, tenancy.Hooks{})
+			svc := New(st, a, c, ten, Hooks{})
 			ctx := context.Background()
 			o, err := ten.CreateOrganization(ctx, itemAlice, tenancy.OrganizationInput{Slug: "acme", Name: "Acme"})
 			if err != nil {

@@ -40,8 +40,8 @@ func newItemWorld(t *testing.T, st store.Store) *itemWorld {
 	c := clock.Real{}
 	// Generous attempts: the concurrency tests make many writers collide.
 	a := &transition.Applier{Store: st, Clock: c, Attempts: 200}
-	ten := tenancy.New(st, a, c)
-	svc := New(st, a, c, ten)
+	ten := tenancy.New(st, a, c, tenancy.Hooks{})
+	svc := New(st, a, c, ten, Hooks{})
 	o, err := ten.CreateOrganization(ctx, itemAlice, tenancy.OrganizationInput{Slug: "acme", Name: "Acme"})
 	if err != nil {
 		t.Fatal(err)

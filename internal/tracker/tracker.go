@@ -37,9 +37,10 @@ type Hooks struct {
 	LastBlockingAnswered func(itemID string) []job.Spec
 }
 
-// New returns a Service over the projects of tn.
-func New(s store.Store, a *transition.Applier, c clock.Clock, tn *tenancy.Service) *Service {
-	return &Service{Store: s, Applier: a, Clock: c, Tenancy: tn}
+// New returns a Service over the projects of tn, with its hooks (the flow
+// engine's flow.TrackerHooks in Core; zero Hooks add no jobs).
+func New(s store.Store, a *transition.Applier, c clock.Clock, tn *tenancy.Service, h Hooks) *Service {
+	return &Service{Store: s, Applier: a, Clock: c, Tenancy: tn, Hooks: h}
 }
 
 // now is the current time at the precision times are stored with, so that

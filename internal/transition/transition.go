@@ -17,6 +17,7 @@ import (
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/fault"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/store"
 )
@@ -63,6 +64,22 @@ type Committed struct {
 	HasJobs bool
 }
 
+// A Subscriber reacts to a committed transition: it wakes a loop, counts a
+// metric. It runs on the committing goroutine, so it must not block or
+// write. Each package exports its own (feed.Feed.OnCommit,
+// schedule.Scheduler.OnCommit, run.Service.OnCommit, …); Core lists them.
+type Subscriber func(Committed)
+
+// WakeOnJobs is the job orchestrator's subscriber: wake (its Notify) is
+// called after each transition that enqueued jobs.
+func WakeOnJobs(wake func()) Subscriber {
+	return func(c Committed) {
+		if c.HasJobs {
+			wake()
+		}
+	}
+}
+
 // Applier commits transitions.
 type Applier struct {
 	Store store.Store
@@ -76,9 +93,8 @@ type Applier struct {
 	// Resends bounds how often a batch whose outcome was unknown is sent
 	// again (default 5).
 	Resends int
-	// OnCommit, if set, is called after every committed transition (to wake
-	// the job orchestrator and the event feed).
-	OnCommit func(Committed)
+
+	subscribers []Subscriber // see Subscribe
 
 	laneOnce sync.Once
 	lane     chan struct{} // Do's retry queue: one retrier at a time, first come first served
@@ -170,11 +186,21 @@ func (a *Applier) Apply(ctx context.Context, t *Transition) error {
 	if err != nil {
 		return fmt.Errorf("apply %s: %w", t.Events[0].Type, err)
 	}
-	if a.OnCommit != nil {
-		a.OnCommit(Committed{Events: t.Events, HasJobs: len(t.Jobs) > 0})
+	for _, e := range t.Events {
+		fault.Hit("commit:" + e.Type) // the failure suite's crash points
+	}
+	c := Committed{Events: t.Events, HasJobs: len(t.Jobs) > 0}
+	for _, s := range a.subscribers {
+		s(c)
 	}
 	return nil
 }
+
+// Subscribe adds subscribers, called in order after every committed
+// transition. Call it before the Applier is first used: Core does, once,
+// at the end of core.New, because what they wake (the scheduler, the
+// runners' long polls) is built on this Applier.
+func (a *Applier) Subscribe(s ...Subscriber) { a.subscribers = append(a.subscribers, s...) }
 
 func (a *Applier) wait(ctx context.Context, d time.Duration) error {
 	tm := a.Clock.NewTimer(d)

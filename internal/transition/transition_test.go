@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -546,6 +547,35 @@ func TestItemKeysAreUniqueUnderConcurrency(t *testing.T) {
 			if v != int64(i+1) {
 				t.Fatalf("allocated %v, want 1..%d each once", nums, n)
 			}
+		}
+	})
+}
+
+// TestSubscribersSeeEachCommitInOrder: every subscriber is called, in the
+// order subscribed, after each committed transition (never after a lost
+// race), with its events; WakeOnJobs wakes only after a transition that
+// enqueued jobs.
+func TestSubscribersSeeEachCommitInOrder(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		a := setup(t, s)
+		var seen []string
+		wakes := 0
+		a.Subscribe(func(c transition.Committed) { seen = append(seen, "first:"+c.Events[0].Type) },
+			transition.WakeOnJobs(func() { wakes++ }),
+			func(c transition.Committed) { seen = append(seen, "second:"+c.Events[0].Type) })
+		createWidget(t, a, "w1") // no jobs
+		if err := a.Apply(context.Background(), bump("w1", 1, "first")); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Apply(context.Background(), bump("w1", 1, "stale")); !errors.Is(err, store.ErrLostRace) {
+			t.Fatalf("want ErrLostRace, got %v", err)
+		}
+		want := []string{"first:widget.created", "second:widget.created", "first:widget.state_changed", "second:widget.state_changed"}
+		if !slices.Equal(seen, want) {
+			t.Fatalf("subscribers saw %v, want %v", seen, want)
+		}
+		if wakes != 1 {
+			t.Fatalf("WakeOnJobs woke %d times, want 1 (one transition enqueued jobs)", wakes)
 		}
 	})
 }
