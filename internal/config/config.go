@@ -81,6 +81,9 @@ type Runner struct {
 	// Watchdog stops a session that printed nothing for this long (30m):
 	// it must allow for the longest build or test run an agent starts.
 	Watchdog Duration `toml:"watchdog"`
+	// Heartbeat: the runner and each of its runs tell Core they live this
+	// often (10s); it must stay well under Core's [runs] grace.
+	Heartbeat Duration `toml:"heartbeat"`
 }
 
 // Adapters configures the agent CLIs.
@@ -267,7 +270,7 @@ func Default() Config {
 		Log:  Log{Level: "info", Format: "text"},
 		Runner: Runner{Server: "http://127.0.0.1:8080", Labels: map[string]string{}, Workdir: "data/runner", Sessions: 2,
 			Sandbox: "bwrap", PassEnv: []string{}, Hide: []string{}, Checkpoint: Duration{5 * time.Minute},
-			Drain: Duration{time.Minute}, Watchdog: Duration{30 * time.Minute}},
+			Drain: Duration{time.Minute}, Watchdog: Duration{30 * time.Minute}, Heartbeat: Duration{10 * time.Second}},
 		Adapters: Adapters{
 			ClaudeCode: ClaudeCode{Command: "claude"},
 			OpenCode:   OpenCode{Command: "opencode", Model: "claude-sonnet-4-5", Provider: "anthropic"},
@@ -527,7 +530,7 @@ func (r Runner) validate() []error {
 	for _, d := range []struct {
 		key string
 		v   Duration
-	}{{"checkpoint", r.Checkpoint}, {"drain", r.Drain}, {"watchdog", r.Watchdog}} {
+	}{{"checkpoint", r.Checkpoint}, {"drain", r.Drain}, {"watchdog", r.Watchdog}, {"heartbeat", r.Heartbeat}} {
 		if d.v.Duration <= 0 {
 			bad(d.key, "must be a positive duration")
 		}

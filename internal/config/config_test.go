@@ -87,6 +87,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"[runner]\ncheckpoint = \"0s\"\n", "runner.checkpoint: must be a positive duration"},
 		{"[runner]\ndrain = \"-1s\"\n", "runner.drain: must be a positive duration"},
 		{"[runner]\nwatchdog = \"0s\"\n", "runner.watchdog: must be a positive duration"},
+		{"[runner]\nheartbeat = \"-1s\"\n", "runner.heartbeat: must be a positive duration"},
 		{"[runner]\nworkdir = \"\"\n", "runner.workdir: must not be empty"},
 		{"[runner]\ntoken = \"a b\"\n", "runner.token: holds spaces"},
 		{"[runner]\nhide = [\"/\"]\n", `runner.hide: "/": name a file or folder other than /`},

@@ -109,6 +109,21 @@ func TestRegistrationAndHeartbeats(t *testing.T) {
 	}
 }
 
+// [runner] heartbeat sets both heartbeats' interval (a Core with a short
+// [runs] grace needs them often): here every 3 s instead of 10 s.
+func TestHeartbeatFromTheConfig(t *testing.T) {
+	t.Parallel()
+	w := newLoopWorld(t)
+	o := w.options()
+	o.Config.Heartbeat = config.Duration{Duration: 3 * time.Second}
+	w.start(o)
+	run := w.running()
+	w.clk.Advance(3 * time.Second)
+	w.core.wait("a runner and a run heartbeat after 3 s", func() bool {
+		return len(w.core.runners[0].Heartbeats) == 1 && w.core.runs[run.ID].Heartbeats == 1
+	})
+}
+
 // A run the runner heartbeat's answer names is stopped at once, and
 // finished as such.
 func TestHeartbeatCancelStopsTheSession(t *testing.T) {

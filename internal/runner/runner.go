@@ -4,9 +4,10 @@
 // At start it sweeps what sessions of a runner that died left behind
 // (proc.Sweep), checks the sandbox and finds its agent CLIs (`--version`),
 // and registers with Core (capacity, adapters, version; the problem, when
-// it cannot run sessions). Then it heartbeats every 10 s — stopping at once
-// the sessions Core names in its answer — and long-polls for runs while it
-// has a free slot, running up to [runner] sessions at once.
+// it cannot run sessions). Then it heartbeats every [runner] heartbeat
+// (10 s) — stopping at once the sessions Core names in its answer — and
+// long-polls for runs while it has a free slot, running up to [runner]
+// sessions at once.
 //
 // A session (session.go) prepares the run's git workspace (branch
 // ballet/<KEY>, the stage's checkpoint restored), builds the CLI's command
@@ -48,6 +49,7 @@ import (
 )
 
 // Timing holds the runner's fixed intervals; zero fields take the
+// configuration's ([runner] heartbeat for both heartbeats), else the
 // defaults (DefaultTiming). Tests shorten them.
 type Timing struct {
 	Heartbeat    time.Duration // the runner's heartbeat (10s, the protocol's)
@@ -162,7 +164,14 @@ func New(o Options) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runner: [runner] workdir: %w", err)
 	}
-	t := o.Timing.withDefaults()
+	t := o.Timing
+	if t.Heartbeat <= 0 {
+		t.Heartbeat = o.Config.Heartbeat.Duration
+	}
+	if t.RunHeartbeat <= 0 {
+		t.RunHeartbeat = o.Config.Heartbeat.Duration
+	}
+	t = t.withDefaults()
 	r := &Runner{
 		cfg: o.Config, opts: o, timing: t, clock: o.Clock, log: o.Log,
 		client:  &protocol.Client{Base: o.Config.Server, Token: o.Token, UserAgent: "ballet-runner/" + o.Version, HTTP: o.HTTP},

@@ -382,6 +382,26 @@ func TestNothingLeftAtExit(t *testing.T) {
 	}
 }
 
+// Find lists a running session's process with its own process group,
+// only for its own id, and nothing once the session is over.
+func TestFind(t *testing.T) {
+	t.Parallel()
+	out := make(lines, 10)
+	s := start(t, Spec{ID: "find-me", Env: []string{helperEnv + "=hang"}, OnLine: out.onLine})
+	out.next(t, "ready")
+	if got, want := Find("find-me"), []Process{{PID: s.PID(), PGID: s.PID()}}; !slices.Equal(got, want) {
+		t.Errorf("Find(find-me) = %v, want %v", got, want)
+	}
+	if got := Find("find-m"); len(got) != 0 {
+		t.Errorf("Find(find-m) = %v, want nothing (another session's id)", got)
+	}
+	s.Stop()
+	wait(t, s)
+	if got := Find("find-me"); len(got) != 0 {
+		t.Errorf("Find after the session = %v, want nothing", got)
+	}
+}
+
 // TestSweepAfterRunnerKilled: a runner (this test binary) that started a
 // session tree is SIGKILLed. The kernel kills the session's command with
 // it (Pdeathsig); the grandchild survives as an orphan until Sweep, at the

@@ -38,3 +38,11 @@ type Swept struct {
 
 // Sweep fails: sessions need Linux.
 func Sweep(dir string) ([]Swept, error) { return nil, errLinuxOnly }
+
+// Process is a live process of a session.
+type Process struct {
+	PID, PGID int
+}
+
+// Find finds nothing: sessions need Linux.
+func Find(id string) []Process { return nil }

@@ -198,13 +198,29 @@ func killMarked(id string, pgid int) []int {
 	return killed
 }
 
+// Process is a live process of a session: its PID and process group.
+type Process struct {
+	PID, PGID int
+}
+
+// Find lists the live processes (zombies left out) that carry the marker
+// of session id, whoever started them: what a session still runs, or
+// what a dead runner's session left behind.
+func Find(id string) []Process {
+	var out []Process
+	for _, p := range scan(id) {
+		if p.marked {
+			out = append(out, Process{PID: p.pid, PGID: p.pgid})
+		}
+	}
+	return out
+}
+
 // marked lists the live processes that carry the marker of session id.
 func marked(id string) []int {
 	var pids []int
-	for _, p := range scan(id) {
-		if p.marked {
-			pids = append(pids, p.pid)
-		}
+	for _, p := range Find(id) {
+		pids = append(pids, p.PID)
 	}
 	return pids
 }
