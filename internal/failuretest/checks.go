@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/forge/gitforge"
+	"github.com/ballet/ballet/internal/runner/proc"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/rqlite"
 	"github.com/ballet/ballet/internal/store/sqlite"
@@ -226,6 +227,11 @@ func (s *suite) check() []string {
 	}
 	s.runnerKills, s.outages = s.runner.record()
 	s.outages = append(append(s.outages, s.core.coreOutages()...), s.leaders...)
+	if s.agents != nil {
+		_, kills, outages, _, _ := s.agents.snapshot()
+		s.agentKills = kills
+		s.outages = append(s.outages, outages...)
+	}
 	pending := map[string]int{}
 	for _, j := range sn.jobs {
 		pending[j.Kind+"/"+j.Status]++
@@ -237,7 +243,11 @@ func (s *suite) check() []string {
 		}
 		f.Close()
 	}
-	return s.analyze(sn, mg)
+	problems := s.analyze(sn, mg)
+	if s.agents != nil {
+		problems = append(problems, s.checkAgents(sn)...)
+	}
+	return problems
 }
 
 // analyze checks the end state; mg is what the repository says about
@@ -381,6 +391,16 @@ func (s *suite) analyze(sn snapshot, mg merges) []string {
 			dup("%d runs for flow step %s: %+v", len(rs), k, rs)
 		}
 	}
+	// One active run per flow: each run of a flow started after the one
+	// before it had finished.
+	lastRun := map[string]dbRun{} // by flow, in creation order
+	for _, r := range sn.runs {
+		if p, ok := lastRun[r.FlowID]; ok && r.StartedAt != 0 && (p.FinishedAt == 0 || r.StartedAt < p.FinishedAt) {
+			dup("runs %s (%s step %d) and %s (%s step %d) of %s ran at once", p.ID, p.Stage, p.Step, r.ID, r.Stage, r.Step,
+				itemByID[r.ItemID].Key)
+		}
+		lastRun[r.FlowID] = r
+	}
 
 	// Items: one event per version (blocker changes do not bump it), and
 	// the state the last event says.
@@ -494,7 +514,7 @@ func (s *suite) analyze(sn snapshot, mg merges) []string {
 			}
 			byBallet, byHuman := mg.ballet[it.Key], mg.human[it.Key]
 			switch projectOf(it.Key) {
-			case BalletMerges:
+			case BalletMerges, Agents:
 				if len(byBallet) != 1 || byHuman != 0 || byBallet[0] != mg.heads[it.Key] {
 					bad("%s is done but Ballet merged its branch %d times (heads %v; the branch is at %s) and humans %d times: "+
 						"want exactly one merge by Ballet, of the branch's head:%s", it.Key, len(byBallet), byBallet, mg.heads[it.Key], byHuman, dump(latest[it.ID].ID))
@@ -505,7 +525,9 @@ func (s *suite) analyze(sn snapshot, mg merges) []string {
 						"the merge stage must see exactly one human merge):%s", it.Key, byHuman, len(byBallet), dump(latest[it.ID].ID))
 				}
 			}
-			if Escalates(it.Number) {
+			if projectOf(it.Key) == Agents {
+				s.sum.AgentDone++
+			} else if Escalates(it.Number) {
 				bad("%s is done, but the runner reported its first stage blocked, which must raise a question", it.Key)
 			}
 			causes, left := s.offScript(it, latest[it.ID], byEntity[latest[it.ID].ID], runsByStep)
@@ -635,8 +657,8 @@ func (s *suite) explain(it dbItem, f dbFlow, events []dbEvent, runsByStep map[st
 		}
 	}
 	p := last.p()
-	if last.Type == "flow.waiting" && p.Waiting == "answer" && p.Outcome == "blocked" && (p.Stage == "implement" || p.Stage == "fix") &&
-		p.Iteration == 1 && Escalates(it.Number) {
+	if projectOf(it.Key) != Agents && last.Type == "flow.waiting" && p.Waiting == "answer" && p.Outcome == "blocked" &&
+		(p.Stage == "implement" || p.Stage == "fix") && p.Iteration == 1 && Escalates(it.Number) {
 		return "scripted", ""
 	}
 	if last.Type == "flow.stuck" {
@@ -665,16 +687,16 @@ func (s *suite) offScript(it dbItem, f dbFlow, events []dbEvent, runsByStep map[
 		default:
 			continue
 		}
-		if p.Outcome == scripted(it.Number, p.Stage, p.Iteration) {
+		want := scripted(it.Key, it.Number, p.Stage, p.Iteration)
+		if p.Outcome == want {
 			continue
 		}
 		r, ok := runsByStep[fmt.Sprintf("%s/%d", f.ID, p.Step)]
 		cause := ""
 		if ok {
-			cause = s.runCause(r)
+			cause = s.runCause(r, projectOf(it.Key) == Agents)
 		}
-		what := fmt.Sprintf("stage %s (iteration %d, step %d) ended %s, the script says %s", p.Stage, p.Iteration, p.Step, p.Outcome,
-			scripted(it.Number, p.Stage, p.Iteration))
+		what := fmt.Sprintf("stage %s (iteration %d, step %d) ended %s, the script says %s", p.Stage, p.Iteration, p.Step, p.Outcome, want)
 		switch {
 		case !ok:
 			left = append(left, what+" (no run)")
@@ -688,9 +710,14 @@ func (s *suite) offScript(it dbItem, f dbFlow, events []dbEvent, runsByStep map[
 }
 
 // scripted is the outcome a stage ends with when nothing interferes: the
-// runner's Outcome for agent stages, done for the human stages (the harness
-// approves) and for the merge.
-func scripted(number int64, stage string, iteration int) string {
+// test runner's Outcome for agent stages, done for the human stages (the
+// harness approves), for the merge and for every stage of an agent ticket
+// (the fake model's scenarios report done; the ask scenario's question
+// ends its session without an outcome).
+func scripted(key string, number int64, stage string, iteration int) string {
+	if projectOf(key) == Agents {
+		return "done"
+	}
 	switch stage {
 	case "implement", "review", "verify", "fix", "check":
 		return Outcome(number, stage, iteration)
@@ -699,11 +726,34 @@ func scripted(number int64, stage string, iteration int) string {
 }
 
 // runCause says which kill cost a run ("" when none did): it was in flight
-// at a runner kill, or it failed as silent while something was down.
-func (s *suite) runCause(r dbRun) string {
+// at a runner kill, or it failed as silent while something was down; a run
+// of an agent ticket also when the harness killed its agent CLI, or when
+// Core, the real runner or the rqlite leader was down while it ran (the
+// CLI's MCP calls to Core fail then, and the session ends without its
+// report).
+func (s *suite) runCause(r dbRun, agents bool) string {
 	for _, k := range s.runnerKills {
 		if slices.Contains(k.Runs, r.ID) {
 			return "runner killed mid-run"
+		}
+	}
+	if agents {
+		for _, k := range s.agentKills {
+			if slices.Contains(k.Runs, r.ID) {
+				return "agent runner killed mid-run"
+			}
+		}
+		if sessions, _, _, _, _ := s.agents.snapshot(); slices.ContainsFunc(sessions, func(ss agentSession) bool {
+			return ss.Run == r.ID && ss.Killed == "agent"
+		}) {
+			return "agent CLI killed mid-run"
+		}
+		if r.Status == "failed" && r.StartedAt != 0 && r.FinishedAt != 0 {
+			for _, o := range s.outages {
+				if o.What != "runner" && o.overlaps(time.UnixMilli(r.StartedAt), time.UnixMilli(r.FinishedAt)) { // not the test runner's
+					return "in flight while " + o.What + " was down"
+				}
+			}
 		}
 	}
 	if r.Status != "failed" || !strings.HasPrefix(r.Error, "runner silent for") {
@@ -773,4 +823,105 @@ func maxRunningAtStart(events []dbEvent, limit int, projectOf func(flowID string
 		}
 	}
 	return most, b.String()
+}
+
+// checkAgents checks what the real runner's log and the process table say
+// about the agent tickets: no run leased twice, never two sessions of one
+// ticket at once, every session killed mid-work after a checkpoint
+// followed (when its stage ran again) by a session that began from that
+// checkpoint, and no agent process left (orphans: alive after their
+// runner's death, found by a start's sweep, or alive now that the runner
+// has stopped).
+func (s *suite) checkAgents(sn snapshot) []string {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	dup := func(format string, args ...any) {
+		s.sum.Duplicates++
+		bad("DUPLICATE: "+format, args...)
+	}
+	sessions, kills, _, twice, swept := s.agents.snapshot()
+	for _, run := range twice {
+		dup("run %s was leased twice by the real runner", run)
+	}
+	// Every start of the runner but the last ended with a kill.
+	killedAt := map[int]time.Time{}
+	for i, k := range kills {
+		killedAt[i+1] = k.At
+	}
+	ends := map[string]time.Time{} // ticket → when its last session's CLI ended
+	last := map[string]string{}    // ticket → its last session's run
+	for _, ss := range sessions {
+		if ss.Restored {
+			s.sum.CheckpointsRestored++
+		}
+		if ss.Started.IsZero() {
+			continue
+		}
+		s.sum.AgentSessions++
+		if end, ok := ends[ss.Ticket]; ok && ss.Started.Before(end) {
+			dup("%s: the session of run %s started while that of run %s still ran", ss.Ticket, ss.Run, last[ss.Ticket])
+		}
+		end := ss.Ended
+		if end.IsZero() {
+			end = killedAt[ss.Start] // its runner died with it
+		}
+		ends[ss.Ticket], last[ss.Ticket] = end, ss.Run
+	}
+	status := map[string]string{}
+	for _, r := range sn.runs {
+		status[r.ID] = r.Status
+	}
+	for i, ss := range sessions {
+		if ss.Killed == "" || ss.Checkpoints == 0 || status[ss.Run] == "succeeded" {
+			continue
+		}
+		for _, next := range sessions[i+1:] {
+			if next.Ticket != ss.Ticket || next.Stage != ss.Stage || next.Started.IsZero() {
+				continue
+			}
+			if !next.Restored {
+				bad("CHECKPOINT: %s %s: the session of run %s was killed mid-work (its %s) after %d checkpoints, but the stage's next session "+
+					"(run %s) did not begin from the checkpoint", ss.Ticket, ss.Stage, ss.Run, ss.Killed, ss.Checkpoints, next.Run)
+			}
+			break
+		}
+	}
+	keyOf := map[string]string{}
+	for _, it := range sn.items {
+		keyOf[it.ID] = it.Key
+	}
+	for _, r := range sn.runs {
+		if projectOf(keyOf[r.ItemID]) != Agents {
+			continue
+		}
+		for _, p := range proc.Find(r.ID) {
+			s.orphans = append(s.orphans, fmt.Sprintf("run %s of %s (%s): pid %d (group %d) alive after the runner stopped",
+				r.ID, keyOf[r.ItemID], r.Stage, p.PID, p.PGID))
+		}
+	}
+	for _, id := range swept {
+		s.orphans = append(s.orphans, fmt.Sprintf("session %s: the runner's start-up sweep killed what it left", id))
+	}
+	s.sum.Orphans = len(s.orphans)
+	for _, o := range s.orphans {
+		bad("ORPHAN agent process: %s", o)
+	}
+	return problems
+}
+
+// agentsHappened says what the agent tickets should have gone through and
+// did not: a kill of the agent CLI and of the real runner while a session
+// of each agent stage was mid-work, a session that began from its
+// checkpoint, a ticket done (merged by Ballet), a question answered.
+func (s *suite) agentsHappened() []string {
+	var missing []string
+	for _, k := range s.agentPlan {
+		missing = append(missing, k.Kind+"@"+k.Stage)
+	}
+	if len(missing) == 0 && s.sum.CheckpointsRestored > 0 && s.sum.AgentDone > 0 && s.sum.Answers > 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("HARNESS: too little happened to the agent tickets to trust this run: kills not made (no session of the "+
+		"stage was mid-work in time): %v; %d sessions began from a checkpoint (≥ 1), %d agent tickets done (≥ 1), %d rounds of answers (≥ 1)",
+		missing, s.sum.CheckpointsRestored, s.sum.AgentDone, s.sum.Answers)}
 }

@@ -53,6 +53,9 @@ const (
 
 var projects = []string{BalletMerges, HumansMerge}
 
+// polled are the projects whose flows and items the harness polls.
+var polled = []string{BalletMerges, HumansMerge, Agents}
+
 // projectOf returns the project key of a ticket key.
 func projectOf(key string) string {
 	p, _, _ := strings.Cut(key, "-")
@@ -72,6 +75,9 @@ type Options struct {
 	FaultWait time.Duration // how long an armed fault point may take to fire
 	Seed      uint64
 	LogDir    string // where the logs go (a temporary folder when empty)
+	// Claude is the claude-code executable the real runner drives for
+	// project AGT ("": no agent tickets).
+	Claude string
 }
 
 func (o *Options) defaults() {
@@ -129,13 +135,22 @@ type Summary struct {
 	// MaxRunningAtStart is the most flows of a project running when another
 	// of it started (informational; compare with the project's limit).
 	MaxRunningAtStart int
-	Elapsed           time.Duration
+	// The agent tickets (project AGT, the real runner and claude-code):
+	// sessions the runner started, kills of an agent CLI and of the real
+	// runner, sessions that began from their stage's checkpoint, the
+	// harness's answers, and the agent processes found alive after their
+	// runner's death or at the end (orphans).
+	AgentTickets, AgentDone, AgentSessions, AgentKills, AgentRunnerKills int
+	CheckpointsRestored, Answers, Orphans                                int
+	Elapsed                                                              time.Duration
 }
 
 // Line is the summary line CI shows.
 func (s Summary) Line() string {
-	return fmt.Sprintf("failure suite (%s): tickets=%d kills=%d resumed=%d escalated=%d duplicates=%d ballet_merges=%d human_merges=%d", s.Engine,
-		s.Tickets, s.Kills, s.Resumed, s.Escalated, s.Duplicates, s.BalletMerge, s.HumanMerge)
+	return fmt.Sprintf("failure suite (%s): tickets=%d kills=%d resumed=%d escalated=%d duplicates=%d ballet_merges=%d human_merges=%d "+
+		"agent_tickets=%d agent_sessions=%d agent_kills=%d agent_runner_kills=%d checkpoints_restored=%d orphans=%d", s.Engine,
+		s.Tickets, s.Kills, s.Resumed, s.Escalated, s.Duplicates, s.BalletMerge, s.HumanMerge,
+		s.AgentTickets, s.AgentSessions, s.AgentKills, s.AgentRunnerKills, s.CheckpointsRestored, s.Orphans)
 }
 
 // ticket is a ticket or epic as the harness created it.
@@ -168,6 +183,7 @@ type suite struct {
 	leaders []outage  // rqlite leader kills until the node's restart
 
 	runnerKills []runnerKill // read at the end, for explain
+	agentKills  []runnerKill // of the real runner, read at the end
 	outages     []outage     // of Core, the runner and the rqlite leader, read at the end
 
 	flows      map[string]flowView // latest poll, by ticket
@@ -178,6 +194,15 @@ type suite struct {
 	mergedIter map[string]int      // the iteration the merge was made in
 	hit        map[string]bool     // tickets active at some Core kill
 	anomalies  []string            // duplicates seen while driving
+
+	agents        *agentRunner   // the real runner of project AGT (nil without agent tickets)
+	agentPlan     []agentKill    // kills still to make
+	agentRestart  time.Time      // when to start the killed real runner again
+	agentKilledAt time.Time      // the last kill of the plan
+	agentKillsOf  map[string]int // plan kills, by ticket
+	answered      map[string]int // rounds of answers, by AGT ticket
+	answeredAt    map[string]int64
+	orphans       []string // agent processes alive after their runner's death, or at the end
 	exits      []string            // Core exiting by itself
 	sum        Summary
 }
@@ -209,7 +234,7 @@ func Run(t *testing.T, o Options) Summary {
 	o.defaults()
 	s := &suite{t: t, o: o, rng: rand.New(rand.NewPCG(o.Seed, 0x5eed)), flows: map[string]flowView{}, states: map[string]string{},
 		approvedAt: map[string]int64{}, merged: map[string]int{}, mergedIter: map[string]int{}, askedHuman: map[string]bool{}, hit: map[string]bool{},
-		byKey: map[string]*ticket{}}
+		byKey: map[string]*ticket{}, agentKillsOf: map[string]int{}, answered: map[string]int{}, answeredAt: map[string]int64{}}
 	s.sum.Engine = o.Engine
 	var err error
 	s.dir = o.LogDir
@@ -255,11 +280,19 @@ func Run(t *testing.T, o Options) Summary {
 				t.Error(err)
 			}
 		}
+		if s.agents != nil {
+			if err := s.agents.kill(); err != nil {
+				t.Error(err)
+			}
+		}
 		if t.Failed() {
 			t.Logf("harness log (tail):\n%s", tailFile(s.harness.Name(), 6000))
 			t.Logf("core log (tail):\n%s", tailFile(s.core.logPath, 6000))
 			if s.runner != nil {
 				t.Logf("runner log (tail):\n%s", tailFile(s.runner.logPath, 3000))
+			}
+			if s.agents != nil {
+				t.Logf("agent runner log (tail):\n%s", tailFile(s.agents.logPath, 6000))
 			}
 		}
 	})
@@ -271,18 +304,33 @@ func Run(t *testing.T, o Options) Summary {
 	if s.doc, err = openapitest.Load(doc); err != nil {
 		t.Fatalf("the OpenAPI document Core serves: %v", err)
 	}
-	runnerToken := s.setup()
+	runnerToken, agentToken := s.setup()
 	if err := s.startRunner(runnerToken); err != nil {
 		t.Fatal(err)
+	}
+	if o.Claude != "" {
+		s.agentPlan = agentKillPlan()
+		if err := s.startAgents(o.Claude, agentToken); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s.drive()
 	if err := s.runner.kill(); err != nil {
 		t.Fatal(err)
 	}
+	if s.agents != nil {
+		// A drain: no session runs any more.
+		if err := s.agents.stop(); err != nil {
+			t.Error(err)
+		}
+	}
 	if err := s.core.stop(); err != nil {
 		t.Fatal(err)
 	}
 	problems := s.check()
+	if s.agents != nil {
+		problems = append(problems, s.agentsHappened()...)
+	}
 	// The suite must have done what it claims: no vacuous pass.
 	if s.sum.FaultKills < 10 || s.sum.RunnerKills < 1 || (o.Engine == "rqlite" && s.sum.LeaderKills != 1) || s.sum.Done < len(s.tickets)/3 ||
 		s.sum.Resumed == 0 || s.sum.BalletMerge == 0 || s.sum.HumanMerge == 0 {
@@ -311,6 +359,11 @@ func Run(t *testing.T, o Options) Summary {
 		s.sum.LeaderKills, s.sum.BalletMerge, s.sum.HumanMerge, s.sum.Runs, s.sum.Events, s.sum.MaxRunningAtStart, o.Limit, s.sum.Elapsed)
 	t.Logf("failure suite (%s): fault points fired: %s; armed but not reached in %s: %s", o.Engine, strings.Join(s.sum.Fired, " "),
 		o.FaultWait, strings.Join(s.sum.NotFired, " "))
+	if s.agents != nil {
+		t.Logf("failure suite (%s): agent tickets (AGT, the real runner, claude-code): %d, %d done; %d sessions, %d agent CLIs and %d runners "+
+			"killed mid-work, %d sessions began from their checkpoint, %d rounds of answers, %d orphans", o.Engine, s.sum.AgentTickets, s.sum.AgentDone,
+			s.sum.AgentSessions, s.sum.AgentKills, s.sum.AgentRunnerKills, s.sum.CheckpointsRestored, s.sum.Answers, s.sum.Orphans)
+	}
 	if len(s.exits) > 0 {
 		t.Logf("failure suite (%s): Core exited by itself %d times and was started again, as a supervisor would:\n  %s", o.Engine,
 			len(s.exits), strings.Join(s.exits, "\n  "))
@@ -347,24 +400,34 @@ func (s *suite) must(want int, token, method, path string, body, out any) {
 
 // setup creates the organization, the two projects on the plain-git
 // repository (Ballet merges ACME's tickets, humans merge HUM's), their
-// pipelines, the epics (in ACME) and tickets with their blockers (in
-// backlog, then all moved to ready) and a runner token.
-func (s *suite) setup() string {
+// pipelines (every agent stage on the test runner's adapter, opencode),
+// the epics (in ACME) and tickets with their blockers (in backlog, then all
+// moved to ready) and a runner token; with agent tickets also project AGT,
+// its pipelines and tickets, and the real runner's token.
+func (s *suite) setup() (runnerToken, agentToken string) {
 	s.must(201, AdminToken, "POST", "/api/v1/orgs", map[string]any{"slug": "acme", "name": "Acme"}, nil)
 	for _, p := range projects {
 		mode := map[string]string{BalletMerges: "auto", HumansMerge: "manual"}[p]
 		s.must(201, AdminToken, "POST", "/api/v1/orgs/acme/projects", map[string]any{"key": p, "name": "Project " + p,
 			"repository": map[string]any{"forge": "git", "url": s.repo.Bare}, "concurrency_limit": s.o.Limit,
 			"merge_policy": map[string]any{"mode": mode}}, nil)
-		s.must(200, AdminToken, "PUT", "/api/v1/projects/"+p+"/pipelines/default", map[string]any{"version": 0, "definition": pipeline.Template()}, nil)
+		s.must(200, AdminToken, "PUT", "/api/v1/projects/"+p+"/pipelines/default", map[string]any{"version": 0, "definition": onOpenCode(pipeline.Template())}, nil)
 		s.must(200, AdminToken, "PUT", "/api/v1/projects/"+p+"/pipelines/bug", map[string]any{"version": 0, "definition": map[string]any{
 			"max_iterations": 3,
 			"stages": []any{
 				map[string]any{"id": "triage", "kind": "human", "next": map[string]any{"failed": "$failed"}},
-				map[string]any{"id": "fix", "kind": "agent", "instructions": "Fix the bug.", "next": map[string]any{"done": "check", "failed": "$question"}},
-				map[string]any{"id": "check", "kind": "agent", "instructions": "Check the fix.", "next": map[string]any{"done": "integrate", "failed": "fix"}},
+				map[string]any{"id": "fix", "kind": "agent", "adapter": "opencode", "instructions": "Fix the bug.", "next": map[string]any{"done": "check", "failed": "$question"}},
+				map[string]any{"id": "check", "kind": "agent", "adapter": "opencode", "instructions": "Check the fix.", "next": map[string]any{"done": "integrate", "failed": "fix"}},
 				map[string]any{"id": "integrate", "kind": "platform", "action": "merge", "next": map[string]any{"failed": "fix"}},
 			}}}, nil)
+	}
+	if s.o.Claude != "" {
+		s.must(201, AdminToken, "POST", "/api/v1/orgs/acme/projects", map[string]any{"key": Agents, "name": "Project " + Agents,
+			"repository": map[string]any{"forge": "git", "url": s.repo.Bare}, "concurrency_limit": s.o.Limit,
+			"merge_policy": map[string]any{"mode": "auto"}}, nil)
+		for name, def := range agentPipelines() {
+			s.must(200, AdminToken, "PUT", "/api/v1/projects/"+Agents+"/pipelines/"+name, map[string]any{"version": 0, "definition": def}, nil)
+		}
 	}
 	create := func(project, typ, title, epic string) *ticket {
 		var it itemView
@@ -419,6 +482,16 @@ func (s *suite) setup() string {
 	if len(epics) > 1 {
 		block(epics[1], s.tickets[6])
 	}
+	if s.o.Claude != "" {
+		for i := 1; i <= agentTasks+1; i++ {
+			typ := "task"
+			if i > agentTasks {
+				typ = "bug"
+			}
+			s.tickets = append(s.tickets, create(Agents, typ, fmt.Sprintf("agent ticket %d", i), ""))
+			s.sum.AgentTickets++
+		}
+	}
 	for _, tk := range s.items {
 		var it itemView
 		s.must(200, AdminToken, "GET", "/api/v1/items/"+tk.Key, nil, &it)
@@ -430,9 +503,12 @@ func (s *suite) setup() string {
 	}
 	s.sum.Tickets = len(s.tickets)
 	s.logf("setup: %d tickets, %d epics, %d blockers", len(s.tickets), len(epics), edges)
-	var tok struct{ Token string }
+	var tok, agentTok struct{ Token string }
 	s.must(201, AdminToken, "POST", "/api/v1/tokens", map[string]any{"name": "failuretest-runner", "kind": "runner"}, &tok)
-	return tok.Token
+	if s.o.Claude != "" {
+		s.must(201, AdminToken, "POST", "/api/v1/tokens", map[string]any{"name": "failuretest-agents", "kind": "runner"}, &agentTok)
+	}
+	return tok.Token, agentTok.Token
 }
 
 func (s *suite) startRunner(token string) error {
@@ -459,7 +535,10 @@ func (s *suite) poll() bool {
 	alive := func() bool { return !s.core.dead() }
 	flows := map[string]flowView{}
 	states := map[string]string{}
-	for _, p := range projects {
+	for _, p := range polled {
+		if p == Agents && s.agents == nil {
+			continue
+		}
 		status, b, err := s.api.call(alive, 20*time.Second, AdminToken, "GET", "/api/v1/projects/"+p+"/flows?limit=1000", nil)
 		if err != nil || status != 200 {
 			s.logf("poll flows of %s: %d %v", p, status, err)
@@ -537,7 +616,7 @@ func (s *suite) settled() (bool, int, []string) {
 	final := map[string]bool{} // done or escalated
 	for _, tk := range s.tickets {
 		f, ok := s.flows[tk.Key]
-		if ok && (f.Status == "done" || escalated(f)) {
+		if ok && (f.Status == "done" || (escalated(f) && !s.willAnswer(tk.Key, f))) {
 			final[tk.Key] = true
 		}
 	}
@@ -548,7 +627,14 @@ func (s *suite) settled() (bool, int, []string) {
 		}
 		open = append(open, tk.Key)
 	}
-	return len(open) == 0 && running == 0, running, open
+	busy := s.agents != nil && s.agents.busy()
+	return len(open) == 0 && running == 0 && !busy, running, open
+}
+
+// willAnswer reports whether the harness is still to answer the question
+// a flow waits for: an agent ticket's, fewer than maxAnswers times.
+func (s *suite) willAnswer(key string, f flowView) bool {
+	return projectOf(key) == Agents && f.Status == "waiting" && f.Waiting == "answer" && s.answered[key] < maxAnswers
 }
 
 // isHeld: a ticket without a flow that is blocked by something escalated
@@ -722,6 +808,9 @@ func (s *suite) drive() {
 			runnerKillAt = runnerKillAt[1:]
 			runnerRestart = now.Add(time.Duration(300+s.rng.IntN(1500)) * time.Millisecond)
 		}
+		if s.agents != nil {
+			s.driveAgents(now)
+		}
 		if s.cluster != nil {
 			switch {
 			case leader == nil && killing && (s.doneShare() >= leaderAt || now.Sub(start) > s.o.KillPhase/2):
@@ -743,7 +832,7 @@ func (s *suite) drive() {
 		}
 		s.actAsHumans()
 		ok, running, open := s.settled()
-		if ok && leaderRestart.IsZero() && runnerRestart.IsZero() {
+		if ok && leaderRestart.IsZero() && runnerRestart.IsZero() && s.agentRestart.IsZero() {
 			if settledSince.IsZero() {
 				settledSince = now
 				s.logf("settled (kill phase over: %v)", !killing)
@@ -796,10 +885,12 @@ func (s *suite) actAsHumans() {
 			if status != 200 && status != 409 {
 				s.t.Errorf("approve %s: %d %s", k, status, b)
 			}
-		case f.Status == "waiting" && f.Waiting == "merge" && projectOf(k) == BalletMerges:
+		case s.willAnswer(k, f):
+			s.answerAgentQuestions(k, f)
+		case f.Status == "waiting" && f.Waiting == "merge" && (projectOf(k) == BalletMerges || projectOf(k) == Agents):
 			if !s.askedHuman[k] {
 				s.askedHuman[k] = true
-				msg := fmt.Sprintf("%s waits for a human merge, but Ballet merges %s's tickets (merge policy auto): %+v", k, BalletMerges, f)
+				msg := fmt.Sprintf("%s waits for a human merge, but Ballet merges %s's tickets (merge policy auto): %+v", k, projectOf(k), f)
 				s.anomalies = append(s.anomalies, msg)
 				s.logf("ANOMALY: %s", msg)
 			}

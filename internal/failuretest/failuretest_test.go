@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ballet/ballet/internal/agenttest"
 )
 
 var binary string
@@ -88,6 +90,11 @@ func TestFailureSuite(t *testing.T) {
 	for _, engine := range []string{"sqlite", "rqlite"} {
 		t.Run(engine, func(t *testing.T) {
 			o := Options{Engine: engine, Binary: binary, Seed: seed}
+			if os.Getenv(agenttest.SkipEnv) != "1" {
+				o.Claude = agenttest.Claude(t)
+			} else {
+				t.Logf("%s=1: the suite runs without its agent tickets (project %s)", agenttest.SkipEnv, Agents)
+			}
 			if v := os.Getenv("BALLET_FAILURETEST_LIMIT"); v != "" {
 				o.Limit, _ = strconv.Atoi(v)
 			}

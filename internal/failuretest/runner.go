@@ -125,7 +125,9 @@ type leased struct {
 
 func (r *testRunner) work() {
 	for {
-		status, b := r.call(r.token, "POST", "/api/v1/runners/"+r.id+"/lease", map[string]any{"wait_seconds": 2})
+		// Only opencode runs: ACME's and HUM's stages name that adapter,
+		// AGT's are the real runner's (see Agents).
+		status, b := r.call(r.token, "POST", "/api/v1/runners/"+r.id+"/lease", map[string]any{"wait_seconds": 2, "adapters": []string{"opencode"}})
 		if status == 204 {
 			continue
 		}
