@@ -225,10 +225,10 @@ func (a *agentRunner) start() error {
 func (a *agentRunner) follow(start int, line string) {
 	_, js, _ := strings.Cut(line, " ")
 	var rec struct {
-		Msg    string `json:"msg"`
-		Run    string `json:"run"`
-		Ticket string `json:"ticket"`
-		Stage  string `json:"stage"`
+		Msg     string `json:"msg"`
+		Run     string `json:"run"`
+		Ticket  string `json:"ticket"`
+		Stage   string `json:"stage"`
 		Session string `json:"session"`
 	}
 	a.mu.Lock()

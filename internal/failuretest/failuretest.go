@@ -203,8 +203,8 @@ type suite struct {
 	answered      map[string]int // rounds of answers, by AGT ticket
 	answeredAt    map[string]int64
 	orphans       []string // agent processes alive after their runner's death, or at the end
-	exits      []string            // Core exiting by itself
-	sum        Summary
+	exits         []string // Core exiting by itself
+	sum           Summary
 }
 
 type flowView struct {
