@@ -33,6 +33,13 @@ const Agents = "AGT"
 // blocking question that the harness answers.
 const agentTasks = 4
 
+// agentTask is the description of the i-th agent task: the scenario its
+// every session plays (the first marker in a prompt counts), slow work on
+// a file of its own, so that the branches Ballet merges do not conflict.
+func agentTask(i int) string {
+	return fakemodel.Marker("slow-work", "steps=3", "sleep=1", fmt.Sprintf("file=agent-%d.txt", i)) + "\nDo the work in three steps."
+}
+
 // maxAnswers bounds how often the harness answers the questions of an
 // agent ticket (the scripted one, and the escalations a kill causes);
 // after that an escalation stays.
@@ -47,12 +54,11 @@ const agentAnswer = "blue"
 // it): a hang guard, no speed claim. What is left after it is an orphan.
 const orphanGuard = 30 * time.Second
 
-// The scenario markers of the agent pipelines' stages (the first marker in
-// a prompt counts: the tickets' descriptions hold none).
+// The scenario markers of the bug pipeline's agent stages (the bug's
+// description holds none).
 var (
-	markImplement = fakemodel.Marker("slow-work", "steps=4", "sleep=1")
-	markCheck     = fakemodel.Marker("slow-work", "steps=3", "sleep=1")
-	markAsk       = fakemodel.Marker("ask", "question=Which_colour?", "answer="+agentAnswer)
+	markAsk   = fakemodel.Marker("ask", "question=Which_colour?", "answer="+agentAnswer)
+	markCheck = fakemodel.Marker("slow-work", "steps=2", "sleep=1", "file=agent-bug.txt")
 )
 
 // agentKillStages are the agent stages at which the harness kills the
@@ -71,21 +77,9 @@ func agentKillPlan() []agentKill {
 	return plan
 }
 
-// agentPipelines are AGT's pipelines: the template with slow-work markers
-// in its agent stages, and a bug pipeline (a human triage, a fix that asks,
-// a slow check, the merge).
+// agentPipelines are AGT's pipelines: the template, and a bug pipeline (a
+// human triage, a fix that asks, a slow check, the merge).
 func agentPipelines() map[string]any {
-	def := pipeline.Template()
-	for i, st := range def.Stages {
-		if st.Kind != pipeline.KindAgent {
-			continue
-		}
-		mark := markCheck
-		if st.ID == "implement" {
-			mark = markImplement
-		}
-		def.Stages[i].Instructions = mark + "\n" + st.Instructions
-	}
 	bug := map[string]any{
 		"max_iterations": 3,
 		"stages": []any{
@@ -95,7 +89,7 @@ func agentPipelines() map[string]any {
 			map[string]any{"id": "integrate", "kind": "platform", "action": "merge", "next": map[string]any{"failed": "fix"}},
 		},
 	}
-	return map[string]any{"default": def, "bug": bug}
+	return map[string]any{"default": pipeline.Template(), "bug": bug}
 }
 
 // onOpenCode makes every agent stage of def name the opencode adapter: the
@@ -225,11 +219,12 @@ func (a *agentRunner) start() error {
 func (a *agentRunner) follow(start int, line string) {
 	_, js, _ := strings.Cut(line, " ")
 	var rec struct {
-		Msg     string `json:"msg"`
-		Run     string `json:"run"`
-		Ticket  string `json:"ticket"`
-		Stage   string `json:"stage"`
-		Session string `json:"session"`
+		Msg       string `json:"msg"`
+		Run       string `json:"run"`
+		Ticket    string `json:"ticket"`
+		Stage     string `json:"stage"`
+		Session   string `json:"session"`
+		Processes int    `json:"processes"`
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -239,7 +234,9 @@ func (a *agentRunner) follow(start int, line string) {
 	}
 	now := time.Now()
 	if rec.Msg == "killed what a session of a dead runner left running" {
-		a.swept = append(a.swept, rec.Session)
+		if rec.Processes > 0 { // it logs every session record it clears
+			a.swept = append(a.swept, fmt.Sprintf("%s (%d processes)", rec.Session, rec.Processes))
+		}
 		return
 	}
 	if rec.Run == "" {

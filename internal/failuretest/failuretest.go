@@ -429,11 +429,14 @@ func (s *suite) setup() (runnerToken, agentToken string) {
 			s.must(200, AdminToken, "PUT", "/api/v1/projects/"+Agents+"/pipelines/"+name, map[string]any{"version": 0, "definition": def}, nil)
 		}
 	}
-	create := func(project, typ, title, epic string) *ticket {
+	create := func(project, typ, title, epic, description string) *ticket {
 		var it itemView
 		body := map[string]any{"type": typ, "title": title}
 		if epic != "" {
 			body["epic"] = epic
+		}
+		if description != "" {
+			body["description"] = description
 		}
 		s.must(201, AdminToken, "POST", "/api/v1/projects/"+project+"/items", body, &it)
 		tk := &ticket{Key: it.Key, Number: it.Number, Type: typ, Epic: epic}
@@ -443,7 +446,7 @@ func (s *suite) setup() (runnerToken, agentToken string) {
 	}
 	var epics []*ticket
 	for e := range s.o.Epics {
-		epics = append(epics, create(BalletMerges, "epic", fmt.Sprintf("epic %d", e), ""))
+		epics = append(epics, create(BalletMerges, "epic", fmt.Sprintf("epic %d", e), "", ""))
 	}
 	for i := 1; i <= s.o.Tickets; i++ {
 		typ := "task"
@@ -457,7 +460,7 @@ func (s *suite) setup() (runnerToken, agentToken string) {
 		case i%2 == 0:
 			project = HumansMerge // a third of the tickets
 		}
-		s.tickets = append(s.tickets, create(project, typ, fmt.Sprintf("ticket %d", i), epic))
+		s.tickets = append(s.tickets, create(project, typ, fmt.Sprintf("ticket %d", i), epic, ""))
 	}
 	// Blockers: a DAG (edges from earlier tickets), depth one among
 	// tickets, plus two epics blocked by a ticket each. Deliberately
@@ -484,11 +487,11 @@ func (s *suite) setup() (runnerToken, agentToken string) {
 	}
 	if s.o.Claude != "" {
 		for i := 1; i <= agentTasks+1; i++ {
-			typ := "task"
+			typ, desc := "task", agentTask(i)
 			if i > agentTasks {
-				typ = "bug"
+				typ, desc = "bug", "The button has the wrong colour."
 			}
-			s.tickets = append(s.tickets, create(Agents, typ, fmt.Sprintf("agent ticket %d", i), ""))
+			s.tickets = append(s.tickets, create(Agents, typ, fmt.Sprintf("agent ticket %d", i), "", desc))
 			s.sum.AgentTickets++
 		}
 	}

@@ -529,6 +529,10 @@ func TestScenarios(t *testing.T) {
 			{tool: "Bash", input: map[string]any{"command": "echo step 2 >> work.txt && sleep 3", "description": "Work step 2 of 2"}},
 			{tool: "mcp__ballet__submit_report", input: map[string]any{"outcome": "done", "summary": "Did 2 steps of work."}},
 			{text: "Done."}}},
+		{"slow-work", fakemodel.Marker("slow-work", "steps=1", "sleep=0", "file=agent-1.txt"), "ok", []step{
+			{tool: "Bash", input: map[string]any{"command": "echo step 1 >> agent-1.txt && sleep 0", "description": "Work step 1 of 1"}},
+			{tool: "mcp__ballet__submit_report", input: map[string]any{"outcome": "done", "summary": "Did 1 steps of work."}},
+			{text: "Done."}}},
 		{"run-script", fakemodel.Marker("run-script", "file=check.sh"), "read: permission denied", []step{
 			{tool: "Bash", input: map[string]any{"command": "sh check.sh", "description": "Run the script"}},
 			{tool: "mcp__ballet__submit_report", input: map[string]any{"outcome": "done", "summary": "read: permission denied"}},

@@ -136,7 +136,7 @@ func Scenarios() map[string]Scenario {
 			Next: hugeLine},
 		{Name: "run-script", Doc: "runs `sh FILE` (file=, default probe.sh) in the workspace with the shell tool, then reports done with its output as the summary",
 			Next: runScript},
-		{Name: "slow-work", Doc: "runs steps= (default 5) shell calls of sleep= seconds (default 1), each appending to work.txt then sleeping, then reports done",
+		{Name: "slow-work", Doc: "runs steps= (default 5) shell calls of sleep= seconds (default 1), each appending to file= (default work.txt) then sleeping, then reports done",
 			Next: slowWork},
 	}
 	out := make(map[string]Scenario, len(list))
@@ -291,7 +291,7 @@ func slowWork(c *Conversation) (Turn, error) {
 	case i < steps:
 		// The change first, so the workspace moves while the step runs; a
 		// leading long sleep is refused by claude-code's Bash tool.
-		call, err := c.Shell(fmt.Sprintf("echo step %d >> work.txt && sleep %d", i+1, secs),
+		call, err := c.Shell(fmt.Sprintf("echo step %d >> %s && sleep %d", i+1, c.Param("file", "work.txt"), secs),
 			fmt.Sprintf("Work step %d of %d", i+1, steps))
 		if err != nil {
 			return Turn{}, err
