@@ -37,7 +37,7 @@ const agentTasks = 4
 // every session plays (the first marker in a prompt counts), slow work on
 // a file of its own, so that the branches Ballet merges do not conflict.
 func agentTask(i int) string {
-	return fakemodel.Marker("slow-work", "steps=3", "sleep=1", fmt.Sprintf("file=agent-%d.txt", i)) + "\nDo the work in three steps."
+	return fakemodel.Marker("slow-work", "steps=2", "sleep=1", fmt.Sprintf("file=agent-%d.txt", i)) + "\nDo the work in two steps."
 }
 
 // maxAnswers bounds how often the harness answers the questions of an
@@ -77,9 +77,18 @@ func agentKillPlan() []agentKill {
 	return plan
 }
 
-// agentPipelines are AGT's pipelines: the template, and a bug pipeline (a
-// human triage, a fix that asks, a slow check, the merge).
+// agentPipelines are AGT's pipelines: the template, except that a failed
+// review or verify runs that stage again (the one a kill failed: its next
+// session begins from the checkpoint; going back to implement would cost
+// two more sessions), and a bug pipeline (a human triage, a fix that asks,
+// a slow check, the merge).
 func agentPipelines() map[string]any {
+	def := pipeline.Template()
+	for i, st := range def.Stages {
+		if st.ID == "review" || st.ID == "verify" {
+			def.Stages[i].Next.Failed = st.ID
+		}
+	}
 	bug := map[string]any{
 		"max_iterations": 3,
 		"stages": []any{
@@ -89,7 +98,7 @@ func agentPipelines() map[string]any {
 			map[string]any{"id": "integrate", "kind": "platform", "action": "merge", "next": map[string]any{"failed": "fix"}},
 		},
 	}
-	return map[string]any{"default": pipeline.Template(), "bug": bug}
+	return map[string]any{"default": def, "bug": bug}
 }
 
 // onOpenCode makes every agent stage of def name the opencode adapter: the
@@ -163,7 +172,7 @@ format = "json"
 server = "http://%s"
 name = "failuretest-agents"
 workdir = %q
-sessions = 3
+sessions = 4
 sandbox = "bwrap"
 checkpoint = "1s"
 heartbeat = "1s"
@@ -299,18 +308,19 @@ func (a *agentRunner) busy() bool {
 }
 
 // candidate returns a session of stage of the running runner whose CLI
-// runs and has pushed a checkpoint (it is mid-work), of a ticket killed
-// fewer than twice.
+// runs and has pushed a checkpoint (it is mid-work), of the ticket killed
+// least so far (and fewer than twice): the kills spread over the tickets.
 func (a *agentRunner) candidate(stage string, killed map[string]int) *agentSession {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	var best *agentSession
 	for _, ss := range a.order {
 		if ss.Start == a.starts && ss.Stage == stage && !ss.Started.IsZero() && ss.Ended.IsZero() && ss.Checkpoints > 0 &&
-			ss.Killed == "" && killed[ss.Ticket] < 2 {
-			return ss
+			ss.Killed == "" && killed[ss.Ticket] < 2 && (best == nil || killed[ss.Ticket] < killed[best.Ticket]) {
+			best = ss
 		}
 	}
-	return nil
+	return best
 }
 
 // killAgent kills, with SIGKILL, the process groups of the session's agent
