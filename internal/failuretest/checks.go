@@ -728,9 +728,8 @@ func scripted(key string, number int64, stage string, iteration int) string {
 // runCause says which kill cost a run ("" when none did): it was in flight
 // at a runner kill, or it failed as silent while something was down; a run
 // of an agent ticket also when the harness killed its agent CLI, or when
-// Core, the real runner or the rqlite leader was down while it ran (the
-// CLI's MCP calls to Core fail then, and the session ends without its
-// report).
+// it failed as Core's absence makes a session fail (coreGone) while Core,
+// the real runner or the rqlite leader was down.
 func (s *suite) runCause(r dbRun, agents bool) string {
 	for _, k := range s.runnerKills {
 		if slices.Contains(k.Runs, r.ID) {
@@ -743,12 +742,14 @@ func (s *suite) runCause(r dbRun, agents bool) string {
 				return "agent runner killed mid-run"
 			}
 		}
-		if sessions, _, _, _, _ := s.agents.snapshot(); slices.ContainsFunc(sessions, func(ss agentSession) bool {
-			return ss.Run == r.ID && ss.Killed == "agent"
-		}) {
-			return "agent CLI killed mid-run"
+		if s.agents != nil {
+			if sessions, _, _, _, _ := s.agents.snapshot(); slices.ContainsFunc(sessions, func(ss agentSession) bool {
+				return ss.Run == r.ID && ss.Killed == "agent"
+			}) {
+				return "agent CLI killed mid-run"
+			}
 		}
-		if r.Status == "failed" && r.StartedAt != 0 && r.FinishedAt != 0 {
+		if r.Status == "failed" && coreGone(r.Error) && r.StartedAt != 0 && r.FinishedAt != 0 {
 			for _, o := range s.outages {
 				if o.What != "runner" && o.overlaps(time.UnixMilli(r.StartedAt), time.UnixMilli(r.FinishedAt)) { // not the test runner's
 					return "in flight while " + o.What + " was down"
@@ -769,6 +770,15 @@ func (s *suite) runCause(r dbRun, agents bool) string {
 		}
 	}
 	return ""
+}
+
+// coreGone reports whether a session's error is one that Core's absence
+// causes: the CLI could not reach Core's MCP endpoint at its start, or an
+// MCP call failed and the session ended without its report, or Core failed
+// the run for a heartbeat it could not take.
+func coreGone(err string) bool {
+	return strings.Contains(err, "the session ended without submit_report") || strings.Contains(err, "could not connect to Core's MCP endpoint") ||
+		strings.HasPrefix(err, "runner silent for")
 }
 
 // maxRunningAtStart replays the flow events and returns the most flows of

@@ -2,12 +2,16 @@ package failuretest
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ballet/ballet/internal/openapitest"
+	"github.com/ballet/ballet/internal/runner/proc"
 	"github.com/ballet/ballet/internal/server"
 )
 
@@ -123,6 +127,12 @@ func TestChecksCatchBrokenEndStates(t *testing.T) {
 			m.ballet["ACME-1"] = []string{"h1", "h1"}
 			return &m
 		}, []string{"DUPLICATE: branch ballet/ACME-1 merged 2 times by Ballet", "ACME-1 is done but Ballet merged its branch 2 times"}},
+		{"two runs of a flow at once", func(w *world) *merges {
+			w.sn.runs[0].StartedAt, w.sn.runs[0].FinishedAt = 1000, 5000
+			w.sn.runs = append(w.sn.runs, dbRun{ID: "r3", FlowID: "f1", ItemID: "i1", Stage: "implement", Status: "succeeded", Step: 3,
+				StartedAt: 4000, FinishedAt: 6000})
+			return nil
+		}, []string{"DUPLICATE: runs r1 (implement step 1) and r3 (implement step 3) of ACME-1 ran at once"}},
 		{"done without merge", func(*world) *merges {
 			m := mergedByBallet()
 			delete(m.ballet, "ACME-2")
@@ -240,6 +250,10 @@ func escalatedWorld(waiting string) *world {
 	return w
 }
 
+// agentTicket, as a case's number, makes the escalated ticket AGT-17: an
+// agent ticket (its every stage is scripted done).
+const agentTicket = -1
+
 // TestEveryEscalationIsExplained: an escalation passes only when it was
 // scripted or a kill cost the run whose stage ended off-script.
 func TestEveryEscalationIsExplained(t *testing.T) {
@@ -280,6 +294,31 @@ func TestEveryEscalationIsExplained(t *testing.T) {
 			w.sn.runs[0].Error = "the session exited with status 1"
 			s.outages = []outage{{What: "core", From: at(5000), To: at(9000)}}
 		}, "", "its run r1 is failed (the session exited with status 1) and no kill explains it"},
+		{"agent ticket: its agent CLI killed", failed, agentTicket, func(s *suite, w *world) {
+			w.sn.runs[0].Error = "the agent CLI exited with status 137"
+			s.agents = &agentRunner{order: []*agentSession{{Run: "r1", Killed: "agent"}}}
+		}, "agent CLI killed mid-run", ""},
+		{"agent ticket: in flight at a kill of the real runner", failed, agentTicket, func(s *suite, _ *world) {
+			s.agentKills = []runnerKill{{At: at(1500), Runs: []string{"r1"}}}
+		}, "agent runner killed mid-run", ""},
+		{"agent ticket: no report while Core was down", failed, agentTicket, func(s *suite, w *world) {
+			w.sn.runs[0].Error = "the session ended without submit_report"
+			s.outages = []outage{{What: "core", From: at(3000), To: at(4000)}}
+		}, "in flight while core was down", ""},
+		{"agent ticket: no report, Core up", failed, agentTicket, func(s *suite, w *world) {
+			w.sn.runs[0].Error = "the session ended without submit_report"
+			s.outages = []outage{{What: "core", From: at(7000), To: at(8000)}}
+		}, "", "ended failed, the script says done; its run r1 is failed (the session ended without submit_report) and no kill explains it"},
+		{"agent ticket: the test runner's outage explains nothing", failed, agentTicket, func(s *suite, w *world) {
+			w.sn.runs[0].Error = "the session ended without submit_report"
+			s.outages = []outage{{What: "runner", From: at(3000), To: at(4000)}}
+		}, "", "no kill explains it"},
+		{"agent ticket: a failure Core's absence does not cause", failed, agentTicket, func(s *suite, w *world) {
+			w.sn.runs[0].Error = "the agent CLI exited with status 1"
+			s.outages = []outage{{What: "core", From: at(3000), To: at(4000)}}
+		}, "", "no kill explains it"},
+		{"agent ticket: blocked is never scripted", `{"step":1,"stage":"implement","iteration":1,"waiting":"answer","outcome":"blocked"}`,
+			agentTicket, nil, "", "ended blocked, the script says done"},
 		{"stuck", `{"step":1,"stage":"implement","iteration":1,"waiting":"answer","reason":"the job died"}`, 17, func(_ *suite, w *world) {
 			w.sn.events[11].Type = "flow.stuck"
 		}, "", "the flow was flagged stuck: the job died"},
@@ -287,6 +326,11 @@ func TestEveryEscalationIsExplained(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			w := escalatedWorld(c.waiting)
 			w.sn.items[0].Number = c.number
+			key := "ACME-17"
+			if c.number == agentTicket {
+				key, w.sn.items[0].Number = Agents+"-17", 17
+				w.sn.items[0].Key = key
+			}
 			s := &suite{t: t, hit: map[string]bool{}}
 			if c.setup != nil {
 				c.setup(s, w)
@@ -295,8 +339,77 @@ func TestEveryEscalationIsExplained(t *testing.T) {
 			switch {
 			case c.why != "" && (p != "" || s.sum.Explained[c.why] != 1):
 				t.Fatalf("explained %v, want %q; problems:\n%s", s.sum.Explained, c.why, p)
-			case c.why == "" && (!strings.Contains(p, "UNEXPLAINED ESCALATION of ACME-17") || !strings.Contains(p, c.problem)):
+			case c.why == "" && (!strings.Contains(p, "UNEXPLAINED ESCALATION of "+key) || !strings.Contains(p, c.problem)):
 				t.Fatalf("problems do not say %q:\n%s", c.problem, p)
+			}
+		})
+	}
+}
+
+// TestAgentChecks makes sure the checks of the agent tickets bite: a run
+// leased twice, two sessions of a ticket at once, a killed session's
+// checkpoint not restored by the stage's next session, what a sweep found
+// and an agent process alive at the end are each reported.
+func TestAgentChecks(t *testing.T) {
+	at := func(s int) time.Time { return time.Unix(1000+int64(s), 0) }
+	good := func() []*agentSession {
+		return []*agentSession{
+			{Run: "a1", Ticket: "AGT-1", Stage: "implement", Start: 1, Started: at(0), Checkpoints: 2, Killed: "runner"},
+			{Run: "a2", Ticket: "AGT-1", Stage: "implement", Start: 2, Started: at(10), Ended: at(15), Restored: true, Finished: true},
+			{Run: "a3", Ticket: "AGT-1", Stage: "review", Start: 2, Started: at(16), Ended: at(20), Finished: true},
+			{Run: "a4", Ticket: "AGT-2", Stage: "implement", Start: 2, Started: at(12), Ended: at(14), Finished: true},
+		}
+	}
+	check := func(t *testing.T, sessions []*agentSession, edit func(a *agentRunner, sn *snapshot)) []string {
+		a := &agentRunner{order: sessions, kills: []runnerKill{{At: at(5), Runs: []string{"a1"}}}}
+		sn := snapshot{items: []dbItem{{ID: "i1", Key: "AGT-1"}, {ID: "i2", Key: "AGT-2"}},
+			runs: []dbRun{{ID: "a1", ItemID: "i1", Status: "failed"}, {ID: "a2", ItemID: "i1", Status: "succeeded"}}}
+		if edit != nil {
+			edit(a, &sn)
+		}
+		s := &suite{t: t, agents: a}
+		p := s.checkAgents(sn)
+		if s.sum.AgentSessions != len(sessions) || s.sum.CheckpointsRestored != 1 {
+			t.Errorf("%d sessions, %d restored; want %d and 1", s.sum.AgentSessions, s.sum.CheckpointsRestored, len(sessions))
+		}
+		return p
+	}
+	if p := check(t, good(), nil); len(p) != 0 {
+		t.Fatalf("consistent sessions have problems:\n%s", strings.Join(p, "\n"))
+	}
+	// A process that carries the marker of run a2, as a session's would.
+	orphan := exec.Command("sleep", "60")
+	orphan.Env = append(os.Environ(), proc.Marker("a2"))
+	if err := orphan.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = orphan.Process.Kill(); _ = orphan.Wait() })
+	for _, c := range []struct {
+		name string
+		edit func(ss []*agentSession, a *agentRunner, sn *snapshot)
+		want string
+	}{
+		{"leased twice", func(_ []*agentSession, a *agentRunner, _ *snapshot) { a.twice = []string{"a3"} },
+			"DUPLICATE: run a3 was leased twice"},
+		{"two sessions at once", func(ss []*agentSession, _ *agentRunner, _ *snapshot) { ss[2].Started = at(14) },
+			"DUPLICATE: AGT-1: the session of run a3 started while that of run a2 still ran"},
+		{"a session started before its killed runner died", func(ss []*agentSession, _ *agentRunner, _ *snapshot) { ss[1].Started = at(4) },
+			"DUPLICATE: AGT-1: the session of run a2 started while that of run a1 still ran"},
+		{"checkpoint not restored", func(ss []*agentSession, _ *agentRunner, _ *snapshot) { ss[1].Restored, ss[3].Restored = false, true },
+			"CHECKPOINT: AGT-1 implement: the session of run a1 was killed mid-work (its runner) after 2 checkpoints, but the stage's next session (run a2)"},
+		{"a sweep found leftovers", func(_ []*agentSession, a *agentRunner, _ *snapshot) { a.swept = []string{"a1 (2 processes)"} },
+			"ORPHAN agent process: session a1 (2 processes): the runner's start-up sweep killed what it left"},
+		{"alive at the end", func(_ []*agentSession, _ *agentRunner, sn *snapshot) {}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ss := good()
+			p := strings.Join(check(t, ss, func(a *agentRunner, sn *snapshot) { c.edit(ss, a, sn) }), "\n")
+			want := c.want
+			if want == "" {
+				want = fmt.Sprintf("ORPHAN agent process: run a2 of AGT-1 (): pid %d", orphan.Process.Pid)
+			}
+			if !strings.Contains(p, want) {
+				t.Fatalf("problems do not say %q:\n%s", want, p)
 			}
 		})
 	}

@@ -10,16 +10,34 @@
 // runner mid-run and, on rqlite, the cluster's leader once. Core's scheduler
 // alone starts the tickets. The harness plays the humans: it approves human
 // stages and merges a HUM ticket's branch when its flow waits for the merge;
-// it answers no question, so escalations stay escalated.
+// it answers no question of ACME and HUM, so their escalations stay.
+//
+// A subset of the tickets (project AGT, see Agents) is worked by the real
+// `ballet runner` with real claude-code sessions under bubblewrap against
+// the fake model (internal/fakemodel; each ticket's description picks slow
+// work on a file of its own, the bug's fix stage asks a blocking question)
+// and pushes to the same bare repository, where Ballet merges them. Besides
+// Core's kills, the harness kills the real runner and, separately, a
+// session's agent CLI (its process groups, found by the BALLET_SESSION
+// marker) while a session of each agent stage (implement, review, verify)
+// is mid-work with a checkpoint pushed; it answers an AGT ticket's
+// questions (at most maxAnswers times), so a ticket a kill escalated
+// resumes.
 //
 // At the end it reads the database directly and checks that every ticket
 // ended done or escalated (or waits behind an escalated blocker), that every
 // escalation and every stage that ended off the runner's script is explained
 // (scripted, or a run that a kill cost), that tickets caught by a Core kill
 // resumed (at least one of them reached done), that no run, flow
-// transition or merge happened twice, that every change has its one event
-// and seq has no gaps, and that no job is left behind without a reason. Run
-// prints one summary line.
+// transition or merge happened twice and no two runs of a flow overlapped,
+// that every change has its one event and seq has no gaps, and that no job
+// is left behind without a reason; for the agent tickets also that no run
+// was leased twice nor two sessions of a ticket ran at once, that the next
+// session of a stage whose session was killed mid-work began from its
+// checkpoint, and that no agent process is left (after each kill of the
+// real runner, and at the end). Run prints one summary line, with the
+// agent figures (sessions, kills of agent CLIs and of the real runner,
+// checkpoints restored, orphans).
 package failuretest
 
 import (

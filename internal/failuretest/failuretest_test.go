@@ -67,8 +67,12 @@ func TestMain(m *testing.M) {
 // TestFailureSuite runs the failure suite (ADR-0016 "Validation") on
 // SQLite and on a three-node rqlite cluster: the real binary and a runner
 // process over many tickets, killed at every pipeline step, at random, the
-// runner mid-run and (rqlite) the cluster's leader once. See Run.
+// runner mid-run and (rqlite) the cluster's leader once; and the real
+// runner with claude-code (internal/agenttest) over the agent tickets, it
+// and its sessions' agent CLIs killed mid-work at every agent stage. See
+// Run.
 //
+// BALLET_SKIP_AGENTS=1 runs it without the agent tickets;
 // BALLET_FAILURETEST_SEED repeats a run's random choices;
 // BALLET_FAILURETEST_LOGS keeps the logs in that folder;
 // BALLET_FAILURETEST_BINARY runs a prebuilt ballet (built with -tags
