@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -344,6 +345,66 @@ func TestCheckpointEvery(t *testing.T) {
 	}
 	cancel()
 	<-stopped
+}
+
+// TestCheckpointEveryStopsCleanly: the periodic checkpoints are stopped
+// (the session ended) while one runs git on the runner's index. That
+// checkpoint runs to its end — killed, git would leave index.lock behind —
+// and the session's publish works. The stand-in git takes the index's
+// lock while it waits to be let go, as a git busy writing the index does.
+func TestCheckpointEveryStopsCleanly(t *testing.T) {
+	t.Parallel()
+	r := newRemote(t)
+	dir := t.TempDir()
+	real, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate, busy := filepath.Join(dir, "gate"), filepath.Join(dir, "busy")
+	slow := filepath.Join(dir, "slow-git")
+	writeFile(t, slow, fmt.Sprintf(`#!/bin/sh
+case " $* " in
+*" add --all "*)
+	if [ -n "$GIT_INDEX_FILE" ] && [ ! -e %[1]q ]; then
+		: > "$GIT_INDEX_FILE.lock"
+		: > %[2]q
+		while [ ! -e %[1]q ]; do sleep 0.05; done
+		rm -f "$GIT_INDEX_FILE.lock"
+	fi ;;
+esac
+exec %[3]q "$@"
+`, gate, busy, real))
+	if err := os.Chmod(slow, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := &Manager{Dir: t.TempDir()}
+	w := prepare(t, m, spec(r, "run-1", "implement"))
+	m.Git = slow
+	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		w.CheckpointEvery(ctx, clk, time.Minute, nil)
+	}()
+	writeFile(t, filepath.Join(w.Dir, "a.txt"), "1\n")
+	clk.BlockUntil(1)
+	clk.Advance(time.Minute)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) { // polling a real process
+		if _, err := os.Stat(busy); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the checkpoint's git add did not start (hang guard)")
+		}
+	}
+	cancel() // the session ended mid-checkpoint
+	writeFile(t, gate, "")
+	<-stopped
+	p, err := w.Publish(context.Background(), "Done.")
+	if err != nil || !p.Pushed {
+		t.Fatalf("publish after the checkpoints stopped: %+v, %v", p, err)
+	}
 }
 
 // BenchmarkCheckpoint: one checkpoint (snapshot, commit, push to a bare

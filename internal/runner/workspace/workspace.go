@@ -523,7 +523,7 @@ func (w *Workspace) Remove() error {
 
 // CheckpointEvery calls Checkpoint every interval on clk until ctx ends,
 // and hands each outcome to done (which may be nil). A failed checkpoint
-// does not stop the next.
+// does not stop the next; one under way when ctx ends is finished first.
 func (w *Workspace) CheckpointEvery(ctx context.Context, clk clock.Clock, every time.Duration, done func(CheckpointResult, error)) {
 	for {
 		t := clk.NewTimer(every)
@@ -533,7 +533,11 @@ func (w *Workspace) CheckpointEvery(ctx context.Context, clk clock.Clock, every 
 			return
 		case <-t.C():
 		}
-		r, err := w.Checkpoint(ctx)
+		// A checkpoint that has begun runs to its end (each git command
+		// bounded by the Manager's timeout): cancelled, it would kill git
+		// while it writes the runner's index and leave its index.lock
+		// behind, and the session's publish would then fail.
+		r, err := w.Checkpoint(context.WithoutCancel(ctx))
 		if ctx.Err() != nil {
 			return
 		}
