@@ -44,7 +44,7 @@ fuzz:
 	done
 
 run:
-	go run ./cmd/ballet serve
+	go run ./cmd/ballet up
 
 bench:
 	cd bench && go run . 

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -47,7 +48,7 @@ func New(t testing.TB, s store.Store, adjust ...func(*config.Config)) *Env {
 // record times and run their timers on it.
 func NewOn(t testing.TB, s store.Store, clk clock.Clock, adjust ...func(*config.Config)) *Env {
 	t.Helper()
-	c, logs := build(t, s, clk, adjust)
+	c, logs, l := build(t, s, clk, adjust)
 	doc, err := openapitest.Served(c.Handler())
 	if err != nil {
 		t.Fatalf("the OpenAPI document: %v", err)
@@ -65,7 +66,8 @@ func NewOn(t testing.TB, s store.Store, clk clock.Clock, adjust ...func(*config.
 	srv := httptest.NewUnstartedServer(nil)
 	srv.Config = c.HTTPServer()
 	srv.Config.Handler = doc.Handler(t.Errorf, srv.Config.Handler)
-	srv.Listener = c.LimitConns(srv.Listener)
+	srv.Listener.Close()
+	srv.Listener = c.LimitConns(l)
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return &Env{T: t, Core: c, Store: s, URL: srv.URL, logs: logs}
@@ -78,15 +80,13 @@ func NewOn(t testing.TB, s store.Store, clk clock.Clock, adjust ...func(*config.
 // document at the end; the answers are not (Core serves them itself).
 func RunOn(t testing.TB, s store.Store, clk clock.Clock, adjust ...func(*config.Config)) *Env {
 	t.Helper()
-	c, logs := build(t, s, clk, append(adjust, func(cfg *config.Config) { cfg.HTTP.Addr = "127.0.0.1:0" }))
+	c, logs, l := build(t, s, clk, adjust)
 	doc, err := openapitest.Served(c.Handler())
 	if err != nil {
 		t.Fatalf("the OpenAPI document: %v", err)
 	}
 	t.Cleanup(func() { checkEvents(t, doc, s) })
-	if err := c.Listen(); err != nil {
-		t.Fatal(err)
-	}
+	c.UseListener(l)
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan error, 1)
 	go func() { stopped <- c.Run(ctx) }()
@@ -109,8 +109,11 @@ func (e *Env) Stop() error {
 	return e.stop()
 }
 
-// build builds a test Core on s and clk, logging into logs.
-func build(t testing.TB, s store.Store, clk clock.Clock, adjust []func(*config.Config)) (*core.Core, *lockedWriter) {
+// build builds a test Core on s and clk, logging into logs, and binds its
+// address on 127.0.0.1 first: Core's [http] public_url is that address
+// (unless adjust set one), so that the leases it hands out name its MCP
+// endpoint where it answers.
+func build(t testing.TB, s store.Store, clk clock.Clock, adjust []func(*config.Config)) (*core.Core, *lockedWriter, net.Listener) {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Auth.BootstrapToken = BootstrapToken
@@ -118,13 +121,22 @@ func build(t testing.TB, s store.Store, clk clock.Clock, adjust []func(*config.C
 	for _, f := range adjust {
 		f(&cfg)
 	}
+	l, err := core.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	cfg.HTTP.Addr = l.Addr().String()
+	if cfg.HTTP.PublicURL == "" {
+		cfg.HTTP.PublicURL = "http://" + cfg.HTTP.Addr
+	}
 	logs := &lockedWriter{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c, err := core.New(core.Options{Config: cfg, Log: log, Store: s, Clock: clk})
 	if err != nil {
 		t.Fatalf("core: %v", err)
 	}
-	return c, logs
+	return c, logs, l
 }
 
 // checkEvents checks every event in the log against the schema of its type

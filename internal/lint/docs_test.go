@@ -305,7 +305,7 @@ func TestDocsNameEveryValue(t *testing.T) {
 	}
 }
 
-// TestMakeRunDoesNotBuildRqlited: `make run` starts Core and nothing else;
+// TestMakeRunDoesNotBuildRqlited: `make run` starts Ballet (ballet up) and nothing else;
 // only the targets that start rqlite nodes build rqlited (about 90 s the
 // first time). A fake go on PATH makes the check instant: building rqlited
 // would announce itself through scripts/rqlited.sh.
@@ -332,8 +332,8 @@ func TestMakeRunDoesNotBuildRqlited(t *testing.T) {
 	if err != nil {
 		t.Fatalf("make run: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "fake go run ./cmd/ballet serve") {
-		t.Errorf("make run did not run `go run ./cmd/ballet serve`:\n%s", out)
+	if !strings.Contains(string(out), "fake go run ./cmd/ballet up") {
+		t.Errorf("make run did not run `go run ./cmd/ballet up`:\n%s", out)
 	}
 	if strings.Contains(string(out), "rqlited") {
 		t.Errorf("make run builds rqlited:\n%s", out)

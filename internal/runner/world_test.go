@@ -56,7 +56,7 @@ var testTiming = runner.Timing{
 // world is one test's machine: a fake Core, the fake model, a git remote
 // and the runner's folder.
 type world struct {
-	t      *testing.T
+	t      testing.TB
 	core   *fakeCore
 	fm     *fakemodel.Server
 	fmURL  string
@@ -66,7 +66,7 @@ type world struct {
 	logs   *syncBuffer
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	t.Helper()
 	w := &world{t: t, core: newFakeCore(t), fm: fakemodel.New(), dump: t.TempDir(), logs: &syncBuffer{}}
 	w.fm.Dump = w.dump
@@ -224,7 +224,7 @@ func sessionProcs(run string) []string {
 // waitFor polls cond (a process table, a file) until it holds, failing
 // after hangGuard. Polling is for state no one announces; it is no
 // synchronisation with the runner.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(hangGuard)
 	for !cond() {
