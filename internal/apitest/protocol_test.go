@@ -219,3 +219,20 @@ func createTask(e *apitest.Env, project string) string {
 	e.Admin(201, "POST", "/api/v1/projects/"+project+"/items", map[string]any{"type": "task", "title": fmt.Sprintf("task in %s", project)}).JSON(e.T, &it)
 	return it.Key
 }
+
+// TestLeaseNamesTheTestCoresMCP: a test Core's [http] public_url is the
+// address it answers on, so the sessions its leases describe reach its MCP
+// endpoint (an agent CLI driven against a test Core needs it).
+func TestLeaseNamesTheTestCoresMCP(t *testing.T) {
+	e := apitest.New(t, storetest.Open(t, "sqlite"))
+	e.Org("acme")
+	e.Project("acme", "ACME")
+	createItem(e, "ACME", map[string]any{"type": "task", "title": "Parser"})
+	r := e.NewRunner("r1")
+	queueRun(e, "ACME-1")
+	var l struct{ Session struct{ MCP struct{ URL string } } }
+	e.Must(200, r.Token, "POST", "/api/v1/runners/"+r.ID+"/lease", map[string]any{"wait_seconds": 0}).JSON(t, &l)
+	if want := e.URL + "/api/v1/mcp"; l.Session.MCP.URL != want {
+		t.Fatalf("the lease names the MCP endpoint %q; the test Core answers at %q", l.Session.MCP.URL, want)
+	}
+}
