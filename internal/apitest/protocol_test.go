@@ -230,7 +230,9 @@ func TestLeaseNamesTheTestCoresMCP(t *testing.T) {
 	createItem(e, "ACME", map[string]any{"type": "task", "title": "Parser"})
 	r := e.NewRunner("r1")
 	queueRun(e, "ACME-1")
-	var l struct{ Session struct{ MCP struct{ URL string } } }
+	var l struct {
+		Session struct{ MCP struct{ URL string } }
+	}
 	e.Must(200, r.Token, "POST", "/api/v1/runners/"+r.ID+"/lease", map[string]any{"wait_seconds": 0}).JSON(t, &l)
 	if want := e.URL + "/api/v1/mcp"; l.Session.MCP.URL != want {
 		t.Fatalf("the lease names the MCP endpoint %q; the test Core answers at %q", l.Session.MCP.URL, want)
