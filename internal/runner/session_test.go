@@ -215,12 +215,16 @@ func TestHangStoppedByTheWatchdog(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	o := w.options()
-	o.Config.Watchdog.Duration = 3 * time.Second
+	// Long enough for the CLI to reach the model first even on a loaded
+	// machine (its start-up prints nothing: 3 s was seen to pass before the
+	// first request with 8 sessions starting at once), so the watchdog
+	// stops the hang, not a slow start.
+	o.Config.Watchdog.Duration = 15 * time.Second
 	w.start(o)
 	run := w.core.enqueue(w.session(fakemodel.Marker("hang", "at=mid")))
 	got := w.core.over(run)
 	f := got.Finishes[0]
-	if got.Status != protocol.StatusFailed || f.ExitStatus == 0 || !strings.Contains(f.Error, "stopped by the watchdog: no output for 3s") {
+	if got.Status != protocol.StatusFailed || f.ExitStatus == 0 || !strings.Contains(f.Error, "stopped by the watchdog: no output for 15s") {
 		t.Fatalf("run %s, finish %+v", got.Status, f)
 	}
 	if served := w.served(); len(served) != 1 || served[0].Hangs == 0 {
