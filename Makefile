@@ -1,10 +1,20 @@
-# The whole test suite: builds (or reuses) the rqlite server the storage
-# tests need and installs (or reuses) the pinned agent CLIs the agent tests
-# drive, vets, runs every test on SQLite and rqlite, and a short fuzz.
+# The whole test suite: vets, builds (or reuses) the rqlite server the
+# storage tests need and installs (or reuses) the pinned agent CLIs the agent
+# tests drive, runs every test on SQLite and rqlite, and a short fuzz.
+# A part that cannot be built or installed fails the run; the tests that
+# need it are skipped only when asked: BALLET_SKIP_RQLITE=1 and
+# BALLET_SKIP_AGENTS=1 make test.
 SHELL := /bin/bash
-# Only the targets that start rqlite nodes build it (the first time, ~90 s):
-# `make run` and `make vet` never do.
-test bench: export BALLET_RQLITED ?= $(shell scripts/rqlited.sh)
+
+.PHONY: test vet fuzz run bench mutation
+
+# need_rqlited sets BALLET_RQLITED in a recipe's shell: the caller's value,
+# else the binary scripts/rqlited.sh builds (once); a failed build stops make
+# before anything runs. `make run` does not need it.
+need_rqlited = if [ -z "$${BALLET_RQLITED:-}" ]; then \
+		BALLET_RQLITED=$$(scripts/rqlited.sh) || { echo "make $@: building rqlited (scripts/rqlited.sh) failed; BALLET_SKIP_RQLITE=1 make test skips the tests that need it" >&2; exit 1; }; \
+		export BALLET_RQLITED; \
+	fi
 
 # need_agents sets BALLET_CLAUDE and BALLET_OPENCODE in a recipe's shell:
 # the caller's values, else the CLIs scripts/agent-clis.sh installs (once,
@@ -17,12 +27,11 @@ need_agents = if [ "$${BALLET_SKIP_AGENTS:-}" != 1 ] && { [ -z "$${BALLET_CLAUDE
 		export BALLET_CLAUDE="$${given_claude:-$$BALLET_CLAUDE}" BALLET_OPENCODE="$${given_opencode:-$$BALLET_OPENCODE}"; \
 	fi
 
-.PHONY: test vet fuzz run bench
-
 # The failure suite's summary lines are printed after the run (go test hides
 # the output of packages that pass).
 test: vet
-	@$(need_agents); \
+	@if [ "$${BALLET_SKIP_RQLITE:-}" != 1 ]; then $(need_rqlited); fi; \
+	$(need_agents); \
 	sum=$$(mktemp); BALLET_FAILURETEST_SUMMARY=$$sum go test -count=1 -timeout 25m ./...; rc=$$?; cat $$sum; rm -f $$sum; exit $$rc
 	$(MAKE) fuzz
 
@@ -47,4 +56,4 @@ run:
 	go run ./cmd/ballet up
 
 bench:
-	cd bench && go run . 
+	@$(need_rqlited); cd bench && go run .

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	_ "time/tzdata" // budgets.timezone resolves alike on every machine, with or without system tzdata
 
 	"github.com/BurntSushi/toml"
 )

@@ -77,6 +77,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"[runs]\nunclaimed_after = \"0s\"\n", "runs.unclaimed_after: must be a positive duration"},
 		{"[leader]\nttl = \"5s\"\nrenew = \"10s\"\n", "leader.renew: 10s must be shorter than leader.ttl"},
 		{"[log]\nlevel = \"loud\"\n", `log.level: "loud"`},
+		{"[budgets]\ntimezone = \"Mars/Olympus\"\n", `budgets.timezone: "Mars/Olympus" is not a time zone`},
 		{"[storage\n", "line 2: expected"},
 		{"[runner]\nserver = \"127.0.0.1:8080\"\n", `runner.server: "127.0.0.1:8080" is not an http(s) URL`},
 		{"[runner]\nsessions = 65\n", "runner.sessions: 65 is outside 1 … 64"},
@@ -103,6 +104,19 @@ func TestErrorsNameTheKey(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: got %v, want an error containing %q", c.toml, err, c.want)
 		}
+	}
+}
+
+// TestTimeZone: a zone resolves from the embedded tzdata, so a machine
+// without system time zones accepts it too.
+func TestTimeZone(t *testing.T) {
+	c, err := Parse("[budgets]\ntimezone = \"America/New_York\"\n", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc, err := c.Budgets.Location()
+	if err != nil || loc.String() != "America/New_York" {
+		t.Fatalf("Location() = %v, %v", loc, err)
 	}
 }
 

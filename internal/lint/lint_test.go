@@ -1,5 +1,6 @@
 // Package lint holds repository-wide checks: every package has a doc
-// comment, packages import only what their layer allows, and the
+// comment, packages import only what their layer allows, make test cannot
+// pass without the parts the tests need (makefile_test.go), and the
 // documentation (README.md, docs/) stands alone and stays true to the code
 // (docs_test.go).
 package lint

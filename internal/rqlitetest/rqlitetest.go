@@ -48,11 +48,24 @@ var nodeFlags = []string{
 	"-raft-leader-lease-timeout", "100ms",
 }
 
+// SkipEnv is the environment variable a developer sets to 1 to skip every
+// test that needs rqlited. Nothing else skips them: without it, a missing
+// binary fails the test.
+const SkipEnv = "BALLET_SKIP_RQLITE"
+
 // Binary returns the rqlited path: $BALLET_RQLITED if set, else
-// ${XDG_CACHE_HOME:-~/.cache}/ballet/bin/rqlited-v8.43.4. If the file is
-// missing the test is skipped, or fails when CI=true.
+// ${XDG_CACHE_HOME:-~/.cache}/ballet/bin/rqlited-v8.43.4. The test is
+// skipped only when BALLET_SKIP_RQLITE=1 asks for it; a missing binary
+// fails it.
 func Binary(t testing.TB) string {
 	t.Helper()
+	switch v := os.Getenv(SkipEnv); v {
+	case "1":
+		t.Skipf("rqlitetest: %s=1: the tests that need rqlite are skipped", SkipEnv)
+	case "", "0":
+	default:
+		t.Fatalf("rqlitetest: %s=%q: set it to 1 to skip the tests that need rqlite, or leave it unset", SkipEnv, v)
+	}
 	path := os.Getenv("BALLET_RQLITED")
 	if path == "" {
 		cache := os.Getenv("XDG_CACHE_HOME")
@@ -66,13 +79,10 @@ func Binary(t testing.TB) string {
 		path = filepath.Join(cache, "ballet", "bin", "rqlited-"+Version)
 	}
 	if fi, err := os.Stat(path); err != nil || fi.IsDir() {
-		msg := fmt.Sprintf("rqlited %s not found at %s: build it with scripts/rqlited.sh "+
+		t.Fatalf("rqlitetest: rqlited %s not found at %s: build it with scripts/rqlited.sh "+
 			"(go mod download github.com/rqlite/rqlite/v8@%s, then CGO_ENABLED=1 go build ./cmd/rqlited "+
-			"inside that module's folder in the module cache) or set BALLET_RQLITED", Version, path, Version)
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("rqlitetest: %s", msg)
-		}
-		t.Skipf("rqlitetest: %s", msg)
+			"inside that module's folder in the module cache) or set BALLET_RQLITED; "+
+			"%s=1 skips the tests that need it", Version, path, Version, SkipEnv)
 	}
 	return path
 }

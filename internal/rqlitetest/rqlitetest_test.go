@@ -1,9 +1,11 @@
 package rqlitetest
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -57,14 +59,71 @@ func TestThreeNodesKillRestart(t *testing.T) {
 	}
 }
 
-func TestBinaryOverride(t *testing.T) {
-	t.Setenv("BALLET_RQLITED", "/nonexistent/rqlited")
-	t.Setenv("CI", "")
-	ok := t.Run("missing", func(t *testing.T) {
-		Binary(t)
-		t.Error("Binary did not skip for a missing binary")
-	})
-	if !ok {
-		t.Fatal("subtest failed")
+// TestBinaryFailsUnlessSkipAsked: a missing rqlited fails the test; only
+// BALLET_SKIP_RQLITE=1 skips, and then even when the binary exists.
+func TestBinaryFailsUnlessSkipAsked(t *testing.T) {
+	present := filepath.Join(t.TempDir(), "rqlited")
+	if err := os.WriteFile(present, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
 	}
+	for _, c := range []struct {
+		bin, skipEnv   string
+		path           string // returned
+		fatal, skipped string // substrings of the message, "" if none
+	}{
+		{bin: "/nonexistent/rqlited", fatal: "not found at /nonexistent/rqlited"},
+		{bin: "/nonexistent/rqlited", skipEnv: "0", fatal: "BALLET_SKIP_RQLITE=1 skips"},
+		{bin: "/nonexistent/rqlited", skipEnv: "1", skipped: "BALLET_SKIP_RQLITE=1"},
+		{bin: present, skipEnv: "1", skipped: "the tests that need rqlite are skipped"},
+		{bin: present, path: present},
+		{bin: present, skipEnv: "yes", fatal: `BALLET_SKIP_RQLITE="yes": set it to 1`},
+	} {
+		t.Setenv("BALLET_RQLITED", c.bin)
+		t.Setenv(SkipEnv, c.skipEnv)
+		t.Setenv("CI", "") // not CI: the rule is the same everywhere
+		path, o := binary(t)
+		if path != c.path || !has(o.fatal, c.fatal) || !has(o.skipped, c.skipped) {
+			t.Errorf("%s with %s=%q: path %q, fatal %q, skipped %q; want path %q, fatal ~%q, skipped ~%q",
+				c.bin, SkipEnv, c.skipEnv, path, o.fatal, o.skipped, c.path, c.fatal, c.skipped)
+		}
+	}
+}
+
+// has reports whether msg contains want, or both are empty.
+func has(msg, want string) bool {
+	if want == "" {
+		return msg == ""
+	}
+	return strings.Contains(msg, want)
+}
+
+// outcome is a testing.TB that records how Binary ended the test.
+type outcome struct {
+	testing.TB
+	fatal, skipped string
+}
+
+func (o *outcome) Helper() {}
+
+func (o *outcome) Fatalf(format string, args ...any) {
+	o.fatal = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+func (o *outcome) Skipf(format string, args ...any) {
+	o.skipped = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// binary runs Binary on an outcome, in a goroutine that Fatalf and Skipf
+// end as the testing package would.
+func binary(t *testing.T) (path string, o *outcome) {
+	o = &outcome{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		path = Binary(o)
+	}()
+	<-done
+	return path, o
 }

@@ -16,14 +16,25 @@ import (
 	"github.com/ballet/ballet/internal/forge"
 )
 
-// needGit skips without git, except on CI (CI=true), where it fails.
+// hangEnv makes this test binary, run as a fake git, hang until it is
+// killed (TestMain): a fake that needs no sleep binary nor shell.
+const hangEnv = "GITFORGE_TEST_HANG"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(hangEnv) == "1" {
+		time.Sleep(2 * time.Minute) // a hang guard: killed long before by the forge under test
+		fmt.Fprintln(os.Stderr, "fake git: not killed")
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// needGit fails the test without git: the plain-git forge is tested with
+// the real one (.ci/run installs it).
 func needGit(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("git is required on CI: %v", err)
-		}
-		t.Skipf("git not installed: %v", err)
+		t.Fatalf("git is required (apt-get install git): %v", err)
 	}
 }
 
@@ -447,21 +458,19 @@ func TestMerge(t *testing.T) {
 	}
 }
 
-// TestTimeout: a git that hangs is killed after Forge.Timeout.
+// TestTimeout: a git that hangs is killed after Forge.Timeout. The hanging
+// git is this test binary (TestMain), so no sleep binary is needed.
 func TestTimeout(t *testing.T) {
-	t.Parallel()
-	if _, err := exec.LookPath("sleep"); err != nil {
-		t.Skip("no sleep binary")
-	}
-	fake := filepath.Join(t.TempDir(), "git")
-	if err := os.WriteFile(fake, []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
+	self, err := os.Executable()
+	if err != nil {
 		t.Fatal(err)
 	}
-	f := &Forge{Git: fake, Timeout: 200 * time.Millisecond}
+	t.Setenv(hangEnv, "1") // the forge passes its environment on to git
+	f := &Forge{Git: self, Timeout: 200 * time.Millisecond}
 	// The error proves the command was ended by the timeout (a git that
-	// ran its 30 s would have exited 0), and Run returns only once the
-	// process is gone.
-	_, err := f.EnsurePullRequest(context.Background(), forge.Repo{URL: "/x.git", DefaultBranch: "main"}, "ACME-1", "", "")
+	// ran to its end would have exited 1, see TestMain), and Run returns
+	// only once the process is gone.
+	_, err = f.EnsurePullRequest(context.Background(), forge.Repo{URL: "/x.git", DefaultBranch: "main"}, "ACME-1", "", "")
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "timed out after 200ms") {
 		t.Fatalf("%v, want a timeout", err)
 	}

@@ -1,13 +1,15 @@
 // Package storetest runs tests against every storage engine: a real SQLite
 // file and a real rqlite node. Every storage and flow test uses Each, so the
-// same suite passes on both engines (like River's driver tests). With
-// CI=true a missing rqlite fails the run instead of skipping.
+// same suite passes on both engines (like River's driver tests). A missing
+// rqlite fails the test; BALLET_SKIP_RQLITE=1 skips it (see rqlitetest).
 package storetest
 
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,16 +23,45 @@ import (
 // Engines lists the engine names Each runs.
 var Engines = []string{"sqlite", "rqlite"}
 
+// EnginesEnv narrows Each to a comma-separated subset of Engines, e.g.
+// "sqlite" for a mutation run (make mutation), where a test run per mutant
+// must be quick. Tests that start rqlite themselves are not affected.
+const EnginesEnv = "BALLET_ENGINES"
+
 // Each runs fn once per engine as a parallel subtest, each on a fresh,
 // migrated database.
 func Each(t *testing.T, fn func(t *testing.T, s store.Store)) {
 	t.Helper()
-	for _, engine := range Engines {
+	engines, err := selected(os.Getenv(EnginesEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
 			t.Parallel()
 			fn(t, Open(t, engine))
 		})
 	}
+}
+
+// selected returns the engines named by a BALLET_ENGINES value, all of
+// them if it is empty.
+func selected(v string) ([]string, error) {
+	if strings.TrimSpace(v) == "" {
+		return Engines, nil
+	}
+	var out []string
+	for _, name := range strings.Split(v, ",") {
+		name = strings.TrimSpace(name)
+		if !slices.Contains(Engines, name) {
+			return nil, fmt.Errorf("%s=%q: unknown engine %q (use a comma-separated subset of %s)",
+				EnginesEnv, v, name, strings.Join(Engines, ", "))
+		}
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out, nil
 }
 
 // Open returns a fresh, migrated store of the named engine, closed when the

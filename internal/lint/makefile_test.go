@@ -1,0 +1,127 @@
+package lint
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestMakeTestNeedsRqlited runs the repository's Makefile with fake go,
+// gofmt and scripts: make test fails when rqlited cannot be built, passes
+// the built path to the tests, and skips the build only when asked
+// (BALLET_SKIP_RQLITE=1) or given a binary (BALLET_RQLITED); make bench
+// needs it too; make run never builds it.
+func TestMakeTestNeedsRqlited(t *testing.T) {
+	for _, c := range []struct {
+		name, target string
+		env          []string
+		buildFails   bool
+		wantOK       bool
+		wantBuild    bool   // scripts/rqlited.sh ran
+		wantGo       string // a line the fake go logged, "" for none
+	}{
+		{name: "build fails", target: "test", buildFails: true, wantBuild: true},
+		{name: "build works", target: "test", wantOK: true, wantBuild: true,
+			wantGo: "go test -count=1 -timeout 25m ./... rqlited=/built/rqlited skip_rqlite="},
+		{name: "skip asked", target: "test", env: []string{"BALLET_SKIP_RQLITE=1"}, buildFails: true, wantOK: true,
+			wantGo: "go test -count=1 -timeout 25m ./... rqlited= skip_rqlite=1"},
+		{name: "binary given", target: "test", env: []string{"BALLET_RQLITED=/given/rqlited"}, buildFails: true, wantOK: true,
+			wantGo: "go test -count=1 -timeout 25m ./... rqlited=/given/rqlited skip_rqlite="},
+		{name: "run", target: "run", buildFails: true, wantOK: true, wantGo: "go run ./cmd/ballet serve rqlited= skip_rqlite="},
+		{name: "bench build fails", target: "bench", buildFails: true, wantBuild: true},
+		{name: "bench", target: "bench", wantOK: true, wantBuild: true, wantGo: "go run . rqlited=/built/rqlited skip_rqlite="},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var scripts fakeScripts
+			if c.buildFails {
+				scripts.rqlited = "echo 'build failed' >&2\nexit 1\n"
+			}
+			out, log, err := runMake(t, c.target, scripts, c.env)
+			if (err == nil) != c.wantOK {
+				t.Errorf("make %s: %v, want success %v\n%s", c.target, err, c.wantOK, out)
+			}
+			if ran := strings.Contains(log, "rqlited.sh\n"); ran != c.wantBuild {
+				t.Errorf("scripts/rqlited.sh ran: %v, want %v; calls:\n%s", ran, c.wantBuild, log)
+			}
+			if c.wantGo != "" && !strings.Contains(log, c.wantGo+" ") {
+				t.Errorf("calls lack %q:\n%s", c.wantGo, log)
+			}
+			if !c.wantOK {
+				if strings.Contains(log, "go test") || strings.Contains(log, "go run") {
+					t.Errorf("tests or benchmarks ran although make failed:\n%s", log)
+				}
+				if !strings.Contains(out, "BALLET_SKIP_RQLITE=1") {
+					t.Errorf("the failure does not say how to skip:\n%s", out)
+				}
+			}
+		})
+	}
+}
+
+// fakeScripts are the bodies of the fake scripts/rqlited.sh and
+// scripts/agent-clis.sh runMake writes; "" is one that succeeds
+// (/built/rqlited; /cache/claude and /cache/opencode).
+type fakeScripts struct {
+	rqlited, agents string
+}
+
+// runMake runs `make TARGET` on a copy of the repository's Makefile in a
+// temporary folder, with a fake go and gofmt on PATH and fake scripts, so
+// nothing is built, installed or tested for real. The environment is the
+// test's without what would change the Makefile's choices, plus env. It
+// returns make's output and the calls log: one line per script run
+// ("rqlited.sh", "agent-clis.sh") and per go call ("go ARGS" followed by the
+// variables the Makefile hands to the tests).
+func runMake(t *testing.T, target string, scripts fakeScripts, env []string) (out, log string, err error) {
+	t.Helper()
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Fatalf("make is required (apt-get install make): %v", err)
+	}
+	makefile, err := os.ReadFile(filepath.Join(root(t), "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "calls.log")
+	if scripts.rqlited == "" {
+		scripts.rqlited = "echo /built/rqlited\n"
+	}
+	if scripts.agents == "" {
+		scripts.agents = "echo \"BALLET_CLAUDE='/cache/claude'\"\necho \"BALLET_OPENCODE='/cache/opencode'\"\n"
+	}
+	for name, content := range map[string]string{
+		"Makefile":              string(makefile),
+		"scripts/rqlited.sh":    "#!/bin/sh\necho rqlited.sh >> " + logPath + "\n" + scripts.rqlited,
+		"scripts/agent-clis.sh": "#!/bin/sh\necho agent-clis.sh >> " + logPath + "\n" + scripts.agents,
+		"bin/gofmt":             "#!/bin/sh\n",
+		"bin/go": "#!/bin/sh\n" + `echo "go $* rqlited=${BALLET_RQLITED:-} skip_rqlite=${BALLET_SKIP_RQLITE:-}` +
+			` claude=${BALLET_CLAUDE:-} opencode=${BALLET_OPENCODE:-} skip_agents=${BALLET_SKIP_AGENTS:-} " >> ` + logPath + "\n",
+		"bench/.keep": "",
+	} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("make", "--no-print-directory", target)
+	cmd.Dir = dir
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "BALLET_RQLITED", "BALLET_SKIP_RQLITE", "BALLET_CLAUDE", "BALLET_OPENCODE", "BALLET_SKIP_AGENTS",
+			"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PATH":
+			continue
+		}
+		cmd.Env = append(cmd.Env, kv)
+	}
+	cmd.Env = append(cmd.Env, "PATH="+filepath.Join(dir, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Env = append(cmd.Env, env...)
+	b, err := cmd.CombinedOutput()
+	calls, _ := os.ReadFile(logPath)
+	return string(b), string(calls), err
+}
