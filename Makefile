@@ -55,5 +55,13 @@ fuzz:
 run:
 	go run ./cmd/ballet up
 
+# A mutation run over the core packages, each against its own tests
+# (tools/mutate, docs/testing.md): about an hour; in neither make test nor CI.
+# MUTATION_FLAGS adds flags, e.g. -workers 2 or -match internal/flow/steps.go.
+MUTATION_PKGS := ./internal/transition ./internal/job ./internal/access ./internal/flow \
+	./internal/store ./internal/store/sqlite ./internal/store/rqlite
+mutation:
+	@$(need_rqlited); go run ./tools/mutate -out mutation-report.txt $(MUTATION_FLAGS) $(MUTATION_PKGS)
+
 bench:
 	@$(need_rqlited); cd bench && go run .
