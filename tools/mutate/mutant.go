@@ -40,6 +40,7 @@ func (m *Mutant) Apply(src []byte) []byte {
 //	arith          + ↔ -, * ↔ /, % → * (not on string concatenation)
 //	incdec         x++ ↔ x--, += ↔ -=
 //	bool-return    return true ↔ return false
+//	elem-drop      one element left out of an append or a slice literal of several
 //	call-remove    a call statement deleted (not logging nor locking)
 //	assign-remove  an assignment (=) deleted
 //	sql-cond       a condition of a WHERE, ON or AND/OR in SQL made true: (c OR 1)
@@ -47,7 +48,7 @@ func (m *Mutant) Apply(src []byte) []byte {
 //	sql-incr       SET x = x + 1 → SET x = x
 var classes = []string{
 	"cond-negate", "cond-boundary", "logical", "not", "if-negate", "arith", "incdec", "bool-return",
-	"call-remove", "assign-remove", "sql-cond", "sql-boundary", "sql-incr",
+	"elem-drop", "call-remove", "assign-remove", "sql-cond", "sql-boundary", "sql-incr",
 }
 
 var (
@@ -130,6 +131,14 @@ func Mutants(path string, src []byte) ([]*Mutant, error) {
 					add("bool-return", id.Pos(), id.End(), to)
 				}
 			}
+		case *ast.CallExpr:
+			if id, ok := n.Fun.(*ast.Ident); ok && id.Name == "append" && !n.Ellipsis.IsValid() && len(n.Args) >= 3 {
+				dropEach(n.Args[1:], add)
+			}
+		case *ast.CompositeLit:
+			if _, ok := n.Type.(*ast.ArrayType); ok && len(n.Elts) >= 2 && !keyed(n.Elts) {
+				dropEach(n.Elts, add)
+			}
 		case *ast.ExprStmt:
 			if call, ok := n.X.(*ast.CallExpr); ok && !ignoredCall(call) {
 				add("call-remove", n.Pos(), n.End(), "")
@@ -161,6 +170,27 @@ func concatenation(e ast.Expr) bool {
 		return e.Op == token.ADD && (concatenation(e.X) || concatenation(e.Y))
 	case *ast.ParenExpr:
 		return concatenation(e.X)
+	}
+	return false
+}
+
+// dropEach adds a mutant per element of list that leaves it out, with the
+// comma that separates it from its neighbour.
+func dropEach(list []ast.Expr, add func(class string, start, end token.Pos, to string)) {
+	for i, e := range list {
+		if i < len(list)-1 {
+			add("elem-drop", e.Pos(), list[i+1].Pos(), "")
+		} else {
+			add("elem-drop", list[i-1].End(), e.End(), "")
+		}
+	}
+}
+
+func keyed(elts []ast.Expr) bool {
+	for _, e := range elts {
+		if _, ok := e.(*ast.KeyValueExpr); ok {
+			return true
+		}
 	}
 	return false
 }

@@ -24,6 +24,8 @@ func f(a, b int, ok bool, s string) (int, bool) {
 		return a - b, true
 	}
 	_ = s
+	x := append(xs, a, b)
+	y := []int{a, b}
 	return a % b, false
 }
 `
@@ -45,7 +47,8 @@ func f(a, b int, ok bool, s string) (int, bool) {
 		"5 incdec ++→--", "6 incdec +=→-=", "6 arith *→/",
 		"7 assign-remove s = \"x\" + s→", "8 call-remove g()→",
 		"12 if-negate ok→!(ok)", "13 arith -→+", "13 bool-return true→false",
-		"16 arith %→*", "16 bool-return false→true",
+		"16 elem-drop a, →", "16 elem-drop , b→", "17 elem-drop a, →", "17 elem-drop , b→",
+		"18 arith %→*", "18 bool-return false→true",
 	}
 	slices.Sort(got)
 	slices.Sort(want)
