@@ -93,7 +93,8 @@ func TestSQLMutants(t *testing.T) {
 
 // TestRun mutates testdata/sample for real: the equivalent boundary mutant
 // of Max lives, the other is killed; Sum's are killed but one, which loops
-// forever and times out; Untested's is not covered.
+// forever and times out; Untested's is not covered; Flatten's are killed,
+// two of them after a repair (they leave a variable unused).
 func TestRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a test binary per mutant")
@@ -107,7 +108,7 @@ func TestRun(t *testing.T) {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
 	for _, want := range []string{
-		"./testdata/sample                  7       4       1       1       1       0    71.4%    83.3%",
+		"./testdata/sample                 10       7       1       1       1       0    80.0%    88.9%",
 		"lived (1):\n  testdata/sample/sample.go:6:7 cond-boundary: `>` → `>=`",
 		"not covered (1):\n  testdata/sample/sample.go:22:38 cond-negate: `==` → `!=`",
 		"timed out (1):\n  testdata/sample/sample.go:15:23 incdec: `++` → `--`",
@@ -118,5 +119,56 @@ func TestRun(t *testing.T) {
 	}
 	if b, err := os.ReadFile(report); err != nil || string(b) != out.String() {
 		t.Errorf("-out file: %v\n%s", err, b)
+	}
+}
+
+func TestRepair(t *testing.T) {
+	src := `package x
+
+import (
+	"fmt"
+	str "strings"
+)
+
+func f(xs []int) {
+	for _, g := range xs {
+	}
+	if v := 1; true {
+	}
+	y := 2
+	var z = 3
+}
+`
+	output := `# x
+./x.go:4:2: "fmt" imported and not used
+./x.go:5:2: "strings" imported and not used
+./x.go:9:9: declared and not used: g
+./x.go:11:5: declared and not used: v
+./x.go:13:2: declared and not used: y
+./x.go:14:6: declared and not used: z
+`
+	want := `package x
+
+import (
+	_ "fmt"
+	_ "strings"
+)
+
+func f(xs []int) {
+	for _, g := range xs { _ = g;
+	}
+	if v := 1; true { _ = v;
+	}
+	y := 2; _ = y
+	var z = 3; _ = z
+}
+`
+	got, ok := repair("/src/x.go", []byte(src), output)
+	if !ok || string(got) != want {
+		t.Errorf("repair: %v\n%s", ok, got)
+	}
+	// Any other error: no repair.
+	if _, ok := repair("/src/x.go", []byte(src), output+"./x.go:3:1: undefined: h\n"); ok {
+		t.Error("repaired a file with another error")
 	}
 }

@@ -139,8 +139,7 @@ func (p *pkg) readProfile(path string) error {
 	return sc.Err()
 }
 
-// run builds the tests with the mutant in place (an -overlay: the source
-// tree is never touched) and runs them.
+// run builds the tests with the mutant in place and runs them.
 func (r *runner) run(ctx context.Context, p *pkg, m *Mutant, worker int) (Status, error) {
 	dir := filepath.Join(r.work, "w"+strconv.Itoa(worker))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -150,30 +149,17 @@ func (r *runner) run(ctx context.Context, p *pkg, m *Mutant, worker int) (Status
 	if err != nil {
 		return "", err
 	}
-	mutated := filepath.Join(dir, filepath.Base(m.File))
-	if err := os.WriteFile(mutated, m.Apply(src), 0o644); err != nil {
-		return "", err
-	}
-	overlay, err := json.Marshal(map[string]map[string]string{"Replace": {m.File: mutated}})
+	bin := filepath.Join(dir, "mutant.test")
+	ok, err := r.build(ctx, p, m.File, m.Apply(src), dir, bin)
 	if err != nil {
 		return "", err
 	}
-	overlayPath := filepath.Join(dir, "overlay.json")
-	if err := os.WriteFile(overlayPath, overlay, 0o644); err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "mutant.test")
-	if err := r.goCmd(ctx, p, "test", "-c", "-overlay="+overlayPath, "-o", bin, ".").Run(); err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return NotViable, nil
-		}
-		return "", err
+	if !ok {
+		return NotViable, nil
 	}
 	limit := time.Duration(float64(p.baseline) * r.factor)
 	limit = max(limit, r.minTime)
 	cmd := r.testCmd(ctx, p, bin, limit, "-test.failfast")
-	cmd.Stdout, cmd.Stderr = nil, nil
 	err = runGroup(ctx, cmd, limit+5*time.Second) // the test binary's own -test.timeout fires first
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
@@ -186,6 +172,40 @@ func (r *runner) run(ctx context.Context, p *pkg, m *Mutant, worker int) (Status
 		return Killed, nil
 	}
 	return "", err
+}
+
+// build compiles the tests with src in place of file into bin (an
+// -overlay: the source tree is never touched). A mutant that only left a
+// variable or import unused is repaired (see repair) and built again. It
+// reports false when the mutant does not compile.
+func (r *runner) build(ctx context.Context, p *pkg, file string, src []byte, dir, bin string) (bool, error) {
+	mutated := filepath.Join(dir, filepath.Base(file))
+	overlay, err := json.Marshal(map[string]map[string]string{"Replace": {file: mutated}})
+	if err != nil {
+		return false, err
+	}
+	overlayPath := filepath.Join(dir, "overlay.json")
+	if err := os.WriteFile(overlayPath, overlay, 0o644); err != nil {
+		return false, err
+	}
+	for range 3 {
+		if err := os.WriteFile(mutated, src, 0o644); err != nil {
+			return false, err
+		}
+		out, err := r.goCmd(ctx, p, "test", "-c", "-overlay="+overlayPath, "-o", bin, ".").CombinedOutput()
+		if err == nil {
+			return true, nil
+		}
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ctx.Err() != nil {
+			return false, err
+		}
+		var ok bool
+		if src, ok = repair(file, src, string(out)); !ok {
+			return false, nil
+		}
+	}
+	return false, nil
 }
 
 func (r *runner) goCmd(ctx context.Context, p *pkg, args ...string) *exec.Cmd {

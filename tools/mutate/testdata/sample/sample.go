@@ -20,3 +20,13 @@ func Sum(n int) int {
 
 // Untested is run by no test.
 func Untested(x int) bool { return x == 1 }
+
+// Flatten lists the numbers of the pairs in order.
+func Flatten(ps [][2]int) []int {
+	var out []int
+	for _, p := range ps {
+		a, b := p[0], p[1]
+		out = append(out, a, b)
+	}
+	return out
+}

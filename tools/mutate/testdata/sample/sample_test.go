@@ -13,3 +13,9 @@ func TestSum(t *testing.T) {
 		t.Fatal("Sum")
 	}
 }
+
+func TestFlatten(t *testing.T) {
+	if got := Flatten([][2]int{{1, 2}, {3, 4}}); len(got) != 4 || got[0] != 1 || got[1] != 2 || got[3] != 4 {
+		t.Fatalf("Flatten: %v", got)
+	}
+}
