@@ -1,9 +1,14 @@
 package lint
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -124,4 +129,76 @@ func runMake(t *testing.T, target string, scripts fakeScripts, env []string) (ou
 	b, err := cmd.CombinedOutput()
 	calls, _ := os.ReadFile(logPath)
 	return string(b), string(calls), err
+}
+
+// TestEveryFuzzTargetIsFuzzed: make fuzz runs exactly the repository's
+// fuzz targets. go test -fuzz passes when its pattern matches no target, so
+// a renamed target would silently stop being fuzzed, and a new one not
+// listed would never be.
+func TestEveryFuzzTargetIsFuzzed(t *testing.T) {
+	makefile, err := os.ReadFile(filepath.Join(root(t), "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := fuzzTargets(string(makefile))
+	if len(listed) == 0 {
+		t.Fatal("the Makefile lists no FUZZ_TARGETS")
+	}
+	var found []string
+	r := root(t)
+	err = filepath.WalkDir(r, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p != r && (d.Name() == "bench" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(r, filepath.Dir(p))
+		for _, decl := range f.Decls {
+			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Fuzz") {
+				found = append(found, filepath.ToSlash(rel)+":"+fn.Name.Name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range found {
+		if !slices.Contains(listed, f) {
+			t.Errorf("fuzz target %s is not in the Makefile's FUZZ_TARGETS: make fuzz never runs it", f)
+		}
+	}
+	for _, l := range listed {
+		if !slices.Contains(found, l) {
+			t.Errorf("the Makefile's FUZZ_TARGETS lists %s, which is no fuzz target: go test -fuzz would pass without fuzzing", l)
+		}
+	}
+}
+
+// fuzzTargets returns the package:Target words of the Makefile's
+// FUZZ_TARGETS, continuation lines included.
+func fuzzTargets(makefile string) []string {
+	_, rest, ok := strings.Cut(makefile, "\nFUZZ_TARGETS :=")
+	if !ok {
+		return nil
+	}
+	var out []string
+	for line := range strings.SplitSeq(rest, "\n") {
+		cont := strings.HasSuffix(strings.TrimSpace(line), "\\")
+		for _, w := range strings.Fields(strings.TrimSuffix(strings.TrimSpace(line), "\\")) {
+			out = append(out, w)
+		}
+		if !cont {
+			break
+		}
+	}
+	return out
 }
