@@ -17,7 +17,7 @@ import (
 // gofmt and scripts: make test fails when rqlited cannot be built, passes
 // the built path to the tests, and skips the build only when asked
 // (BALLET_SKIP_RQLITE=1) or given a binary (BALLET_RQLITED); make bench
-// needs it too; make run never builds it.
+// needs it too. (TestMakeRunDoesNotBuildRqlited: make run never does.)
 func TestMakeTestNeedsRqlited(t *testing.T) {
 	for _, c := range []struct {
 		name, target string
@@ -34,7 +34,6 @@ func TestMakeTestNeedsRqlited(t *testing.T) {
 			wantGo: "go test -count=1 -timeout 25m ./... rqlited= skip_rqlite=1"},
 		{name: "binary given", target: "test", env: []string{"BALLET_RQLITED=/given/rqlited"}, buildFails: true, wantOK: true,
 			wantGo: "go test -count=1 -timeout 25m ./... rqlited=/given/rqlited skip_rqlite="},
-		{name: "run", target: "run", buildFails: true, wantOK: true, wantGo: "go run ./cmd/ballet serve rqlited= skip_rqlite="},
 		{name: "bench build fails", target: "bench", buildFails: true, wantBuild: true},
 		{name: "bench", target: "bench", wantOK: true, wantBuild: true, wantGo: "go run . rqlited=/built/rqlited skip_rqlite="},
 	} {
