@@ -25,6 +25,7 @@ import (
 	"github.com/ballet/ballet/internal/runner/proc"
 	"github.com/ballet/ballet/internal/runner/protocol"
 	"github.com/ballet/ballet/internal/runner/sandbox"
+	"github.com/ballet/ballet/internal/runner/sandbox/sandboxtest"
 )
 
 // hangGuard bounds every wait on a real process or server: a hang becomes
@@ -312,16 +313,12 @@ func writeFile(t testing.TB, path, content string) {
 	}
 }
 
-// needBwrap fails the test without a working bubblewrap on CI (CI=true),
-// and skips it elsewhere: the runner's sessions run in the real sandbox.
+// needBwrap fails the test without a working bubblewrap, unless
+// BALLET_SKIP_SANDBOX=1 asks to skip it: the runner's sessions run in the
+// real sandbox.
 func needBwrap(t testing.TB) {
 	t.Helper()
-	if err := (sandbox.Sandbox{}).Check(context.Background()); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("bwrap is required on CI: %v", err)
-		}
-		t.Skipf("no sandbox here: %v", err)
-	}
+	sandboxtest.Need(t, sandbox.Sandbox{}.Check)
 }
 
 // outsideTmp makes a folder outside /tmp (which every sandbox hides

@@ -13,15 +13,12 @@ import (
 	"testing"
 )
 
-// needGit skips the test without git, except on CI (CI=true), where it
-// fails: workspaces are tested with the real one.
+// needGit fails the test without git: workspaces are tested with the real
+// one (.ci/run installs it).
 func needGit(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("git is required on CI: %v", err)
-		}
-		t.Skipf("git not installed: %v", err)
+		t.Fatalf("git is required (apt-get install git): %v", err)
 	}
 }
 
