@@ -84,11 +84,13 @@ func TestEveryTableHasOneOwner(t *testing.T) {
 }
 
 // TestOnlyTheOwnerWritesATable reads the SQL in every non-test Go file and
-// fails where a package writes a table it does not own.
+// fails where a package writes a table it does not own. The developer tools
+// (tools/) write no table: their SQL keywords are text they look for (the
+// mutation tool's SQL mutators), not statements.
 func TestOnlyTheOwnerWritesATable(t *testing.T) {
 	writes := 0
 	for dir, files := range packages(t) {
-		if dir == schemaOwner {
+		if dir == schemaOwner || strings.HasPrefix(dir, "tools"+string(filepath.Separator)) {
 			continue
 		}
 		for _, w := range sqlWrites(t, files, nil) {
