@@ -58,6 +58,13 @@ func TestEnterEachKindAndMoveOn(t *testing.T) {
 		if r.Status != run.StatusQueued || r.Stage != "build" || r.Iteration != 1 || r.Step != 1 || r.FlowID != f.ID || r.Instructions != "Build it." {
 			t.Fatalf("the stage's run: %+v", r)
 		}
+		var first flow.Artifacts
+		if err := json.Unmarshal(r.Artifacts, &first); err != nil {
+			t.Fatal(err)
+		}
+		if first.PreviousReport != nil || first.Ticket.Key != key || first.Branch != "ballet/"+key {
+			t.Fatalf("the first stage's run hands over %+v: want the ticket and no previous report", first)
+		}
 		jobs := w.pending(&f)
 		if got := jobKeys(jobs); len(got) != 1 || got[0] != fmt.Sprintf("flow.timeout flow:%s:timeout:1", f.ID) {
 			t.Fatalf("jobs after entering build: %v", got)
