@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ballet/ballet/internal/fakemodel"
+	"github.com/ballet/ballet/internal/hang"
 )
 
 // The real claude-code and opencode CLIs against the fake model and an MCP
@@ -352,7 +353,7 @@ func TestHangNeedsAWatchdog(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t)
 			s := w.start(t, c.kind, opts{prompt: prompt(c.marker)})
-			if _, err := w.fm.Wait(guarded(t), func(all []fakemodel.Session) bool {
+			if _, err := w.fm.Wait(hang.Context(t), func(all []fakemodel.Session) bool {
 				return len(all) > 0 && all[len(all)-1].Hangs > 0
 			}); err != nil {
 				t.Fatalf("the CLI never made its request: %v\n%s", err, s.describe())
@@ -484,13 +485,13 @@ func TestStopMidWork(t *testing.T) {
 // its sleep runs; it returns the session's processes then.
 func (s *session) midWork(w *world) []proc {
 	s.t.Helper()
-	if _, err := w.fm.Wait(guarded(s.t), func(all []fakemodel.Session) bool {
+	if _, err := w.fm.Wait(hang.Context(s.t), func(all []fakemodel.Session) bool {
 		return len(all) > 0 && len(all[len(all)-1].Calls) >= 1
 	}); err != nil {
 		s.t.Fatalf("the session did not get to its first step: %v\n%s", err, s.describe())
 	}
 	var running []proc
-	waitFor(s.t, "a shell command of the session to run", func() bool {
+	hang.WaitFor(s.t, "a shell command of the session to run", func() bool {
 		running = sessionProcs(s.mark)
 		for _, p := range running {
 			if p.cmd == "sleep" {

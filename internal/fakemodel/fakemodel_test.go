@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/ballet/ballet/internal/fakemodel"
+	"github.com/ballet/ballet/internal/hang"
 )
 
 // These tests speak to the server over HTTP the way the CLIs do (their
@@ -656,11 +657,11 @@ func TestHang(t *testing.T) {
 				_, err = io.ReadAll(r)
 				got <- answer{first: first, err: err}
 			}()
-			if _, err := fm.Wait(guarded(t), func(all []fakemodel.Session) bool { return len(all) == 1 && all[0].Hangs == 1 }); err != nil {
+			if _, err := fm.Wait(hang.Context(t), func(all []fakemodel.Session) bool { return len(all) == 1 && all[0].Hangs == 1 }); err != nil {
 				t.Fatal(err)
 			}
 			fm.Close()
-			a := recv(t, got, "the hanging request to be released")
+			a := hang.Recv(t, got, "the hanging request to be released")
 			if at == "mid" && a.first != "event: message_start\n" {
 				t.Errorf("mid-stream hang sent %q first, want the stream's start", a.first)
 			}
@@ -679,11 +680,11 @@ func TestHang(t *testing.T) {
 		_, err := http.DefaultClient.Do(req)
 		done <- err
 	}()
-	if _, err := fm.Wait(guarded(t), func(all []fakemodel.Session) bool { return len(all) == 1 && all[0].Hangs == 1 }); err != nil {
+	if _, err := fm.Wait(hang.Context(t), func(all []fakemodel.Session) bool { return len(all) == 1 && all[0].Hangs == 1 }); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
-	if err := recv(t, done, "the cancelled request"); !errors.Is(err, context.Canceled) {
+	if err := hang.Recv(t, done, "the cancelled request"); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled request: %v", err)
 	}
 }

@@ -30,6 +30,7 @@ import (
 
 	"github.com/ballet/ballet/internal/agenttest"
 	"github.com/ballet/ballet/internal/fakemodel"
+	"github.com/ballet/ballet/internal/hang"
 )
 
 // This file drives the real CLIs the way docs/agents.md says: a clean
@@ -400,7 +401,7 @@ func (s *session) read(out io.Reader) {
 // wait waits for the session to end and logs its time.
 func (s *session) wait() {
 	s.t.Helper()
-	recv(s.t, s.done, string(s.kind)+" to exit")
+	hang.Recv(s.t, s.done, string(s.kind)+" to exit")
 	s.t.Logf("%s session: %v, exit %s", s.kind, s.elapsed.Round(time.Millisecond), s.state)
 }
 
@@ -674,7 +675,7 @@ func killTree(root int, sig syscall.Signal) {
 // noOrphans waits until no process of the session is left.
 func (s *session) noOrphans() {
 	s.t.Helper()
-	waitFor(s.t, "the session's processes to end", func() bool { return len(markedProcs(s.mark)) == 0 })
+	hang.WaitFor(s.t, "the session's processes to end", func() bool { return len(markedProcs(s.mark)) == 0 })
 }
 
 // syncBuffer keeps the first MiB written to it; safe for concurrent use.

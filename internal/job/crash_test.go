@@ -17,6 +17,7 @@ import (
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/fault"
+	"github.com/ballet/ballet/internal/hang"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/storetest"
@@ -126,7 +127,7 @@ func TestCrashLosesNoJob(t *testing.T) {
 		}
 		kill := func(cmd *exec.Cmd, exited <-chan error) {
 			_ = cmd.Process.Signal(syscall.SIGKILL)
-			recv(t, exited, "the killed child exited")
+			hang.Recv(t, exited, "the killed child exited")
 		}
 
 		// The window "handler wrote, result not recorded": the child kills
@@ -134,7 +135,7 @@ func TestCrashLosesNoJob(t *testing.T) {
 		// a time, so that no other write of it is in flight when it dies
 		// (rqlite would still commit one).
 		_, exited := spawn(1, "handled:ok:5")
-		if err := recv(t, exited, "the child to hit its fault point"); err == nil || !strings.Contains(err.Error(), "signal: killed") {
+		if err := hang.Recv(t, exited, "the child to hit its fault point"); err == nil || !strings.Contains(err.Error(), "signal: killed") {
 			t.Fatalf("the child armed with a fault point ended with %v, want killed", err)
 		}
 		windowRows, err := s.Query(ctx, `SELECT id, attempt FROM jobs j WHERE kind = 'ok' AND status = 'running'
@@ -159,7 +160,7 @@ func TestCrashLosesNoJob(t *testing.T) {
 		for range 4 {
 			cmd, exited := spawn(8, "")
 			before := q(`SELECT COUNT(*) FROM executions`)
-			waitFor(t, "progress", func() bool {
+			hang.WaitFor(t, "progress", func() bool {
 				return q(`SELECT COUNT(*) FROM executions`) > before+3 && q(`SELECT COUNT(*) FROM jobs WHERE status = 'running'`) > 0
 			})
 			// Kill at a random moment of the load (not a synchronisation).
@@ -170,7 +171,7 @@ func TestCrashLosesNoJob(t *testing.T) {
 		}
 		cmd, exited := spawn(8, "")
 		defer kill(cmd, exited)
-		waitFor(t, "every job done or dead after the last restart", func() bool {
+		hang.WaitFor(t, "every job done or dead after the last restart", func() bool {
 			return q(`SELECT COUNT(*) FROM jobs WHERE status IN ('pending', 'running')`) == 0
 		})
 		if runningAtKill == 0 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ballet/ballet/internal/hang"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/storetest"
@@ -56,25 +57,25 @@ func TestMetricsCountEveryResult(t *testing.T) {
 		w.settle(t)
 
 		w.enqueue(t, job.Spec{Kind: "hold"})
-		recv(t, started, "the handler started")
+		hang.Recv(t, started, "the handler started")
 		if n := gauge(t, reg, "ballet_jobs_running"); n != 1 { // set before the handler starts
 			t.Fatalf("ballet_jobs_running %v while a handler runs, want 1", n)
 		}
 		close(hold)
-		waitFor(t, "ballet_jobs_running 0 once it returned", func() bool { return gauge(t, reg, "ballet_jobs_running") == 0 })
+		hang.WaitFor(t, "ballet_jobs_running 0 once it returned", func() bool { return gauge(t, reg, "ballet_jobs_running") == 0 })
 
 		w.enqueue(t, job.Spec{Kind: "ok"}, job.Spec{Kind: "bad"}, job.Spec{Kind: "flaky"}, job.Spec{Kind: "poll"})
-		waitFor(t, "the first runs recorded", func() bool {
+		hang.WaitFor(t, "the first runs recorded", func() bool {
 			return w.jobs(t, "ok")[0].status == job.StatusDone && w.jobs(t, "bad")[0].status == job.StatusDead &&
 				w.jobs(t, "flaky")[0].status == job.StatusPending && w.jobs(t, "flaky")[0].attempt == 1 &&
 				w.jobs(t, "poll")[0].status == job.StatusPending && poll.Load() == 1 && w.o.Running() == 0
 		})
 		w.settle(t)
 		w.advance(time.Minute) // past the retry's backoff (2 s) and the snooze
-		waitFor(t, "the second runs done", func() bool {
+		hang.WaitFor(t, "the second runs done", func() bool {
 			return w.jobs(t, "flaky")[0].status == job.StatusDone && w.jobs(t, "poll")[0].status == job.StatusDone && w.o.Running() == 0
 		})
-		waitFor(t, "ballet_jobs_running 0", func() bool { return gauge(t, reg, "ballet_jobs_running") == 0 })
+		hang.WaitFor(t, "ballet_jobs_running 0", func() bool { return gauge(t, reg, "ballet_jobs_running") == 0 })
 
 		for _, c := range []struct {
 			kind, result string

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/hang"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/storetest"
@@ -59,7 +60,7 @@ func (w *world) run(t *testing.T, o *job.Orchestrator) {
 // shutdown grace timer created at any moment passes.
 func (w *world) untilClosed(t *testing.T, done <-chan struct{}) {
 	t.Helper()
-	waitFor(t, "orchestrator stopped", func() bool {
+	hang.WaitFor(t, "orchestrator stopped", func() bool {
 		select {
 		case <-done:
 			return true
@@ -113,7 +114,10 @@ func (w *world) advance(d time.Duration) {
 }
 
 // settle waits until the orchestrator's loop sleeps on its poll timer again.
-func (w *world) settle(t *testing.T) { t.Helper(); blockUntil(t, w.fc, 1, "the orchestrator polling") }
+func (w *world) settle(t *testing.T) {
+	t.Helper()
+	hang.BlockUntil(t, w.fc, 1, "the orchestrator polling")
+}
 
 func TestWakesAtOnceOnEnqueue(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
@@ -124,7 +128,7 @@ func TestWakesAtOnceOnEnqueue(t *testing.T) {
 		w.settle(t)
 		w.enqueue(t, job.Spec{Kind: "k"})
 		// The fake clock never moves: only the in-process wake can start it.
-		waitFor(t, "job done", func() bool { r := w.jobs(t, "k"); return len(r) == 1 && r[0].status == job.StatusDone })
+		hang.WaitFor(t, "job done", func() bool { r := w.jobs(t, "k"); return len(r) == 1 && r[0].status == job.StatusDone })
 		if ran.Load() != 1 {
 			t.Fatalf("handler ran %d times", ran.Load())
 		}
@@ -142,7 +146,7 @@ func TestBackoffScheduleThenDead(t *testing.T) {
 		wantDelays := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second}
 		for i, d := range wantDelays {
 			attempt := i + 1
-			waitFor(t, fmt.Sprintf("attempt %d failed", attempt), func() bool {
+			hang.WaitFor(t, fmt.Sprintf("attempt %d failed", attempt), func() bool {
 				r := w.jobs(t, "fail")
 				return r[0].status == job.StatusPending && r[0].attempt == attempt
 			})
@@ -157,7 +161,7 @@ func TestBackoffScheduleThenDead(t *testing.T) {
 			// then is claimed by a pass that saw the failed job too.
 			w.fc.Advance(d - 10*time.Millisecond)
 			w.enqueue(t, job.Spec{Kind: "mark"})
-			waitFor(t, "the marker done", func() bool {
+			hang.WaitFor(t, "the marker done", func() bool {
 				for _, r := range w.jobs(t, "mark") {
 					if r.status != job.StatusDone {
 						return false
@@ -170,7 +174,7 @@ func TestBackoffScheduleThenDead(t *testing.T) {
 			}
 			w.advance(10 * time.Millisecond)
 		}
-		waitFor(t, "dead", func() bool { return w.jobs(t, "fail")[0].status == job.StatusDead })
+		hang.WaitFor(t, "dead", func() bool { return w.jobs(t, "fail")[0].status == job.StatusDead })
 		if r := w.jobs(t, "fail")[0]; r.attempt != 5 || r.lastError != "boom 5" {
 			t.Fatalf("dead job: attempt %d, last error %q", r.attempt, r.lastError)
 		}
@@ -193,7 +197,7 @@ func TestPermanentErrorAndMissingHandlerAreDeadAtOnce(t *testing.T) {
 			"orphan": `permanent: no handler for job kind "orphan"`,
 			"panics": "permanent: handler panicked: oops",
 		} {
-			waitFor(t, kind+" dead", func() bool { return w.jobs(t, kind)[0].status == job.StatusDead })
+			hang.WaitFor(t, kind+" dead", func() bool { return w.jobs(t, kind)[0].status == job.StatusDead })
 			if r := w.jobs(t, kind)[0]; r.attempt != 1 || r.lastError != msg {
 				t.Fatalf("%s: attempt %d, last error %q, want 1 and %q", kind, r.attempt, r.lastError, msg)
 			}
@@ -229,7 +233,7 @@ func TestAtMostConcurrencyHandlers(t *testing.T) {
 			specs[i] = job.Spec{Kind: "block"}
 		}
 		w.enqueue(t, specs...)
-		waitFor(t, "8 running", func() bool { return now.Load() == 8 })
+		hang.WaitFor(t, "8 running", func() bool { return now.Load() == 8 })
 		w.settle(t)
 		w.fc.Advance(time.Second) // a poll pass while full claims nothing
 		w.settle(t)
@@ -237,7 +241,7 @@ func TestAtMostConcurrencyHandlers(t *testing.T) {
 			t.Fatalf("%d handlers run at once, want 8", n)
 		}
 		close(release) // freed slots are refilled at once, without a poll
-		waitFor(t, "all done", func() bool {
+		hang.WaitFor(t, "all done", func() bool {
 			for _, r := range w.jobs(t, "block") {
 				if r.status != job.StatusDone {
 					return false
@@ -276,7 +280,7 @@ func TestExpiredLeaseIsReclaimedAndLateFinisherLoses(t *testing.T) {
 				o1 := job.NewOrchestrator(s, w.fc, slog.New(slog.NewTextHandler(io.Discard, nil)), cfg, "test-1", job.NewMetrics(reg))
 				cfg.Concurrency = 0
 				o2 := job.NewOrchestrator(s, w.fc, slog.New(slog.NewTextHandler(io.Discard, nil)), cfg, "test-2", nil)
-				hang, hold := make(chan struct{}), make(chan struct{})
+				unblock, hold := make(chan struct{}), make(chan struct{})
 				firstRuns, secondRuns := make(chan struct{}, 1), make(chan struct{}, 1)
 				o1.Handle("slow", func(ctx context.Context, j *job.Job) error {
 					if j.Attempt != 1 {
@@ -285,7 +289,7 @@ func TestExpiredLeaseIsReclaimedAndLateFinisherLoses(t *testing.T) {
 					}
 					firstRuns <- struct{}{}
 					select {
-					case <-hang:
+					case <-unblock:
 						return late
 					case <-ctx.Done(): // the test failed and stops
 						return ctx.Err()
@@ -308,24 +312,24 @@ func TestExpiredLeaseIsReclaimedAndLateFinisherLoses(t *testing.T) {
 				w.settle(t)
 				w.enqueue(t, job.Spec{Kind: "slow"})
 				o1.Notify()
-				recv(t, firstRuns, "the first claim")
+				hang.Recv(t, firstRuns, "the first claim")
 
 				w.run(t, o2)
-				blockUntil(t, w.fc, 2, "both orchestrators polling")
+				hang.BlockUntil(t, w.fc, 2, "both orchestrators polling")
 				w.fc.Advance(59 * time.Second)
-				blockUntil(t, w.fc, 2, "both orchestrators polling after 59 s")
+				hang.BlockUntil(t, w.fc, 2, "both orchestrators polling after 59 s")
 				if r := w.jobs(t, "slow")[0]; r.attempt != 1 {
 					t.Fatalf("re-claimed before the lease ran out: attempt %d", r.attempt)
 				}
 				w.fc.Advance(time.Second + time.Millisecond)
-				recv(t, secondRuns, "the re-claim")
+				hang.Recv(t, secondRuns, "the re-claim")
 				claimed := w.claimOf(t, "slow")
 				if claimed.status != job.StatusRunning || claimed.attempt != 2 || claimed.claimedBy != "test-2" {
 					t.Fatalf("re-claimed job: %+v", claimed)
 				}
 
-				close(hang) // the first holder finishes late, while the second still runs
-				waitFor(t, "the late finisher returned", func() bool { return o1.Running() == 0 })
+				close(unblock) // the first holder finishes late, while the second still runs
+				hang.WaitFor(t, "the late finisher returned", func() bool { return o1.Running() == 0 })
 				if got := w.claimOf(t, "slow"); got != claimed {
 					t.Fatalf("the late finisher (%s) overwrote the running second attempt:\n got %+v\nwant %+v", name, got, claimed)
 				}
@@ -334,7 +338,7 @@ func TestExpiredLeaseIsReclaimedAndLateFinisherLoses(t *testing.T) {
 				}
 
 				close(hold)
-				waitFor(t, "the second attempt done", func() bool { return o2.Running() == 0 })
+				hang.WaitFor(t, "the second attempt done", func() bool { return o2.Running() == 0 })
 				if r := w.jobs(t, "slow")[0]; r.status != job.StatusDone || r.attempt != 2 || r.lastError != "" {
 					t.Fatalf("after the second attempt: %+v", r)
 				}
@@ -375,16 +379,16 @@ func TestStaleClaimLoses(t *testing.T) {
 		w.o.Handle("k", func(context.Context, *job.Job) error { return errors.New("fails once") })
 		w.enqueue(t, job.Spec{Kind: "k"})
 		w.run(t, slow)
-		recv(t, held.arrived, "the slow claim")
+		hang.Recv(t, held.arrived, "the slow claim")
 		w.run(t, w.o)
-		waitFor(t, "the job ran and failed", func() bool {
+		hang.WaitFor(t, "the job ran and failed", func() bool {
 			r := w.jobs(t, "k")[0]
 			return r.status == job.StatusPending && r.attempt == 1
 		})
 		before := w.claimOf(t, "k")
 		close(held.release)
 		// Both loops sleep once the slow claim has been answered.
-		blockUntil(t, w.fc, 2, "both orchestrators polling")
+		hang.BlockUntil(t, w.fc, 2, "both orchestrators polling")
 		if n := stale.Load(); n != 0 {
 			t.Fatalf("the stale claim ran the job %d times", n)
 		}
@@ -458,15 +462,15 @@ func TestDedupeKey(t *testing.T) {
 			t.Fatalf("%d jobs after a duplicate enqueue of a pending key", n)
 		}
 		w.run(t, w.o)
-		waitFor(t, "running", func() bool { return w.jobs(t, "d")[0].status == job.StatusRunning })
+		hang.WaitFor(t, "running", func() bool { return w.jobs(t, "d")[0].status == job.StatusRunning })
 		w.enqueue(t, job.Spec{Kind: "d", DedupeKey: "check:PR-1"}) // running: no-op
 		if n := len(w.jobs(t, "d")); n != 1 {
 			t.Fatalf("%d jobs after a duplicate enqueue of a running key", n)
 		}
 		close(release)
-		waitFor(t, "done", func() bool { return w.jobs(t, "d")[0].status == job.StatusDone })
+		hang.WaitFor(t, "done", func() bool { return w.jobs(t, "d")[0].status == job.StatusDone })
 		w.enqueue(t, job.Spec{Kind: "d", DedupeKey: "check:PR-1"}) // finished: the key is free again
-		waitFor(t, "second job done", func() bool {
+		hang.WaitFor(t, "second job done", func() bool {
 			r := w.jobs(t, "d")
 			return len(r) == 2 && r[1].status == job.StatusDone
 		})
@@ -493,10 +497,10 @@ func TestShutdownLetsHandlersFinish(t *testing.T) {
 		go func() { w.o.Run(ctx); close(stopped) }()
 		w.settle(t)
 		w.enqueue(t, job.Spec{Kind: "slow"})
-		waitFor(t, "running", func() bool { return w.o.Running() == 1 })
+		hang.WaitFor(t, "running", func() bool { return w.o.Running() == 1 })
 		cancel()
 		close(release)
-		recv(t, stopped, "Run returned")
+		hang.Recv(t, stopped, "Run returned")
 		if cancelled.Load() {
 			t.Fatal("a handler that finished within the grace period was cancelled")
 		}
@@ -511,7 +515,7 @@ func TestShutdownLetsHandlersFinish(t *testing.T) {
 		go func() { w.o.Run(ctx); close(stopped) }()
 		w.settle(t)
 		w.enqueue(t, job.Spec{Kind: "stuck"})
-		waitFor(t, "stuck running", func() bool { return w.o.Running() == 1 })
+		hang.WaitFor(t, "stuck running", func() bool { return w.o.Running() == 1 })
 		cancel()
 		w.untilClosed(t, stopped)
 		if !cancelled.Load() {
@@ -537,7 +541,7 @@ func TestSnoozeRunsLaterWithoutUsingAnAttempt(t *testing.T) {
 		w.settle(t)
 		w.enqueue(t, job.Spec{Kind: "poll", MaxAttempts: 1})
 		for i := 1; i <= 3; i++ {
-			waitFor(t, "snoozed", func() bool {
+			hang.WaitFor(t, "snoozed", func() bool {
 				r := w.jobs(t, "poll")[0]
 				return calls.Load() == int32(i) && r.status == job.StatusPending && r.attempt == 0
 			})
@@ -546,7 +550,7 @@ func TestSnoozeRunsLaterWithoutUsingAnAttempt(t *testing.T) {
 			}
 			w.advance(30 * time.Second)
 		}
-		waitFor(t, "done", func() bool { return w.jobs(t, "poll")[0].status == job.StatusDone })
+		hang.WaitFor(t, "done", func() bool { return w.jobs(t, "poll")[0].status == job.StatusDone })
 		if r := w.jobs(t, "poll")[0]; r.attempt != 1 {
 			t.Fatalf("a job with max_attempts 1 finished after attempt %d", r.attempt)
 		}

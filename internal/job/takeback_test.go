@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ballet/ballet/internal/hang"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/storetest"
@@ -45,11 +46,11 @@ func TestTakeBackRunsOrphanedClaimsAtOnce(t *testing.T) {
 			t.Fatalf("took back %d claims (%v), want 2", n, err)
 		}
 		w.run(t, w.o)
-		waitFor(t, "the orphaned job ran again", func() bool { return w.jobs(t, "orphan")[0].status == job.StatusDone })
+		hang.WaitFor(t, "the orphaned job ran again", func() bool { return w.jobs(t, "orphan")[0].status == job.StatusDone })
 		if a := attempts.Load(); a != 2 {
 			t.Fatalf("the orphaned job ran as attempt %d, want 2", a)
 		}
-		waitFor(t, "the job on its last attempt is dead", func() bool { return w.jobs(t, "last")[0].status == job.StatusDead })
+		hang.WaitFor(t, "the job on its last attempt is dead", func() bool { return w.jobs(t, "last")[0].status == job.StatusDead })
 		if r := w.jobs(t, "last")[0]; r.attempt != 3 || r.lastError != "lease expired during attempt 3 of 3" {
 			t.Fatalf("job on its last attempt: %+v", r)
 		}
@@ -79,11 +80,11 @@ func TestAbandonLeavesClaimsForTheNextLeader(t *testing.T) {
 		go func() { w.o.Run(ctx); close(stopped) }()
 		w.settle(t)
 		w.enqueue(t, job.Spec{Kind: "long"})
-		waitFor(t, "running", func() bool { return w.o.Running() == 1 })
+		hang.WaitFor(t, "running", func() bool { return w.o.Running() == 1 })
 
 		cancel()
 		w.o.Abandon() // within the hour of grace: only Abandon can stop it
-		recv(t, stopped, "Run returned")
+		hang.Recv(t, stopped, "Run returned")
 		if !cancelled.Load() {
 			t.Fatal("the handler was not cancelled")
 		}
@@ -98,7 +99,7 @@ func TestAbandonLeavesClaimsForTheNextLeader(t *testing.T) {
 			t.Fatalf("took back %d claims (%v), want 1", n, err)
 		}
 		w.run(t, next)
-		waitFor(t, "the next leader ran it", func() bool { return w.jobs(t, "long")[0].status == job.StatusDone })
+		hang.WaitFor(t, "the next leader ran it", func() bool { return w.jobs(t, "long")[0].status == job.StatusDone })
 		if ran.Load() != 2 {
 			t.Fatalf("ran as attempt %d, want 2", ran.Load())
 		}

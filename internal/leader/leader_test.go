@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/hang"
 	"github.com/ballet/ballet/internal/leader"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/storetest"
@@ -72,7 +73,7 @@ func start(t *testing.T, s store.Store, fc *clock.Fake, id string, onLost ...fun
 			in.leading.Add(-1)
 		})
 	}()
-	t.Cleanup(func() { cancel(); recv(t, in.done, "elector "+id+" stopped") })
+	t.Cleanup(func() { cancel(); hang.Recv(t, in.done, "elector "+id+" stopped") })
 	return in
 }
 
@@ -81,9 +82,9 @@ func start(t *testing.T, s store.Store, fc *clock.Fake, id string, onLost ...fun
 // elector has acted and sleeps anew, so every elector has had its turn.
 func step(t *testing.T, fc *clock.Fake, n int, d time.Duration) {
 	t.Helper()
-	blockUntil(t, fc, n, "the electors sleeping")
+	hang.BlockUntil(t, fc, n, "the electors sleeping")
 	fc.Advance(d)
-	blockUntil(t, fc, n, "the electors sleeping after the step")
+	hang.BlockUntil(t, fc, n, "the electors sleeping after the step")
 }
 
 // TestOneLeaderAndTakeoverOnceTheLeaseRanOut: while a renews, b never
@@ -94,7 +95,7 @@ func TestOneLeaderAndTakeoverOnceTheLeaseRanOut(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		fc := clock.NewFake(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
 		a := start(t, s, fc, "a")
-		waitFor(t, "a leads", func() bool { return a.e.Leading() && a.leading.Load() == 1 })
+		hang.WaitFor(t, "a leads", func() bool { return a.e.Leading() && a.leading.Load() == 1 })
 		b := start(t, s, fc, "b")
 		// Several renewals: a keeps the lease, b never leads.
 		for range 6 {
@@ -113,7 +114,7 @@ func TestOneLeaderAndTakeoverOnceTheLeaseRanOut(t *testing.T) {
 		var takeover time.Time
 		for range 40 {
 			step(t, fc, 2, time.Second)
-			waitFor(t, "a settles", func() bool { return a.e.Leading() == (a.leading.Load() == 1) })
+			hang.WaitFor(t, "a settles", func() bool { return a.e.Leading() == (a.leading.Load() == 1) })
 			now := fc.Now()
 			if a.e.Leading() && !now.Before(end.Add(-renew/2)) {
 				t.Fatalf("a still leads at %v, its lease ends at %v: it must step down %v before", now, end, renew/2)
@@ -126,7 +127,7 @@ func TestOneLeaderAndTakeoverOnceTheLeaseRanOut(t *testing.T) {
 		if takeover.IsZero() {
 			t.Fatalf("b did not take over by %v; a's lease ended at %v", fc.Now(), end)
 		}
-		waitFor(t, "b leads", func() bool { return b.leading.Load() == 1 })
+		hang.WaitFor(t, "b leads", func() bool { return b.leading.Load() == 1 })
 		if takeover.Before(end) || takeover.After(end.Add(renew)) {
 			t.Fatalf("b took over at %v; a's lease ended at %v: want within a renewal interval (%v) after", takeover, end, renew)
 		}
@@ -140,13 +141,13 @@ func TestLeaderWhoseLeaseIsTakenStopsAtOnce(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		fc := clock.NewFake(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
 		a := start(t, s, fc, "a")
-		waitFor(t, "a leads", func() bool { return a.leading.Load() == 1 })
+		hang.WaitFor(t, "a leads", func() bool { return a.leading.Load() == 1 })
 		// Someone else takes the row (as after a long pause of a).
 		if _, err := s.Exec(context.Background(), store.Stmt(`UPDATE leader_leases SET holder = 'x', version = version + 1 WHERE name = 'core'`)); err != nil {
 			t.Fatal(err)
 		}
 		step(t, fc, 1, renew)
-		waitFor(t, "a stops leading", func() bool { return !a.e.Leading() && a.leading.Load() == 0 })
+		hang.WaitFor(t, "a stops leading", func() bool { return !a.e.Leading() && a.leading.Load() == 0 })
 	})
 }
 
@@ -154,14 +155,14 @@ func TestCleanStopReleasesTheLease(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		fc := clock.NewFake(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
 		a := start(t, s, fc, "a")
-		waitFor(t, "a leads", func() bool { return a.leading.Load() == 1 })
+		hang.WaitFor(t, "a leads", func() bool { return a.leading.Load() == 1 })
 		b := start(t, s, fc, "b")
-		blockUntil(t, fc, 2, "a renewing, b campaigning")
+		hang.BlockUntil(t, fc, 2, "a renewing, b campaigning")
 		a.cancel()
-		recv(t, a.done, "a stopped")
+		hang.Recv(t, a.done, "a stopped")
 		// b takes over at its next attempt, without waiting for the TTL.
 		step(t, fc, 1, renew)
-		waitFor(t, "b leads", func() bool { return b.leading.Load() == 1 })
+		hang.WaitFor(t, "b leads", func() bool { return b.leading.Load() == 1 })
 		if a.terms.Load() != 1 || b.terms.Load() != 1 {
 			t.Fatalf("terms a=%d b=%d", a.terms.Load(), b.terms.Load())
 		}
@@ -191,15 +192,15 @@ func TestLeaderCutOffLosesBeforeItsLeaseEnds(t *testing.T) {
 		fc := clock.NewFake(time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC))
 		var lostAt atomic.Int64
 		a := start(t, s, fc, "a", func() { lostAt.Store(fc.Now().UnixMilli()) })
-		waitFor(t, "a leads", func() bool { return a.leading.Load() == 1 })
+		hang.WaitFor(t, "a leads", func() bool { return a.leading.Load() == 1 })
 		step(t, fc, 1, renew) // one renewal
-		waitFor(t, "renewed", func() bool { return leaseEnd(t, s).Equal(fc.Now().Add(ttl)) })
+		hang.WaitFor(t, "renewed", func() bool { return leaseEnd(t, s).Equal(fc.Now().Add(ttl)) })
 		end := leaseEnd(t, s)
 		a.db.broken.Store(true)
 		for lostAt.Load() == 0 {
 			step(t, fc, 1, renew/10) // fine enough to land on the deadlines
 		}
-		waitFor(t, "a's work stopped", func() bool { return a.leading.Load() == 0 && !a.e.Leading() })
+		hang.WaitFor(t, "a's work stopped", func() bool { return a.leading.Load() == 0 && !a.e.Leading() })
 		if lost := time.UnixMilli(lostAt.Load()).UTC(); lost.After(end.Add(-renew / 2)) {
 			t.Fatalf("a lost leadership at %v, its lease ends at %v: want at least %v before", lost, end, renew/2)
 		}
@@ -238,17 +239,17 @@ func TestRenewalThatHangsStepsDown(t *testing.T) {
 			defer close(done)
 			e.Run(ctx, func(ctx context.Context) { leading.Store(true); <-ctx.Done(); leading.Store(false) })
 		}()
-		defer func() { cancel(); recv(t, done, "the elector stopped") }()
-		waitFor(t, "a leads", func() bool { return leading.Load() })
+		defer func() { cancel(); hang.Recv(t, done, "the elector stopped") }()
+		hang.WaitFor(t, "a leads", func() bool { return leading.Load() })
 		db.hang.Store(true)
-		blockUntil(t, fc, 1, "the elector sleeping")
+		hang.BlockUntil(t, fc, 1, "the elector sleeping")
 		fc.Advance(time.Second) // the renewal starts, and hangs
 		// It is given up at the step-down deadline (half a second away):
 		// the elector sleeps until then, and steps down.
-		waitFor(t, "the renewal given up", func() bool { return fc.Waiters() == 1 })
+		hang.WaitFor(t, "the renewal given up", func() bool { return fc.Waiters() == 1 })
 		fc.Advance(time.Second)
-		recv(t, lost, "leadership lost")
-		waitFor(t, "a's work stopped", func() bool { return !leading.Load() && !e.Leading() })
+		hang.Recv(t, lost, "leadership lost")
+		hang.WaitFor(t, "a's work stopped", func() bool { return !leading.Load() && !e.Leading() })
 	})
 }
 
@@ -275,12 +276,12 @@ func TestCleanStopKeepsTheLeaseUntilWorkWoundDown(t *testing.T) {
 		}()
 		var wound sync.Once
 		windUp := func() { wound.Do(func() { close(windDown) }) }
-		t.Cleanup(func() { cancel(); windUp(); recv(t, a.done, "a stopped") })
-		waitFor(t, "a leads", func() bool { return working.Load() })
+		t.Cleanup(func() { cancel(); windUp(); hang.Recv(t, a.done, "a stopped") })
+		hang.WaitFor(t, "a leads", func() bool { return working.Load() })
 		b := start(t, s, fc, "b")
-		blockUntil(t, fc, 2, "a renewing, b campaigning")
+		hang.BlockUntil(t, fc, 2, "a renewing, b campaigning")
 		cancel()
-		waitFor(t, "a stops leading", func() bool { return !a.e.Leading() })
+		hang.WaitFor(t, "a stops leading", func() bool { return !a.e.Leading() })
 		for range 3 * int(ttl/renew) {
 			// a keeps renewing (its timer) while b campaigns (b's); both
 			// act on each step.
@@ -290,8 +291,8 @@ func TestCleanStopKeepsTheLeaseUntilWorkWoundDown(t *testing.T) {
 			}
 		}
 		windUp()
-		recv(t, a.done, "a stopped")
+		hang.Recv(t, a.done, "a stopped")
 		step(t, fc, 1, renew)
-		waitFor(t, "b leads", func() bool { return b.leading.Load() == 1 })
+		hang.WaitFor(t, "b leads", func() bool { return b.leading.Load() == 1 })
 	})
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/hang"
 	"github.com/ballet/ballet/internal/rqlitetest"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/rqlite"
@@ -96,12 +97,12 @@ func TestFailoverLosesNothing(t *testing.T) {
 	kills := 0
 	for range 5 {
 		before := applied.Load()
-		waitUntil(t, "progress before a kill", func() bool { return applied.Load() >= before+20 })
+		hang.WaitFor(t, "progress before a kill", func() bool { return applied.Load() >= before+20 })
 		leader := cluster.Leader(t)
 		cluster.Kill(t, leader)
 		kills++
 		after := applied.Load()
-		waitUntil(t, "progress without the old leader", func() bool { return applied.Load() >= after+20 })
+		hang.WaitFor(t, "progress without the old leader", func() bool { return applied.Load() >= after+20 })
 		cluster.Restart(t, leader)
 	}
 	stop.Store(true)
@@ -148,7 +149,7 @@ func TestFailoverLosesNothing(t *testing.T) {
 	}
 	// All nodes identical.
 	want := ""
-	waitUntil(t, "nodes converge", func() bool {
+	hang.WaitFor(t, "nodes converge", func() bool {
 		want = ""
 		for _, n := range cluster.Nodes {
 			h, err := digest(ctx, n.URL)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/hang"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/keys"
 	"github.com/ballet/ballet/internal/store"
@@ -409,9 +410,9 @@ func TestUnknownOutcomeIsResolvedWithoutDoubleApply(t *testing.T) {
 				a := &transition.Applier{Store: flaky, Clock: fc}
 				done := make(chan error, 1)
 				go func() { done <- a.Apply(context.Background(), bump("w1", 1, "once")) }()
-				blockUntil(t, fc, 1, "the resend's backoff timer")
+				hang.BlockUntil(t, fc, 1, "the resend's backoff timer")
 				fc.Advance(time.Second)
-				if err := recv(t, done, "the apply"); err != nil {
+				if err := hang.Recv(t, done, "the apply"); err != nil {
 					t.Fatalf("apply: %v", err)
 				}
 				if flaky.calls != 2 { // Apply has returned: no send is running
@@ -475,7 +476,7 @@ func TestNestedDoDoesNotQueueBehindItself(t *testing.T) {
 		createWidget(t, a, "outer")
 		createWidget(t, a, "inner")
 		// A deadlock fails the test instead of hanging the suite.
-		ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+		ctx, cancel := context.WithTimeout(context.Background(), hang.Guard)
 		defer cancel()
 		// fresh decides a bump of id; its first call sends a stale one, so
 		// that Do loses once and queues to retry.

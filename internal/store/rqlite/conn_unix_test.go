@@ -8,6 +8,8 @@ import (
 	"net"
 	"syscall"
 	"testing"
+
+	"github.com/ballet/ballet/internal/hang"
 )
 
 // pending reports how many bytes wait to be read on c (at most one is
@@ -59,7 +61,7 @@ func TestPeerClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw := c.(checkedConn).Conn
-	waitFor(t, "the byte arrived", func() bool { return pending(t, raw) == 1 })
+	hang.WaitFor(t, "the byte arrived", func() bool { return pending(t, raw) == 1 })
 	if peerClosed(raw) {
 		t.Fatal("pending data taken for a close")
 	}
@@ -67,7 +69,7 @@ func TestPeerClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Close()
-	waitFor(t, "the close seen", func() bool { return peerClosed(raw) })
+	hang.WaitFor(t, "the close seen", func() bool { return peerClosed(raw) })
 	if n, err := c.Write([]byte("request")); n != 0 || !errors.Is(err, errPeerClosed) {
 		t.Fatalf("write on a closed connection: %d %v", n, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ballet/ballet/internal/hang"
 	"github.com/ballet/ballet/internal/rqlitetest"
 	"github.com/ballet/ballet/internal/store"
 )
@@ -338,7 +339,7 @@ func TestEngine(t *testing.T) {
 func resend(t *testing.T, s store.Store, st store.Statement) int {
 	t.Helper()
 	unknown := 0
-	deadline := time.Now().Add(hangGuard)
+	deadline := time.Now().Add(hang.Guard)
 	for {
 		_, err := s.Exec(t.Context(), st)
 		if err == nil || (unknown > 0 && store.UniqueOn(err, "f.id")) {
@@ -348,7 +349,7 @@ func resend(t *testing.T, s store.Store, st store.Statement) int {
 			t.Fatalf("write %q: %v (after %d unknown outcomes)", st.SQL, err, unknown)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("hang guard: write %q still an unknown outcome after %v (%d tries): %v", st.SQL, hangGuard, unknown, err)
+			t.Fatalf("hang guard: write %q still an unknown outcome after %v (%d tries): %v", st.SQL, hang.Guard, unknown, err)
 		}
 		unknown++
 		time.Sleep(20 * time.Millisecond) // paces the retries while the cluster elects a leader
@@ -456,7 +457,7 @@ func refusedURL(t *testing.T) string {
 // waitRefused waits until connecting to addr is refused.
 func waitRefused(t *testing.T, addr string) {
 	t.Helper()
-	waitFor(t, addr+" refusing connections", func() bool {
+	hang.WaitFor(t, addr+" refusing connections", func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			return true
@@ -587,8 +588,8 @@ func TestStaleConnection(t *testing.T) {
 	served := true // a served connection waits for closeNow
 	for i := range 100 {
 		if served {
-			send(t, closeNow, struct{}{}, "the node told to drop the idle connection")
-			recv(t, closed, "the node dropped the idle connection")
+			hang.Send(t, closeNow, struct{}{}, "the node told to drop the idle connection")
+			hang.Recv(t, closed, "the node dropped the idle connection")
 		}
 		err := insert(s, t.Context())
 		served = err == nil
@@ -609,8 +610,8 @@ func TestStaleConnection(t *testing.T) {
 		t.Fatalf("%d writes ok, %d reset, %d arrived", ok, reset, hits.Load())
 	}
 	if served {
-		send(t, closeNow, struct{}{}, "the node told to drop the idle connection")
-		recv(t, closed, "the node dropped the idle connection")
+		hang.Send(t, closeNow, struct{}{}, "the node told to drop the idle connection")
+		hang.Recv(t, closed, "the node dropped the idle connection")
 	}
 }
 
@@ -804,7 +805,7 @@ func TestReadRetriesWhileNoLeader(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { _, err := s.Query(ctx, `SELECT n FROM t`); done <- err }()
 	// It stops on the context, not at the end of the retry window.
-	if err := recv(t, done, "the cancelled query returned"); !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "no node answered") {
+	if err := hang.Recv(t, done, "the cancelled query returned"); !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "no node answered") {
 		t.Fatalf("got %v, want it stopped by context.Canceled", err)
 	}
 	if n, at := trips.Load(), tripsAtCancel.Load(); n != at {
