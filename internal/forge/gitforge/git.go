@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ballet/ballet/internal/gitenv"
 )
 
 // git runs one git command, without a shell, and returns its stdout. Errors
@@ -29,7 +31,7 @@ func (f *Forge) git(ctx context.Context, args ...string) (string, error) {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, bin, args...)
-	cmd.Env = gitEnv()
+	cmd.Env = gitenv.Base()
 	cmd.Dir = os.TempDir() // never inside some repository by accident
 	cmd.WaitDelay = 2 * time.Second
 	var stdout, stderr bytes.Buffer
@@ -77,29 +79,6 @@ func exitCode(err error) int {
 		return ee.ExitCode()
 	}
 	return -1
-}
-
-// gitEnv is the process environment without variables that would point git
-// at another repository, plus: no prompts, ssh in batch mode, only the
-// file, http(s) and ssh transports (GIT_ALLOW_PROTOCOL overrides any
-// protocol.*.allow configuration), untranslated messages.
-func gitEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch k {
-		case "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-			"GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_PREFIX", "GIT_QUARANTINE_PATH", "GIT_TERMINAL_PROMPT",
-			"GIT_ALLOW_PROTOCOL", "GIT_PROTOCOL_FROM_USER", "LC_ALL", "LANGUAGE":
-			continue
-		}
-		env = append(env, kv)
-	}
-	env = append(env, "GIT_TERMINAL_PROMPT=0", "GIT_ALLOW_PROTOCOL=file:http:https:ssh", "LC_ALL=C")
-	if os.Getenv("GIT_SSH_COMMAND") == "" && os.Getenv("GIT_SSH") == "" {
-		env = append(env, "GIT_SSH_COMMAND=ssh -o BatchMode=yes")
-	}
-	return env
 }
 
 // redact removes credentials from a URL: all of an http(s) URL's user

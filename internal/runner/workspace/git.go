@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ballet/ballet/internal/gitenv"
 )
 
 // gitCmd is one git command.
@@ -110,35 +112,12 @@ func errString(err error, secrets []string) string {
 	return redactSecrets(err.Error(), secrets)
 }
 
-// gitEnv is the runner's environment without the variables that would
-// point git at another repository, another configuration, or trace its
-// traffic (GIT_TRACE_CURL prints headers), plus: no prompts, ssh in batch
-// mode, only the file, http(s) and ssh transports (GIT_ALLOW_PROTOCOL
-// overrides any protocol.*.allow), untranslated messages. A credential
+// gitEnv is the runner's environment made safe for git (gitenv.Base). A credential
 // becomes an Authorization header for its remote's host, given to git
 // through GIT_CONFIG_* variables — never on the command line, never in a
 // file — and credential helpers are switched off, so none can store it.
 func gitEnv(cred *Credential, remote string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch {
-		case k == "GIT_DIR", k == "GIT_WORK_TREE", k == "GIT_INDEX_FILE", k == "GIT_OBJECT_DIRECTORY",
-			k == "GIT_ALTERNATE_OBJECT_DIRECTORIES", k == "GIT_COMMON_DIR", k == "GIT_NAMESPACE", k == "GIT_PREFIX",
-			k == "GIT_QUARANTINE_PATH", k == "GIT_TERMINAL_PROMPT", k == "GIT_ALLOW_PROTOCOL", k == "GIT_PROTOCOL_FROM_USER",
-			k == "GIT_ASKPASS", k == "GIT_CONFIG", k == "GIT_CONFIG_PARAMETERS", k == "GIT_CONFIG_COUNT",
-			strings.HasPrefix(k, "GIT_CONFIG_KEY_"), strings.HasPrefix(k, "GIT_CONFIG_VALUE_"),
-			strings.HasPrefix(k, "GIT_TRACE"), k == "GIT_CURL_VERBOSE", k == "GIT_REDACT_COOKIES",
-			strings.HasPrefix(k, "GIT_AUTHOR_"), strings.HasPrefix(k, "GIT_COMMITTER_"),
-			k == "LC_ALL", k == "LANGUAGE":
-			continue
-		}
-		env = append(env, kv)
-	}
-	env = append(env, "GIT_TERMINAL_PROMPT=0", "GIT_ALLOW_PROTOCOL=file:http:https:ssh", "LC_ALL=C")
-	if os.Getenv("GIT_SSH_COMMAND") == "" && os.Getenv("GIT_SSH") == "" {
-		env = append(env, "GIT_SSH_COMMAND=ssh -o BatchMode=yes")
-	}
+	env := gitenv.Base()
 	if cred != nil {
 		env = append(env, "GIT_CONFIG_COUNT=2",
 			"GIT_CONFIG_KEY_0=http."+hostOf(remote)+".extraHeader", "GIT_CONFIG_VALUE_0=Authorization: Basic "+cred.basic(),
