@@ -307,16 +307,22 @@ func (a *agentRunner) busy() bool {
 	return false
 }
 
+// maxKillsPerTicket bounds the harness's kills of one agent ticket.
+const maxKillsPerTicket = 3
+
 // candidate returns a session of stage of the running runner whose CLI
 // runs and has pushed a checkpoint (it is mid-work), of the ticket killed
-// least so far (and fewer than twice): the kills spread over the tickets.
+// least so far (and fewer than three times): the kills spread over the
+// tickets. A third kill of one ticket is allowed because the last stage's
+// sessions can all belong to tickets killed twice already (then the
+// rerun of a killed stage is the only candidate left).
 func (a *agentRunner) candidate(stage string, killed map[string]int) *agentSession {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var best *agentSession
 	for _, ss := range a.order {
 		if ss.Start == a.starts && ss.Stage == stage && !ss.Started.IsZero() && ss.Ended.IsZero() && ss.Checkpoints > 0 &&
-			ss.Killed == "" && killed[ss.Ticket] < 2 && (best == nil || killed[ss.Ticket] < killed[best.Ticket]) {
+			ss.Killed == "" && killed[ss.Ticket] < maxKillsPerTicket && (best == nil || killed[ss.Ticket] < killed[best.Ticket]) {
 			best = ss
 		}
 	}
