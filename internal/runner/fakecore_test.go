@@ -61,6 +61,9 @@ type fcRunner struct {
 	Reg        protocol.Registration
 	Heartbeats []protocol.Heartbeat
 	Leases     int // lease calls answered with a run
+	// Polling counts its lease calls in progress: a runner killed while
+	// it long-polls leaves one until the server sees its connection close.
+	Polling int
 }
 
 type fcRun struct {
@@ -288,12 +291,17 @@ func (fc *fakeCore) lease(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "overloaded (the test says so)")
 		return
 	}
+	fc.update(func() { fc.findRunner(id).Polling++ })
+	defer fc.update(func() { fc.findRunner(id).Polling-- })
 	deadline := time.After(time.Duration(req.WaitSeconds) * time.Second)
 	for {
 		var got *fcRun
 		fc.mu.Lock()
 		ch := fc.changed
 		for i, run := range fc.queue {
+			if r.Context().Err() != nil { // the runner is gone: give it nothing
+				break
+			}
 			if len(req.Adapters) == 0 || slices.Contains(req.Adapters, run.Lease.Session.Stage.Adapter) {
 				got = run
 				fc.queue = slices.Delete(fc.queue, i, i+1)
@@ -575,6 +583,13 @@ func (fc *fakeCore) giveUp(run *fcRun) {
 		run.Status = protocol.StatusFailed
 		delete(fc.byToken, run.Token)
 	})
+}
+
+// pollsOver waits until no lease call of the runner registered n-th
+// (from 0) is in progress: a run queued after that cannot go to it.
+func (fc *fakeCore) pollsOver(n int) {
+	fc.t.Helper()
+	fc.wait("the lease calls of a killed runner to end", func() bool { return fc.runners[n].Polling == 0 })
 }
 
 // finished waits for run's first finish and returns a copy of the run.

@@ -343,6 +343,10 @@ func TestRunnerKilledMidWork(t *testing.T) {
 				}
 			}
 			w.core.giveUp(run)
+			// A lease call the killed runner left open must not take the
+			// next run (Core would fail it after the grace; the fake
+			// Core would lose it).
+			w.core.pollsOver(0)
 
 			second := w.core.enqueue(w.session(fakemodel.Marker("report-done")))
 			w.start(o)
