@@ -1,9 +1,10 @@
 # The whole test suite: vets, builds (or reuses) the rqlite server the
-# storage tests need and installs (or reuses) the pinned agent CLIs the agent
-# tests drive, runs every test on SQLite and rqlite, and a short fuzz.
+# storage tests need, installs (or reuses) the pinned agent CLIs the agent
+# tests drive, builds (or reuses) the pinned Gitea the forge tests run, runs
+# every test on SQLite and rqlite, and a short fuzz.
 # A part that cannot be built or installed fails the run; the tests that
-# need it are skipped only when asked: BALLET_SKIP_RQLITE=1 and
-# BALLET_SKIP_AGENTS=1 make test.
+# need it are skipped only when asked: BALLET_SKIP_RQLITE=1,
+# BALLET_SKIP_AGENTS=1 and BALLET_SKIP_GITEA=1 make test.
 SHELL := /bin/bash
 
 .PHONY: test vet fuzz run bench mutation
@@ -27,11 +28,21 @@ need_agents = if [ "$${BALLET_SKIP_AGENTS:-}" != 1 ] && { [ -z "$${BALLET_CLAUDE
 		export BALLET_CLAUDE="$${given_claude:-$$BALLET_CLAUDE}" BALLET_OPENCODE="$${given_opencode:-$$BALLET_OPENCODE}"; \
 	fi
 
+# need_gitea sets BALLET_GITEA in a recipe's shell: the caller's value, else
+# the Gitea scripts/gitea.sh builds (once, pinned, ~6 min cold); a failed
+# build stops make before any test runs. BALLET_SKIP_GITEA=1 skips the build
+# and the tests that need it.
+need_gitea = if [ "$${BALLET_SKIP_GITEA:-}" != 1 ] && [ -z "$${BALLET_GITEA:-}" ]; then \
+		BALLET_GITEA=$$(scripts/gitea.sh) || { echo "make $@: building Gitea (scripts/gitea.sh) failed; BALLET_SKIP_GITEA=1 make $@ skips the tests that need it" >&2; exit 1; }; \
+		export BALLET_GITEA; \
+	fi
+
 # The failure suite's summary lines are printed after the run (go test hides
 # the output of packages that pass).
 test: vet
 	@if [ "$${BALLET_SKIP_RQLITE:-}" != 1 ]; then $(need_rqlited); fi; \
 	$(need_agents); \
+	$(need_gitea); \
 	sum=$$(mktemp); BALLET_FAILURETEST_SUMMARY=$$sum go test -count=1 -timeout 25m ./...; rc=$$?; cat $$sum; rm -f $$sum; exit $$rc
 	$(MAKE) fuzz
 

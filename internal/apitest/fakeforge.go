@@ -41,6 +41,9 @@ func (f *FakeForge) Merge(ctx context.Context, repo forge.Repo, pr forge.PullReq
 	return fmt.Errorf("%w: the fake forge merges nothing", forge.ErrCannotMerge)
 }
 
+// Close has nothing to close.
+func (f *FakeForge) Close(ctx context.Context, repo forge.Repo, pr forge.PullRequest) error { return nil }
+
 // CanMerge is false, as on plain git: a human merges (here: at once).
 func (f *FakeForge) CanMerge() bool { return false }
 

@@ -433,6 +433,9 @@ func (f *scriptForge) Merge(ctx context.Context, repo forge.Repo, pr forge.PullR
 	return f.mergeErr
 }
 
+// Close closes nothing.
+func (f *scriptForge) Close(ctx context.Context, repo forge.Repo, pr forge.PullRequest) error { return nil }
+
 func (f *scriptForge) CanMerge() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()

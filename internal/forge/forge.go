@@ -20,12 +20,20 @@ package forge
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 )
 
 // Repo is where a project's code lives, as the forge needs it.
 type Repo struct {
-	URL           string // a path or URL (plain git), the repository's web URL (Gitea, GitHub)
+	// URL is a path or URL (plain git), or the repository's clone URL
+	// (Gitea, GitHub: http(s)://host/owner/repo, with or without .git).
+	URL           string
 	DefaultBranch string // the base of every pull request
+	// APIURL overrides the API base a client derives from URL (GitHub:
+	// https://api.github.com, or https://host/api/v3 on GitHub Enterprise;
+	// Gitea: http(s)://host/api/v1). Empty: derived.
+	APIURL string
 	// CredentialsRef names the secret to authenticate with; never the secret.
 	// Plain git ignores it and uses git's own credentials (ssh agent,
 	// credential helper).
@@ -93,9 +101,25 @@ type Forge interface {
 	// (conflict, protection, still checking), ErrOutOfDate when the head
 	// moved, ErrCannotMerge when this forge cannot merge at all.
 	Merge(ctx context.Context, repo Repo, pr PullRequest) error
+	// Close closes the pull request without merging (a cancelled ticket);
+	// closing a closed or merged one is not an error. Plain git has nothing
+	// to close and returns nil.
+	Close(ctx context.Context, repo Repo, pr PullRequest) error
 	// CanMerge reports whether Ballet can merge on this forge; false for
 	// plain git, where a human merges.
 	CanMerge() bool
+}
+
+// RateLimitedError is returned (wrapped) when the forge refuses a call for
+// its rate limit (HTTP 429, or 403 with X-RateLimit-Remaining: 0). Until is
+// when the forge allows calls again (Retry-After, X-RateLimit-Reset): the
+// caller waits until then instead of failing. Find it with errors.As.
+type RateLimitedError struct {
+	Until time.Time
+}
+
+func (e *RateLimitedError) Error() string {
+	return fmt.Sprintf("forge: rate limited until %s", e.Until.UTC().Format(time.RFC3339))
 }
 
 // Errors of Forge methods, wrapped with details; test them with errors.Is.

@@ -66,6 +66,9 @@ func New(cacheDir string) *Forge {
 
 var _ forge.Forge = (*Forge)(nil)
 
+// Close has nothing to close on plain git: there are no pull requests.
+func (f *Forge) Close(ctx context.Context, repo forge.Repo, pr forge.PullRequest) error { return nil }
+
 // CanMerge is false: on plain git a human merges.
 func (f *Forge) CanMerge() bool { return false }
 
