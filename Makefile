@@ -28,21 +28,26 @@ need_agents = if [ "$${BALLET_SKIP_AGENTS:-}" != 1 ] && { [ -z "$${BALLET_CLAUDE
 		export BALLET_CLAUDE="$${given_claude:-$$BALLET_CLAUDE}" BALLET_OPENCODE="$${given_opencode:-$$BALLET_OPENCODE}"; \
 	fi
 
-# need_gitea sets BALLET_GITEA in a recipe's shell: the caller's value, else
-# the Gitea scripts/gitea.sh builds (once, pinned, ~6 min cold); a failed
-# build stops make before any test runs. BALLET_SKIP_GITEA=1 skips the build
-# and the tests that need it.
-need_gitea = if [ "$${BALLET_SKIP_GITEA:-}" != 1 ] && [ -z "$${BALLET_GITEA:-}" ]; then \
-		BALLET_GITEA=$$(scripts/gitea.sh) || { echo "make $@: building Gitea (scripts/gitea.sh) failed; BALLET_SKIP_GITEA=1 make $@ skips the tests that need it" >&2; exit 1; }; \
-		export BALLET_GITEA; \
-	fi
+# Gitea's cold build (~6 min, mostly downloading and compiling its modules)
+# starts first, in the background, so that it overlaps the rqlited build, the
+# CLI install and vet; gitea_wait then sets BALLET_GITEA from it (or the
+# caller's value). BALLET_SKIP_GITEA=1 skips the build and the tests that
+# need it; a failed build stops make before any test runs.
+gitea_start = gitea_out=$$(mktemp); gitea_pid=; \
+	if [ "$${BALLET_SKIP_GITEA:-}" != 1 ] && [ -z "$${BALLET_GITEA:-}" ]; then scripts/gitea.sh >"$$gitea_out" & gitea_pid=$$!; fi
+gitea_wait = if [ -n "$$gitea_pid" ]; then \
+		wait $$gitea_pid || { echo "make $@: building Gitea (scripts/gitea.sh) failed; BALLET_SKIP_GITEA=1 make $@ skips the tests that need it" >&2; exit 1; }; \
+		BALLET_GITEA=$$(cat "$$gitea_out"); export BALLET_GITEA; \
+	fi; rm -f "$$gitea_out"
 
 # The failure suite's summary lines are printed after the run (go test hides
 # the output of packages that pass).
-test: vet
-	@if [ "$${BALLET_SKIP_RQLITE:-}" != 1 ]; then $(need_rqlited); fi; \
+test:
+	@$(gitea_start); \
+	if [ "$${BALLET_SKIP_RQLITE:-}" != 1 ]; then $(need_rqlited); fi; \
 	$(need_agents); \
-	$(need_gitea); \
+	$(MAKE) --no-print-directory vet || exit 1; \
+	$(gitea_wait); \
 	sum=$$(mktemp); BALLET_FAILURETEST_SUMMARY=$$sum go test -count=1 -timeout 25m ./...; rc=$$?; cat $$sum; rm -f $$sum; exit $$rc
 	$(MAKE) fuzz
 
