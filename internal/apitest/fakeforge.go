@@ -42,7 +42,9 @@ func (f *FakeForge) Merge(ctx context.Context, repo forge.Repo, pr forge.PullReq
 }
 
 // Close has nothing to close.
-func (f *FakeForge) Close(ctx context.Context, repo forge.Repo, pr forge.PullRequest) error { return nil }
+func (f *FakeForge) Close(ctx context.Context, repo forge.Repo, pr forge.PullRequest) error {
+	return nil
+}
 
 // CanMerge is false, as on plain git: a human merges (here: at once).
 func (f *FakeForge) CanMerge() bool { return false }

@@ -434,7 +434,9 @@ func (f *scriptForge) Merge(ctx context.Context, repo forge.Repo, pr forge.PullR
 }
 
 // Close closes nothing.
-func (f *scriptForge) Close(ctx context.Context, repo forge.Repo, pr forge.PullRequest) error { return nil }
+func (f *scriptForge) Close(ctx context.Context, repo forge.Repo, pr forge.PullRequest) error {
+	return nil
+}
 
 func (f *scriptForge) CanMerge() bool {
 	f.mu.Lock()
