@@ -8,6 +8,12 @@
 # about 6 minutes and 1.4 GB of memory once; the 109 MB binary is cached
 # outside the repository and never committed.
 #
+# Built without the bindata tag (which needs the frontend toolchain), the
+# binary reads its options (translations, README and .gitignore templates)
+# and templates from files: they are copied from the module into
+# "<binary>-static" (~13 MB), which giteatest passes as STATIC_ROOT_PATH.
+# Without them Gitea stops at start ("translation is missing for task").
+#
 # Usage: BALLET_GITEA=$(scripts/gitea.sh) go test ./internal/forge/...
 set -eu
 
@@ -15,14 +21,14 @@ version=v1.26.0
 module=code.gitea.io/gitea
 bindir="${XDG_CACHE_HOME:-$HOME/.cache}/ballet/bin"
 bin="$bindir/gitea-$version"
+static="$bin-static"
 
-if [ -x "$bin" ]; then
+if [ -x "$bin" ] && [ -d "$static/options" ] && [ -d "$static/templates" ]; then
 	echo "$bin"
 	exit 0
 fi
 
 mkdir -p "$bindir"
-echo "building gitea $version into $bin (about 6 minutes) ..." >&2
 # Run outside any module or workspace so the caller's go.mod does not matter.
 cd /
 GOWORK=off GOFLAGS=-mod=mod go mod download "$module@$version" >&2
@@ -32,12 +38,25 @@ if [ ! -d "$src" ]; then
 	exit 1
 fi
 
-# Build into a temporary file next to the target and rename it, so that a
-# half-built binary is never used.
-tmp=$(mktemp "$bindir/.gitea-$version.XXXXXX")
-trap 'rm -f "$tmp"' EXIT INT TERM
-(cd "$src" && GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=1 go build -tags 'sqlite sqlite_unlock_notify' -o "$tmp" .) >&2
-chmod 755 "$tmp"
-mv -f "$tmp" "$bin"
-trap - EXIT INT TERM
+# Copy into a temporary folder and rename it, so that half-copied files are
+# never used.
+if [ ! -d "$static/options" ] || [ ! -d "$static/templates" ]; then
+	tmpdir=$(mktemp -d "$bindir/.gitea-$version-static.XXXXXX")
+	cp -R "$src/options" "$src/templates" "$tmpdir/"
+	chmod -R u+w "$tmpdir"
+	rm -rf "$static"
+	mv "$tmpdir" "$static"
+fi
+
+if [ ! -x "$bin" ]; then
+	echo "building gitea $version into $bin (about 6 minutes) ..." >&2
+	# Build into a temporary file next to the target and rename it, so that a
+	# half-built binary is never used.
+	tmp=$(mktemp "$bindir/.gitea-$version.XXXXXX")
+	trap 'rm -f "$tmp"' EXIT INT TERM
+	(cd "$src" && GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=1 go build -tags 'sqlite sqlite_unlock_notify' -o "$tmp" .) >&2
+	chmod 755 "$tmp"
+	mv -f "$tmp" "$bin"
+	trap - EXIT INT TERM
+fi
 echo "$bin"

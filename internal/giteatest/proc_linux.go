@@ -1,0 +1,20 @@
+package giteatest
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// ownProcessGroup makes the process the leader of a new process group, so
+// that killing the group kills exactly what was started here. The kernel
+// kills it when the process that started it dies: a test binary killed by
+// a timeout (go test -timeout, a mutation run) leaves no Gitea behind.
+func ownProcessGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// killGroup sends SIGKILL to the process group started by cmd.
+func killGroup(cmd *exec.Cmd) {
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = cmd.Process.Kill()
+}
