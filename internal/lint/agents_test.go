@@ -43,7 +43,7 @@ func TestMakeTestInstallsTheAgentCLIs(t *testing.T) {
 			if ran := strings.Contains(log, "agent-clis.sh\n"); ran != c.wantInstall {
 				t.Errorf("scripts/agent-clis.sh ran: %v, want %v; calls:\n%s", ran, c.wantInstall, log)
 			}
-			if c.wantGo != "" && !strings.Contains(log, " "+c.wantGo+" \n") {
+			if c.wantGo != "" && !strings.Contains(log, " "+c.wantGo+" gitea=") {
 				t.Errorf("calls lack %q:\n%s\n%s", c.wantGo, log, out)
 			}
 			if !c.wantOK {

@@ -64,11 +64,63 @@ func TestMakeTestNeedsRqlited(t *testing.T) {
 	}
 }
 
+// TestMakeTestNeedsGitea: make test builds Gitea (in the background, while
+// the rest is prepared) and hands its path to the tests; a failed build
+// stops make before any test runs, saying how to skip; BALLET_SKIP_GITEA=1
+// or a given BALLET_GITEA skips the build.
+func TestMakeTestNeedsGitea(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		env        []string
+		buildFails bool
+		wantOK     bool
+		wantBuild  bool
+		wantGo     string
+	}{
+		{name: "build fails", buildFails: true, wantBuild: true},
+		{name: "build works", wantOK: true, wantBuild: true, wantGo: "gitea=/built/gitea skip_gitea="},
+		{name: "skip asked", env: []string{"BALLET_SKIP_GITEA=1"}, buildFails: true, wantOK: true, wantGo: "gitea= skip_gitea=1"},
+		{name: "binary given", env: []string{"BALLET_GITEA=/given/gitea"}, buildFails: true, wantOK: true, wantGo: "gitea=/given/gitea skip_gitea="},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var scripts fakeScripts
+			if c.buildFails {
+				scripts.gitea = "echo 'build failed' >&2\nexit 1\n"
+			}
+			out, log, err := runMake(t, "test", scripts, c.env)
+			if (err == nil) != c.wantOK {
+				t.Errorf("make test: %v, want success %v\n%s", err, c.wantOK, out)
+			}
+			if ran := strings.Contains(log, "gitea.sh\n"); ran != c.wantBuild {
+				t.Errorf("scripts/gitea.sh ran: %v, want %v; calls:\n%s", ran, c.wantBuild, log)
+			}
+			var testLine string
+			for _, l := range strings.Split(log, "\n") {
+				if strings.HasPrefix(l, "go test -count=1 -timeout 25m ./...") {
+					testLine = l
+				}
+			}
+			if c.wantGo != "" && !strings.Contains(testLine, c.wantGo+" ") {
+				t.Errorf("the tests' call %q lacks %q:\n%s", testLine, c.wantGo, log)
+			}
+			if !c.wantOK {
+				if testLine != "" {
+					t.Errorf("tests ran although the Gitea build failed:\n%s", log)
+				}
+				if !strings.Contains(out, "BALLET_SKIP_GITEA=1") {
+					t.Errorf("the failure does not say how to skip:\n%s", out)
+				}
+			}
+		})
+	}
+}
+
 // fakeScripts are the bodies of the fake scripts/rqlited.sh and
-// scripts/agent-clis.sh runMake writes; "" is one that succeeds
-// (/built/rqlited; /cache/claude and /cache/opencode).
+// scripts/agent-clis.sh and scripts/gitea.sh runMake writes; "" is one
+// that succeeds (/built/rqlited; /cache/claude and /cache/opencode;
+// /built/gitea).
 type fakeScripts struct {
-	rqlited, agents string
+	rqlited, agents, gitea string
 }
 
 // runMake runs `make TARGET` on a copy of the repository's Makefile in a
@@ -95,13 +147,18 @@ func runMake(t *testing.T, target string, scripts fakeScripts, env []string) (ou
 	if scripts.agents == "" {
 		scripts.agents = "echo \"BALLET_CLAUDE='/cache/claude'\"\necho \"BALLET_OPENCODE='/cache/opencode'\"\n"
 	}
+	if scripts.gitea == "" {
+		scripts.gitea = "echo /built/gitea\n"
+	}
 	for name, content := range map[string]string{
 		"Makefile":              string(makefile),
+		"scripts/gitea.sh":      "#!/bin/sh\necho gitea.sh >> " + logPath + "\n" + scripts.gitea,
 		"scripts/rqlited.sh":    "#!/bin/sh\necho rqlited.sh >> " + logPath + "\n" + scripts.rqlited,
 		"scripts/agent-clis.sh": "#!/bin/sh\necho agent-clis.sh >> " + logPath + "\n" + scripts.agents,
 		"bin/gofmt":             "#!/bin/sh\n",
 		"bin/go": "#!/bin/sh\n" + `echo "go $* rqlited=${BALLET_RQLITED:-} skip_rqlite=${BALLET_SKIP_RQLITE:-}` +
-			` claude=${BALLET_CLAUDE:-} opencode=${BALLET_OPENCODE:-} skip_agents=${BALLET_SKIP_AGENTS:-} " >> ` + logPath + "\n",
+			` claude=${BALLET_CLAUDE:-} opencode=${BALLET_OPENCODE:-} skip_agents=${BALLET_SKIP_AGENTS:-}` +
+			` gitea=${BALLET_GITEA:-} skip_gitea=${BALLET_SKIP_GITEA:-} " >> ` + logPath + "\n",
 		"bench/.keep": "",
 	} {
 		p := filepath.Join(dir, name)
@@ -118,6 +175,7 @@ func runMake(t *testing.T, target string, scripts fakeScripts, env []string) (ou
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
 		case "BALLET_RQLITED", "BALLET_SKIP_RQLITE", "BALLET_CLAUDE", "BALLET_OPENCODE", "BALLET_SKIP_AGENTS",
+			"BALLET_GITEA", "BALLET_SKIP_GITEA",
 			"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PATH":
 			continue
 		}
