@@ -114,6 +114,9 @@ func TestBudgetsAreExact(t *testing.T) {
 	})
 }
 
+// with returns m with one more field.
+func with(m map[string]any, k string, v any) map[string]any { m[k] = v; return m }
+
 // TestRepositorySettingsGitWouldExecute: a repository location or default
 // branch that git would execute or read as an option is refused when saved;
 // one stored directly in the database, past the API, still makes git run
@@ -142,6 +145,13 @@ func TestRepositorySettingsGitWouldExecute(t *testing.T) {
 			{repo("git", "/srv/a.git", "HEAD", ""), "repository.default_branch"},
 			{repo("git", "/srv/a.git", "main", "vault:acme"), "repository.credentials_ref"},
 			{repo("git", "/srv/a.git", "main", "env:NOT-A-NAME"), "repository.credentials_ref"},
+			{repo("gitea", "https://gitea.example.com/acme", "main", ""), "repository.url"},
+			{repo("github", "https://github.com/", "main", ""), "repository.url"},
+			{with(repo("github", "https://github.com/acme/app", "main", ""), "api_url", "https://u:p@api.example.com"), "repository.api_url"},
+			{with(repo("gitea", "https://gitea.example.com/acme/app", "main", ""), "api_url", "ftp://gitea.example.com/api"), "repository.api_url"},
+			{with(repo("git", "/srv/a.git", "main", ""), "api_url", "https://gitea.example.com/api/v1"), "repository.api_url"},
+			{with(repo("gitea", "https://gitea.example.com/acme/app", "main", ""), "webhook_secret_ref", "s3cret"), "repository.webhook_secret_ref"},
+			{with(repo("gitea", "https://gitea.example.com/acme/app", "main", ""), "webhook_secret_ref", "vault:x"), "repository.webhook_secret_ref"},
 		}
 		for _, c := range cases {
 			for _, req := range []struct {

@@ -49,21 +49,25 @@ func TestProjectPatchMergesNestedObjects(t *testing.T) {
 		}
 		for _, c := range []struct{ patch, want string }{
 			{`{"budgets":{"per_day_usd":50}}`,
-				`{"budgets":{"per_day_usd":50,"per_ticket_usd":5},"merge_policy":{"mode":"auto","required_approvals":2,"required_checks":["ci","lint"]},"repository":{"credentials_ref":"env:ACME_GIT","default_branch":"trunk","forge":"git","url":"/srv/acme.git"}}`},
+				`{"budgets":{"per_day_usd":50,"per_ticket_usd":5},"merge_policy":{"mode":"auto","required_approvals":2,"required_checks":["ci","lint"]},"repository":{"api_url":"","credentials_ref":"env:ACME_GIT","default_branch":"trunk","forge":"git","url":"/srv/acme.git","webhook_secret_ref":""}}`},
 			{`{"budgets":{"per_ticket_usd":null}}`,
-				`{"budgets":{"per_day_usd":50,"per_ticket_usd":null},"merge_policy":{"mode":"auto","required_approvals":2,"required_checks":["ci","lint"]},"repository":{"credentials_ref":"env:ACME_GIT","default_branch":"trunk","forge":"git","url":"/srv/acme.git"}}`},
+				`{"budgets":{"per_day_usd":50,"per_ticket_usd":null},"merge_policy":{"mode":"auto","required_approvals":2,"required_checks":["ci","lint"]},"repository":{"api_url":"","credentials_ref":"env:ACME_GIT","default_branch":"trunk","forge":"git","url":"/srv/acme.git","webhook_secret_ref":""}}`},
 			{`{"merge_policy":{"required_checks":["ci"]},"repository":{"url":"/srv/acme-2.git"}}`,
-				`{"budgets":{"per_day_usd":50,"per_ticket_usd":null},"merge_policy":{"mode":"auto","required_approvals":2,"required_checks":["ci"]},"repository":{"credentials_ref":"env:ACME_GIT","default_branch":"trunk","forge":"git","url":"/srv/acme-2.git"}}`},
+				`{"budgets":{"per_day_usd":50,"per_ticket_usd":null},"merge_policy":{"mode":"auto","required_approvals":2,"required_checks":["ci"]},"repository":{"api_url":"","credentials_ref":"env:ACME_GIT","default_branch":"trunk","forge":"git","url":"/srv/acme-2.git","webhook_secret_ref":""}}`},
 			{`{"merge_policy":{"required_approvals":null},"repository":{"default_branch":null,"credentials_ref":null}}`,
-				`{"budgets":{"per_day_usd":50,"per_ticket_usd":null},"merge_policy":{"mode":"auto","required_approvals":0,"required_checks":["ci"]},"repository":{"credentials_ref":"","default_branch":"main","forge":"git","url":"/srv/acme-2.git"}}`},
+				`{"budgets":{"per_day_usd":50,"per_ticket_usd":null},"merge_policy":{"mode":"auto","required_approvals":0,"required_checks":["ci"]},"repository":{"api_url":"","credentials_ref":"","default_branch":"main","forge":"git","url":"/srv/acme-2.git","webhook_secret_ref":""}}`},
 			{`{"merge_policy":{"mode":null,"required_approvals":1}}`,
-				`{"budgets":{"per_day_usd":50,"per_ticket_usd":null},"merge_policy":{"mode":"manual","required_approvals":1,"required_checks":["ci"]},"repository":{"credentials_ref":"","default_branch":"main","forge":"git","url":"/srv/acme-2.git"}}`},
+				`{"budgets":{"per_day_usd":50,"per_ticket_usd":null},"merge_policy":{"mode":"manual","required_approvals":1,"required_checks":["ci"]},"repository":{"api_url":"","credentials_ref":"","default_branch":"main","forge":"git","url":"/srv/acme-2.git","webhook_secret_ref":""}}`},
 			{`{"merge_policy":null,"budgets":null}`,
-				`{"budgets":{"per_day_usd":null,"per_ticket_usd":null},"merge_policy":{"mode":"manual","required_approvals":0,"required_checks":[]},"repository":{"credentials_ref":"","default_branch":"main","forge":"git","url":"/srv/acme-2.git"}}`},
+				`{"budgets":{"per_day_usd":null,"per_ticket_usd":null},"merge_policy":{"mode":"manual","required_approvals":0,"required_checks":[]},"repository":{"api_url":"","credentials_ref":"","default_branch":"main","forge":"git","url":"/srv/acme-2.git","webhook_secret_ref":""}}`},
 			{`{"repository":null}`,
 				`{"budgets":{"per_day_usd":null,"per_ticket_usd":null},"merge_policy":{"mode":"manual","required_approvals":0,"required_checks":[]},"repository":null}`},
 			{`{"repository":{"forge":"git","url":"/srv/new.git"}}`,
-				`{"budgets":{"per_day_usd":null,"per_ticket_usd":null},"merge_policy":{"mode":"manual","required_approvals":0,"required_checks":[]},"repository":{"credentials_ref":"","default_branch":"main","forge":"git","url":"/srv/new.git"}}`},
+				`{"budgets":{"per_day_usd":null,"per_ticket_usd":null},"merge_policy":{"mode":"manual","required_approvals":0,"required_checks":[]},"repository":{"api_url":"","credentials_ref":"","default_branch":"main","forge":"git","url":"/srv/new.git","webhook_secret_ref":""}}`},
+			{`{"repository":{"forge":"github","url":"https://github.example.com/acme/app.git","api_url":"https://github.example.com/api/v3","webhook_secret_ref":"env:ACME_HOOK"}}`,
+				`{"budgets":{"per_day_usd":null,"per_ticket_usd":null},"merge_policy":{"mode":"manual","required_approvals":0,"required_checks":[]},"repository":{"api_url":"https://github.example.com/api/v3","credentials_ref":"","default_branch":"main","forge":"github","url":"https://github.example.com/acme/app.git","webhook_secret_ref":"env:ACME_HOOK"}}`},
+			{`{"repository":{"api_url":null,"webhook_secret_ref":null}}`,
+				`{"budgets":{"per_day_usd":null,"per_ticket_usd":null},"merge_policy":{"mode":"manual","required_approvals":0,"required_checks":[]},"repository":{"api_url":"","credentials_ref":"","default_branch":"main","forge":"github","url":"https://github.example.com/acme/app.git","webhook_secret_ref":""}}`},
 		} {
 			if got := settings(patch(200, c.patch)); got != c.want {
 				t.Errorf("%s:\n got %s\nwant %s", c.patch, got, c.want)

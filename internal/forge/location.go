@@ -39,8 +39,9 @@ const MaxLocation = 2000
 // read as an option (-oProxyCommand=…, --upload-pack=…), in the location or
 // in its host or user; control characters.
 //
-// Gitea and GitHub take the repository's web URL: https:// or http://,
-// without credentials.
+// Gitea and GitHub take the repository's clone URL: https:// or http://,
+// without credentials, whose path ends in owner/repo (with or without
+// .git): https://gitea.example.com/acme/app.git.
 func CheckLocation(kind, location string) error {
 	switch {
 	case location == "":
@@ -66,7 +67,13 @@ func CheckLocation(kind, location string) error {
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return fmt.Errorf("%q must be the repository's http(s) URL", location)
 		}
-		return checkURL(u, location)
+		if err := checkURL(u, location); err != nil {
+			return err
+		}
+		if _, _, ok := OwnerRepo(u.Path); !ok || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("%q must be the repository's clone URL, http(s)://host/owner/repo (with or without .git)", location)
+		}
+		return nil
 	}
 	return fmt.Errorf("the forge %q is not git, gitea or github", kind)
 }
@@ -79,6 +86,43 @@ var (
 	nameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._~+-]*$`)
 	hostRE = regexp.MustCompile(`^(?:[A-Za-z0-9_][A-Za-z0-9._-]*|\[[0-9A-Fa-f:.]+\])$`)
 )
+
+// OwnerRepo splits the path of a Gitea or GitHub clone URL into the
+// repository's owner and name: its last two parts, without a trailing
+// ".git" or "/" (a forge served under a sub-path has more parts before).
+func OwnerRepo(path string) (owner, repo string, ok bool) {
+	p := strings.TrimSuffix(strings.TrimSuffix(path, "/"), ".git")
+	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	if len(parts) < 2 {
+		return "", "", false
+	}
+	for _, s := range parts {
+		if s == "" || s == "." || s == ".." {
+			return "", "", false
+		}
+	}
+	return parts[len(parts)-2], parts[len(parts)-1], true
+}
+
+// CheckAPIURL checks a repository's API base override: "" (derived from
+// the repository's URL) or an http(s) URL without credentials, query or
+// fragment, such as https://github.example.com/api/v3.
+func CheckAPIURL(api string) error {
+	if api == "" {
+		return nil
+	}
+	if len(api) > MaxLocation {
+		return fmt.Errorf("must be at most %d bytes", MaxLocation)
+	}
+	if err := text.Line(api); err != nil {
+		return err
+	}
+	u, err := url.Parse(api)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return fmt.Errorf("%q must be an http(s) URL such as https://gitea.example.com/api/v1, without a query", api)
+	}
+	return checkURL(u, api)
+}
 
 func checkGitLocation(location string) error {
 	if strings.HasPrefix(location, "/") {
@@ -199,6 +243,35 @@ func CheckCredentialsRef(ref string) error {
 		return fmt.Errorf("%q: %q is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)", ref, name)
 	}
 	return nil
+}
+
+// CheckWebhookSecretRef checks the reference to the secret a forge signs
+// webhook deliveries with: "" (no webhooks) or env:NAME, like
+// CheckCredentialsRef.
+func CheckWebhookSecretRef(ref string) error {
+	if err := CheckCredentialsRef(ref); err != nil {
+		return fmt.Errorf("%w (such as env:ACME_WEBHOOK_SECRET)", err)
+	}
+	return nil
+}
+
+// ResolveSecret reads the bare secret a reference (env:NAME) names from
+// lookup (os.LookupEnv), whole: a webhook secret has no user name. The
+// errors name the reference, never the value.
+func ResolveSecret(ref string, lookup func(string) (string, bool)) (string, error) {
+	if ref == "" {
+		return "", fmt.Errorf("no secret reference")
+	}
+	if err := CheckCredentialsRef(ref); err != nil {
+		return "", err
+	}
+	name := strings.TrimPrefix(ref, "env:")
+	v, ok := lookup(name)
+	v = strings.TrimSpace(v)
+	if !ok || v == "" {
+		return "", fmt.Errorf("%w: the reference is %s, but %s is not set in Core's environment", ErrCredentialMissing, ref, name)
+	}
+	return v, nil
 }
 
 var envRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)

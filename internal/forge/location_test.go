@@ -24,6 +24,9 @@ func TestCheckLocation(t *testing.T) {
 		{KindGit, "build-host:/srv/git/acme.git"},
 		{KindGitea, "https://gitea.example.com/acme/app"},
 		{KindGitHub, "https://github.com/acme/app"},
+		{KindGitHub, "https://github.com/acme/app.git"},
+		{KindGitea, "http://127.0.0.1:3000/acme/app.git/"},
+		{KindGitea, "https://example.com/gitea/acme/app.git"}, // served under a sub-path
 	}
 	for _, c := range ok {
 		if err := CheckLocation(c.kind, c.loc); err != nil {
@@ -60,6 +63,12 @@ func TestCheckLocation(t *testing.T) {
 		{KindGitea, "ssh://git@gitea.example.com/acme/app.git", "http(s) URL"},
 		{KindGitHub, "https://x:y@github.com/acme/app", "holds credentials"},
 		{KindGitHub, "https://-x/acme/app", "not a plain host name"},
+		{KindGitHub, "https://github.com/acme", "clone URL, http(s)://host/owner/repo"},
+		{KindGitHub, "https://github.com/", "clone URL, http(s)://host/owner/repo"},
+		{KindGitea, "https://gitea.example.com", "clone URL, http(s)://host/owner/repo"},
+		{KindGitea, "https://gitea.example.com/acme//app", "clone URL, http(s)://host/owner/repo"},
+		{KindGitea, "https://gitea.example.com/acme/../app", "clone URL, http(s)://host/owner/repo"},
+		{KindGitea, "https://gitea.example.com/acme/app?x=1", "clone URL, http(s)://host/owner/repo"},
 		{"svn", "/srv/x", "not git, gitea or github"},
 	}
 	for _, c := range bad {
@@ -140,5 +149,65 @@ func TestCheckBranchAgreesWithGit(t *testing.T) {
 		case gitOK != (ours == nil):
 			t.Errorf("%q: git accepts: %v; CheckBranch: %v", name, gitOK, ours)
 		}
+	}
+}
+
+// TestOwnerRepo: the owner and name are the last two parts of a clone
+// URL's path.
+func TestOwnerRepo(t *testing.T) {
+	for path, want := range map[string]string{
+		"/acme/app": "acme/app", "/acme/app.git": "acme/app", "/acme/app/": "acme/app", "/gitea/acme/app.git": "acme/app",
+		"/acme": "", "": "", "/": "", "//app": "", "/acme/./app": "",
+	} {
+		o, r, ok := OwnerRepo(path)
+		got := ""
+		if ok {
+			got = o + "/" + r
+		}
+		if got != want {
+			t.Errorf("OwnerRepo(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
+// TestCheckAPIURL: an API base override is an http(s) URL without
+// credentials or query; "" derives it.
+func TestCheckAPIURL(t *testing.T) {
+	for _, ok := range []string{"", "https://github.example.com/api/v3", "http://127.0.0.1:3000/api/v1"} {
+		if err := CheckAPIURL(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for api, want := range map[string]string{
+		"ftp://x/api":           "must be an http(s) URL",
+		"github.com/api/v3":     "must be an http(s) URL",
+		"https://x/api?token=1": "without a query",
+		"https://u:p@x/api":     "holds credentials",
+		"https://-x/api":        "not a plain host name",
+		"https://x/a\nb":        "",
+		"https://x/\x00":        "",
+		"https://" + strings.Repeat("a", MaxLocation): "at most",
+	} {
+		if err := CheckAPIURL(api); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%.40q: %v, want an error with %q", api, err, want)
+		}
+	}
+}
+
+// TestResolveSecret: a webhook secret is the variable's whole value; the
+// errors name the reference, never a value.
+func TestResolveSecret(t *testing.T) {
+	env := map[string]string{"HOOK": " s3cr:et ", "EMPTY": ""}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	if s, err := ResolveSecret("env:HOOK", lookup); err != nil || s != "s3cr:et" {
+		t.Fatalf("ResolveSecret = %q, %v", s, err)
+	}
+	for _, ref := range []string{"", "env:EMPTY", "env:MISSING", "vault:x"} {
+		if _, err := ResolveSecret(ref, lookup); err == nil {
+			t.Errorf("%q resolved", ref)
+		}
+	}
+	if err := CheckWebhookSecretRef("vault:x"); err == nil || !strings.Contains(err.Error(), "env:ACME_WEBHOOK_SECRET") {
+		t.Errorf("CheckWebhookSecretRef: %v", err)
 	}
 }

@@ -53,6 +53,12 @@ type RepositoryPatch struct {
 	URL            strictjson.Nullable[string] `json:"url,omitzero"`
 	DefaultBranch  strictjson.Nullable[string] `json:"default_branch,omitzero"`  // null: main
 	CredentialsRef strictjson.Nullable[string] `json:"credentials_ref,omitzero"` // null: none
+	// APIURL overrides the API base of a Gitea or GitHub repository; null:
+	// derived from url.
+	APIURL strictjson.Nullable[string] `json:"api_url,omitzero"`
+	// WebhookSecretRef names the secret webhook deliveries are signed with
+	// (env:NAME); null: no webhooks.
+	WebhookSecretRef strictjson.Nullable[string] `json:"webhook_secret_ref,omitzero"`
 }
 
 // MergePolicyPatch is merge_policy in ProjectUpdate.

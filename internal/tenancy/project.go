@@ -26,6 +26,12 @@ type Repository struct {
 	URL            string `json:"url"`
 	DefaultBranch  string `json:"default_branch"`
 	CredentialsRef string `json:"credentials_ref"` // where the secret is (env:NAME), never the secret
+	// APIURL overrides the API base a Gitea or GitHub client derives from
+	// URL ("": derived).
+	APIURL string `json:"api_url"`
+	// WebhookSecretRef is where the secret the forge signs webhook
+	// deliveries with is (env:NAME), never the secret; "": no webhooks.
+	WebhookSecretRef string `json:"webhook_secret_ref"`
 }
 
 // MergePolicy decides how the merge stage merges (ADR-0008).
@@ -91,10 +97,12 @@ type ProjectPatch struct {
 // one when the project has none). Forge and URL have no default: null
 // leaves them empty, which a repository cannot be.
 type RepositoryPatch struct {
-	Forge          strictjson.Nullable[string]
-	URL            strictjson.Nullable[string]
-	DefaultBranch  strictjson.Nullable[string]
-	CredentialsRef strictjson.Nullable[string]
+	Forge            strictjson.Nullable[string]
+	URL              strictjson.Nullable[string]
+	DefaultBranch    strictjson.Nullable[string]
+	CredentialsRef   strictjson.Nullable[string]
+	APIURL           strictjson.Nullable[string]
+	WebhookSecretRef strictjson.Nullable[string]
 }
 
 // MergePolicyPatch changes fields of a project's merge policy.
@@ -138,6 +146,8 @@ func mergeRepository(r *Repository, in RepositoryPatch) *Repository {
 	merge(&out.URL, in.URL, "")
 	merge(&out.DefaultBranch, in.DefaultBranch, "")
 	merge(&out.CredentialsRef, in.CredentialsRef, "")
+	merge(&out.APIURL, in.APIURL, "")
+	merge(&out.WebhookSecretRef, in.WebhookSecretRef, "")
 	return &out
 }
 
@@ -183,6 +193,12 @@ func validateProject(v *apperr.Validator, p *Project) {
 		}
 		v.CheckErr("repository.default_branch", forge.CheckBranch(r.DefaultBranch))
 		v.CheckErr("repository.credentials_ref", forge.CheckCredentialsRef(r.CredentialsRef))
+		v.CheckErr("repository.webhook_secret_ref", forge.CheckWebhookSecretRef(r.WebhookSecretRef))
+		if r.Forge == forge.KindGit {
+			v.Check(r.APIURL == "", "repository.api_url", "must be empty for a plain git repository: it has no API")
+		} else {
+			v.CheckErr("repository.api_url", forge.CheckAPIURL(r.APIURL))
+		}
 	}
 	m := p.MergePolicy
 	v.Check(m.Mode == "auto" || m.Mode == "manual", "merge_policy.mode", "%q is not auto or manual", m.Mode)
@@ -209,7 +225,7 @@ func validateProject(v *apperr.Validator, p *Project) {
 }
 
 const projectColumns = `id, organization_id, key, name, COALESCE(repo_forge, ''), COALESCE(repo_url, ''), COALESCE(repo_default_branch, ''),
-COALESCE(repo_credentials_ref, ''), merge_policy, required_approvals, required_checks, concurrency_limit, budget_ticket_micros,
+COALESCE(repo_credentials_ref, ''), COALESCE(repo_api_url, ''), COALESCE(repo_webhook_secret_ref, ''), merge_policy, required_approvals, required_checks, concurrency_limit, budget_ticket_micros,
 budget_day_micros, ticket_types, paused, created_at, updated_at, version`
 
 func scanProject(rows *store.Rows, i int) (Project, error) {
@@ -218,7 +234,7 @@ func scanProject(rows *store.Rows, i int) (Project, error) {
 	var checks, types string
 	var ticket, day sql.NullInt64
 	var c, u int64
-	if err := rows.Scan(i, &p.ID, &p.OrganizationID, &p.Key, &p.Name, &r.Forge, &r.URL, &r.DefaultBranch, &r.CredentialsRef,
+	if err := rows.Scan(i, &p.ID, &p.OrganizationID, &p.Key, &p.Name, &r.Forge, &r.URL, &r.DefaultBranch, &r.CredentialsRef, &r.APIURL, &r.WebhookSecretRef,
 		&p.MergePolicy.Mode, &p.MergePolicy.RequiredApprovals, &checks, &p.ConcurrencyLimit, &ticket, &day, &types, &p.Paused, &c, &u, &p.Version); err != nil {
 		return p, fmt.Errorf("scan project: %w", err)
 	}
@@ -268,7 +284,7 @@ func projectValues(p *Project) []any {
 	checks, _ := json.Marshal(p.MergePolicy.RequiredChecks)
 	types, _ := json.Marshal(p.TicketTypes)
 	return []any{p.Name, nullIfEmpty(r.Forge), nullIfEmpty(r.URL), nullIfEmpty(r.DefaultBranch), nullIfEmpty(r.CredentialsRef),
-		p.MergePolicy.Mode, p.MergePolicy.RequiredApprovals, string(checks), p.ConcurrencyLimit,
+		nullIfEmpty(r.APIURL), nullIfEmpty(r.WebhookSecretRef), p.MergePolicy.Mode, p.MergePolicy.RequiredApprovals, string(checks), p.ConcurrencyLimit,
 		toMicros(p.Budgets.PerTicketUSD), toMicros(p.Budgets.PerDayUSD), string(types), p.Paused}
 }
 
@@ -314,8 +330,8 @@ func (s *Service) CreateProject(ctx context.Context, actor event.Actor, orgID st
 	t := &transition.Transition{
 		Events: []event.Event{event.New(actor, orgID, p.ID, "project", p.ID, "created", p)},
 		Statements: []store.Statement{store.Stmt(`INSERT INTO projects (id, organization_id, key, name, repo_forge, repo_url, repo_default_branch,
-repo_credentials_ref, merge_policy, required_approvals, required_checks, concurrency_limit, budget_ticket_micros, budget_day_micros,
-ticket_types, paused, created_at, updated_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`,
+repo_credentials_ref, repo_api_url, repo_webhook_secret_ref, merge_policy, required_approvals, required_checks, concurrency_limit,
+budget_ticket_micros, budget_day_micros, ticket_types, paused, created_at, updated_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`,
 			append(append([]any{p.ID, orgID, p.Key}, projectValues(&p)...), now.UnixMilli(), now.UnixMilli())...)},
 	}
 	if err := s.Applier.Apply(ctx, t); err != nil {
@@ -426,7 +442,7 @@ func (s *Service) UpdateProject(ctx context.Context, actor event.Actor, p Projec
 	t := &transition.Transition{
 		Events: []event.Event{event.New(actor, p.OrganizationID, p.ID, "project", p.ID, "updated", payload)},
 		Guarded: []store.Statement{store.Stmt(`UPDATE projects SET name = ?, repo_forge = ?, repo_url = ?, repo_default_branch = ?,
-repo_credentials_ref = ?, merge_policy = ?, required_approvals = ?, required_checks = ?, concurrency_limit = ?, budget_ticket_micros = ?,
+repo_credentials_ref = ?, repo_api_url = ?, repo_webhook_secret_ref = ?, merge_policy = ?, required_approvals = ?, required_checks = ?, concurrency_limit = ?, budget_ticket_micros = ?,
 budget_day_micros = ?, ticket_types = ?, paused = ?, updated_at = ?, version = version + 1 WHERE id = ? AND version = ?`,
 			append(projectValues(&p), now.UnixMilli(), p.ID, version)...)},
 	}
