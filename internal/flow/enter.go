@@ -65,6 +65,9 @@ func (s *Service) handleEnter(ctx context.Context, _ *job.Job, p EnterArgs) erro
 			timeout := job.New(TimeoutArgs{FlowID: f.ID, Step: f.Step}).At(now.Add(stage.Timeout()))
 			parts = append(parts, run.Create(r, System, now), transition.Transition{Jobs: []job.Spec{timeout}})
 		case pipeline.KindPlatform:
+			// A new entry finds its pull request afresh (the forge adopts
+			// the open one, or one merged or closed at the branch's head).
+			next.PullRequest = nil
 			parts = append(parts, transition.Transition{Jobs: []job.Spec{mergeJob(f, now)}})
 		}
 		t := &transition.Transition{Events: []event.Event{flowEvent(System, f, "stage_started", started)}}

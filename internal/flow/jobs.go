@@ -24,6 +24,7 @@ const (
 	JobTimeout     = "flow.timeout"      // a stage's run reached the stage's timeout
 	JobRelease     = "flow.release"      // a pause ended or budget came back: release waiting flows
 	JobKill        = "flow.kill"         // the kill switch: cancel every running stage
+	JobClosePR     = "flow.close_pr"     // close the pull request of a cancelled ticket's flow
 )
 
 // stepKey is the dedupe key of a job of one step of a flow:
@@ -130,6 +131,18 @@ func (KillArgs) Kind() string { return JobKill }
 // DedupeKey implements job.Deduped: flow-kill.
 func (KillArgs) DedupeKey() string { return "flow-kill" }
 
+// ClosePRArgs close the pull request a flow recorded, once its ticket was
+// cancelled.
+type ClosePRArgs struct {
+	FlowID string `json:"flow_id"`
+}
+
+// Kind implements job.Args.
+func (ClosePRArgs) Kind() string { return JobClosePR }
+
+// DedupeKey implements job.Deduped: flow:<flow>:close_pr.
+func (a ClosePRArgs) DedupeKey() string { return "flow:" + a.FlowID + ":close_pr" }
+
 // Register installs the flow engine's job handlers.
 func (s *Service) Register(r job.Registry) {
 	job.Register(r, s.handleEnter)
@@ -140,6 +153,7 @@ func (s *Service) Register(r job.Registry) {
 	job.Register(r, s.handleTimeout)
 	job.Register(r, s.handleRelease)
 	job.Register(r, s.handleKill)
+	job.Register(r, s.handleClosePR)
 }
 
 // OnRunFinished is the run package's finish hook (run.FinishHook): a run

@@ -1,7 +1,9 @@
 package flow_test
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -123,8 +125,10 @@ func TestMergeStageFails(t *testing.T) {
 			{"failing checks", func(f *scriptForge) {
 				f.st = openPR
 				f.st.Checks, f.st.FailingChecks = forge.ChecksFailure, []string{"ci"}
-			}, "checks failed: ci"},
-			{"never pushed", func(f *scriptForge) { f.notPushed = true }, "the branch ballet/%s was never pushed"},
+			}, "The merge stage failed: checks failed: ci.\nPull request: https://forge.invalid/pr/7 (#7, ballet/%s into main, head head-1).\n" +
+				"Failing checks (read their output, fix the cause on the branch and push):\n- ci\n"},
+			{"never pushed", func(f *scriptForge) { f.notPushed = true }, "The merge stage failed: the branch ballet/%s was never pushed.\n" +
+				"Nothing was pushed to ballet/%s. Commit the work on that branch and push it.\n"},
 		} {
 			w.forge.set(func(f *scriptForge) { f.zero(); c.set(f) })
 			key := w.toShip()
@@ -255,4 +259,203 @@ func TestMergePoll(t *testing.T) {
 			t.Errorf("after %s: every %s, want %s", waited, got, want)
 		}
 	}
+}
+
+// TestMergeFollowsItsPullRequest: the first check of a merge stage's entry
+// finds or opens the pull request (title "KEY: title", a body with Ballet's
+// marker naming the ticket and the flow, the project's API base); once the
+// flow recorded it, the checks read that pull request's state only, so one
+// a person closed fails the stage instead of a new one being opened. A
+// check that failed before recording finds it again (adopted, never a
+// second), and a later entry of the stage finds it afresh.
+func TestMergeFollowsItsPullRequest(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		w := newWorld(t, s, map[string]map[string]any{"bug": mergePipeline})
+		w.patchProject(map[string]any{"repository": map[string]any{"forge": "gitea", "url": "https://gitea.example.com/acme/app.git",
+			"api_url": "https://gitea.example.com/api/v1"}})
+		w.forge.set(func(f *scriptForge) { f.st = openPR; f.stateErr = errors.New("502 Bad Gateway") })
+		key := w.toShip()
+		f := w.flow(key)
+
+		// The forge fails after the pull request was found: an error (the
+		// job's backoff), nothing recorded.
+		if err := w.step(flow.JobMerge, key); err == nil || job.IsSnooze(err) || !strings.Contains(err.Error(), "502") {
+			t.Fatalf("a forge error: %v, want it returned", err)
+		}
+		if w.flow(key).PullRequest != nil {
+			t.Fatal("recorded a pull request whose state was never read")
+		}
+		w.exec(`UPDATE jobs SET status = 'pending' WHERE kind = ? AND dedupe_key = ?`, flow.JobMerge, "flow:"+f.ID+":merge:2") // the retry
+		w.forge.set(func(f *scriptForge) { f.stateErr = nil })
+		w.check(key, 5*time.Second)
+		w.wantFlow(key, "ship it=1 step=2 waiting/merge")
+		w.forge.set(func(fg *scriptForge) {
+			if fg.ensures != 2 || len(fg.titles) != 2 || fg.titles[1] != key+": ticket 1" {
+				t.Fatalf("Ensure calls %d, titles %q", fg.ensures, fg.titles)
+			}
+			if tk, fl, ok := forge.ParseMarker(fg.bodies[1]); !ok || tk != key || fl != f.ID {
+				t.Errorf("body marker %q %q %v in %q", tk, fl, ok, fg.bodies[1])
+			}
+			for _, r := range fg.repos {
+				if r.APIURL != "https://gitea.example.com/api/v1" || r.URL != "https://gitea.example.com/acme/app.git" {
+					t.Fatalf("a call with the repository %+v", r)
+				}
+			}
+		})
+
+		// Recorded: the checks read that one, never Ensure again.
+		for range 3 {
+			w.check(key, 5*time.Second)
+		}
+		if e, st, _, _ := w.forge.calls(); e != 2 || st != 5 {
+			t.Fatalf("Ensure %d, State %d: want no Ensure after the record", e, st)
+		}
+		// A person closes it: the stage fails, no new pull request.
+		w.forge.set(func(f *scriptForge) { f.st.Open, f.st.Closed, f.number = false, true, 8 })
+		seq := w.seq()
+		w.check(key, 0)
+		w.wantFlow(key, "prep it=2 step=3 running/")
+		evs := w.since(seq)
+		wantTypes(t, evs, "flow.stage_finished")
+		if r, _ := evs[0].P["report"].(string); !strings.Contains(r, "the pull request was closed without merging") ||
+			!strings.Contains(r, "https://forge.invalid/pr/7") {
+			t.Fatalf("report %q", r)
+		}
+		if e, _, _, _ := w.forge.calls(); e != 2 {
+			t.Fatalf("Ensure called %d times: a new pull request after a person closed one", e)
+		}
+		if pr := w.flow(key).PullRequest; pr == nil || pr.Number != 7 {
+			t.Fatalf("the flow forgot its pull request: %+v", pr)
+		}
+
+		// The next entry of the stage finds it afresh (the forge adopts).
+		w.forge.set(func(f *scriptForge) { f.st = openPR })
+		w.mustStep(flow.JobEnter, key)
+		w.Admin(200, "POST", "/api/v1/items/"+key+"/flow/approve", nil)
+		w.mustStep(flow.JobEnter, key)
+		w.wantFlow(key, "ship it=2 step=4 running/checks")
+		if pr := w.flow(key).PullRequest; pr != nil {
+			t.Fatalf("entering the merge stage again kept %+v", pr)
+		}
+		w.check(key, 5*time.Second)
+		if e, _, _, _ := w.forge.calls(); e != 3 {
+			t.Fatalf("Ensure called %d times, want 3", e)
+		}
+		if pr := w.flow(key).PullRequest; pr == nil || pr.Number != 8 {
+			t.Fatalf("recorded %+v, want the pull request the forge gave now", pr)
+		}
+	})
+}
+
+// TestMergeForgeErrors: a forge that rate-limits Ballet snoozes the check
+// until it allows calls again (no failed attempt, nothing recorded); one
+// that refuses a merge for now is checked again soon, whatever the pace,
+// without a second merge before the next state; other errors fail the
+// attempt (the job's backoff).
+func TestMergeForgeErrors(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		w := newWorld(t, s, map[string]map[string]any{"bug": mergePipeline})
+		w.patchProject(map[string]any{"merge_policy": map[string]any{"mode": "auto"}})
+		yes := true
+		ready := openPR
+		ready.Mergeable = &yes
+		key := w.toShip()
+		limited := &forge.RateLimitedError{Until: w.clk.Now().Add(17 * time.Minute)}
+		for _, c := range []struct {
+			name string
+			set  func(f *scriptForge)
+		}{
+			{"finding the pull request", func(f *scriptForge) { f.ensureErr = fmt.Errorf("list pulls: %w", limited) }},
+			{"reading its state", func(f *scriptForge) { f.stateErr = fmt.Errorf("status: %w", limited) }},
+			{"merging", func(f *scriptForge) { f.st, f.canMerge, f.mergeErr = ready, true, fmt.Errorf("merge: %w", limited) }},
+		} {
+			w.forge.set(func(f *scriptForge) { f.zero(); f.st = openPR; c.set(f) })
+			seq, before := w.seq(), w.flow(key)
+			w.check(key, 17*time.Minute)
+			wantTypes(t, w.since(seq))
+			if after := w.flow(key); after.Version != before.Version {
+				t.Fatalf("%s: rate limited, the flow changed", c.name)
+			}
+		}
+
+		// Refused for now, an hour in: checked again in 5 s, not 5 min.
+		w.clk.Advance(time.Hour)
+		for _, refusal := range []error{forge.ErrNotMergeable, forge.ErrOutOfDate} {
+			w.forge.set(func(f *scriptForge) { f.zero(); f.st, f.canMerge, f.mergeErr = ready, true, fmt.Errorf("405: %w", refusal) })
+			w.check(key, 5*time.Second)
+			if _, st, m, _ := w.forge.calls(); st != 1 || m != 1 {
+				t.Fatalf("%v: %d states, %d merges", refusal, st, m)
+			}
+		}
+		w.wantFlow(key, "ship it=1 step=2 running/checks")
+		w.forge.set(func(f *scriptForge) { f.mergeErr = nil })
+		w.check(key, 5*time.Minute) // merged now: the long pace again
+		// A 5xx on the merge: the attempt fails.
+		w.forge.set(func(f *scriptForge) { f.mergeErr = errors.New("500 Internal Server Error") })
+		if err := w.step(flow.JobMerge, key); err == nil || job.IsSnooze(err) {
+			t.Fatalf("a 500 on merge: %v, want an error", err)
+		}
+	})
+}
+
+// TestCancelClosesThePullRequest: cancelling a ticket whose flow recorded a
+// pull request closes it, from a job queued with the stop (a second run
+// closes nothing new: the forge's Close of a closed one is nil); pausing
+// keeps it open.
+func TestCancelClosesThePullRequest(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		w := newWorld(t, s, map[string]map[string]any{"bug": mergePipeline})
+		w.forge.set(func(f *scriptForge) { f.st = openPR })
+		paused := w.toShip()
+		w.check(paused, 5*time.Second)
+		w.setTicket(paused, "paused")
+		w.mustStep(flow.JobStop, paused)
+		w.wantFlow(paused, "ship it=1 step=2 stopped/")
+		for _, j := range w.pending(nil) {
+			if j.Kind == flow.JobClosePR {
+				t.Fatalf("a paused ticket's pull request is closed: %v", jobKeys(w.pending(nil)))
+			}
+		}
+
+		key := w.toShip()
+		w.check(key, 5*time.Second)
+		w.setTicket(key, "cancelled")
+		w.mustStep(flow.JobStop, key)
+		f := w.wantFlow(key, "ship it=1 step=2 stopped/")
+		if got := jobKeys(w.pending(&f)); len(got) != 2 || !slices.Contains(got, "flow.close_pr flow:"+f.ID+":close_pr") {
+			t.Fatalf("jobs after the cancel: %v", got)
+		}
+		w.mustStep(flow.JobClosePR, key)
+		w.replay(flow.JobClosePR, map[string]any{"flow_id": f.ID})
+		w.forge.set(func(fg *scriptForge) {
+			if len(fg.closes) != 2 || fg.closes[0].Number != 7 || fg.closes[0].Branch != "ballet/"+key {
+				t.Fatalf("Close calls %+v", fg.closes)
+			}
+		})
+	})
+}
+
+// BenchmarkMergePollADay reports what polling costs a pull request that
+// waits a day for a person: the forge calls of its checks (the first one
+// Ensure and State, each later one State only: TestMergeFollowsItsPullRequest)
+// over the day, in its first hour and in its last hour.
+func BenchmarkMergePollADay(b *testing.B) {
+	var day, first, last int
+	for b.Loop() {
+		day, first, last = 0, 0, 0
+		calls := 2 // the first check: Ensure, State
+		for waited := time.Duration(0); waited < 24*time.Hour; waited += flow.MergePoll(waited) {
+			day += calls
+			if waited < time.Hour {
+				first += calls
+			}
+			if waited >= 23*time.Hour {
+				last += calls
+			}
+			calls = 1
+		}
+	}
+	b.ReportMetric(float64(day), "calls/day")
+	b.ReportMetric(float64(first), "calls/first-hour")
+	b.ReportMetric(float64(last), "calls/hour-after-a-day")
 }

@@ -73,6 +73,9 @@ func (s *Service) Stopped(ctx context.Context, f Flow, it tracker.Item, now time
 	if err := s.CancelRun(ctx, t, f, "the flow stopped", now); err != nil {
 		return nil, err
 	}
+	if it.State == tracker.StateCancelled && f.PullRequest != nil && f.PullRequest.Number != 0 {
+		t.Jobs = append(t.Jobs, job.New(ClosePRArgs{FlowID: f.ID})) // a paused ticket may resume: its pull request stays
+	}
 	return t, nil
 }
 

@@ -384,16 +384,25 @@ func (w *world) answerAll(key string) {
 
 // scriptForge is a forge whose answers the test sets: the branch is
 // pushed or not, the pull request's state, whether Ballet can merge and
-// whether a merge goes through. It records every call.
+// whether a merge goes through, and errors of its calls. It records every
+// call.
 type scriptForge struct {
 	mu        sync.Mutex
 	notPushed bool
 	st        forge.State
 	canMerge  bool
 	mergeErr  error
-	ensures   int
+	ensureErr error // EnsurePullRequest's error
+	stateErr  error // State's error
+	closeErr  error
+	number    int      // the pull request Ensure finds (0: 7)
+	ensures   int      // EnsurePullRequest calls
+	titles    []string // the title and body of each EnsurePullRequest call
+	bodies    []string
+	repos     []forge.Repo        // the repository of every call
 	states    []forge.PullRequest // the pull request each State call was given
 	merges    []forge.PullRequest // Merge calls
+	closes    []forge.PullRequest // Close calls
 }
 
 func (f *scriptForge) set(fn func(f *scriptForge)) {
@@ -404,23 +413,35 @@ func (f *scriptForge) set(fn func(f *scriptForge)) {
 
 // zero forgets every answer and call (under set).
 func (f *scriptForge) zero() {
-	f.notPushed, f.st, f.canMerge, f.mergeErr, f.ensures, f.states, f.merges = false, forge.State{}, false, nil, 0, nil, nil
+	f.notPushed, f.st, f.canMerge, f.mergeErr, f.ensureErr, f.stateErr, f.closeErr, f.number = false, forge.State{}, false, nil, nil, nil, nil, 0
+	f.ensures, f.titles, f.bodies, f.repos, f.states, f.merges, f.closes = 0, nil, nil, nil, nil, nil, nil
 }
 
 func (f *scriptForge) EnsurePullRequest(ctx context.Context, repo forge.Repo, branch, title, body string) (forge.PullRequest, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ensures++
+	f.titles, f.bodies, f.repos = append(f.titles, title), append(f.bodies, body), append(f.repos, repo)
 	if f.notPushed {
 		return forge.PullRequest{}, fmt.Errorf("%w: %s", forge.ErrBranchNotPushed, branch)
 	}
-	return forge.PullRequest{Number: 7, URL: "https://forge.invalid/pr/7", Branch: branch, Base: repo.DefaultBranch, HeadSHA: "ensured"}, nil
+	if f.ensureErr != nil {
+		return forge.PullRequest{}, f.ensureErr
+	}
+	n := f.number
+	if n == 0 {
+		n = 7
+	}
+	return forge.PullRequest{Number: n, URL: fmt.Sprintf("https://forge.invalid/pr/%d", n), Branch: branch, Base: repo.DefaultBranch, HeadSHA: "ensured"}, nil
 }
 
 func (f *scriptForge) State(ctx context.Context, repo forge.Repo, pr forge.PullRequest) (forge.State, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.states = append(f.states, pr)
+	f.states, f.repos = append(f.states, pr), append(f.repos, repo)
+	if f.stateErr != nil {
+		return forge.State{}, f.stateErr
+	}
 	st := f.st
 	st.Branch, st.Base = pr.Branch, pr.Base
 	return st, nil
@@ -429,13 +450,16 @@ func (f *scriptForge) State(ctx context.Context, repo forge.Repo, pr forge.PullR
 func (f *scriptForge) Merge(ctx context.Context, repo forge.Repo, pr forge.PullRequest) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.merges = append(f.merges, pr)
+	f.merges, f.repos = append(f.merges, pr), append(f.repos, repo)
 	return f.mergeErr
 }
 
-// Close closes nothing.
+// Close records the call; closing twice is no error, as on every forge.
 func (f *scriptForge) Close(ctx context.Context, repo forge.Repo, pr forge.PullRequest) error {
-	return nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closes, f.repos = append(f.closes, pr), append(f.repos, repo)
+	return f.closeErr
 }
 
 func (f *scriptForge) CanMerge() bool {
@@ -454,4 +478,11 @@ func (f *scriptForge) stateCalls() []forge.PullRequest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]forge.PullRequest(nil), f.states...)
+}
+
+// calls returns how often Ensure, State, Merge and Close were called.
+func (f *scriptForge) calls() (ensures, states, merges, closes int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ensures, len(f.states), len(f.merges), len(f.closes)
 }

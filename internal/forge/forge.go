@@ -73,8 +73,11 @@ type State struct {
 	// combining every status and check run of HeadSHA.
 	Checks        string
 	FailingChecks []string // names of checks that failed or errored
-	PendingChecks []string // names of checks still running
-	PassedChecks  []string // names of checks that succeeded: a required check in none of the three lists has not reported yet
+	// FailingCheckURLs, optional, is the page of a failing check by name
+	// (a status's target URL, a check run's details), for the report.
+	FailingCheckURLs map[string]string
+	PendingChecks    []string // names of checks still running
+	PassedChecks     []string // names of checks that succeeded: a required check in none of the three lists has not reported yet
 	// Approvals counts current approvals: the latest review of each
 	// reviewer decides, dismissed and stale reviews do not count.
 	Approvals int
