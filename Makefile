@@ -59,7 +59,8 @@ vet:
 # `go test -run='^$$' -fuzz=Target -fuzztime=5m ./path`.
 FUZZ_TARGETS := internal/keys:FuzzParseItem internal/config:FuzzParse \
 	internal/pipeline:FuzzParse internal/pipeline:FuzzValidate internal/pipeline:FuzzDecodeJSON \
-	internal/server:FuzzDecode internal/server:FuzzParseOffset internal/realtime:FuzzDecodeMessage internal/budget:FuzzParseDollars
+	internal/server:FuzzDecode internal/server:FuzzParseOffset internal/realtime:FuzzDecodeMessage internal/budget:FuzzParseDollars \
+	internal/forge:FuzzParseHook
 FUZZTIME ?= 5s
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -236,6 +236,8 @@ func New(o Options) (*Core, error) {
 	c.API.Add((&server.Runs{S: c.Runs, Skills: c.Skills, Orgs: c.Tenancy}).Routes()...)
 	c.API.Add((&server.MCP{Runs: c.Runs, Tracker: c.Tracker, Log: log.With("component", "mcp")}).Routes()...)
 	c.API.Add((&server.Flows{F: c.Flows}).Routes()...)
+	c.API.Add((&server.Hooks{Projects: c.Tenancy, MergeChecks: c.Flows.MergeChecks, Wake: c.Jobs.Wake, Lookup: os.LookupEnv,
+		Log: log.With("component", "hooks"), Deliveries: server.NewHookMetrics(reg)}).Routes()...)
 	c.API.Add((&server.Unattended{T: c.Tracker, Tenancy: c.Tenancy, F: c.Flows, B: c.Flows.Budget}).Routes()...)
 	c.Realtime = realtime.New(c.Feed, c.Auth, res, c.Tenancy, c.Tracker, st, clk, log.With("component", "realtime"),
 		realtime.Config{AuthRecheck: cfg.Events.AuthRecheck.Duration, PingInterval: cfg.Events.PingInterval.Duration,
@@ -262,12 +264,16 @@ func bootstrapToken(cfg config.Auth, dbPath string, log *slog.Logger) (string, e
 }
 
 // forges returns the forge of each repository kind; plain git keeps its
-// mirrors in git-cache next to the SQLite database.
+// mirrors in git-cache next to the SQLite database. A forge client joins
+// by its kind's entry in the map.
 func forges(dbPath string) flow.Forges {
 	gitCache := filepath.Join(filepath.Dir(dbPath), "git-cache")
+	byKind := map[string]func() forge.Forge{
+		forge.KindGit: func() forge.Forge { return gitforge.ForBuild(gitCache) },
+	}
 	return func(kind string) (forge.Forge, error) {
-		if kind == "git" {
-			return gitforge.ForBuild(gitCache), nil
+		if mk, ok := byKind[kind]; ok {
+			return mk(), nil
 		}
 		return nil, fmt.Errorf("the %s forge is not supported yet: only plain git", kind)
 	}

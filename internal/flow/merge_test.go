@@ -381,7 +381,10 @@ func TestMergeForgeErrors(t *testing.T) {
 		// Refused for now, an hour in: checked again in 5 s, not 5 min.
 		w.clk.Advance(time.Hour)
 		for _, refusal := range []error{forge.ErrNotMergeable, forge.ErrOutOfDate} {
-			w.forge.set(func(f *scriptForge) { f.zero(); f.st, f.canMerge, f.mergeErr = ready, true, fmt.Errorf("405: %w", refusal) })
+			w.forge.set(func(f *scriptForge) {
+				f.zero()
+				f.st, f.canMerge, f.mergeErr = ready, true, fmt.Errorf("405: %w", refusal)
+			})
 			w.check(key, 5*time.Second)
 			if _, st, m, _ := w.forge.calls(); st != 1 || m != 1 {
 				t.Fatalf("%v: %d states, %d merges", refusal, st, m)

@@ -12,6 +12,7 @@ type Metrics struct {
 	total    *prometheus.CounterVec
 	running  prometheus.Gauge
 	duration *prometheus.HistogramVec
+	wakes    prometheus.Counter
 }
 
 // NewMetrics registers the job metrics with reg.
@@ -30,8 +31,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time a job handler ran.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
 		}, []string{"kind"}),
+		wakes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ballet_jobs_woken_total",
+			Help: "Pending jobs made due at once (Orchestrator.Wake: a forge's webhook woke a merge check).",
+		}),
 	}
-	reg.MustRegister(m.total, m.running, m.duration)
+	reg.MustRegister(m.total, m.running, m.duration, m.wakes)
 	return m
 }
 
@@ -50,5 +55,11 @@ func (m *Metrics) setRunning(n int) {
 func (m *Metrics) observe(kind string, d time.Duration) {
 	if m != nil {
 		m.duration.WithLabelValues(kind).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) woken(n int) {
+	if m != nil {
+		m.wakes.Add(float64(n))
 	}
 }

@@ -169,6 +169,35 @@ func (o *Orchestrator) sleep(ctx context.Context) time.Duration {
 	return min(max(d, minSleep), o.cfg.Poll)
 }
 
+// Wake makes the pending jobs of these dedupe keys due now (a forge's
+// webhook: a pull request changed) and wakes the orchestrator; it returns
+// how many it woke. It changes nothing but their run time, each with one
+// statement guarded by the job's status, so a running or finished job is
+// left alone, and it records no event. Jobs due already are not counted.
+func (o *Orchestrator) Wake(ctx context.Context, keys ...string) (int, error) {
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	now := o.clock.Now().UnixMilli()
+	batch := make([]store.Statement, len(keys))
+	for i, k := range keys {
+		batch[i] = store.Stmt(`UPDATE jobs SET run_at = ?, updated_at = ? WHERE dedupe_key = ? AND status = 'pending' AND run_at > ?`, now, now, k, now)
+	}
+	res, err := o.store.Exec(ctx, batch...)
+	if err != nil {
+		return 0, fmt.Errorf("wake jobs: %w", err)
+	}
+	n := 0
+	for _, r := range res {
+		n += int(r.RowsAffected)
+	}
+	if n > 0 {
+		o.metrics.woken(n)
+		o.Notify()
+	}
+	return n, nil
+}
+
 // Abandon is for a leader that lost its lease: the running handlers are
 // cancelled at once, without ShutdownGrace, and what they return is not
 // recorded, so that their claims stay as they are for the next leader to

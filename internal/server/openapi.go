@@ -42,6 +42,9 @@ func (a *API) OpenAPI() map[string]any {
 			"x-permission": string(rt.Perm),
 			"security":     []any{map[string]any{"bearer": []any{}}},
 		}
+		if rt.Perm == PermWebhook {
+			op["security"] = []any{map[string]any{"giteaSignature": []any{}}, map[string]any{"githubSignature": []any{}}}
+		}
 		var params []any
 		for _, m := range param.FindAllStringSubmatch(rt.Path, -1) {
 			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
@@ -87,8 +90,12 @@ func (a *API) OpenAPI() map[string]any {
 		"info":    map[string]any{"title": "Ballet Core API", "version": "v1"},
 		"paths":   paths,
 		"components": map[string]any{
-			"schemas":         g.schemas,
-			"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"}},
+			"schemas": g.schemas,
+			"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"},
+				"giteaSignature": map[string]any{"type": "apiKey", "in": "header", "name": "X-Gitea-Signature",
+					"description": "hex HMAC-SHA256 of the body under the project's repository.webhook_secret_ref"},
+				"githubSignature": map[string]any{"type": "apiKey", "in": "header", "name": "X-Hub-Signature-256",
+					"description": "sha256= and the hex HMAC-SHA256 of the body under the project's repository.webhook_secret_ref"}},
 		},
 	}
 }
