@@ -62,7 +62,7 @@ func TestResponsesAreChecked(t *testing.T) {
 		ok     bool
 	}{
 		{"as sent", 200, project, true},
-		{"nullable pointer", 200, strings.Replace(project, `"repository":null`, `"repository":{"forge":"git","url":"/r","default_branch":"main","credentials_ref":""}`, 1), true},
+		{"nullable pointer", 200, strings.Replace(project, `"repository":null`, `"repository":{"forge":"git","url":"/r","default_branch":"main","credentials_ref":"","api_url":"","webhook_secret_ref":""}`, 1), true},
 		{"missing field", 200, strings.Replace(project, `"key":"ACME",`, "", 1), false},
 		{"wrong type", 200, strings.Replace(project, `"version":1`, `"version":"1"`, 1), false},
 		{"extra field", 200, strings.Replace(project, `"version":1`, `"version":1,"Version":1`, 1), false},
