@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -287,4 +288,20 @@ func (s *Server) api(t testing.TB, u User, method, path string, body any, want i
 			t.Fatalf("giteatest: %s %s: %v: %s", method, path, err, b)
 		}
 	}
+}
+
+// MergesOf counts the merge commits on main that merged commit sha.
+func (r *Repo) MergesOf(t testing.TB, sha string) int {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.clone(t)
+	r.git(t, "fetch", "--quiet", "--prune", "origin")
+	n := 0
+	for _, line := range strings.Split(r.git(t, "log", "--merges", "--format=%P", "origin/main", "--"), "\n") {
+		if p := strings.Fields(line); len(p) > 1 && slices.Contains(p[1:], sha) {
+			n++
+		}
+	}
+	return n
 }

@@ -1,0 +1,109 @@
+package gitea
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ballet/ballet/internal/forge"
+	"github.com/ballet/ballet/internal/forge/forgetest"
+	"github.com/ballet/ballet/internal/giteatest"
+)
+
+func TestMain(m *testing.M) { os.Exit(giteatest.Main(m)) }
+
+// harness runs the forge contract on the package's real Gitea. Every
+// repository has its owner (whose token Ballet uses, from its own
+// environment variable) and two collaborators with write access who review.
+type harness struct {
+	srv *giteatest.Server
+	f   *Forge
+	env sync.Map // variable → token
+	n   int
+	mu  sync.Mutex
+}
+
+func newHarness(t testing.TB) *harness {
+	h := &harness{srv: giteatest.Shared(t)}
+	h.f = New(Options{Lookup: func(k string) (string, bool) {
+		v, ok := h.env.Load(k)
+		if !ok {
+			return "", false
+		}
+		return v.(string), true
+	}, MergeableTries: 20, MergeableWait: 100 * time.Millisecond})
+	return h
+}
+
+func (h *harness) Forge() forge.Forge { return h.f }
+
+func (h *harness) Caps() forgetest.Caps {
+	return forgetest.Caps{PullRequests: true, Merge: true, MergeOnce: true, Checks: true, Reviews: true}
+}
+
+func (h *harness) NewRepo(t testing.TB) forgetest.Repo {
+	owner := h.srv.CreateUser(t, "owner")
+	r := &repo{g: h.srv.CreateRepo(t, owner), srv: h.srv}
+	for range 2 {
+		u := h.srv.CreateUser(t, "reviewer")
+		h.srv.AddCollaborator(t, r.g, u)
+		r.reviewers = append(r.reviewers, u)
+	}
+	h.mu.Lock()
+	h.n++
+	r.env = fmt.Sprintf("GITEA_TEST_TOKEN_%d", h.n)
+	h.mu.Unlock()
+	h.env.Store(r.env, owner.Token)
+	return r
+}
+
+type repo struct {
+	g         *giteatest.Repo
+	srv       *giteatest.Server
+	reviewers []giteatest.User
+	env       string
+}
+
+func (r *repo) Repo() forge.Repo {
+	return forge.Repo{URL: r.g.CloneURL, DefaultBranch: "main", CredentialsRef: "env:" + r.env}
+}
+
+func (r *repo) Push(t testing.TB, branch string) string { return r.g.PushBranch(t, branch) }
+
+func (r *repo) PullRequests(t testing.TB, branch string) []forgetest.Opened {
+	var out []forgetest.Opened
+	for _, p := range r.g.ListPulls(t) {
+		if p.Head != nil && p.Head.Ref == branch {
+			out = append(out, forgetest.Opened{Number: int(p.Index), Title: p.Title, Body: p.Body, Open: p.State == "open"})
+		}
+	}
+	return out
+}
+
+func (r *repo) MergeByHand(t testing.TB, pr forge.PullRequest) { r.g.MergeByHand(t, pr.Number) }
+
+func (r *repo) OpenByHand(t testing.TB, branch, title, body string) int {
+	return r.g.CreatePR(t, branch, title, body)
+}
+
+func (r *repo) CloseByHand(t testing.TB, pr forge.PullRequest) { r.g.ClosePR(t, pr.Number) }
+
+func (r *repo) Review(t testing.TB, pr forge.PullRequest, reviewer int, approve bool, body string) string {
+	event := giteatest.RequestChanges
+	if approve {
+		event = giteatest.Approve
+	}
+	u := r.reviewers[reviewer]
+	r.g.Review(t, pr.Number, u, event, body)
+	return u.Name
+}
+
+func (r *repo) SetStatus(t testing.TB, sha, context, state string) { r.g.SetStatus(t, sha, context, state) }
+
+func (r *repo) MergesOf(t testing.TB, sha string) int { return r.g.MergesOf(t, sha) }
+
+func TestContract(t *testing.T) {
+	forgetest.Run(t, newHarness(t))
+}
