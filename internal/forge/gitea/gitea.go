@@ -205,10 +205,28 @@ func (f *Forge) callError(t target, call string, resp *sdk.Response, err error) 
 		err = errors.New(http.StatusText(status))
 	}
 	if status != 0 {
-		return &apiError{call: call, repo: t.full, status: status, err: err}
+		return &apiError{call: call, repo: t.full, status: status, err: redact(err, t.token)}
 	}
-	return fmt.Errorf("gitea: %s in %s: %w", call, t.full, err)
+	return fmt.Errorf("gitea: %s in %s: %w", call, t.full, redact(err, t.token))
 }
+
+// redact keeps the token out of an error whatever a server or proxy echoed.
+func redact(err error, token string) error {
+	if token == "" || !strings.Contains(err.Error(), token) {
+		return err
+	}
+	return redacted{msg: strings.ReplaceAll(err.Error(), token, "xxxxx"), err: err}
+}
+
+// redacted is an error whose message has the token removed; errors.Is and
+// errors.As still see the original.
+type redacted struct {
+	msg string
+	err error
+}
+
+func (r redacted) Error() string { return r.msg }
+func (r redacted) Unwrap() error { return r.err }
 
 // apiError is an answer of Gitea other than 2xx.
 type apiError struct {
@@ -562,13 +580,13 @@ func (f *Forge) Merge(ctx context.Context, repo forge.Repo, pr forge.PullRequest
 	fault.Hit(FaultMergeBefore)
 	status, msg, err := f.merge(ctx, t, pr)
 	if err != nil {
-		return fmt.Errorf("gitea: %s in %s: %w", call, t.full, err)
+		return fmt.Errorf("gitea: %s in %s: %w", call, t.full, redact(err, t.token))
 	}
 	if status/100 == 2 {
 		fault.Hit(FaultMergeAfter)
 		return nil
 	}
-	err = &apiError{call: call, repo: t.full, status: status, err: errors.New(msg)}
+	err = &apiError{call: call, repo: t.full, status: status, err: redact(errors.New(msg), t.token)}
 	if status != http.StatusMethodNotAllowed && status != http.StatusConflict && status != http.StatusNotFound {
 		return err
 	}

@@ -100,7 +100,9 @@ func (r *repo) Review(t testing.TB, pr forge.PullRequest, reviewer int, approve 
 	return u.Name
 }
 
-func (r *repo) SetStatus(t testing.TB, sha, context, state string) { r.g.SetStatus(t, sha, context, state) }
+func (r *repo) SetStatus(t testing.TB, sha, context, state string) {
+	r.g.SetStatus(t, sha, context, state)
+}
 
 func (r *repo) MergesOf(t testing.TB, sha string) int { return r.g.MergesOf(t, sha) }
 
