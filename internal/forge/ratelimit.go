@@ -1,7 +1,6 @@
 package forge
 
 import (
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -15,16 +14,20 @@ const DefaultRateLimitWait = time.Minute
 // header never parks a job for days.
 const maxRateLimitWait = 6 * time.Hour
 
+// Header is what RetryAt reads of an answer's header; http.Header has it
+// (this package stays free of net/http).
+type Header interface{ Get(key string) string }
+
 // RetryAt reads from a forge's answer when it allows calls again:
 // Retry-After (seconds, or an HTTP date), else X-RateLimit-Reset (Unix
 // seconds, GitHub and Gitea behind a limiter). ok is false when neither
 // header says; a time in the past is now.
-func RetryAt(h http.Header, now time.Time) (until time.Time, ok bool) {
+func RetryAt(h Header, now time.Time) (until time.Time, ok bool) {
 	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
 		if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
 			return clampWait(now, now.Add(time.Duration(min(s, int64(maxRateLimitWait/time.Second)))*time.Second)), true
 		}
-		if t, err := http.ParseTime(v); err == nil {
+		if t, err := time.Parse(httpDate, v); err == nil {
 			return clampWait(now, t), true
 		}
 	}
@@ -35,6 +38,9 @@ func RetryAt(h http.Header, now time.Time) (until time.Time, ok bool) {
 	}
 	return time.Time{}, false
 }
+
+// httpDate is the date format of Retry-After (RFC 9110 IMF-fixdate).
+const httpDate = "Mon, 02 Jan 2006 15:04:05 GMT"
 
 func clampWait(now, t time.Time) time.Time {
 	switch {
@@ -50,9 +56,10 @@ func clampWait(now, t time.Time) time.Time {
 // forge's rate limit — HTTP 429, or 403 with X-RateLimit-Remaining: 0 or a
 // Retry-After (GitHub's secondary limit) — with Until from RetryAt (else
 // now + DefaultRateLimitWait); nil for any other answer.
-func RateLimit(status int, h http.Header, now time.Time) *RateLimitedError {
-	limited := status == http.StatusTooManyRequests ||
-		(status == http.StatusForbidden && (strings.TrimSpace(h.Get("X-RateLimit-Remaining")) == "0" || h.Get("Retry-After") != ""))
+func RateLimit(status int, h Header, now time.Time) *RateLimitedError {
+	const tooManyRequests, forbidden = 429, 403
+	limited := status == tooManyRequests ||
+		(status == forbidden && (strings.TrimSpace(h.Get("X-RateLimit-Remaining")) == "0" || h.Get("Retry-After") != ""))
 	if !limited {
 		return nil
 	}
