@@ -107,6 +107,18 @@ func (r *Repo) PushBranch(t testing.TB, branch string) string {
 	return r.Commit(t, branch, strings.ReplaceAll(branch, "/", "_")+".txt", fmt.Sprintf("%s %d", branch, n))
 }
 
+// PushTo pushes commit sha (already on the server) to branch as the owner,
+// fast-forward only: a person merging by hand with git, without the pull
+// request.
+func (r *Repo) PushTo(t testing.TB, sha, branch string) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.clone(t)
+	r.git(t, "fetch", "--quiet", "--prune", "origin")
+	r.git(t, "push", "--quiet", "origin", sha+":refs/heads/"+branch)
+}
+
 // DeleteBranch deletes branch on the server.
 func (r *Repo) DeleteBranch(t testing.TB, branch string) {
 	t.Helper()

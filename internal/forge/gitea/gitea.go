@@ -14,8 +14,17 @@
 //     is not open is the list read and filtered, for forge.Adopt;
 //   - create answers 409 for a duplicate (a race: look again and adopt) and
 //     404 for a head that vanished (forge.ErrBranchNotPushed);
-//   - mergeable is false while Gitea checks: State asks again a few times
-//     (Options.MergeableTries) before it reports a conflict;
+//   - mergeable is false while Gitea checks, and its API tells a check from
+//     a conflict in no way (both also answer a merge 405 "try again later"):
+//     State asks again a few times (Options.MergeableTries), then reports
+//     mergeability unknown until the same head and base have been
+//     unmergeable for Options.ConflictAfter — only then a conflict. A
+//     loaded Gitea re-checks every open pull request after each merge into
+//     the base, which took longer than the retries in the failure suite;
+//   - a merge whose answer was lost or an error (Gitea answered 500 after
+//     the merge commit had landed) leaves the pull request open with its
+//     head in the base: State reports an open pull request whose head is
+//     contained in the base as merged, so that it is never merged again;
 //   - merge: 405 blocked (protection, still checking, conflict), 409 head
 //     out of date or conflict, 404 closed; every refusal is judged by
 //     reading the pull request again: merged at the decided head is success,
@@ -42,6 +51,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	sdk "code.gitea.io/sdk/gitea"
@@ -74,7 +84,26 @@ type Options struct {
 	// checks), MergeableWait the pause between reads. 0: 5 and 300 ms.
 	MergeableTries int
 	MergeableWait  time.Duration
+	// ConflictAfter is how long the same head and base must stay
+	// unmergeable before State reports a conflict (mergeable unknown until
+	// then). 0: DefaultConflictAfter; < 0: at once.
+	ConflictAfter time.Duration
 }
+
+// DefaultConflictAfter is Options.ConflictAfter's default: Gitea's check
+// of a pull request takes seconds; minutes of "unmergeable" at the same
+// heads is a conflict.
+const DefaultConflictAfter = 2 * time.Minute
+
+// unmergeable names a pull request at a head and base seen unmergeable.
+type unmergeable struct {
+	repo       string
+	number     int
+	head, base string
+}
+
+// maxUnmergeable bounds the pull requests State remembers as unmergeable.
+const maxUnmergeable = 10000
 
 // Forge is the Gitea forge. Its methods are safe for concurrent use.
 type Forge struct {
@@ -83,13 +112,21 @@ type Forge struct {
 	clock  clock.Clock
 	tries  int
 	wait   time.Duration
+
+	conflictAfter time.Duration
+	mu            sync.Mutex
+	since         map[unmergeable]time.Time // when each was first seen unmergeable
 }
 
 var _ forge.Forge = (*Forge)(nil)
 
 // New returns a Gitea forge.
 func New(o Options) *Forge {
-	f := &Forge{hc: o.HTTPClient, lookup: o.Lookup, clock: o.Clock, tries: o.MergeableTries, wait: o.MergeableWait}
+	f := &Forge{hc: o.HTTPClient, lookup: o.Lookup, clock: o.Clock, tries: o.MergeableTries, wait: o.MergeableWait,
+		conflictAfter: o.ConflictAfter, since: map[unmergeable]time.Time{}}
+	if f.conflictAfter == 0 {
+		f.conflictAfter = DefaultConflictAfter
+	}
 	if f.hc == nil {
 		f.hc = &http.Client{Timeout: DefaultTimeout}
 	}
@@ -421,13 +458,26 @@ func (f *Forge) State(ctx context.Context, repo forge.Repo, pr forge.PullRequest
 	if st.HeadSHA, err = f.headOf(ctx, t, p); err != nil {
 		return st, err
 	}
+	if st.Open && st.HeadSHA != "" {
+		in, err := f.contained(ctx, t, base, st.HeadSHA)
+		if err != nil {
+			return st, err
+		}
+		if in { // its head is in the base already: merged (a lost answer, or a push to the base)
+			st.Open, st.Merged = false, true
+		}
+	}
 	if st.Open {
-		m := p.Mergeable
 		switch {
 		case p.Draft: // work in progress: Gitea refuses to merge, whatever the content
 			st.Mergeable = nil
+		case p.Mergeable:
+			st.Mergeable = &p.Mergeable
+			f.forget(t, p)
+		case f.conflictFor(t, p):
+			st.Mergeable = &p.Mergeable
 		default:
-			st.Mergeable = &m
+			st.Mergeable = nil // Gitea may still be checking
 		}
 	}
 	if st.HeadSHA != "" {
@@ -440,6 +490,59 @@ func (f *Forge) State(ctx context.Context, repo forge.Repo, pr forge.PullRequest
 	}
 	fault.Hit(FaultStateAfter)
 	return st, nil
+}
+
+// contained reports whether commit head is in branch base (Gitea's compare
+// base...head lists no commit).
+func (f *Forge) contained(ctx context.Context, t target, base, head string) (bool, error) {
+	c, resp, err := f.client(ctx, t).CompareCommits(t.owner, t.name, base, head)
+	if err = f.callError(t, fmt.Sprintf("compare %s...%s", base, head), resp, err); err != nil {
+		return false, err
+	}
+	return c.TotalCommits == 0, nil
+}
+
+// key is p's entry among the unmergeable ones.
+func key(t target, p *sdk.PullRequest) unmergeable {
+	k := unmergeable{repo: t.base + "/" + t.full, number: int(p.Index)}
+	if p.Head != nil {
+		k.head = p.Head.Sha
+	}
+	if p.Base != nil {
+		k.base = p.Base.Sha
+	}
+	return k
+}
+
+// conflictFor records that p is unmergeable at its head and base, and
+// reports whether it has been so for ConflictAfter.
+func (f *Forge) conflictFor(t target, p *sdk.PullRequest) bool {
+	if f.conflictAfter < 0 {
+		return true
+	}
+	now := f.clock.Now()
+	k := key(t, p)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	first, ok := f.since[k]
+	if !ok {
+		if len(f.since) >= maxUnmergeable {
+			for old, at := range f.since {
+				if now.Sub(at) > 24*time.Hour || len(f.since) >= maxUnmergeable {
+					delete(f.since, old)
+				}
+			}
+		}
+		f.since[k], first = now, now
+	}
+	return now.Sub(first) >= f.conflictAfter
+}
+
+// forget drops p's unmergeable record: it merges.
+func (f *Forge) forget(t target, p *sdk.PullRequest) {
+	f.mu.Lock()
+	delete(f.since, key(t, p))
+	f.mu.Unlock()
 }
 
 // headOf is the head commit of pull request p: the branch's head while it

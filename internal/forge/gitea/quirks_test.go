@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,26 +101,75 @@ func TestReviewsThatDoNotCount(t *testing.T) {
 func TestConflict(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	clk := &shiftClock{}
+	f := New(Options{Lookup: h.f.lookup, Clock: clk, MergeableTries: 20, MergeableWait: 100 * time.Millisecond})
 	r := h.NewRepo(t).(*repo)
 	ctx := context.Background()
 	r.g.Commit(t, "ballet/ACME-1", "same.txt", "the branch's words")
 	r.g.Commit(t, "main", "same.txt", "main's words")
-	pr, err := h.f.EnsurePullRequest(ctx, r.Repo(), "ballet/ACME-1", "t", "b")
+	pr, err := f.EnsurePullRequest(ctx, r.Repo(), "ballet/ACME-1", "t", "b")
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := h.f.State(ctx, r.Repo(), pr)
+	// Gitea says unmergeable; it may still be checking: unknown, and the
+	// stage waits.
+	st, err := f.State(ctx, r.Repo(), pr)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mergeable != nil {
+		t.Fatalf("first seen unmergeable: mergeable %v, want unknown until ConflictAfter", *st.Mergeable)
+	}
+	if d := forge.Decide(forge.Policy{Mode: forge.PolicyAuto}, true, st); d.Action != forge.ActionWait {
+		t.Fatalf("Decide on a first unmergeable answer: %+v, want wait", d)
+	}
+	clk.shift.Store(int64(DefaultConflictAfter))
+	if st, err = f.State(ctx, r.Repo(), pr); err != nil {
 		t.Fatal(err)
 	}
 	if st.Mergeable == nil || *st.Mergeable {
-		t.Fatalf("conflicting: mergeable %v, want false", st.Mergeable)
+		t.Fatalf("unmergeable for ConflictAfter: mergeable %v, want false", st.Mergeable)
 	}
 	if d := forge.Decide(forge.Policy{Mode: forge.PolicyAuto}, true, st); d.Action != forge.ActionFailed || !strings.Contains(d.Reason, "conflicts") {
 		t.Fatalf("Decide: %+v", d)
 	}
-	if err := h.f.Merge(ctx, r.Repo(), pr); !errors.Is(err, forge.ErrNotMergeable) {
+	if err := f.Merge(ctx, r.Repo(), pr); !errors.Is(err, forge.ErrNotMergeable) {
 		t.Fatalf("Merge of a conflict: %v, want ErrNotMergeable", err)
+	}
+}
+
+// shiftClock is the real clock, its Now moved on by shift.
+type shiftClock struct {
+	clock.Real
+	shift atomic.Int64
+}
+
+func (c *shiftClock) Now() time.Time { return c.Real.Now().Add(time.Duration(c.shift.Load())) }
+
+// TestHeadInBaseIsMerged: an open pull request whose head is in the base
+// already (a merge whose answer was lost — Gitea answered 500 after the
+// merge commit landed —, or a person pushing the head into the base) is
+// merged: State says so and nothing merges it again.
+func TestHeadInBaseIsMerged(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	r := h.NewRepo(t).(*repo)
+	ctx := context.Background()
+	head := r.Push(t, "ballet/ACME-1")
+	pr, err := h.f.EnsurePullRequest(ctx, r.Repo(), "ballet/ACME-1", "t", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.g.PushTo(t, head, "main")
+	st, err := h.f.State(ctx, r.Repo(), pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Merged || st.Open || st.HeadSHA != head {
+		t.Fatalf("state %+v: want merged at %s", st, head)
+	}
+	if d := forge.Decide(forge.Policy{Mode: forge.PolicyAuto}, true, st); d.Action != forge.ActionDone {
+		t.Fatalf("Decide: %+v, want done", d)
 	}
 }
 
