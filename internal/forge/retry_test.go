@@ -26,6 +26,8 @@ func TestRetryAt(t *testing.T) {
 		{"retry-after seconds", h("Retry-After", "60"), now.Add(time.Minute), true},
 		{"retry-after zero", h("Retry-After", "0"), now, true},
 		{"retry-after date", h("Retry-After", reset.Format(http.TimeFormat)), reset, true},
+		{"retry-after RFC 850 date", h("Retry-After", reset.Format(time.RFC850)), reset, true},
+		{"retry-after ANSI C date", h("Retry-After", reset.Format(time.ANSIC)), reset, true},
 		{"retry-after date in the past", h("Retry-After", now.Add(-time.Hour).Format(http.TimeFormat)), now, true},
 		{"retry-after wins over reset", h("Retry-After", "30", "X-RateLimit-Reset", "1"), now.Add(30 * time.Second), true},
 		{"reset epoch", h("X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1777637400"), time.Unix(1777637400, 0).UTC(), true},
