@@ -8,7 +8,11 @@
 // The points: "commit:<event type>", right after a transition recording
 // such an event committed (internal/transition), and "handled:<job kind>", after
 // a job handler returned and before its result is recorded (internal/job):
-// the handler's own writes are in, its job runs again.
+// the handler's own writes are in, its job runs again. The forges add
+// their own around the calls that change or read a forge: "forge.merged"
+// (internal/forge/gitforge) and "github.create_pr.before", ".after",
+// "github.merge.before", ".after", "github.state.after"
+// (internal/forge/github).
 package fault
 
 import (
