@@ -421,8 +421,9 @@ func TestStateReviewsLatestPerCollaboratorWins(t *testing.T) {
 	add("bob", "COLLABORATOR", "CHANGES_REQUESTED", "add a test for the empty case") // bob's latest: changes
 	add("mallory", "NONE", "APPROVED", "")                                           // not a collaborator: does not count
 	add("eve", "CONTRIBUTOR", "CHANGES_REQUESTED", "no")                             // nor does this
+	add("carol", "OWNER", "APPROVED", "")
 	carol := add("carol", "OWNER", "APPROVED", "")
-	e.fake.DismissReview("acme", "app", pr.Number, carol) // dismissed: gone
+	e.fake.DismissReview("acme", "app", pr.Number, carol) // dismissed: carol's verdict is gone
 	st := e.settled(t, pr)
 	if st.Approvals != 1 || !st.ChangesRequested || fmt.Sprint(st.ChangeRequests) != "[bob: add a test for the empty case]" {
 		t.Fatalf("approvals %d, changes %v %q", st.Approvals, st.ChangesRequested, st.ChangeRequests)
