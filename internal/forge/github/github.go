@@ -172,8 +172,14 @@ func (f *Forge) client(repo forge.Repo) (*client, error) {
 	}
 	hc.Transport = roundTripper(func(r *http.Request) (*http.Response, error) {
 		r = r.Clone(r.Context())
-		r.Header.Set("Authorization", "Bearer "+token)
 		r.Header.Set("Accept", "application/vnd.github+json")
+		// The token goes to the API's host only: a transport sees every
+		// redirect too, and one to another host must not carry it.
+		if r.URL.Scheme == api.Scheme && strings.EqualFold(r.URL.Host, api.Host) {
+			r.Header.Set("Authorization", "Bearer "+token)
+		} else {
+			r.Header.Del("Authorization")
+		}
 		return next.RoundTrip(r)
 	})
 	c := gh.NewClient(&hc)

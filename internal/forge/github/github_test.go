@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -802,4 +803,33 @@ func child(url string) {
 	}
 	_ = f.Merge(ctx, repo, pr)
 	os.Exit(0) // not killed: the parent fails
+}
+
+// A redirect to another host (a renamed repository, a compromised proxy)
+// never receives the token.
+func TestTheTokenStaysOnTheAPIHost(t *testing.T) {
+	e := setup(t, nil)
+	got := make(chan string, 10)
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Authorization")
+		w.WriteHeader(http.StatusNotFound)
+	}))
+	defer elsewhere.Close()
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer redirector.Close()
+	repo := e.repo
+	repo.APIURL = redirector.URL
+	if _, err := e.f.State(e.ctx, repo, forge.PullRequest{Number: 1, Branch: "b"}); err == nil {
+		t.Fatal("State through a redirect to a 404 succeeded")
+	}
+	select {
+	case auth := <-got:
+		if auth != "" {
+			t.Fatalf("the other host received Authorization %q", auth)
+		}
+	default:
+		t.Fatal("the redirect was not followed: the test proves nothing")
+	}
 }
