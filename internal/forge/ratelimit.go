@@ -27,8 +27,10 @@ func RetryAt(h Header, now time.Time) (until time.Time, ok bool) {
 		if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
 			return clampWait(now, now.Add(time.Duration(min(s, int64(maxRateLimitWait/time.Second)))*time.Second)), true
 		}
-		if t, err := time.Parse(httpDate, v); err == nil {
-			return clampWait(now, t), true
+		for _, layout := range httpDates {
+			if t, err := time.Parse(layout, v); err == nil {
+				return clampWait(now, t), true
+			}
 		}
 	}
 	if v := strings.TrimSpace(h.Get("X-RateLimit-Reset")); v != "" {
@@ -39,8 +41,8 @@ func RetryAt(h Header, now time.Time) (until time.Time, ok bool) {
 	return time.Time{}, false
 }
 
-// httpDate is the date format of Retry-After (RFC 9110 IMF-fixdate).
-const httpDate = "Mon, 02 Jan 2006 15:04:05 GMT"
+// httpDates are the three date forms RFC 9110 accepts in Retry-After.
+var httpDates = []string{"Mon, 02 Jan 2006 15:04:05 GMT", time.RFC850, time.ANSIC}
 
 func clampWait(now, t time.Time) time.Time {
 	switch {
