@@ -28,7 +28,9 @@ import (
 	"github.com/ballet/ballet/internal/feed"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/forge"
+	"github.com/ballet/ballet/internal/forge/gitea"
 	"github.com/ballet/ballet/internal/forge/gitforge"
+	"github.com/ballet/ballet/internal/forge/github"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/leader"
 	"github.com/ballet/ballet/internal/pipeline/versions"
@@ -185,7 +187,7 @@ func New(o Options) (*Core, error) {
 
 	// The flow engine, its job handlers and its metrics.
 	c.Flows = &flow.Service{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "flow"),
-		Tenancy: c.Tenancy, Tracker: c.Tracker, Pipelines: c.Pipelines, Runs: c.Runs, Forges: forges(cfg.Storage.Path),
+		Tenancy: c.Tenancy, Tracker: c.Tracker, Pipelines: c.Pipelines, Runs: c.Runs, Forges: forges(cfg.Storage.Path, clk),
 		Budget: &budget.Service{Store: st, Clock: clk, Location: loc}, UnclaimedAfter: cfg.Runs.UnclaimedAfter.Duration,
 		RunnerGrace: cfg.Runs.Grace.Duration}
 	if gitforge.TestBuild {
@@ -263,19 +265,24 @@ func bootstrapToken(cfg config.Auth, dbPath string, log *slog.Logger) (string, e
 	return token, nil
 }
 
-// forges returns the forge of each repository kind; plain git keeps its
-// mirrors in git-cache next to the SQLite database. A forge client joins
-// by its kind's entry in the map.
-func forges(dbPath string) flow.Forges {
+// forges returns the forge of each repository kind: plain git keeps its
+// mirrors in git-cache next to the SQLite database; Gitea and GitHub are
+// API clients, one each (the Gitea client remembers which pull requests it
+// saw unmergeable), reading credentials from Core's environment
+// (repository.credentials_ref env:NAME) at every call, so a rotated secret
+// is used at once.
+func forges(dbPath string, clk clock.Clock) flow.Forges {
 	gitCache := filepath.Join(filepath.Dir(dbPath), "git-cache")
-	byKind := map[string]func() forge.Forge{
-		forge.KindGit: func() forge.Forge { return gitforge.ForBuild(gitCache) },
+	byKind := map[string]forge.Forge{
+		forge.KindGit:    gitforge.ForBuild(gitCache),
+		forge.KindGitea:  gitea.New(gitea.Options{Clock: clk}),
+		forge.KindGitHub: github.New(github.Options{Clock: clk}),
 	}
 	return func(kind string) (forge.Forge, error) {
-		if mk, ok := byKind[kind]; ok {
-			return mk(), nil
+		if f, ok := byKind[kind]; ok {
+			return f, nil
 		}
-		return nil, fmt.Errorf("the %s forge is not supported yet: only plain git", kind)
+		return nil, fmt.Errorf("the forge %q is not git, gitea or github", kind)
 	}
 }
 
