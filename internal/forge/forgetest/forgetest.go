@@ -50,8 +50,8 @@ type Repo interface {
 	PullRequests(t testing.TB, branch string) []Opened
 	// MergesOf counts the merges of commit sha into main.
 	MergesOf(t testing.TB, sha string) int
-	// MergeByHand merges branch into main as a person would (on plain
-	// git: fast-forwards main to it).
+	// MergeByHand merges branch into main as a person would, with a merge
+	// commit (MergesOf counts it, on plain git too).
 	MergeByHand(t testing.TB, pr forge.PullRequest)
 	// OpenByHand opens a pull request of branch into main as a person
 	// would, and returns its number (Caps.PullRequests).
@@ -59,7 +59,8 @@ type Repo interface {
 	// CloseByHand closes a pull request without merging (Caps.PullRequests).
 	CloseByHand(t testing.TB, pr forge.PullRequest)
 	// SetStatus reports a check ("success", "failure" or "pending") of
-	// context on sha, as CI would (Caps.Checks).
+	// context on sha, as CI would: a commit status, or a check run named
+	// context where CI reports only those (GitHub Actions) (Caps.Checks).
 	SetStatus(t testing.TB, sha, context, state string)
 	// Review reviews the pull request as reviewer 0 or 1 (two people with
 	// write access), approving or requesting changes with body, and returns
