@@ -119,6 +119,14 @@ func (r *Repo) PushTo(t testing.TB, sha, branch string) {
 	r.git(t, "push", "--quiet", "origin", sha+":refs/heads/"+branch)
 }
 
+// AllowManualMerge lets pull requests of the repository be marked merged
+// by hand ("manually merged" at a commit of the base), as a team allows it
+// in the repository's settings.
+func (r *Repo) AllowManualMerge(t testing.TB) {
+	t.Helper()
+	r.srv.api(t, r.Owner, http.MethodPatch, "/repos/"+r.FullName(), map[string]any{"allow_manual_merge": true}, http.StatusOK, nil)
+}
+
 // DeleteBranch deletes branch on the server.
 func (r *Repo) DeleteBranch(t testing.TB, branch string) {
 	t.Helper()

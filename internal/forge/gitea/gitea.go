@@ -465,6 +465,7 @@ func (f *Forge) State(ctx context.Context, repo forge.Repo, pr forge.PullRequest
 		}
 		if in { // its head is in the base already: merged (a lost answer, or a push to the base)
 			st.Open, st.Merged = false, true
+			f.markMerged(ctx, t, pr, p)
 		}
 	}
 	if st.Open {
@@ -500,6 +501,23 @@ func (f *Forge) contained(ctx context.Context, t target, base, head string) (boo
 		return false, err
 	}
 	return c.TotalCommits == 0, nil
+}
+
+// markMerged records on Gitea that open pull request p, whose head is in
+// its base, is merged ("manually merged" at the base's head commit), so
+// that it does not stay open on the forge. Best effort: Gitea refuses it
+// unless the repository allows the manually-merged style (or marks such
+// pull requests itself when "autodetect manual merge" is on), and State
+// reports the pull request merged either way.
+func (f *Forge) markMerged(ctx context.Context, t target, pr forge.PullRequest, p *sdk.PullRequest) {
+	if t.token == "" || p.Base == nil {
+		return
+	}
+	sha, err := f.branchHead(ctx, t, p.Base.Ref)
+	if err != nil || sha == "" {
+		return
+	}
+	_, _, _ = f.merge(ctx, t, pr, "manually-merged", sha)
 }
 
 // key is p's entry among the unmergeable ones.
@@ -681,7 +699,11 @@ func (f *Forge) Merge(ctx context.Context, repo forge.Repo, pr forge.PullRequest
 		return err
 	}
 	fault.Hit(FaultMergeBefore)
-	status, msg, err := f.merge(ctx, t, pr)
+	// The merge is not cut short by the caller's deadline: Gitea pushes the
+	// merge commit to the base and then records the pull request merged,
+	// and a request cancelled between the two leaves the commit on the base
+	// and the pull request open. The HTTP client's timeout still bounds it.
+	status, msg, err := f.merge(context.WithoutCancel(ctx), t, pr, "merge", pr.HeadSHA)
 	if err != nil {
 		return fmt.Errorf("gitea: %s in %s: %w", call, t.full, redact(err, t.token))
 	}
@@ -718,8 +740,12 @@ func (f *Forge) Merge(ctx context.Context, repo forge.Repo, pr forge.PullRequest
 // merge sends the merge request itself: the SDK drops Gitea's answer, whose
 // message says why a merge was refused. It returns the HTTP status and
 // Gitea's message; err is a transport error or a rate limit.
-func (f *Forge) merge(ctx context.Context, t target, pr forge.PullRequest) (int, string, error) {
-	body, err := json.Marshal(map[string]string{"Do": "merge", "head_commit_id": pr.HeadSHA})
+func (f *Forge) merge(ctx context.Context, t target, pr forge.PullRequest, do, commit string) (int, string, error) {
+	fields := map[string]string{"Do": do, "head_commit_id": commit}
+	if do == "manually-merged" {
+		fields = map[string]string{"Do": do, "merge_commit_id": commit}
+	}
+	body, err := json.Marshal(fields)
 	if err != nil {
 		return 0, "", err
 	}

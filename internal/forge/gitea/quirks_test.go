@@ -149,11 +149,13 @@ func (c *shiftClock) Now() time.Time { return c.Real.Now().Add(time.Duration(c.s
 // TestHeadInBaseIsMerged: an open pull request whose head is in the base
 // already (a merge whose answer was lost — Gitea answered 500 after the
 // merge commit landed —, or a person pushing the head into the base) is
-// merged: State says so and nothing merges it again.
+// merged: State says so and nothing merges it again; where the repository
+// allows it, the pull request is marked merged on Gitea too.
 func TestHeadInBaseIsMerged(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	r := h.NewRepo(t).(*repo)
+	r.g.AllowManualMerge(t)
 	ctx := context.Background()
 	head := r.Push(t, "ballet/ACME-1")
 	pr, err := h.f.EnsurePullRequest(ctx, r.Repo(), "ballet/ACME-1", "t", "b")
@@ -170,6 +172,9 @@ func TestHeadInBaseIsMerged(t *testing.T) {
 	}
 	if d := forge.Decide(forge.Policy{Mode: forge.PolicyAuto}, true, st); d.Action != forge.ActionDone {
 		t.Fatalf("Decide: %+v, want done", d)
+	}
+	if p := r.g.Pull(t, pr.Number); !p.HasMerged {
+		t.Errorf("the pull request stayed open on Gitea (state %s): Ballet should have marked it merged", p.State)
 	}
 }
 
