@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/forge/gitforge"
+	"github.com/ballet/ballet/internal/pipeline"
 	"github.com/ballet/ballet/internal/runner/proc"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/rqlite"
@@ -31,6 +32,7 @@ type dbFlow struct {
 	Iteration                          int
 	Version                            int64
 	StartedAt                          int64
+	PullRequest                        string // JSON, "" when none was recorded
 }
 
 type dbRun struct {
@@ -104,9 +106,10 @@ func (s *suite) read(ctx context.Context) snapshot {
 		sn.events = append(sn.events, e)
 		return err
 	})
-	q(`SELECT id, item_id, status, COALESCE(waiting, ''), stage, step, iteration, version, started_at FROM flows ORDER BY started_at, id`, func(r *store.Rows, i int) error {
+	q(`SELECT id, item_id, status, COALESCE(waiting, ''), stage, step, iteration, version, started_at, COALESCE(pull_request, '')
+FROM flows ORDER BY started_at, id`, func(r *store.Rows, i int) error {
 		var f dbFlow
-		err := r.Scan(i, &f.ID, &f.ItemID, &f.Status, &f.Waiting, &f.Stage, &f.Step, &f.Iteration, &f.Version, &f.StartedAt)
+		err := r.Scan(i, &f.ID, &f.ItemID, &f.Status, &f.Waiting, &f.Stage, &f.Step, &f.Iteration, &f.Version, &f.StartedAt, &f.PullRequest)
 		sn.flows = append(sn.flows, f)
 		return err
 	})
@@ -246,6 +249,9 @@ func (s *suite) check() []string {
 	problems := s.analyze(sn, mg)
 	if s.agents != nil {
 		problems = append(problems, s.checkAgents(sn)...)
+	}
+	if s.gitea != nil {
+		problems = append(problems, s.checkOnGitea(sn)...)
 	}
 	return problems
 }
@@ -519,6 +525,10 @@ func (s *suite) analyze(sn snapshot, mg merges) []string {
 					bad("%s is done but Ballet merged its branch %d times (heads %v; the branch is at %s) and humans %d times: "+
 						"want exactly one merge by Ballet, of the branch's head:%s", it.Key, len(byBallet), byBallet, mg.heads[it.Key], byHuman, dump(latest[it.ID].ID))
 				}
+			case OnGitea: // on Gitea, not in the bare repository: checkOnGitea
+				if len(byBallet)+byHuman != 0 {
+					bad("%s is on Gitea, but its branch was merged in the bare repository", it.Key)
+				}
 			default:
 				if byHuman != 1 || len(byBallet) != 0 {
 					bad("%s is done but its branch was merged %d times by humans and %d times by Ballet (the merge policy is manual: "+
@@ -688,6 +698,9 @@ func (s *suite) offScript(it dbItem, f dbFlow, events []dbEvent, runsByStep map[
 			continue
 		}
 		want := scripted(it.Key, it.Number, p.Stage, p.Iteration)
+		if projectOf(it.Key) == OnGitea && p.Stage == "integrate" && s.ciFailedIter[it.Key] == p.Iteration {
+			want = pipeline.OutcomeFailed // the harness's CI failed the head
+		}
 		if p.Outcome == want {
 			continue
 		}
@@ -934,4 +947,61 @@ func (s *suite) agentsHappened() []string {
 	return []string{fmt.Sprintf("HARNESS: too little happened to the agent tickets to trust this run: kills not made (no session of the "+
 		"stage was mid-work in time): %v; %d sessions began from a checkpoint (≥ 1), %d agent tickets done (≥ 1), %d rounds of answers (≥ 1)",
 		missing, s.sum.CheckpointsRestored, s.sum.AgentDone, s.sum.Answers)}
+}
+
+// checkOnGitea reads what Gitea says at the end (every pull request,
+// main's history and the branches, fetched) and checks it against the
+// tickets of OnGitea in the database (checkGitea).
+func (s *suite) checkOnGitea(sn snapshot) []string {
+	prs, err := s.gitea.pulls()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	dir := filepath.Join(s.dir, "gitea-end.git")
+	if _, err := gitOut(s.dir, "init", "-q", "--bare", dir); err != nil {
+		s.t.Fatal(err)
+	}
+	if _, err := gitOut(dir, "fetch", "-q", s.gitea.pushURL, "+refs/heads/*:refs/heads/*"); err != nil {
+		s.t.Fatal(err)
+	}
+	log, err := gitOut(dir, "log", "--first-parent", "--format=%P%x09%s", "main")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	end := giteaEnd{prs: prs, main: mergedOnMain(log, prs), heads: map[string]string{}}
+	refs, err := gitOut(dir, "for-each-ref", "--format=%(refname:lstrip=3) %(objectname)", "refs/heads/ballet/")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, l := range strings.Split(refs, "\n") {
+		if key, sha, ok := strings.Cut(l, " "); ok {
+			end.heads[key] = sha
+		}
+	}
+	latest := map[string]dbFlow{} // by item id
+	for _, f := range sn.flows {
+		if l, ok := latest[f.ItemID]; !ok || f.StartedAt >= l.StartedAt {
+			latest[f.ItemID] = f
+		}
+	}
+	var tickets []giteaTicket
+	for _, it := range sn.items {
+		if projectOf(it.Key) != OnGitea || it.Type == "epic" {
+			continue
+		}
+		f, ok := latest[it.ID]
+		t := giteaTicket{Key: it.Key, Done: ok && f.Status == "done" && it.State == "done"}
+		if ok && f.PullRequest != "" {
+			t.Recorded = &recordedPR{}
+			if err := json.Unmarshal([]byte(f.PullRequest), t.Recorded); err != nil {
+				s.t.Fatalf("flow %s: pull_request %q: %v", f.ID, f.PullRequest, err)
+			}
+		}
+		tickets = append(tickets, t)
+	}
+	fig, problems := checkGitea(end, tickets)
+	s.sum.GiteaPRs, s.sum.GiteaMerges, s.sum.DuplicatePRs, s.sum.DoubleMerges = fig.PRs, fig.Merges, fig.DuplicatePRs, fig.DoubleMerges
+	s.sum.Duplicates += fig.DuplicatePRs + fig.DoubleMerges
+	s.logf("gitea at the end: %d pull requests, %d merged; main's merges by ticket %v", fig.PRs, fig.Merges, end.main)
+	return problems
 }

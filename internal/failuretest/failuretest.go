@@ -72,7 +72,7 @@ const (
 var projects = []string{BalletMerges, HumansMerge}
 
 // polled are the projects whose flows and items the harness polls.
-var polled = []string{BalletMerges, HumansMerge, Agents}
+var polled = []string{BalletMerges, HumansMerge, Agents, OnGitea}
 
 // projectOf returns the project key of a ticket key.
 func projectOf(key string) string {
@@ -96,6 +96,8 @@ type Options struct {
 	// Claude is the claude-code executable the real runner drives for
 	// project AGT ("": no agent tickets).
 	Claude string
+	// Gitea is the Gitea of project GTA (nil: no Gitea tickets).
+	Gitea *GiteaAccount
 }
 
 func (o *Options) defaults() {
@@ -160,15 +162,21 @@ type Summary struct {
 	// runner's death or at the end (orphans).
 	AgentTickets, AgentDone, AgentSessions, AgentKills, AgentRunnerKills int
 	CheckpointsRestored, Answers, Orphans                                int
-	Elapsed                                                              time.Duration
+	// The Gitea tickets (project GTA): pull requests of their branches on
+	// Gitea, merged ones, pull requests beyond one per branch and merges
+	// beyond one, and Core's kills at the Gitea client's fault points.
+	GiteaTickets, GiteaPRs, GiteaMerges, DuplicatePRs, DoubleMerges, ForgeKills int
+	Elapsed                                                                     time.Duration
 }
 
 // Line is the summary line CI shows.
 func (s Summary) Line() string {
 	return fmt.Sprintf("failure suite (%s): tickets=%d kills=%d resumed=%d escalated=%d duplicates=%d ballet_merges=%d human_merges=%d "+
-		"agent_tickets=%d agent_sessions=%d agent_kills=%d agent_runner_kills=%d checkpoints_restored=%d orphans=%d", s.Engine,
+		"agent_tickets=%d agent_sessions=%d agent_kills=%d agent_runner_kills=%d checkpoints_restored=%d orphans=%d "+
+		"gitea_tickets=%d gitea_prs=%d gitea_merges=%d duplicate_prs=%d double_merges=%d forge_kills=%d", s.Engine,
 		s.Tickets, s.Kills, s.Resumed, s.Escalated, s.Duplicates, s.BalletMerge, s.HumanMerge,
-		s.AgentTickets, s.AgentSessions, s.AgentKills, s.AgentRunnerKills, s.CheckpointsRestored, s.Orphans)
+		s.AgentTickets, s.AgentSessions, s.AgentKills, s.AgentRunnerKills, s.CheckpointsRestored, s.Orphans,
+		s.GiteaTickets, s.GiteaPRs, s.GiteaMerges, s.DuplicatePRs, s.DoubleMerges, s.ForgeKills)
 }
 
 // ticket is a ticket or epic as the harness created it.
@@ -222,7 +230,19 @@ type suite struct {
 	answeredAt    map[string]int64
 	orphans       []string // agent processes alive after their runner's death, or at the end
 	exits         []string // Core exiting by itself
-	sum           Summary
+
+	gitea        *giteaSide         // project GTA's repository (nil without Gitea tickets)
+	forgePlan    []string           // the Gitea client's fault points still to arm
+	forgeUntil   time.Time          // until when they are armed
+	forgeFired   map[string]int     // by point
+	prs          map[string]giteaPR // the open (else newest) pull request of each GTA ticket, as last read
+	prsRead      time.Time
+	ciSet        map[string]string // head → the state the harness's CI reported on it
+	ciFailedIter map[string]int    // the iteration whose merge stage CI failed, by ticket
+	approved     map[string]bool   // "KEY@head" the reviewer approved
+	approvedArm  int               // approvals since Core's last start
+
+	sum Summary
 }
 
 type flowView struct {
@@ -252,7 +272,8 @@ func Run(t *testing.T, o Options) Summary {
 	o.defaults()
 	s := &suite{t: t, o: o, rng: rand.New(rand.NewPCG(o.Seed, 0x5eed)), flows: map[string]flowView{}, states: map[string]string{},
 		approvedAt: map[string]int64{}, merged: map[string]int{}, mergedIter: map[string]int{}, askedHuman: map[string]bool{}, hit: map[string]bool{},
-		byKey: map[string]*ticket{}, agentKillsOf: map[string]int{}, answered: map[string]int{}, answeredAt: map[string]int64{}}
+		byKey: map[string]*ticket{}, agentKillsOf: map[string]int{}, answered: map[string]int{}, answeredAt: map[string]int64{},
+		forgeFired: map[string]int{}, prs: map[string]giteaPR{}, ciSet: map[string]string{}, ciFailedIter: map[string]int{}, approved: map[string]bool{}}
 	s.sum.Engine = o.Engine
 	var err error
 	s.dir = o.LogDir
@@ -285,7 +306,14 @@ func Run(t *testing.T, o Options) Summary {
 		storage = fmt.Sprintf("[storage]\nengine = \"rqlite\"\nurl = %q\npath = \"data/core.db\"", s.dbAddr)
 	}
 	s.repo = apitest.NewGitRepo(t)
-	if s.core, err = newCoreProc(o.Binary, s.dir, storage); err != nil {
+	var coreEnv []string
+	if o.Gitea != nil {
+		if s.gitea, err = newGiteaSide(o.Gitea.URL, o.Gitea.Admin, o.Gitea.Token, "failuretest-"+o.Engine); err != nil {
+			t.Fatal(err)
+		}
+		coreEnv = append(coreEnv, giteaCredEnv+"="+o.Gitea.Token)
+	}
+	if s.core, err = newCoreProc(o.Binary, s.dir, storage, coreEnv); err != nil {
 		t.Fatal(err)
 	}
 	s.api = newClient(s.core.addr)
@@ -356,6 +384,18 @@ func Run(t *testing.T, o Options) Summary {
 			"%d rqlite leader kills (1 on rqlite), %d tickets done (≥ %d), %d of them caught by a Core kill (≥ 1), %d merges by Ballet (≥ 1), "+
 			"%d by humans (≥ 1)", s.sum.FaultKills, s.sum.RunnerKills, s.sum.LeaderKills, s.sum.Done, len(s.tickets)/3, s.sum.Resumed,
 			s.sum.BalletMerge, s.sum.HumanMerge))
+	}
+	if s.gitea != nil {
+		var missing []string
+		for _, p := range giteaPoints {
+			if s.forgeFired[p] == 0 {
+				missing = append(missing, p)
+			}
+		}
+		if len(missing) > 0 || s.sum.GiteaMerges == 0 {
+			problems = append(problems, fmt.Sprintf("HARNESS: too little happened to the Gitea tickets to trust this run: Core never died at %v "+
+				"(each wants ≥ 1), %d pull requests merged (≥ 1)", missing, s.sum.GiteaMerges))
+		}
 	}
 	s.sum.Elapsed = time.Since(s.began).Round(time.Second)
 	line := s.sum.Line()
@@ -447,6 +487,12 @@ func (s *suite) setup() (runnerToken, agentToken string) {
 			s.must(200, AdminToken, "PUT", "/api/v1/projects/"+Agents+"/pipelines/"+name, map[string]any{"version": 0, "definition": def}, nil)
 		}
 	}
+	if s.gitea != nil {
+		s.must(201, AdminToken, "POST", "/api/v1/orgs/acme/projects", map[string]any{"key": OnGitea, "name": "Project " + OnGitea,
+			"repository":        map[string]any{"forge": "gitea", "url": s.gitea.cloneURL, "credentials_ref": "env:" + giteaCredEnv},
+			"concurrency_limit": s.o.Limit, "merge_policy": map[string]any{"mode": "auto", "required_approvals": 1, "required_checks": []string{ciContext}}}, nil)
+		s.must(200, AdminToken, "PUT", "/api/v1/projects/"+OnGitea+"/pipelines/default", map[string]any{"version": 0, "definition": onOpenCode(pipeline.Template())}, nil)
+	}
 	create := func(project, typ, title, epic, description string) *ticket {
 		var it itemView
 		body := map[string]any{"type": typ, "title": title}
@@ -513,6 +559,12 @@ func (s *suite) setup() (runnerToken, agentToken string) {
 			s.sum.AgentTickets++
 		}
 	}
+	if s.gitea != nil {
+		for i := 1; i <= giteaTickets; i++ {
+			s.tickets = append(s.tickets, create(OnGitea, "task", fmt.Sprintf("gitea ticket %d", i), "", ""))
+			s.sum.GiteaTickets++
+		}
+	}
 	for _, tk := range s.items {
 		var it itemView
 		s.must(200, AdminToken, "GET", "/api/v1/items/"+tk.Key, nil, &it)
@@ -544,6 +596,9 @@ func (s *suite) startRunner(token string) error {
 	s.runner = &runnerProc{self: self, logPath: filepath.Join(s.dir, "runner.log"), env: []string{
 		RunnerEnv + "=1", envCore + "=http://" + s.core.addr, envToken + "=" + token, envBare + "=" + s.repo.Bare,
 		envWork + "=" + work, fmt.Sprintf("%s=%d", envWorkers, s.o.Workers)}}
+	if s.gitea != nil {
+		s.runner.env = append(s.runner.env, envGitea+"="+s.gitea.pushURL)
+	}
 	if s.runner.log, err = os.Create(s.runner.logPath); err != nil {
 		return err
 	}
@@ -557,7 +612,7 @@ func (s *suite) poll() bool {
 	flows := map[string]flowView{}
 	states := map[string]string{}
 	for _, p := range polled {
-		if p == Agents && s.agents == nil {
+		if (p == Agents && s.agents == nil) || (p == OnGitea && s.gitea == nil) {
 			continue
 		}
 		status, b, err := s.api.call(alive, 20*time.Second, AdminToken, "GET", "/api/v1/projects/"+p+"/flows?limit=1000", nil)
@@ -735,11 +790,20 @@ func (s *suite) drive() {
 	var runnerRestart, leaderRestart time.Time
 	var leader *rqlitetest.Node
 	leaderAt := 0.3
+	if s.gitea != nil {
+		// The Gitea client's points are armed when the tickets get there,
+		// which may take longer than the kill phase.
+		s.forgePlan, s.forgeUntil = s.giteaPlan(), start.Add(2*s.o.KillPhase)
+	}
 	restart := func(reason string) {
 		f := ""
-		if time.Now().Before(killEnd) && next < len(plan) {
+		if time.Now().Before(s.forgeUntil) {
+			f = s.nextForgePoint()
+		}
+		if f == "" && time.Now().Before(killEnd) && next < len(plan) {
 			f, next = plan[next], next+1
 		}
+		s.approvedArm = 0
 		s.logf("core: %s; restart with BALLET_FAULT=%q", reason, f)
 		if err := s.core.start(f); err != nil {
 			t.Fatal(err)
@@ -758,6 +822,7 @@ func (s *suite) drive() {
 	for {
 		now := time.Now()
 		killing := now.Before(killEnd)
+		forging := now.Before(s.forgeUntil)
 		if now.After(deadline) {
 			s.failUnsettled()
 			return
@@ -786,10 +851,15 @@ func (s *suite) drive() {
 			}
 			s.sum.FaultKills++
 			s.sum.Fired = append(s.sum.Fired, strings.TrimPrefix(f, "commit:"))
+			if isForgePoint(f) {
+				s.sum.ForgeKills++
+				s.forgeFired[pointOf(f)]++
+			}
 			s.markKill()
 			restart("died at fault point " + f)
 			continue
-		case s.core.armed() != "" && (!killing || s.core.since() > s.o.FaultWait):
+		case s.core.armed() != "" && !isForgePoint(s.core.armed()) && (!killing || s.core.since() > s.o.FaultWait),
+			isForgePoint(s.core.armed()) && (!forging || s.core.since() > forgeFaultWait):
 			f := s.core.armed()
 			s.sum.NotFired = append(s.sum.NotFired, strings.TrimPrefix(f, "commit:"))
 			if err := s.core.kill(); err != nil {
@@ -806,6 +876,14 @@ func (s *suite) drive() {
 			s.sum.RandomKills++
 			s.markKill()
 			restart("random SIGKILL")
+			continue
+		case forging && s.core.armed() == "" && s.forgeReadyAny():
+			if err := s.core.kill(); err != nil {
+				t.Fatal(err)
+			}
+			s.sum.RandomKills++
+			s.markKill()
+			restart("killed to arm a point of the Gitea client")
 			continue
 		}
 		if s.runner.dead() {
@@ -852,6 +930,9 @@ func (s *suite) drive() {
 			continue
 		}
 		s.actAsHumans()
+		if s.gitea != nil {
+			s.playForge(now)
+		}
 		ok, running, open := s.settled()
 		if ok && leaderRestart.IsZero() && runnerRestart.IsZero() && s.agentRestart.IsZero() {
 			if settledSince.IsZero() {
@@ -867,7 +948,7 @@ func (s *suite) drive() {
 						t.Fatal(err)
 					}
 					s.sum.RandomKills++
-					killEnd = now
+					killEnd, s.forgeUntil = now, now
 					restart("settled: restart without a fault point")
 					continue
 				}
@@ -908,7 +989,7 @@ func (s *suite) actAsHumans() {
 			}
 		case s.willAnswer(k, f):
 			s.answerAgentQuestions(k, f)
-		case f.Status == "waiting" && f.Waiting == "merge" && (projectOf(k) == BalletMerges || projectOf(k) == Agents):
+		case f.Status == "waiting" && f.Waiting == "merge" && (projectOf(k) == BalletMerges || projectOf(k) == Agents || projectOf(k) == OnGitea):
 			if !s.askedHuman[k] {
 				s.askedHuman[k] = true
 				msg := fmt.Sprintf("%s waits for a human merge, but Ballet merges %s's tickets (merge policy auto): %+v", k, projectOf(k), f)

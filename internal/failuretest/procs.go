@@ -29,6 +29,7 @@ var errDown = errors.New("core is down")
 // same address and database.
 type coreProc struct {
 	bin, dir, config, addr string
+	env                    []string // added to Core's environment
 	logPath                string
 	log                    *os.File
 
@@ -68,12 +69,12 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-func newCoreProc(bin, dir, storage string) (*coreProc, error) {
+func newCoreProc(bin, dir, storage string, env []string) (*coreProc, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	c := &coreProc{bin: bin, dir: dir, addr: addr, config: filepath.Join(dir, "ballet.toml"), logPath: filepath.Join(dir, "core.log")}
+	c := &coreProc{bin: bin, dir: dir, env: env, addr: addr, config: filepath.Join(dir, "ballet.toml"), logPath: filepath.Join(dir, "core.log")}
 	cfg := fmt.Sprintf(`%s
 [http]
 addr = %q
@@ -109,7 +110,7 @@ func (c *coreProc) start(faultSpec string) error {
 	cmd := exec.Command(c.bin, "serve", "--config", c.config)
 	cmd.Dir = c.dir
 	cmd.Stdout, cmd.Stderr = c.log, c.log
-	cmd.Env = append(os.Environ(), fault.EnvVar+"="+faultSpec)
+	cmd.Env = append(append(os.Environ(), c.env...), fault.EnvVar+"="+faultSpec)
 	if err := cmd.Start(); err != nil {
 		c.mu.Unlock()
 		return err

@@ -23,6 +23,7 @@ const (
 	envBare    = "BALLET_FAILURETEST_BARE"    // the bare repository
 	envWork    = "BALLET_FAILURETEST_WORK"    // a folder for the runner's clones
 	envWorkers = "BALLET_FAILURETEST_WORKERS" // sessions worked at once
+	envGitea   = "BALLET_FAILURETEST_GITEA"   // project GTA's repository on Gitea (clone URL with a token), or unset
 )
 
 // PushStages are the agent stages before a merge: the runner pushes the
@@ -68,6 +69,13 @@ func RunnerMain() int {
 		r.say("fatal clone: %v", err)
 		return 1
 	}
+	if g := os.Getenv(envGitea); g != "" {
+		r.giteaClone = r.clone + "-gitea"
+		if _, err := gitOut(filepath.Dir(r.clone), "clone", "-q", g, r.giteaClone); err != nil {
+			r.say("fatal clone of the Gitea repository: %v", err)
+			return 1
+		}
+	}
 	var rn struct{ ID string }
 	status, b := r.call(r.token, "POST", "/api/v1/runners", map[string]any{"name": fmt.Sprintf("failuretest-%d", os.Getpid())})
 	if status != 201 || json.Unmarshal(b, &rn) != nil {
@@ -86,6 +94,7 @@ func RunnerMain() int {
 
 type testRunner struct {
 	base, token, bare, clone, id string
+	giteaClone                   string // project GTA's branches go there
 	hc                           *http.Client
 	out                          sync.Mutex
 	git                          sync.Mutex
@@ -204,6 +213,10 @@ func (r *testRunner) handle(l leased) {
 func (r *testRunner) push(key string, step int) error {
 	r.git.Lock()
 	defer r.git.Unlock()
+	clone := r.clone
+	if projectOf(key) == OnGitea {
+		clone = r.giteaClone
+	}
 	branch := "ballet/" + key
 	file := "ballet_" + key + ".txt"
 	steps := [][]string{
@@ -211,15 +224,15 @@ func (r *testRunner) push(key string, step int) error {
 		{"checkout", "-q", "-B", branch, "origin/main"},
 	}
 	for _, a := range steps {
-		if _, err := gitOut(r.clone, a...); err != nil {
+		if _, err := gitOut(clone, a...); err != nil {
 			return err
 		}
 	}
-	if err := os.WriteFile(filepath.Join(r.clone, file), fmt.Appendf(nil, "%s step %d\n", key, step), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(clone, file), fmt.Appendf(nil, "%s step %d\n", key, step), 0o644); err != nil {
 		return err
 	}
 	for _, a := range [][]string{{"add", file}, {"commit", "-q", "-m", "work on " + key}, {"push", "-q", "-f", "origin", branch}} {
-		if _, err := gitOut(r.clone, a...); err != nil {
+		if _, err := gitOut(clone, a...); err != nil {
 			return err
 		}
 	}
