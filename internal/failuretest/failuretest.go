@@ -308,7 +308,7 @@ func Run(t *testing.T, o Options) Summary {
 	s.repo = apitest.NewGitRepo(t)
 	var coreEnv []string
 	if o.Gitea != nil {
-		if s.gitea, err = newGiteaSide(o.Gitea.URL, o.Gitea.Admin, o.Gitea.Token, "failuretest-"+o.Engine); err != nil {
+		if s.gitea, err = newGiteaSide(o.Gitea.URL, o.Gitea.Admin, o.Gitea.Token, fmt.Sprintf("failuretest-%s-%d", o.Engine, os.Getpid())); err != nil {
 			t.Fatal(err)
 		}
 		coreEnv = append(coreEnv, giteaCredEnv+"="+o.Gitea.Token)
@@ -867,7 +867,11 @@ func (s *suite) drive() {
 			}
 			s.sum.RandomKills++
 			s.markKill()
-			restart(fmt.Sprintf("fault point %s did not fire within %s: killed", f, s.o.FaultWait))
+			wait := s.o.FaultWait
+			if isForgePoint(f) {
+				wait = forgeFaultWait
+			}
+			restart(fmt.Sprintf("fault point %s did not fire within %s: killed", f, wait))
 			continue
 		case killing && s.core.armed() == "" && next >= len(plan) && now.After(nextRandom):
 			if err := s.core.kill(); err != nil {

@@ -79,7 +79,7 @@ func newCoreProc(bin, dir, storage string, env []string) (*coreProc, error) {
 [http]
 addr = %q
 [jobs]
-lease = "2s"
+lease = "15s"
 poll = "50ms"
 [leader]
 ttl = "2s"
