@@ -54,6 +54,7 @@ import (
 
 	"github.com/ballet/ballet/internal/apitest"
 	"github.com/ballet/ballet/internal/forge/gitforge"
+	"github.com/ballet/ballet/internal/giteatest"
 	"github.com/ballet/ballet/internal/openapitest"
 	"github.com/ballet/ballet/internal/pipeline"
 	"github.com/ballet/ballet/internal/rqlitetest"
@@ -96,8 +97,9 @@ type Options struct {
 	// Claude is the claude-code executable the real runner drives for
 	// project AGT ("": no agent tickets).
 	Claude string
-	// Gitea is the Gitea of project GTA (nil: no Gitea tickets).
-	Gitea *GiteaAccount
+	// Gitea is the Gitea of project GTA (nil: no Gitea tickets); each run
+	// seeds its own repository and users there.
+	Gitea *giteatest.Server
 }
 
 func (o *Options) defaults() {
@@ -308,10 +310,10 @@ func Run(t *testing.T, o Options) Summary {
 	s.repo = apitest.NewGitRepo(t)
 	var coreEnv []string
 	if o.Gitea != nil {
-		if s.gitea, err = newGiteaSide(o.Gitea.URL, o.Gitea.Admin, o.Gitea.Token, fmt.Sprintf("failuretest-%s-%d", o.Engine, os.Getpid())); err != nil {
+		if s.gitea, err = newGiteaSide(t, o.Gitea); err != nil {
 			t.Fatal(err)
 		}
-		coreEnv = append(coreEnv, giteaCredEnv+"="+o.Gitea.Token)
+		coreEnv = append(coreEnv, giteaCredEnv+"="+s.gitea.repo.Owner.Token)
 	}
 	if s.core, err = newCoreProc(o.Binary, s.dir, storage, coreEnv); err != nil {
 		t.Fatal(err)
@@ -489,7 +491,7 @@ func (s *suite) setup() (runnerToken, agentToken string) {
 	}
 	if s.gitea != nil {
 		s.must(201, AdminToken, "POST", "/api/v1/orgs/acme/projects", map[string]any{"key": OnGitea, "name": "Project " + OnGitea,
-			"repository":        map[string]any{"forge": "gitea", "url": s.gitea.cloneURL, "credentials_ref": "env:" + giteaCredEnv},
+			"repository":        map[string]any{"forge": "gitea", "url": s.gitea.repo.CloneURL, "credentials_ref": "env:" + giteaCredEnv},
 			"concurrency_limit": s.o.Limit, "merge_policy": map[string]any{"mode": "auto", "required_approvals": 1, "required_checks": []string{ciContext}}}, nil)
 		s.must(200, AdminToken, "PUT", "/api/v1/projects/"+OnGitea+"/pipelines/default", map[string]any{"version": 0, "definition": onOpenCode(pipeline.Template())}, nil)
 	}

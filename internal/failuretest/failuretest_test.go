@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ballet/ballet/internal/agenttest"
+	"github.com/ballet/ballet/internal/giteatest"
 )
 
 var binary string
@@ -41,14 +42,14 @@ func TestMain(m *testing.M) {
 	}
 	flag.Parse()
 	if testing.Short() { // TestFailureSuite skips: no binary needed
-		os.Exit(m.Run())
+		os.Exit(giteatest.Main(m))
 	}
 	if binary = os.Getenv("BALLET_FAILURETEST_BINARY"); binary != "" { // a prebuilt ballet, e.g. of an older commit
 		if err := isTestBuild(binary); err != nil {
 			fmt.Fprintf(os.Stderr, "BALLET_FAILURETEST_BINARY: %v\n", err)
 			os.Exit(2)
 		}
-		os.Exit(m.Run())
+		os.Exit(giteatest.Main(m))
 	}
 	dir, err := os.MkdirTemp("", "ballet-failuretest")
 	if err != nil {
@@ -59,7 +60,7 @@ func TestMain(m *testing.M) {
 		os.Stderr.Write(out)
 		panic(err)
 	}
-	code := m.Run()
+	code := giteatest.Main(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -98,6 +99,11 @@ func TestFailureSuite(t *testing.T) {
 				o.Claude = agenttest.Claude(t)
 			} else {
 				t.Logf("%s=1: the suite runs without its agent tickets (project %s)", agenttest.SkipEnv, Agents)
+			}
+			if os.Getenv(giteatest.SkipEnv) != "1" {
+				o.Gitea = giteatest.Shared(t)
+			} else {
+				t.Logf("%s=1: the suite runs without its Gitea tickets (project %s)", giteatest.SkipEnv, OnGitea)
 			}
 			if v := os.Getenv("BALLET_FAILURETEST_LIMIT"); v != "" {
 				o.Limit, _ = strconv.Atoi(v)

@@ -1,17 +1,17 @@
 package failuretest
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
+	"testing"
 	"time"
+
+	"github.com/ballet/ballet/internal/forge/gitea"
+	"github.com/ballet/ballet/internal/giteatest"
 )
 
 // OnGitea is the project whose repository is on a real Gitea (see
@@ -41,7 +41,7 @@ func CIFails(number int64) bool { return number%5 == 2 }
 
 // The Gitea client's fault points (internal/forge/gitea), around every call
 // of the merge stage.
-var giteaPoints = []string{"gitea.create_pr.before", "gitea.create_pr.after", "gitea.state.after", "gitea.merge.before", "gitea.merge.after"}
+var giteaPoints = []string{gitea.FaultCreateBefore, gitea.FaultCreateAfter, gitea.FaultStateAfter, gitea.FaultMergeBefore, gitea.FaultMergeAfter}
 
 // giteaPR is a pull request as Gitea's API answers.
 type giteaPR struct {
@@ -70,91 +70,45 @@ func (p giteaPR) key() string {
 }
 
 // giteaSide is the suite's repository on Gitea and the people around it:
-// owner (Ballet's account, whose token Core gets through
-// repository.credentials_ref) and reviewer (a collaborator with write
+// its owner (Ballet's account, whose token Core gets through
+// repository.credentials_ref) and the reviewer (a collaborator with write
 // access, whose approval counts).
 type giteaSide struct {
-	api           string // http://127.0.0.1:port/api/v1
-	owner, name   string
-	token         string // the owner's: Ballet's
-	reviewerToken string
-	cloneURL      string // the repository's clone URL, as the project names it
-	pushURL       string // the clone URL with the owner's token, for git
-	hc            *http.Client
+	repo     *giteatest.Repo
+	reviewer giteatest.User
+	pushURL  string // the clone URL with the owner's token, for git
 }
 
-// call makes one API call with token and decodes the answer into out.
-func (g *giteaSide) call(token, method, path string, body, out any) error {
-	var payload io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		payload = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, g.api+path, payload)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "token "+token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := g.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode >= 300 {
-		return fmt.Errorf("gitea %s %s: %d %s", method, path, resp.StatusCode, b)
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("gitea %s %s: %w: %s", method, path, err, b)
-		}
-	}
-	return nil
+// newGiteaSide seeds a repository for one run of the suite on srv: Ballet's
+// account owns it, a reviewer has write access, and main is protected (one
+// approval, ciContext passed).
+func newGiteaSide(t testing.TB, srv *giteatest.Server) (*giteaSide, error) {
+	owner := srv.CreateUser(t, "ballet")
+	g := &giteaSide{repo: srv.CreateRepo(t, owner), reviewer: srv.CreateUser(t, "reviewer")}
+	srv.AddCollaborator(t, g.repo, g.reviewer)
+	g.repo.ProtectBranch(t, "main", []string{ciContext}, 1)
+	var err error
+	g.pushURL, err = withToken(g.repo.CloneURL, owner.Name, owner.Token)
+	return g, err
 }
-
-func (g *giteaSide) repoPath() string { return "/repos/" + g.owner + "/" + g.name }
 
 // pulls lists every pull request of the repository, open and closed.
-func (g *giteaSide) pulls() ([]giteaPR, error) {
-	var all []giteaPR
-	for page := 1; ; page++ {
-		var prs []giteaPR
-		if err := g.call(g.token, "GET", fmt.Sprintf("%s/pulls?state=all&limit=50&page=%d", g.repoPath(), page), nil, &prs); err != nil {
-			return nil, err
+func (g *giteaSide) pulls(t testing.TB) []giteaPR {
+	var out []giteaPR
+	for _, p := range g.repo.ListPulls(t) {
+		pr := giteaPR{Number: int(p.Index), State: string(p.State), Merged: p.HasMerged, Body: p.Body}
+		if p.MergedCommitID != nil {
+			pr.MergeCommitSHA = *p.MergedCommitID
 		}
-		all = append(all, prs...)
-		if len(prs) < 50 {
-			return all, nil
+		if p.Head != nil {
+			pr.Head.Ref, pr.Head.SHA = p.Head.Ref, p.Head.Sha
 		}
+		if p.Base != nil {
+			pr.Base.Ref = p.Base.Ref
+		}
+		out = append(out, pr)
 	}
-}
-
-// setStatus reports the check ciContext on a commit, as CI does.
-func (g *giteaSide) setStatus(sha, state string) error {
-	return g.call(g.token, "POST", g.repoPath()+"/statuses/"+sha, map[string]any{"state": state, "context": ciContext,
-		"description": "the failure suite's CI: " + state}, nil)
-}
-
-// approve approves a pull request at its head, as the reviewer.
-func (g *giteaSide) approve(pr giteaPR) error {
-	return g.call(g.reviewerToken, "POST", fmt.Sprintf("%s/pulls/%d/reviews", g.repoPath(), pr.Number), map[string]any{"event": "APPROVED",
-		"body": "approved by the failure suite", "commit_id": pr.Head.SHA}, nil)
-}
-
-// protect makes Gitea refuse to merge into main without one approval and a
-// successful ciContext, whoever asks.
-func (g *giteaSide) protect() error {
-	return g.call(g.token, "POST", g.repoPath()+"/branch_protections", map[string]any{"rule_name": "main", "enable_push": false,
-		"enable_status_check": true, "status_check_contexts": []string{ciContext}, "required_approvals": 1}, nil)
+	return out
 }
 
 // mergedOnMain reads main's first-parent history (fetched into work) and
@@ -305,74 +259,6 @@ func withToken(cloneURL, user, token string) (string, error) {
 	return u.String(), nil
 }
 
-// giteaHTTP is the harness's client for Gitea: short calls on loopback.
-func giteaHTTP() *http.Client { return &http.Client{Timeout: 30 * time.Second} }
-
-// newGiteaSide seeds the suite's repository name on the Gitea at base (its
-// web URL) as the admin user (adminToken, Ballet's account): a repository
-// with main, a reviewer with write access and a token, and main's
-// protection.
-func newGiteaSide(base, admin, adminToken, name string) (*giteaSide, error) {
-	g := &giteaSide{api: strings.TrimSuffix(base, "/") + "/api/v1", owner: admin, name: name, token: adminToken, hc: giteaHTTP()}
-	var repo struct {
-		CloneURL string `json:"clone_url"`
-	}
-	if err := g.call(g.token, "POST", "/user/repos", map[string]any{"name": name, "auto_init": true, "default_branch": "main",
-		"readme": "Default"}, &repo); err != nil {
-		return nil, err
-	}
-	g.cloneURL = repo.CloneURL
-	reviewer, password := "reviewer-"+name, "failuretest-Reviewer-1"
-	if err := g.call(g.token, "POST", "/admin/users", map[string]any{"username": reviewer, "email": reviewer + "@example.com",
-		"password": password, "must_change_password": false}, nil); err != nil {
-		return nil, err
-	}
-	if err := g.call(g.token, "PUT", g.repoPath()+"/collaborators/"+reviewer, map[string]any{"permission": "write"}, nil); err != nil {
-		return nil, err
-	}
-	tok, err := basicToken(g, reviewer, password)
-	if err != nil {
-		return nil, err
-	}
-	g.reviewerToken = tok
-	if g.pushURL, err = withToken(g.cloneURL, admin, adminToken); err != nil {
-		return nil, err
-	}
-	return g, g.protect()
-}
-
-// basicToken creates an access token for user, authenticating with the
-// password (Gitea creates tokens only on basic authentication).
-func basicToken(g *giteaSide, user, password string) (string, error) {
-	b, _ := json.Marshal(map[string]any{"name": "failuretest", "scopes": []string{"write:repository", "write:issue", "read:user"}})
-	req, err := http.NewRequest("POST", g.api+"/users/"+user+"/tokens", bytes.NewReader(b))
-	if err != nil {
-		return "", err
-	}
-	req.SetBasicAuth(user, password)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := g.hc.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	var out struct {
-		SHA1 string `json:"sha1"`
-	}
-	if resp.StatusCode != 201 || json.Unmarshal(body, &out) != nil || out.SHA1 == "" {
-		return "", fmt.Errorf("gitea: token of %s: %d %s", user, resp.StatusCode, body)
-	}
-	return out.SHA1, nil
-}
-
-// GiteaAccount is a running Gitea for project OnGitea: its web URL and an
-// admin's name and token (Ballet's account; each run seeds its own
-// repository and reviewer).
-type GiteaAccount struct {
-	URL, Admin, Token string
-}
-
 // forgeFaultWait is how long an armed point of the Gitea client may take
 // to fire: the merge stage checks every 5 s or more.
 const forgeFaultWait = 20 * time.Second
@@ -399,7 +285,7 @@ func (s *suite) giteaPlan() []string {
 	for range 2 {
 		for _, p := range giteaPoints {
 			k := 1
-			if p == "gitea.state.after" {
+			if p == gitea.FaultStateAfter {
 				k += s.rng.IntN(3)
 			}
 			plan = append(plan, fmt.Sprintf("%s:%d", p, k))
@@ -440,7 +326,7 @@ func (s *suite) forgeReady(point string) bool {
 			if (f.Stage == "verify" || f.Stage == "integrate") && !has {
 				return true
 			}
-		case point == "gitea.state.after":
+		case point == gitea.FaultStateAfter:
 			if f.Stage == "integrate" {
 				return true
 			}
@@ -474,10 +360,7 @@ func (s *suite) playForge(now time.Time) {
 	if now.Sub(s.prsRead) < 300*time.Millisecond {
 		return
 	}
-	prs, err := s.gitea.pulls()
-	if err != nil {
-		s.t.Fatalf("gitea: %v", err) // Gitea is never killed: an error is the harness's
-	}
+	prs := s.gitea.pulls(s.t) // Gitea is never killed: an error is the harness's
 	s.prsRead = now
 	latest := map[string]giteaPR{} // the open one, else the newest
 	for _, p := range prs {
@@ -506,16 +389,12 @@ func (s *suite) playForge(now time.Time) {
 			if CIFails(s.byKey[k].Number) && s.ciFailedIter[k] == 0 {
 				state, s.ciFailedIter[k] = "failure", f.Iteration
 			}
-			if err := s.gitea.setStatus(sha, state); err != nil {
-				s.t.Fatalf("gitea: %v", err)
-			}
+			s.gitea.repo.SetStatus(s.t, sha, ciContext, state)
 			s.ciSet[sha] = state
 			s.logf("gitea: CI %s on %s (pull request #%d, head %s, iteration %d)", state, k, p.Number, sha, f.Iteration)
 		}
 		if s.ciSet[sha] == "success" && !s.approved[k+"@"+sha] && s.mayApprove() {
-			if err := s.gitea.approve(p); err != nil {
-				s.t.Fatalf("gitea: %v", err)
-			}
+			s.gitea.repo.Review(s.t, p.Number, s.gitea.reviewer, giteatest.Approve, "approved by the failure suite")
 			s.approved[k+"@"+sha] = true
 			s.approvedArm++
 			s.logf("gitea: approved %s (pull request #%d, head %s) with %q armed", k, p.Number, sha, s.core.armed())
