@@ -39,6 +39,7 @@ import (
 	"code.gitea.io/sdk/gitea"
 
 	"github.com/ballet/ballet/internal/gitenv"
+	"github.com/ballet/ballet/internal/procgroup"
 )
 
 // Version is the Gitea release the tests run against.
@@ -243,7 +244,7 @@ func (s *Server) boot() error {
 	cmd.Env = s.env()
 	cmd.Dir = s.Dir
 	cmd.Stdout, cmd.Stderr = logf, logf
-	ownProcessGroup(cmd)
+	procgroup.Own(cmd)
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", s.bin, err)
@@ -287,7 +288,7 @@ func (s *Server) Stop() {
 	select {
 	case <-s.done:
 	default:
-		killGroup(s.cmd)
+		procgroup.Kill(s.cmd)
 	}
 	<-s.done
 }

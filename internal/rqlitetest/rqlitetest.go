@@ -25,6 +25,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ballet/ballet/internal/procgroup"
 )
 
 // Version is the rqlite release the tests run against.
@@ -321,7 +323,7 @@ func (c *Cluster) spawnLocked(nd *Node) error {
 	cmd := exec.Command(c.bin, args...)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	ownProcessGroup(cmd)
+	procgroup.Own(cmd)
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return err
@@ -343,7 +345,7 @@ func (c *Cluster) killLocked(nd *Node) {
 		return
 	}
 	if nd.alive() {
-		killGroup(nd.cmd)
+		procgroup.Kill(nd.cmd)
 	}
 	<-nd.done
 }
