@@ -179,9 +179,15 @@ func (o *Orchestrator) Wake(ctx context.Context, keys ...string) (int, error) {
 		return 0, nil
 	}
 	now := o.clock.Now().UnixMilli()
-	batch := make([]store.Statement, len(keys))
-	for i, k := range keys {
-		batch[i] = store.Stmt(`UPDATE jobs SET run_at = ?, updated_at = ? WHERE dedupe_key = ? AND status = 'pending' AND run_at > ?`, now, now, k, now)
+	batch := make([]store.Statement, 0, 2*len(keys))
+	for _, k := range keys {
+		batch = append(batch,
+			store.Stmt(`UPDATE jobs SET run_at = ?, updated_at = ? WHERE dedupe_key = ? AND status = 'pending' AND run_at > ?`, now, now, k, now),
+			// A running job is marked woken (its run_at moves past the one it
+			// was claimed with, by 1 ms at least): if its handler snoozes, it runs again at
+			// once instead (finish), so a wake that comes while the check it
+			// asks for is under way is not lost.
+			store.Stmt(`UPDATE jobs SET run_at = MAX(?, run_at + 1), updated_at = ? WHERE dedupe_key = ? AND status = 'running'`, now, now, k))
 	}
 	res, err := o.store.Exec(ctx, batch...)
 	if err != nil {
@@ -404,8 +410,11 @@ func (o *Orchestrator) finish(ctx context.Context, j *Job, herr error) error {
 	switch {
 	case errors.As(herr, &snooze):
 		result = "snooze"
-		st = store.Stmt(`UPDATE jobs SET status = 'pending', run_at = ?, attempt = attempt - 1, lease_until = NULL, updated_at = ?
-WHERE id = ? AND status = 'running' AND attempt = ?`, now.Add(snooze.d).UnixMilli(), ms, j.ID, j.Attempt)
+		// Woken while it ran (Wake moved run_at past the claimed one): due
+		// now, not after the snooze.
+		st = store.Stmt(`UPDATE jobs SET status = 'pending', run_at = CASE WHEN run_at > ? THEN ? ELSE ? END, attempt = attempt - 1,
+lease_until = NULL, updated_at = ? WHERE id = ? AND status = 'running' AND attempt = ?`,
+			j.RunAt.UnixMilli(), ms, now.Add(snooze.d).UnixMilli(), ms, j.ID, j.Attempt)
 		herr = nil // not a failure
 	case herr == nil:
 		result = "done"

@@ -527,6 +527,50 @@ func TestShutdownLetsHandlersFinish(t *testing.T) {
 	})
 }
 
+// A wake that comes while the job runs is not lost: the handler's snooze
+// then makes it due at once (a forge webhook arriving while the merge check
+// it asks for is under way), and a wake of a job that is not running makes
+// it due at once too.
+func TestWakeWhileRunningIsNotLost(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		w := setup(t, s, job.Config{})
+		var calls atomic.Int32
+		entered, release := make(chan struct{}, 4), make(chan struct{})
+		w.o.Handle("poll", func(context.Context, *job.Job) error {
+			calls.Add(1)
+			entered <- struct{}{}
+			<-release
+			return job.Snooze(time.Hour)
+		})
+		w.run(t, w.o)
+		var once sync.Once
+		releaseAll := func() { once.Do(func() { close(release) }) }
+		t.Cleanup(releaseAll) // before the orchestrator's stop is awaited
+		w.settle(t)
+		w.enqueue(t, job.Spec{Kind: "poll", DedupeKey: "poll:1"})
+		hang.Recv(t, entered, "the first check")
+		n, err := w.o.Wake(context.Background(), "poll:1")
+		if err != nil || n != 1 {
+			t.Fatalf("Wake of a running job: %d, %v; want 1 woken", n, err)
+		}
+		release <- struct{}{}
+		// The snooze of the woken check leaves it due now: it runs again
+		// without the clock moving.
+		hang.Recv(t, entered, "the check the wake asked for")
+		release <- struct{}{}
+		hang.WaitFor(t, "snoozed for an hour", func() bool {
+			r := w.jobs(t, "poll")[0]
+			return calls.Load() == 2 && r.status == job.StatusPending && r.runAt.Sub(w.fc.Now()) == time.Hour
+		})
+		// Not running: a wake makes it due at once.
+		if n, err := w.o.Wake(context.Background(), "poll:1"); err != nil || n != 1 {
+			t.Fatalf("Wake of a snoozed job: %d, %v; want 1 woken", n, err)
+		}
+		hang.Recv(t, entered, "the check after the second wake")
+		releaseAll()
+	})
+}
+
 func TestSnoozeRunsLaterWithoutUsingAnAttempt(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		w := setup(t, s, job.Config{})
@@ -543,7 +587,9 @@ func TestSnoozeRunsLaterWithoutUsingAnAttempt(t *testing.T) {
 		for i := 1; i <= 3; i++ {
 			hang.WaitFor(t, "snoozed", func() bool {
 				r := w.jobs(t, "poll")[0]
-				return calls.Load() == int32(i) && r.status == job.StatusPending && r.attempt == 0
+				// runAt after now: this snooze's row, not a stale read of
+				// the previous one (rqlite's reads may lag the claim).
+				return calls.Load() == int32(i) && r.status == job.StatusPending && r.attempt == 0 && r.runAt.After(w.fc.Now())
 			})
 			if r := w.jobs(t, "poll")[0]; r.runAt.Sub(w.fc.Now()) != 30*time.Second {
 				t.Fatalf("snoozed until %v", r.runAt.Sub(w.fc.Now()))
