@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ballet/ballet/internal/config"
+	"github.com/ballet/ballet/internal/giteatest"
 	"github.com/ballet/ballet/internal/runner"
 )
 
@@ -22,7 +23,7 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(childEnv); spec != "" {
 		os.Exit(childRunner(spec))
 	}
-	os.Exit(m.Run())
+	os.Exit(giteatest.Main(m)) // stops the package's Gitea, if a test started it
 }
 
 // childOptions are the parts of runner.Options a runner process gets.
