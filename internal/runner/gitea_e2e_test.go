@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -44,8 +45,9 @@ type forgeCalls struct {
 // forgeCall is one API call Ballet made.
 type forgeCall struct {
 	Method, Path string
-	Repo         string // owner/name, "" for calls outside /repos/
-	At           time.Time
+	Repo         string    // owner/name, "" for calls outside /repos/
+	At           time.Time // on Core's clock
+	Real         time.Time // on the wall clock
 }
 
 var repoPathRE = regexp.MustCompile(`^/api/v1/repos/([^/]+/[^/]+)`)
@@ -60,7 +62,7 @@ func newForgeCalls(t testing.TB, target string, now func() time.Time) *forgeCall
 	proxy := httputil.NewSingleHostReverseProxy(u)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/api/") {
-			c := forgeCall{Method: r.Method, Path: r.URL.Path, At: now()}
+			c := forgeCall{Method: r.Method, Path: r.URL.Path, At: now(), Real: time.Now()}
 			if m := repoPathRE.FindStringSubmatch(r.URL.Path); m != nil {
 				c.Repo = m[1]
 			}
@@ -120,15 +122,22 @@ func newGiteaSide(t testing.TB, now func() time.Time) giteaSide {
 	s := giteaSide{gitea: g, calls: newForgeCalls(t, g.URL, now)}
 	s.ballet = g.CreateUser(t, "ballet")
 	s.reviewer = g.CreateUser(t, "reviewer")
-	// Core resolves credentials_ref env:NAME from its own environment: a
-	// name of this test's own, set for the process (t.Setenv refuses
-	// parallel tests).
-	s.credEnv = "BALLET_E2E_GITEA_" + strings.ToUpper(unique())
-	if err := os.Setenv(s.credEnv, s.ballet.Name+":"+s.ballet.Token); err != nil {
+	// Core resolves credentials_ref env:NAME from its own environment.
+	s.credEnv = coreEnv(t, "GITEA", s.ballet.Name+":"+s.ballet.Token)
+	return s
+}
+
+// coreEnv sets a variable of Core's environment (the process's: t.Setenv
+// refuses parallel tests) under a name of this test's own, until the test
+// ends, and returns the name.
+func coreEnv(t testing.TB, what, value string) string {
+	t.Helper()
+	name := "BALLET_E2E_" + what + "_" + strings.ToUpper(unique())
+	if err := os.Setenv(name, value); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.Unsetenv(s.credEnv) })
-	return s
+	t.Cleanup(func() { os.Unsetenv(name) })
+	return name
 }
 
 // giteaWorld is a coreWorld (Core, runner, fake model) with a real Gitea.
@@ -165,15 +174,17 @@ type giteaProject struct {
 // project creates a repository on Gitea (owned by ballet, reviewer a
 // collaborator with write access) and the Ballet project key of
 // organization acme on it, reached through the proxy, with policy as its
-// merge policy.
-func (s giteaSide) project(t testing.TB, e *apitest.Env, key string, policy map[string]any) *giteaProject {
+// merge policy; more are further repository settings.
+func (s giteaSide) project(t testing.TB, e *apitest.Env, key string, policy map[string]any, more ...map[string]any) *giteaProject {
 	t.Helper()
 	repo := s.gitea.CreateRepo(t, s.ballet)
 	s.gitea.AddCollaborator(t, repo, s.reviewer)
-	e.Admin(201, "POST", "/api/v1/orgs/acme/projects", map[string]any{"key": key, "name": key,
-		"repository": map[string]any{"forge": "gitea", "url": s.calls.URL + "/" + repo.FullName() + ".git", "default_branch": "main",
-			"credentials_ref": "env:" + s.credEnv},
-		"merge_policy": policy})
+	settings := map[string]any{"forge": "gitea", "url": s.calls.URL + "/" + repo.FullName() + ".git", "default_branch": "main",
+		"credentials_ref": "env:" + s.credEnv}
+	for _, m := range more {
+		maps.Copy(settings, m)
+	}
+	e.Admin(201, "POST", "/api/v1/orgs/acme/projects", map[string]any{"key": key, "name": key, "repository": settings, "merge_policy": policy})
 	return &giteaProject{e: e, s: s, t: t, Key: key, Repo: repo}
 }
 
