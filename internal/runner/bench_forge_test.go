@@ -13,7 +13,6 @@ import (
 	"github.com/ballet/ballet/internal/hang"
 )
 
-
 // BenchmarkMergePollingForADay: a pull request waits a day for a review
 // while nothing changes. Through the real flow.merge job on Core's fake
 // clock and the real Gitea, it reports Ballet's Gitea API calls in the
