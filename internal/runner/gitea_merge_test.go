@@ -41,6 +41,7 @@ func newMergeWorld(t testing.TB, adjust ...func(*config.Config)) *mergeWorld {
 	dir := t.TempDir()
 	w.e = apitest.RunOn(t, storetest.Open(t, "sqlite"), fk, append([]func(*config.Config){func(c *config.Config) {
 		c.Storage.Path = dir + "/core.db"
+		c.Jobs.Poll.Duration = mergeWorldPoll
 	}}, adjust...)...)
 	w.e.Org("acme")
 	return w
@@ -122,31 +123,49 @@ func (w *mergeWorld) nextPoll(until time.Time) (time.Time, bool) {
 	return due, true
 }
 
-// settle waits until cond holds, as hang.WaitFor does. Gitea answers that
-// a pull request is not mergeable while it still checks, and the client
-// then reads again after a pause on Core's clock — which does not move by
-// itself: while a merge check has been running for a second of wall time,
-// settle moves the clock on by that pause (gitea.Options.MergeableWait's
-// default), once a second.
+// settle waits until cond holds, as hang.WaitFor does, moving Core's
+// clock on a little where only that lets Core go on:
+//
+//   - Gitea answers that a pull request is not mergeable while it still
+//     checks, and the client reads again after a pause on Core's clock:
+//     while a merge check has run for a second of wall time, the clock
+//     moves on by that pause (gitea.Options.MergeableWait's default);
+//   - a timer the orchestrator sets while the clock moves ends a poll
+//     interval after the move: while a merge job has been due for a second
+//     of wall time and not run, the clock moves on by [jobs] poll (10 ms
+//     here).
 func (w *mergeWorld) settle(what string, cond func() bool) {
 	w.t.Helper()
 	var since time.Time
+	var stuck string
 	hang.WaitFor(w.t, what, func() bool {
 		if cond() {
 			return true
 		}
+		due, pending := w.mergeDue()
+		now := ""
 		switch {
-		case !w.mergeRunning():
-			since = time.Time{}
-		case since.IsZero():
+		case w.mergeRunning():
+			now = "running"
+		case pending && !due.After(w.fk.Now()):
+			now = "due"
+		}
+		switch {
+		case now == "" || now != stuck:
+			stuck, since = now, time.Now()
+		case time.Since(since) > time.Second && now == "running":
+			w.fk.Advance(300 * time.Millisecond)
 			since = time.Now()
 		case time.Since(since) > time.Second:
-			w.fk.Advance(300 * time.Millisecond)
+			w.fk.Advance(mergeWorldPoll)
 			since = time.Now()
 		}
 		return false
 	})
 }
+
+// mergeWorldPoll is the [jobs] poll of a mergeWorld's Core.
+const mergeWorldPoll = 10 * time.Millisecond
 
 // mergeRunning: a flow.merge job is running.
 func (w *mergeWorld) mergeRunning() bool {
