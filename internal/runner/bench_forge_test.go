@@ -3,7 +3,6 @@
 package runner_test
 
 import (
-	"fmt"
 	"math"
 	"regexp"
 	"testing"
@@ -21,10 +20,10 @@ import (
 //
 //	BALLET_GITEA=$(scripts/gitea.sh) go test -run '^$' -bench MergePollingForADay -benchtime 1x ./internal/runner/
 func BenchmarkMergePollingForADay(b *testing.B) {
-	w := newMergeWorld(b)
 	var first, last, day, lastPolls float64
-	for i := range b.N {
-		p := w.project(fmt.Sprintf("PD%c", 'A'+i%26), map[string]any{"mode": "auto", "required_approvals": 1, "required_checks": []string{}})
+	for range b.N {
+		w := newMergeWorld(b) // a Core of its own: the clock moves a day
+		p := w.project("PD", map[string]any{"mode": "auto", "required_approvals": 1, "required_checks": []string{}})
 		key, _ := w.ticket(p)
 		w.settle(key+" to wait for a review", func() bool { return w.flowOf(key).Waiting == "review" })
 		start := w.fk.Now()
