@@ -59,14 +59,17 @@ func TestCheckpointKilledMidWork(t *testing.T) {
 	if err := unix.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// Each step ends with a line, then waits for the next "go".
+	// Each step ends with a line, then waits for the next "go". A read may
+	// open the FIFO while the previous writer has not closed it yet and get
+	// its end of file: it opens it again (with set -e a bare read exited 1).
 	script := `set -e
+wait_go() { until read x < "$GO"; do :; done; }
 echo one > a.txt; git add a.txt; echo two >> doc.txt
-echo step1; read x < "$GO"
+echo step1; wait_go
 echo three >> a.txt; echo new > src/b.go; rm README; mkdir -p deep/er; echo x > deep/er/c.txt
-echo step2; read x < "$GO"
+echo step2; wait_go
 echo lost > lost.txt
-echo step3; read x < "$GO"
+echo step3; wait_go
 echo never > never.txt`
 	lines := make(chan string, 10)
 	agent, err := proc.Start(context.Background(), proc.Spec{
