@@ -120,7 +120,9 @@ func BenchmarkApprovalToMerge(b *testing.B) {
 			approved := time.Now()
 			p.Repo.Review(b, int(pr.Index), w.reviewer, giteatest.Approve, "")
 			var merged forgeCall
-			w.unpolled(key+"'s merge", func() bool { merged = p.mergeCall(w.fk.Now()); return !merged.At.IsZero() })
+			// The merge call made after the approval, by wall time: Core's
+			// clock may still read the previous ticket's merge time.
+			w.unpolled(key+"'s merge", func() bool { merged = p.mergeCallAfter(approved); return !merged.At.IsZero() })
 			w.finish(key)
 			lat = append(lat, merged.Real.Sub(approved))
 		}
@@ -159,6 +161,16 @@ var mergeCallRE = regexp.MustCompile(`^POST /api/v1/repos/[^/]+/[^/]+/pulls/\d+/
 func (p *giteaProject) mergeCall(since time.Time) forgeCall {
 	for _, c := range p.s.calls.of(p.Repo.FullName()) {
 		if mergeCallRE.MatchString(c.Method+" "+c.Path) && !c.At.Before(since) {
+			return c
+		}
+	}
+	return forgeCall{}
+}
+
+// mergeCallAfter is the first merge call made after wall time t.
+func (p *giteaProject) mergeCallAfter(t time.Time) forgeCall {
+	for _, c := range p.s.calls.of(p.Repo.FullName()) {
+		if mergeCallRE.MatchString(c.Method+" "+c.Path) && c.Real.After(t) {
 			return c
 		}
 	}
