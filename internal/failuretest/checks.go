@@ -51,6 +51,7 @@ type dbItem struct {
 type dbJob struct {
 	ID, Kind, Status, Payload, Dedupe, LastError string
 	RunAt, Attempt                               int64
+	CreatedAt, FinishedAt                        int64 // Unix ms; FinishedAt 0 while not finished
 }
 
 // snapshot is the end state, read from the database.
@@ -133,10 +134,10 @@ COALESCE(heartbeat_at, 0), COALESCE(finished_at, 0) FROM runs ORDER BY created_a
 		sn.blockers = append(sn.blockers, e)
 		return err
 	})
-	q(`SELECT id, kind, status, payload, COALESCE(dedupe_key, ''), COALESCE(last_error, ''), run_at, attempt FROM jobs
-WHERE status IN ('pending', 'running', 'dead') ORDER BY created_at, id`, func(r *store.Rows, i int) error {
+	q(`SELECT id, kind, status, payload, COALESCE(dedupe_key, ''), COALESCE(last_error, ''), run_at, attempt, created_at,
+COALESCE(finished_at, 0) FROM jobs WHERE status IN ('pending', 'running', 'dead') ORDER BY created_at, id`, func(r *store.Rows, i int) error {
 		var j dbJob
-		err := r.Scan(i, &j.ID, &j.Kind, &j.Status, &j.Payload, &j.Dedupe, &j.LastError, &j.RunAt, &j.Attempt)
+		err := r.Scan(i, &j.ID, &j.Kind, &j.Status, &j.Payload, &j.Dedupe, &j.LastError, &j.RunAt, &j.Attempt, &j.CreatedAt, &j.FinishedAt)
 		sn.jobs = append(sn.jobs, j)
 		return err
 	})
@@ -234,6 +235,12 @@ func (s *suite) check() []string {
 		_, kills, outages, _, _ := s.agents.snapshot()
 		s.agentKills = kills
 		s.outages = append(s.outages, outages...)
+	}
+	s.killedJobs = map[string]dbJob{}
+	for _, j := range sn.jobs {
+		if s.killedEachAttempt(j) {
+			s.killedJobs[flowOfJob(j)] = j
+		}
 	}
 	pending := map[string]int{}
 	for _, j := range sn.jobs {
@@ -630,6 +637,10 @@ func (s *suite) analyze(sn snapshot, mg merges) []string {
 		_ = json.Unmarshal([]byte(j.Payload), &p)
 		f := flowByID[p.FlowID]
 		switch {
+		case j.Status == "dead" && s.killedEachAttempt(j):
+			// Core was killed during each of its attempts: the orchestrator
+			// gave up, and the reconciler flagged the flow (checked below).
+			s.logf("job %s %s is dead: Core was killed during each of its %d attempts (%s)", j.ID, j.Kind, j.Attempt, j.LastError)
 		case j.Status == "dead":
 			bad("job %s %s is dead after %d attempts: %s (payload %s, flow status %s/%s)", j.ID, j.Kind, j.Attempt, j.LastError, j.Payload, f.Status, f.Waiting)
 		case j.Kind == "flow.timeout" && j.Status == "pending":
@@ -672,6 +683,9 @@ func (s *suite) explain(it dbItem, f dbFlow, events []dbEvent, runsByStep map[st
 		return "scripted", ""
 	}
 	if last.Type == "flow.stuck" {
+		if j, ok := s.killedJobs[f.ID]; ok && strings.Contains(p.Reason, "lease expired") {
+			return fmt.Sprintf("Core killed during each of the %d attempts of %s", j.Attempt, j.Kind), ""
+		}
 		return "", "the flow was flagged stuck: " + p.Reason
 	}
 	causes, left := s.offScript(it, f, events, runsByStep)
@@ -683,6 +697,35 @@ func (s *suite) explain(it dbItem, f dbFlow, events []dbEvent, runsByStep map[st
 	}
 	sort.Strings(causes)
 	return strings.Join(slices.Compact(causes), "+"), ""
+}
+
+// killedEachAttempt reports whether dead job j lost every attempt to a
+// Core kill: its last attempt's lease expired (its holder died), and Core
+// went down at least as many times as it had attempts while it lived. The
+// orchestrator then rightly gives up (a job that crashes its holder every
+// time must not run for ever) and the reconciler flags the flow: that is
+// an escalation the kills cost, not a product bug.
+func (s *suite) killedEachAttempt(j dbJob) bool {
+	if j.Status != "dead" || !strings.HasPrefix(j.LastError, "lease expired") || j.FinishedAt == 0 {
+		return false
+	}
+	from, to := time.UnixMilli(j.CreatedAt), time.UnixMilli(j.FinishedAt)
+	downs := 0
+	for _, o := range s.outages {
+		if o.What == "core" && !o.From.Before(from) && !o.From.After(to) {
+			downs++
+		}
+	}
+	return int64(downs) >= j.Attempt
+}
+
+// flowOfJob is the flow a job's payload names ("" for none).
+func flowOfJob(j dbJob) string {
+	var p struct {
+		FlowID string `json:"flow_id"`
+	}
+	_ = json.Unmarshal([]byte(j.Payload), &p)
+	return p.FlowID
 }
 
 // offScript looks at every stage of a flow that ended otherwise than the

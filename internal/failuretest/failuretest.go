@@ -191,15 +191,18 @@ type ticket struct {
 }
 
 type suite struct {
-	t      *testing.T
-	o      Options
-	rng    *rand.Rand
-	dir    string
-	repo   *apitest.GitRepo
-	core   *coreProc
-	runner *runnerProc
-	api    *client
-	doc    *openapitest.Doc // the OpenAPI document Core serves: every event's payload must match it
+	// killedJobs: dead jobs that lost every attempt to a Core kill, by the
+	// flow their payload names (killedEachAttempt).
+	killedJobs map[string]dbJob
+	t          *testing.T
+	o          Options
+	rng        *rand.Rand
+	dir        string
+	repo       *apitest.GitRepo
+	core       *coreProc
+	runner     *runnerProc
+	api        *client
+	doc        *openapitest.Doc // the OpenAPI document Core serves: every event's payload must match it
 
 	cluster *rqlitetest.Cluster
 	dbAddr  string // SQLite file or rqlite URLs
