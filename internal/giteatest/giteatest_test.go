@@ -1,15 +1,13 @@
 package giteatest
 
 import (
-	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ballet/ballet/internal/procgroup"
 )
 
 // orphanEnv makes this test binary a process that starts a Gitea, prints
@@ -84,47 +82,7 @@ func TestSeed(t *testing.T) {
 // -timeout) runs no cleanup; its Gitea must not outlive it.
 func TestServerDiesWithItsTest(t *testing.T) {
 	bin := Binary(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), orphanEnv+"="+t.TempDir(), BinaryEnv+"="+bin)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	pid, perr := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil || perr != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		t.Fatalf("child printed %q: %v %v", line, err, perr)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) }) // if the test fails
-	if !running(pid) {
-		t.Fatalf("gitea %d is not running while its test runs", pid)
-	}
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-	deadline := time.Now().Add(time.Minute) // a hang guard, not a speed claim
-	for running(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("gitea %d still runs a minute after its test process was killed", pid)
-		}
-		time.Sleep(pollInterval)
-	}
-}
-
-// running reports whether pid is a live process (not gone, not a zombie).
-func running(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
+	procgroup.DiesWithItsTest(t, "gitea", orphanEnv+"="+t.TempDir(), BinaryEnv+"="+bin)
 }
 
 // TestBinary: BALLET_SKIP_GITEA=1 skips; a missing binary skips, or fails
