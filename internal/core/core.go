@@ -46,6 +46,7 @@ import (
 	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 	"github.com/ballet/ballet/internal/transition"
+	"github.com/ballet/ballet/internal/webui"
 )
 
 // Core is one running Core instance.
@@ -375,7 +376,13 @@ func (c *Core) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+realtime.Path, c.Realtime)
 	mux.Handle("/", api)
-	return mux
+	ui, err := webui.New(mux)
+	if err != nil {
+		// The binary was built without the UI: serve the API alone.
+		c.Log.Error("web UI unavailable", "err", err)
+		return mux
+	}
+	return ui
 }
 
 // RunFeed tails the event log for realtime subscribers until ctx ends

@@ -1,0 +1,3 @@
+export default function Page(props: Record<string, string>) {
+  return <h1>page {JSON.stringify(props)}</h1>;
+}
