@@ -234,6 +234,7 @@ func (a *agentRunner) follow(start int, line string) {
 		Stage     string `json:"stage"`
 		Session   string `json:"session"`
 		Processes int    `json:"processes"`
+		Finish    string `json:"finish"` // how the session's finish ended: taken, gone, refused, timed_out
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -274,7 +275,9 @@ func (a *agentRunner) follow(start int, line string) {
 		ss.Restored = true
 	case rec.Msg == "session ended":
 		ss.Ended = now
-	case rec.Msg == "run finished", strings.Contains(rec.Msg, "the run's finish"):
+	case rec.Finish != "":
+		// Every way the runner's finish ends carries the attribute (the
+		// messages differ: matching them missed "this run's finish").
 		ss.Finished = true
 	}
 }
@@ -305,6 +308,21 @@ func (a *agentRunner) busy() bool {
 		}
 	}
 	return false
+}
+
+// unfinished lists the running runner's sessions whose finish the harness
+// has not seen (what busy waits for), for a failure message.
+func (a *agentRunner) unfinished() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for _, ss := range a.order {
+		if ss.Start == a.starts && !ss.Finished {
+			out = append(out, fmt.Sprintf("%s (%s, stage %s, leased %s, started %v, ended %v, killed %q)", ss.Run, ss.Ticket, ss.Stage,
+				ss.Leased.Format("15:04:05.000"), !ss.Started.IsZero(), !ss.Ended.IsZero(), ss.Killed))
+		}
+	}
+	return out
 }
 
 // maxKillsPerTicket bounds the harness's kills of one agent ticket.

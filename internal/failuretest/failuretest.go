@@ -1070,5 +1070,10 @@ func (s *suite) failUnsettled() {
 			}
 		}
 	}
-	s.t.Fatalf("LOST TICKETS: %d tickets neither done nor escalated after %s (%d flows running):%s", len(open), s.o.Deadline, running, b.String())
+	var busy []string
+	if s.agents != nil {
+		busy = s.agents.unfinished()
+	}
+	s.t.Fatalf("LOST TICKETS: %d tickets neither done nor escalated after %s (%d flows running; agent sessions without a finish: %v):%s",
+		len(open), s.o.Deadline, running, busy, b.String())
 }

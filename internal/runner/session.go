@@ -323,19 +323,19 @@ func (s *session) finish(life context.Context, e *ending) (protocol.Run, bool) {
 	for attempt := 0; ; attempt++ {
 		run, err := r.client.Finish(ctx, l.Run.ID, l.RunToken, f)
 		if err == nil {
-			s.log.Info("run finished", "status", run.Status, "outcome", run.Outcome, "exit", e.exit, "error", f.Error)
+			s.log.Info("run finished", "finish", "taken", "status", run.Status, "outcome", run.Outcome, "exit", e.exit, "error", f.Error)
 			return run, true
 		}
 		if !protocol.Retryable(err) {
 			if st := protocol.StatusOf(err); st == http.StatusUnauthorized || st == http.StatusNotFound {
-				s.log.Warn("Core no longer takes this run's finish (it gave the run up meanwhile)", "err", err)
+				s.log.Warn("Core no longer takes this run's finish (it gave the run up meanwhile)", "finish", "gone", "err", err)
 			} else {
-				s.log.Error("Core refused the run's finish", "err", err)
+				s.log.Error("Core refused the run's finish", "finish", "refused", "err", err)
 			}
 			return protocol.Run{}, false
 		}
 		if !r.clock.Now().Before(deadline) {
-			s.log.Error("Core did not take the run's finish in time; it fails the run once its grace has passed", "err", err)
+			s.log.Error("Core did not take the run's finish in time; it fails the run once its grace has passed", "finish", "timed_out", "err", err)
 			return protocol.Run{}, false
 		}
 		s.log.Warn("finish failed; trying again", "err", err)
