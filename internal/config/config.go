@@ -49,6 +49,7 @@ type Config struct {
 	Events     Events     `toml:"events"`
 	Auth       Auth       `toml:"auth"`
 	Log        Log        `toml:"log"`
+	Knowledge  Knowledge  `toml:"knowledge"`
 	// Runner and Adapters configure `ballet runner`; Core ignores them, and
 	// the runner ignores Core's sections.
 	Runner   Runner   `toml:"runner"`
@@ -128,6 +129,55 @@ type Auth struct {
 	OIDCIssuer         string   `toml:"oidc_issuer"`          // empty: no OIDC
 	OIDCAudience       string   `toml:"oidc_audience"`
 	PlatformAdmins     []string `toml:"platform_admins"` // OIDC subjects
+}
+
+// Knowledge configures Core's side of the Knowledge service: the proxy
+// under /api/v1/knowledge, the MCP tools and the entries a stage names.
+type Knowledge struct {
+	URL string `toml:"url"` // the service's URL (http://127.0.0.1:8090)
+	// ServiceToken is the credential Core and the Knowledge service share
+	// (BALLET_KNOWLEDGE_TOKEN overrides it): Core calls the service with
+	// it, and only it may call Core's introspection endpoint. Never a user
+	// credential; "" leaves Knowledge unconfigured.
+	ServiceToken string `toml:"service_token"`
+	// Wait: an agent stage whose entries cannot be fetched (the service is
+	// down) retries this long since it was entered, then its flow waits
+	// for an answer (10m).
+	Wait Duration `toml:"wait"`
+}
+
+// EnvKnowledgeToken overrides [knowledge] service_token.
+const EnvKnowledgeToken = "BALLET_KNOWLEDGE_TOKEN"
+
+// MinServiceToken is the shortest service credential accepted.
+const MinServiceToken = 32
+
+// KnowledgeToken returns the service credential: BALLET_KNOWLEDGE_TOKEN
+// from lookup (os.LookupEnv) when set, else [knowledge] service_token. An
+// environment value is checked like the key.
+func (c Config) KnowledgeToken(lookup func(string) (string, bool)) (string, error) {
+	if v, ok := lookup(EnvKnowledgeToken); ok && v != "" {
+		if err := checkServiceToken(v); err != nil {
+			return "", fmt.Errorf("%s: %w", EnvKnowledgeToken, err)
+		}
+		if v == c.Auth.BootstrapToken {
+			return "", fmt.Errorf("%s: must differ from auth.bootstrap_token", EnvKnowledgeToken)
+		}
+		return v, nil
+	}
+	return c.Knowledge.ServiceToken, nil
+}
+
+// checkServiceToken accepts a service credential of at least
+// MinServiceToken printable characters without spaces.
+func checkServiceToken(t string) error {
+	if len(t) < MinServiceToken {
+		return fmt.Errorf("must be at least %d characters", MinServiceToken)
+	}
+	if strings.ContainsFunc(t, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
+		return errors.New("holds spaces or control characters")
+	}
+	return nil
 }
 
 // Storage selects and configures the storage engine.
@@ -267,8 +317,9 @@ func Default() Config {
 		Budgets:    Budgets{Timezone: "UTC"},
 		Events: Events{TailInterval: Duration{200 * time.Millisecond}, AuthRecheck: Duration{time.Minute},
 			PingInterval: Duration{30 * time.Second}, PingTimeout: Duration{10 * time.Second}},
-		Auth: Auth{PlatformAdmins: []string{}},
-		Log:  Log{Level: "info", Format: "text"},
+		Auth:      Auth{PlatformAdmins: []string{}},
+		Log:       Log{Level: "info", Format: "text"},
+		Knowledge: Knowledge{URL: "http://127.0.0.1:8090", Wait: Duration{10 * time.Minute}},
 		Runner: Runner{Server: "http://127.0.0.1:8080", Labels: map[string]string{}, Workdir: "data/runner", Sessions: 2,
 			Sandbox: "bwrap", PassEnv: []string{}, Hide: []string{}, Checkpoint: Duration{5 * time.Minute},
 			Drain: Duration{time.Minute}, Watchdog: Duration{30 * time.Minute}, Heartbeat: Duration{10 * time.Second}},
@@ -426,7 +477,7 @@ func (c Config) Validate() error {
 		{"jobs.shutdown_grace", c.Jobs.ShutdownGrace}, {"reconciler.interval", c.Reconciler.Interval},
 		{"leader.ttl", c.Leader.TTL}, {"leader.renew", c.Leader.Renew}, {"runs.grace", c.Runs.Grace}, {"runs.unclaimed_after", c.Runs.UnclaimedAfter},
 		{"scheduler.interval", c.Scheduler.Interval}, {"events.tail_interval", c.Events.TailInterval},
-		{"events.auth_recheck", c.Events.AuthRecheck},
+		{"events.auth_recheck", c.Events.AuthRecheck}, {"knowledge.wait", c.Knowledge.Wait},
 		{"events.ping_interval", c.Events.PingInterval}, {"events.ping_timeout", c.Events.PingTimeout},
 	} {
 		if d.v.Duration <= 0 {
@@ -452,6 +503,16 @@ func (c Config) Validate() error {
 	}
 	if t := c.Auth.BootstrapToken; t != "" && len(t) < 16 {
 		bad("auth.bootstrap_token", "must be at least 16 characters")
+	}
+	if err := checkURL(c.Knowledge.URL); err != nil {
+		bad("knowledge.url", "%q %v", c.Knowledge.URL, err)
+	}
+	if t := c.Knowledge.ServiceToken; t != "" {
+		if err := checkServiceToken(t); err != nil {
+			bad("knowledge.service_token", "%v", err)
+		} else if t == c.Auth.BootstrapToken {
+			bad("knowledge.service_token", "must differ from auth.bootstrap_token")
+		}
 	}
 	if c.Scheduler.PlatformLimit < 0 || c.Scheduler.PlatformLimit > 10000 {
 		bad("scheduler.platform_limit", "%d is outside 0 … 10000 (0: no limit)", c.Scheduler.PlatformLimit)
@@ -636,6 +697,9 @@ func Write(w io.Writer, cfg Config) error {
 	}
 	if cfg.Runner.Token != "" {
 		cfg.Runner.Token = "********"
+	}
+	if cfg.Knowledge.ServiceToken != "" {
+		cfg.Knowledge.ServiceToken = "********"
 	}
 	if err := toml.NewEncoder(w).Encode(cfg); err != nil {
 		return fmt.Errorf("write config: %w", err)

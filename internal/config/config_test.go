@@ -98,6 +98,12 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"[adapters.opencode]\nbase_url = \"localhost\"\n", `adapters.opencode.base_url: "localhost" is not an http(s) URL`},
 		{"[adapters.opencode.prices]\ninput = -1.0\n", "adapters.opencode.prices.input: -1 is outside 0 … 10000"},
 		{"[adapters.cursor]\ncommand = \"x\"\n", "unknown key adapters.cursor"},
+		{"[knowledge]\nurl = \"127.0.0.1:8090\"\n", `knowledge.url: "127.0.0.1:8090" is not an http(s) URL`},
+		{"[knowledge]\nwait = \"0s\"\n", "knowledge.wait: must be a positive duration"},
+		{"[knowledge]\nservice_token = \"short\"\n", "knowledge.service_token: must be at least 32 characters"},
+		{"[knowledge]\nservice_token = \"0123456789 0123456789 0123456789 x\"\n", "knowledge.service_token: holds spaces"},
+		{"[auth]\nbootstrap_token = \"same-0123456789-0123456789-0123456789\"\n[knowledge]\nservice_token = \"same-0123456789-0123456789-0123456789\"\n",
+			"knowledge.service_token: must differ from auth.bootstrap_token"},
 	}
 	for _, c := range cases {
 		_, err := Parse(c.toml, "test.toml")
@@ -163,16 +169,17 @@ func TestWriteMasksSecrets(t *testing.T) {
 	c.Auth.BootstrapToken = "bootstrap-secret-0123456789"
 	c.Storage.Password = "rqlite-secret"
 	c.Runner.Token = "ballet_runner_secret"
+	c.Knowledge.ServiceToken = "knowledge-secret-0123456789-0123456789"
 	var b strings.Builder
 	if err := Write(&b, c); err != nil {
 		t.Fatal(err)
 	}
-	for _, secret := range []string{"bootstrap-secret", "rqlite-secret", "ballet_runner_secret"} {
+	for _, secret := range []string{"bootstrap-secret", "rqlite-secret", "ballet_runner_secret", "knowledge-secret"} {
 		if strings.Contains(b.String(), secret) {
 			t.Errorf("ballet config prints %q", secret)
 		}
 	}
-	if strings.Count(b.String(), `"********"`) != 3 {
+	if strings.Count(b.String(), `"********"`) != 4 {
 		t.Errorf("not every secret is masked:\n%s", b.String())
 	}
 }
@@ -185,5 +192,27 @@ func TestBootstrapTokenPath(t *testing.T) {
 	c.Auth.BootstrapTokenFile = "/etc/ballet/token"
 	if got := c.BootstrapTokenPath(); got != "/etc/ballet/token" {
 		t.Errorf("%q", got)
+	}
+}
+
+// TestKnowledgeTokenFromEnvironment: BALLET_KNOWLEDGE_TOKEN overrides the
+// key and is checked like it.
+func TestKnowledgeTokenFromEnvironment(t *testing.T) {
+	c := Default()
+	c.Knowledge.ServiceToken = "from-the-file-0123456789-0123456789"
+	c.Auth.BootstrapToken = "bootstrap-0123456789-0123456789-0123"
+	env := func(v string) func(string) (string, bool) {
+		return func(k string) (string, bool) { return v, k == EnvKnowledgeToken && v != "" }
+	}
+	if got, err := c.KnowledgeToken(env("")); err != nil || got != c.Knowledge.ServiceToken {
+		t.Errorf("without the variable: %q, %v", got, err)
+	}
+	if got, err := c.KnowledgeToken(env("from-the-environment-0123456789-012")); err != nil || got != "from-the-environment-0123456789-012" {
+		t.Errorf("with the variable: %q, %v", got, err)
+	}
+	for v, want := range map[string]string{"short": "BALLET_KNOWLEDGE_TOKEN: must be at least 32", c.Auth.BootstrapToken: "must differ from auth.bootstrap_token"} {
+		if _, err := c.KnowledgeToken(env(v)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", v, err, want)
+		}
 	}
 }
