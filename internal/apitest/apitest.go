@@ -28,6 +28,9 @@ import (
 // BootstrapToken is the platform-admin token of every test Core.
 const BootstrapToken = "test-bootstrap-token-0123456789"
 
+// ServiceToken is the Knowledge service credential of every test Core.
+const ServiceToken = "test-knowledge-service-credential-0123456789"
+
 // Env is a running API.
 type Env struct {
 	T     testing.TB
@@ -118,6 +121,7 @@ func build(t testing.TB, s store.Store, clk clock.Clock, adjust []func(*config.C
 	cfg := config.Default()
 	cfg.Auth.BootstrapToken = BootstrapToken
 	cfg.Auth.BootstrapTokenFile = t.TempDir() + "/bootstrap-token"
+	cfg.Knowledge.ServiceToken = ServiceToken
 	for _, f := range adjust {
 		f(&cfg)
 	}

@@ -133,6 +133,9 @@ type Authenticator struct {
 	bootstrap string
 	admins    map[string]bool
 	oidc      OIDCConfig
+	// reserved are credentials that are never a caller's (the Knowledge
+	// service credential): refused wherever a bearer is.
+	reserved []string
 
 	mu       sync.Mutex
 	verifier *oidc.IDTokenVerifier
@@ -149,6 +152,26 @@ func NewAuthenticator(s store.Store, c clock.Clock, bootstrap string, admins []s
 	return &Authenticator{store: s, clock: c, bootstrap: bootstrap, admins: m, oidc: oc}
 }
 
+// Reserve makes secret a credential Authenticate always refuses: a
+// service's shared credential (the Knowledge service's) is never a user
+// credential, whatever it looks like. Call it before serving; "" is
+// ignored.
+func (a *Authenticator) Reserve(secret string) {
+	if secret != "" {
+		a.reserved = append(a.reserved, secret)
+	}
+}
+
+// IsReserved reports, in constant time per reserved credential, whether
+// cred is one of them.
+func (a *Authenticator) IsReserved(cred string) bool {
+	hit := 0
+	for _, r := range a.reserved {
+		hit |= subtle.ConstantTimeCompare([]byte(cred), []byte(r))
+	}
+	return hit == 1
+}
+
 func unauthenticated(format string, args ...any) error {
 	return apperr.New(apperr.Unauthenticated, format, args...)
 }
@@ -163,6 +186,9 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Princ
 		return nil, unauthenticated("the Authorization header must be \"Bearer <token>\"")
 	}
 	cred = strings.TrimSpace(cred)
+	if a.IsReserved(cred) {
+		return nil, unauthenticated("a service credential is not a user credential")
+	}
 	if a.bootstrap != "" && subtle.ConstantTimeCompare([]byte(cred), []byte(a.bootstrap)) == 1 {
 		return &Principal{Kind: event.ActorHuman, Subject: BootstrapSubject, PlatformAdmin: true}, nil
 	}

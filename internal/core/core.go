@@ -32,6 +32,7 @@ import (
 	"github.com/ballet/ballet/internal/forge/gitforge"
 	"github.com/ballet/ballet/internal/forge/github"
 	"github.com/ballet/ballet/internal/job"
+	"github.com/ballet/ballet/internal/knowledge/client"
 	"github.com/ballet/ballet/internal/leader"
 	"github.com/ballet/ballet/internal/pipeline/versions"
 	"github.com/ballet/ballet/internal/realtime"
@@ -72,8 +73,12 @@ type Core struct {
 	Feed       *feed.Feed        // tails the event log on every instance
 	Realtime   *realtime.Handler // the WebSocket JSON-RPC API
 	Runs       *run.Service
+	// Knowledge calls the Knowledge service with the service credential
+	// (the MCP tools, the entries a stage names).
+	Knowledge *client.Client
 
-	listener net.Listener
+	knowledgeProxy *server.KnowledgeProxy
+	listener       net.Listener
 	conns    *server.ConnMetrics
 	http     *http.Server
 	leading  func() bool
@@ -159,7 +164,14 @@ func New(o Options) (*Core, error) {
 	if err != nil {
 		return nil, err
 	}
+	serviceToken, err := cfg.KnowledgeToken(os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
 	c := &Core{Config: cfg, Log: log, Clock: clk, ID: instanceID(), Store: st, Registry: prometheus.NewRegistry()}
+	if c.Knowledge, err = client.New(client.Options{URL: cfg.Knowledge.URL, Token: serviceToken}); err != nil {
+		return nil, fmt.Errorf("knowledge.url: %w", err)
+	}
 	reg := c.Registry
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	c.conns = server.NewConnMetrics(reg)
@@ -177,6 +189,7 @@ func New(o Options) (*Core, error) {
 	// The domains. The flow engine's hooks into tenancy and the tracker
 	// are pure, so they are given here, before the engine itself.
 	c.Auth = auth.NewAuthenticator(st, clk, bootstrap, cfg.Auth.PlatformAdmins, auth.OIDCConfig{Issuer: cfg.Auth.OIDCIssuer, Audience: cfg.Auth.OIDCAudience})
+	c.Auth.Reserve(serviceToken) // never a user credential, on any route
 	c.Tenancy = tenancy.New(st, c.Applier, clk, flow.TenancyHooks())
 	c.Tracker = tracker.New(st, c.Applier, clk, c.Tenancy, flow.TrackerHooks())
 	c.Skills = skill.New(st, c.Applier, clk)
@@ -242,6 +255,11 @@ func New(o Options) (*Core, error) {
 	c.API.Add((&server.Hooks{Projects: c.Tenancy, MergeChecks: c.Flows.MergeChecks, Wake: c.Jobs.Wake, Lookup: os.LookupEnv,
 		Log: log.With("component", "hooks"), Deliveries: server.NewHookMetrics(reg)}).Routes()...)
 	c.API.Add((&server.Unattended{T: c.Tracker, Tenancy: c.Tenancy, F: c.Flows, B: c.Flows.Budget}).Routes()...)
+	c.API.Add((&server.Introspect{Token: serviceToken, Authn: c.Auth, Orgs: c.Tenancy, Access: res}).Routes()...)
+	if c.knowledgeProxy, err = server.NewKnowledgeProxy(cfg.Knowledge.URL, cfg.HTTP.MaxBodyBytes, c.Auth.IsReserved,
+		log.With("component", "knowledge-proxy")); err != nil {
+		return nil, err
+	}
 	c.Realtime = realtime.New(c.Feed, c.Auth, res, c.Tenancy, c.Tracker, st, clk, log.With("component", "realtime"),
 		realtime.Config{AuthRecheck: cfg.Events.AuthRecheck.Duration, PingInterval: cfg.Events.PingInterval.Duration,
 			PingTimeout: cfg.Events.PingTimeout.Duration, Metrics: realtime.NewMetrics(reg)})
@@ -375,6 +393,7 @@ func (c *Core) Handler() http.Handler {
 	}, c.API)
 	mux := http.NewServeMux()
 	mux.Handle("GET "+realtime.Path, c.Realtime)
+	mux.Handle(server.KnowledgePrefix, c.knowledgeProxy) // the service's routes, answered by the service
 	mux.Handle("/", api)
 	ui, err := webui.New(mux)
 	if err != nil {

@@ -145,7 +145,9 @@ func (a *API) handler(rt *Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
 		var p *auth.Principal
 		var err error
-		if rt.Perm != PermWebhook { // a webhook's credential is its signature, which its handler checks
+		// A webhook's credential is its signature, the introspection
+		// endpoint's the service credential: their handlers check them.
+		if rt.Perm != PermWebhook && rt.Perm != PermService {
 			p, err = a.authn.Authenticate(hr.Context(), hr.Header.Get("Authorization"))
 		}
 		if err != nil {

@@ -42,8 +42,11 @@ func (a *API) OpenAPI() map[string]any {
 			"x-permission": string(rt.Perm),
 			"security":     []any{map[string]any{"bearer": []any{}}},
 		}
-		if rt.Perm == PermWebhook {
+		switch rt.Perm {
+		case PermWebhook:
 			op["security"] = []any{map[string]any{"giteaSignature": []any{}}, map[string]any{"githubSignature": []any{}}}
+		case PermService:
+			op["security"] = []any{map[string]any{"serviceCredential": []any{}}}
 		}
 		var params []any
 		for _, m := range param.FindAllStringSubmatch(rt.Path, -1) {
@@ -92,6 +95,8 @@ func (a *API) OpenAPI() map[string]any {
 		"components": map[string]any{
 			"schemas": g.schemas,
 			"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"},
+				"serviceCredential": map[string]any{"type": "http", "scheme": "bearer",
+					"description": "the Knowledge service credential ([knowledge] service_token); no user credential"},
 				"giteaSignature": map[string]any{"type": "apiKey", "in": "header", "name": "X-Gitea-Signature",
 					"description": "hex HMAC-SHA256 of the body under the project's repository.webhook_secret_ref"},
 				"githubSignature": map[string]any{"type": "apiKey", "in": "header", "name": "X-Hub-Signature-256",
@@ -182,6 +187,8 @@ var enums = map[reflect.Type]map[string][]string{
 	reflect.TypeFor[flow.StageFinished]():       {"outcome": pipeline.Outcomes()},
 	reflect.TypeFor[flow.FlowWaiting]():         {"waiting": flowWaits, "outcome": pipeline.Outcomes()},
 	reflect.TypeFor[flow.FlowStopped]():         {"ticket_state": tracker.States},
+	reflect.TypeFor[IntrospectOrg]():            {"role": roles},
+	reflect.TypeFor[IntrospectAnswer]():         {"kind": {event.ActorHuman, event.ActorService}},
 }
 
 // schemaGen turns Go types into JSON schemas (2020-12, as OpenAPI 3.1 has

@@ -1,10 +1,12 @@
 package server
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/budget"
 	"github.com/ballet/ballet/internal/strictjson"
 	"github.com/ballet/ballet/internal/tenancy"
@@ -160,37 +162,52 @@ func (h *Tenancy) createOrg(r *Request) (any, error) {
 
 func (h *Tenancy) listOrgs(r *Request) (any, error) {
 	r.Checked() // filtered to the caller's memberships below
-	p := r.Principal
+	orgs, err := orgsOf(r.Context(), h.T, r.Principal)
+	return OrganizationList{Organizations: orgs}, err
+}
+
+// OrgReader lists and finds organizations: tenancy.Service.
+type OrgReader interface {
+	OrgLister
+	FindOrganization(ctx context.Context, ref string) (tenancy.Organization, error)
+}
+
+// orgsOf lists the organizations p may see: every one for a platform
+// admin, a person's memberships, and for an API token its one
+// organization while its creator (if anyone caps it) still has a role
+// there. Never nil.
+func orgsOf(ctx context.Context, t OrgReader, p *auth.Principal) ([]tenancy.Organization, error) {
 	g, token := p.TokenGrant()
 	if !token || p.PlatformAdmin {
-		orgs, err := h.T.ListOrganizations(r.Context(), p.Subject, p.PlatformAdmin)
-		return OrganizationList{Organizations: orgs}, err
+		orgs, err := t.ListOrganizations(ctx, p.Subject, p.PlatformAdmin)
+		if orgs == nil {
+			orgs = []tenancy.Organization{}
+		}
+		return orgs, err
 	}
-	// A token sees its one organization, while its creator (if anyone
-	// caps it) still has a role there.
 	out := []tenancy.Organization{}
 	if g.OrgID == "" || g.Role == "" {
-		return OrganizationList{Organizations: out}, nil
+		return out, nil
 	}
 	var orgs []tenancy.Organization
 	var err error
 	if g.CappedBy == "" {
 		var o tenancy.Organization
-		switch o, err = h.T.FindOrganization(r.Context(), g.OrgID); {
+		switch o, err = t.FindOrganization(ctx, g.OrgID); {
 		case err == nil:
 			orgs = append(orgs, o)
 		case apperr.Code(err) == apperr.NotFound:
 			err = nil
 		}
 	} else {
-		orgs, err = h.T.ListOrganizations(r.Context(), g.CappedBy, false)
+		orgs, err = t.ListOrganizations(ctx, g.CappedBy, false)
 	}
 	for _, o := range orgs {
 		if o.ID == g.OrgID {
 			out = append(out, o)
 		}
 	}
-	return OrganizationList{Organizations: out}, err
+	return out, err
 }
 
 func (h *Tenancy) getOrg(r *Request) (any, error) { return r.Org() }

@@ -183,6 +183,7 @@ func (f *Fake) echo(w http.ResponseWriter, r *http.Request) {
 	var body bytes.Buffer
 	_, _ = body.ReadFrom(http.MaxBytesReader(w, r.Body, 64<<20))
 	w.Header().Set("X-Fake", "echo")
+	w.Header().Set("Set-Cookie", "fake=1; Path=/")
 	writeJSON(w, map[string]any{"method": r.Method, "path": r.URL.Path, "raw_path": r.URL.RawPath, "query": r.URL.RawQuery,
 		"headers": r.Header, "body_bytes": body.Len()})
 }
