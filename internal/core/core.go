@@ -79,9 +79,9 @@ type Core struct {
 
 	knowledgeProxy *server.KnowledgeProxy
 	listener       net.Listener
-	conns    *server.ConnMetrics
-	http     *http.Server
-	leading  func() bool
+	conns          *server.ConnMetrics
+	http           *http.Server
+	leading        func() bool
 }
 
 // Options are what a Core is built from.
