@@ -24,13 +24,13 @@ type flowWorld struct {
 	n      int
 }
 
-func newFlowWorld(t *testing.T, s store.Store) *flowWorld {
+func newFlowWorld(t *testing.T, s store.Store, adjust ...func(*config.Config)) *flowWorld {
 	repo := apitest.NewGitRepo(t)
 	dir := t.TempDir()
-	e := apitest.New(t, s, func(c *config.Config) {
+	e := apitest.New(t, s, append([]func(*config.Config){func(c *config.Config) {
 		c.Jobs.Poll.Duration = 20 * time.Millisecond
 		c.Storage.Path = dir + "/core.db" // the git mirror cache lives next to it
-	})
+	}}, adjust...)...)
 	e.StartJobs()
 	e.Org("acme")
 	e.Admin(201, "POST", "/api/v1/orgs/acme/projects", map[string]any{"key": "ACME", "name": "Acme",

@@ -2,6 +2,7 @@ package apitest_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/ballet/ballet/internal/apitest"
 	"github.com/ballet/ballet/internal/config"
+	knowledge "github.com/ballet/ballet/internal/knowledge/client"
 	"github.com/ballet/ballet/internal/knowledge/client/clientfake"
 	"github.com/ballet/ballet/internal/oidctest"
 	"github.com/ballet/ballet/internal/server"
@@ -232,6 +234,90 @@ func TestKnowledgeProxy(t *testing.T) {
 		r := down.Do("user-credential", "GET", "/api/v1/knowledge/orgs/acme/spaces", nil)
 		if r.Status != 503 || r.ErrorCode() != "unavailable" {
 			t.Errorf("no service: %d %s", r.Status, r.Body)
+		}
+	})
+}
+
+// TestMCPKnowledgeTools: an agent session searches and reads its
+// organization's knowledge through Core's MCP endpoint (the SDK's client),
+// never another organization's; with the service down the tools answer an
+// error the agent can read, and the session goes on.
+func TestMCPKnowledgeTools(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		fake := clientfake.Start(t, apitest.ServiceToken)
+		fake.Put("acme", knowledge.Entry{Slug: "conventions/go", Title: "Go conventions", Body: "Wrap every error with context.", Tags: []string{"go"}})
+		fake.Put("acme", knowledge.Entry{Slug: "conventions/go", Title: "Go conventions", Body: "Wrap every error with context; log it once.", Tags: []string{"go"}})
+		fake.Put("acme", knowledge.Entry{Space: "ops", Slug: "deploy", Title: "Deploy", Body: "An error budget per service."})
+		fake.Put("globex", knowledge.Entry{Slug: "conventions/go", Title: "Globex secrets", Body: "error: globex only"})
+		w := newFlowWorld(t, s, func(c *config.Config) { c.Knowledge.URL = fake.URL })
+		w.Org("globex")
+		k := w.ticket("task")
+		w.Admin(200, "POST", "/api/v1/items/"+k+"/flow/start", nil)
+		r := w.leaseStage(k, "implement", 1)
+		sess, err := connectMCP(t, w.Env, r.Token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, isErr := call(t, sess, "search_knowledge", map[string]any{"query": "error"})
+		var found struct {
+			Results []struct{ Space, Slug, Title, Snippet string }
+		}
+		if isErr || json.Unmarshal([]byte(text), &found) != nil || len(found.Results) != 2 || strings.Contains(text, "globex") ||
+			!strings.Contains(found.Results[0].Snippet, "<mark>error</mark>") {
+			t.Fatalf("search_knowledge: %s", text)
+		}
+		if text, isErr := call(t, sess, "search_knowledge", map[string]any{"query": "error", "space": "ops", "tags": []string{}}); isErr ||
+			!strings.Contains(text, `"slug":"deploy"`) || strings.Contains(text, "conventions") {
+			t.Errorf("search_knowledge in ops: %s", text)
+		}
+		text, isErr = call(t, sess, "read_entry", map[string]any{"slug": "conventions/go"})
+		var e struct {
+			Space, Slug, Body string
+			Version           int
+		}
+		if isErr || json.Unmarshal([]byte(text), &e) != nil || e.Version != 2 || e.Space != "default" || !strings.Contains(e.Body, "log it once") {
+			t.Fatalf("read_entry: %s", text)
+		}
+		if text, isErr := call(t, sess, "read_entry", map[string]any{"slug": "conventions/go", "version": 1}); isErr || strings.Contains(text, "log it once") {
+			t.Errorf("read_entry version 1: %s", text)
+		}
+		if text, isErr := call(t, sess, "read_entry", map[string]any{"slug": "deploy"}); !isErr || !strings.Contains(text, "not found") {
+			t.Errorf("an entry of another space, read in default: %s", text)
+		}
+		for args, want := range map[string]map[string]any{
+			"query: must not be empty": {"query": " "},
+			"tags: at most 20":         {"query": "x", "tags": make([]string, 21)},
+		} {
+			if text, isErr := call(t, sess, "search_knowledge", want); !isErr || !strings.Contains(text, args) {
+				t.Errorf("%v: %s", want, text)
+			}
+		}
+		if text, isErr := call(t, sess, "read_entry", map[string]any{"slug": ""}); !isErr || !strings.Contains(text, "slug: must not be empty") {
+			t.Errorf("empty slug: %s", text)
+		}
+		// Every call was scoped to acme, with the service credential.
+		for _, req := range fake.Requests() {
+			if !strings.HasPrefix(req.URL.Path, "/api/v1/knowledge/orgs/acme/") || req.Header.Get("Authorization") != "Bearer "+apitest.ServiceToken {
+				t.Errorf("a call to %s with %q", req.URL.Path, req.Header.Get("Authorization"))
+			}
+		}
+		// The service down: a tool error the agent can read; the session
+		// goes on (its other tools answer, its report is taken).
+		fake.SetDown(true)
+		for _, tool := range []string{"search_knowledge", "read_entry"} {
+			text, isErr := call(t, sess, tool, map[string]any{"query": "error", "slug": "conventions/go"})
+			if !isErr || !strings.Contains(text, "unavailable right now") || strings.Contains(text, fake.URL) {
+				t.Errorf("%s with the service down: %s", tool, text)
+			}
+		}
+		if v := getTicket(t, sess); v.Ticket.Key != k {
+			t.Errorf("get_ticket after a failed knowledge call: %+v", v)
+		}
+		if text, isErr := call(t, sess, "submit_report", map[string]any{"outcome": "done", "summary": "did it"}); isErr {
+			t.Errorf("submit_report: %s", text)
+		}
+		if strings.Contains(w.Logs(), apitest.ServiceToken) {
+			t.Error("Core logged the service credential")
 		}
 	})
 }

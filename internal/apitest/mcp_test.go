@@ -97,7 +97,7 @@ func TestMCPTools(t *testing.T) {
 		for _, tl := range tools.Tools {
 			names = append(names, tl.Name)
 		}
-		if slices.Sort(names); strings.Join(names, ",") != "ask_question,get_ticket,submit_report" {
+		if slices.Sort(names); strings.Join(names, ",") != "ask_question,get_ticket,read_entry,search_knowledge,submit_report" {
 			t.Fatalf("tools %v", names)
 		}
 

@@ -250,7 +250,7 @@ func New(o Options) (*Core, error) {
 	c.API.Add((&server.Tokens{S: tokens}).Routes()...)
 	c.API.Add((&server.Skills{S: c.Skills}).Routes()...)
 	c.API.Add((&server.Runs{S: c.Runs, Skills: c.Skills, Orgs: c.Tenancy}).Routes()...)
-	c.API.Add((&server.MCP{Runs: c.Runs, Tracker: c.Tracker, Log: log.With("component", "mcp")}).Routes()...)
+	c.API.Add((&server.MCP{Runs: c.Runs, Tracker: c.Tracker, Orgs: c.Tenancy, Knowledge: c.Knowledge, Log: log.With("component", "mcp")}).Routes()...)
 	c.API.Add((&server.Flows{F: c.Flows}).Routes()...)
 	c.API.Add((&server.Hooks{Projects: c.Tenancy, MergeChecks: c.Flows.MergeChecks, Wake: c.Jobs.Wake, Lookup: os.LookupEnv,
 		Log: log.With("component", "hooks"), Deliveries: server.NewHookMetrics(reg)}).Routes()...)

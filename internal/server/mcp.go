@@ -16,7 +16,9 @@ import (
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/flow"
+	"github.com/ballet/ballet/internal/knowledge/client"
 	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 )
 
@@ -26,7 +28,8 @@ const MCPPath = "/api/v1/mcp"
 // MCP serves the agent session's side of a run (runner protocol v2, item
 // 8): an MCP server (streamable HTTP, the official Go SDK) at MCPPath,
 // authenticated by the run's token, with the tools submit_report,
-// ask_question and get_ticket. They call the run service the REST routes
+// ask_question and get_ticket, and search_knowledge and read_entry over
+// the Knowledge service, scoped to the run's organization. They call the run service the REST routes
 // /runs/{run}/report and /runs/{run}/questions call, and act on the
 // token's own run only; once the run is finished or its cancellation was
 // requested they refuse (a tool error). The server is stateless: every
@@ -35,7 +38,15 @@ const MCPPath = "/api/v1/mcp"
 type MCP struct {
 	Runs    *run.Service
 	Tracker *tracker.Service
-	Log     *slog.Logger // a tool's internal errors
+	// Orgs finds the run's organization, whose slug scopes the Knowledge
+	// calls (tenancy.Service).
+	Orgs interface {
+		FindOrganization(ctx context.Context, ref string) (tenancy.Organization, error)
+	}
+	// Knowledge answers search_knowledge and read_entry with the service
+	// credential (the Knowledge client).
+	Knowledge KnowledgeReader
+	Log       *slog.Logger // a tool's internal errors, Knowledge unavailable
 
 	handler http.Handler
 }
@@ -59,6 +70,29 @@ type (
 		Question string `json:"question"`
 		Blocking bool   `json:"blocking"`
 	}
+	searchArgs struct {
+		Query string   `json:"query"`
+		Space string   `json:"space,omitempty"`
+		Tags  []string `json:"tags,omitempty"`
+	}
+	entryArgs struct {
+		Slug    string `json:"slug"`
+		Space   string `json:"space,omitempty"`
+		Version int64  `json:"version,omitempty"`
+	}
+)
+
+// KnowledgeReader is the Knowledge service as the MCP tools and a stage's
+// entries need it (the Knowledge client).
+type KnowledgeReader interface {
+	Search(ctx context.Context, org string, q client.Query) ([]client.Result, error)
+	Entry(ctx context.Context, org, space, slug string, version int64) (client.Entry, error)
+}
+
+// Bounds of the Knowledge tools' arguments.
+const (
+	maxQueryLength = 1000
+	maxToolTags    = 20
 )
 
 // TicketView is what get_ticket answers, in the lease's session's terms:
@@ -78,7 +112,8 @@ func (h *MCP) Routes() []*Route {
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
 	return []*Route{
 		{Method: "POST", Path: MCPPath, Perm: run.PermRun,
-			Summary: "MCP (streamable HTTP, stateless) for the run's agent session, with its run token: tools submit_report, ask_question, get_ticket; 401 for any other credential",
+			Summary: "MCP (streamable HTTP, stateless) for the run's agent session, with its run token: tools submit_report, ask_question, get_ticket, " +
+				"search_knowledge, read_entry; 401 for any other credential",
 			Request: MCPMessage{}, Response: MCPMessage{}, Also: []int{http.StatusAccepted, http.StatusUnsupportedMediaType},
 			Serve: h.serve},
 	}
@@ -121,7 +156,8 @@ func (h *MCP) server() *mcp.Server {
 		// no long-lived stream (claude-code 2.1 holds a subscriptions/listen
 		// request open, and waits for it, when list changes are announced).
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
-		Instructions: "Ballet's tools for this agent session: get_ticket, ask_question, and submit_report once at the end."})
+		Instructions: "Ballet's tools for this agent session: get_ticket, ask_question, search_knowledge and read_entry " +
+			"(the team's knowledge), and submit_report once at the end."})
 	str := func(desc string) *jsonschema.Schema { return &jsonschema.Schema{Type: "string", Description: desc} }
 	mcp.AddTool(s, &mcp.Tool{
 		Name: "submit_report",
@@ -180,7 +216,104 @@ func (h *MCP) server() *mcp.Server {
 		}
 		return toolText(string(b)), nil, nil
 	})
+	h.knowledgeTools(s, str)
 	return s
+}
+
+// knowledgeTools adds search_knowledge and read_entry: the run's
+// organization's entries, read with the service credential. When the
+// service is down they answer a tool error saying so; the session goes
+// on.
+func (h *MCP) knowledgeTools(s *mcp.Server, str func(string) *jsonschema.Schema) {
+	space := str("the space (default: \"default\", the organization's own)")
+	mcp.AddTool(s, &mcp.Tool{
+		Name: "search_knowledge",
+		Description: "Search the team's knowledge (conventions, architecture notes, past decisions) of this ticket's organization: " +
+			"the current entries matching the words, best first, each with its slug and a snippet (<mark>…</mark> around the hits). " +
+			"Read a whole entry with read_entry.",
+		InputSchema: &jsonschema.Schema{Type: "object", Required: []string{"query"}, Properties: map[string]*jsonschema.Schema{
+			"query": str("the words to search for"),
+			"space": space,
+			"tags":  {Type: "array", Items: &jsonschema.Schema{Type: "string"}, Description: "only entries with every one of these tags"},
+		}},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in searchArgs) (*mcp.CallToolResult, any, error) {
+		org, err := h.knowledgeOrg(ctx, req)
+		if err != nil {
+			return nil, nil, err
+		}
+		switch q := strings.TrimSpace(in.Query); {
+		case q == "":
+			return nil, nil, errors.New("query: must not be empty")
+		case len(in.Query) > maxQueryLength:
+			return nil, nil, fmt.Errorf("query: at most %d bytes", maxQueryLength)
+		case len(in.Tags) > maxToolTags:
+			return nil, nil, fmt.Errorf("tags: at most %d", maxToolTags)
+		}
+		rs, err := h.Knowledge.Search(ctx, org, client.Query{Text: in.Query, Space: in.Space, Tags: in.Tags})
+		if err != nil {
+			return nil, nil, h.knowledgeError(err)
+		}
+		return jsonText(map[string]any{"results": rs})
+	})
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "read_entry",
+		Description: "Read an entry of the team's knowledge by its slug (as search_knowledge answers it): its title, Markdown body, tags and version.",
+		InputSchema: &jsonschema.Schema{Type: "object", Required: []string{"slug"}, Properties: map[string]*jsonschema.Schema{
+			"slug":    str("the entry's slug, e.g. conventions/go"),
+			"space":   space,
+			"version": {Type: "integer", Minimum: jsonschema.Ptr(0.0), Description: "an earlier version (default: the current one)"},
+		}},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in entryArgs) (*mcp.CallToolResult, any, error) {
+		org, err := h.knowledgeOrg(ctx, req)
+		if err != nil {
+			return nil, nil, err
+		}
+		if strings.TrimSpace(in.Slug) == "" {
+			return nil, nil, errors.New("slug: must not be empty")
+		}
+		if in.Version < 0 {
+			return nil, nil, errors.New("version: must not be negative")
+		}
+		e, err := h.Knowledge.Entry(ctx, org, in.Space, in.Slug, in.Version)
+		if err != nil {
+			return nil, nil, h.knowledgeError(err)
+		}
+		return jsonText(e)
+	})
+}
+
+// knowledgeOrg returns the slug of the organization of the tool call's
+// run: the only one its Knowledge calls reach.
+func (h *MCP) knowledgeOrg(ctx context.Context, req *mcp.CallToolRequest) (string, error) {
+	_, r, err := h.session(ctx, req)
+	if err != nil {
+		return "", err
+	}
+	o, err := h.Orgs.FindOrganization(ctx, r.OrganizationID)
+	if err != nil {
+		return "", h.toolError(err, nil)
+	}
+	return o.Slug, nil
+}
+
+// knowledgeError is the tool error of a failed Knowledge call: what the
+// service said of the request (an entry not found, a bad query), or, when
+// it is unavailable, that the agent should go on without it (logged here).
+func (h *MCP) knowledgeError(err error) error {
+	if errors.Is(err, client.ErrUnavailable) {
+		h.Log.Warn("MCP knowledge tool: the Knowledge service is unavailable", "err", err)
+		return errors.New("the team's knowledge is unavailable right now (the Knowledge service does not answer): go on without it, or try again later")
+	}
+	return h.toolError(err, nil)
+}
+
+// jsonText answers v as the tool's JSON text.
+func jsonText(v any) (*mcp.CallToolResult, any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode the answer: %w", err)
+	}
+	return toolText(string(b)), nil, nil
 }
 
 // session returns the principal of a tool call and its run, which must
