@@ -123,13 +123,16 @@ func FuzzValidate(f *testing.F) {
 		if spec != "" {
 			for _, line := range strings.Split(spec, "\n") {
 				v := strings.Split(line, "|")
-				for len(v) < 12 {
+				for len(v) < 13 {
 					v = append(v, "")
 				}
 				s := Stage{ID: v[0], Kind: v[1], Name: v[2], Adapter: v[3], Model: v[4], Instructions: v[6], Action: v[7],
 					Next: Next{Done: v[9], Failed: v[10], Blocked: v[11]}}
 				if v[5] != "" {
 					s.Skills = strings.Split(v[5], ",")
+				}
+				if v[12] != "" {
+					s.Knowledge = strings.Split(v[12], ",")
 				}
 				s.TimeoutMinutes, _ = strconv.Atoi(v[8])
 				d.Stages = append(d.Stages, s)

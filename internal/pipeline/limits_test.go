@@ -29,6 +29,13 @@ func TestParseLimits(t *testing.T) {
 		}
 		return "stages:\n  - id: a\n    kind: agent\n    skills: [" + strings.Join(names, ", ") + "]\n"
 	}
+	knowledge := func(n int) string {
+		var names []string
+		for i := range n {
+			names = append(names, fmt.Sprintf("k%d", i))
+		}
+		return "stages:\n  - id: a\n    kind: agent\n    knowledge: [" + strings.Join(names, ", ") + "]\n"
+	}
 	scalars := "stages: [" + strings.TrimSuffix(strings.Repeat("1,", 400_000), ",") + "]\n"
 	rows := []struct {
 		name, yaml string
@@ -39,6 +46,11 @@ func TestParseLimits(t *testing.T) {
 		{"a list of 400,000 scalars", scalars, []string{"too_many_stages@stages"}},
 		{"MaxSkills skills", skills(MaxSkills), nil},
 		{"one skill too many", skills(MaxSkills + 1), []string{"too_many_skills@stages[0].skills"}},
+		{"MaxKnowledge entries", knowledge(MaxKnowledge), nil},
+		{"one knowledge entry too many", knowledge(MaxKnowledge + 1), []string{"too_many_knowledge@stages[0].knowledge"}},
+		{"knowledge entry at its limit", "stages:\n  - {id: a, kind: agent, knowledge: [" + strings.Repeat("k", MaxKnowledgeLength) + "]}\n", nil},
+		{"knowledge entry too long", "stages:\n  - {id: a, kind: agent, knowledge: [" + strings.Repeat("k", MaxKnowledgeLength+1) + "]}\n", []string{"text_too_long@stages[0].knowledge[0]"}},
+		{"knowledge written as a string", "stages:\n  - {id: a, kind: agent, knowledge: conventions/go}\n", []string{"invalid_type@stages[0].knowledge"}},
 		{"name at its limit", "stages:\n  - {id: a, kind: agent, name: " + strings.Repeat("é", MaxNameLength) + "}\n", nil},
 		{"name too long", "stages:\n  - {id: a, kind: agent, name: " + strings.Repeat("n", MaxNameLength+1) + "}\n", []string{"text_too_long@stages[0].name"}},
 		{"model too long", "stages:\n  - {id: a, kind: agent, model: " + strings.Repeat("m", MaxModelLength+1) + "}\n", []string{"text_too_long@stages[0].model"}},

@@ -22,7 +22,8 @@ import (
 //
 // The Definition returned is what could be read (best effort); it is only
 // meaningful when there are no problems. A list of more than MaxStages
-// stages (or MaxSkills skills) is reported and not read. At most
+// stages (or MaxSkills skills, MaxKnowledge knowledge entries) is reported and
+// not read. At most
 // MaxProblems problems are returned, then one saying how many more there
 // are. Parse takes time linear in the size of data. Anchors, aliases and merge keys
 // (<<) are resolved; comments are not kept. An empty document is an empty
@@ -582,7 +583,7 @@ func (r *reader) integer(n *yaml.Node, path, rangeCode, rangeMsg string) int {
 
 var (
 	rootFields  = []string{"max_iterations", "stages"}
-	stageFields = []string{"id", "kind", "name", "adapter", "model", "skills", "instructions", "action", "timeout_minutes", "next"}
+	stageFields = []string{"id", "kind", "name", "adapter", "model", "skills", "knowledge", "instructions", "action", "timeout_minutes", "next"}
 )
 
 func (r *reader) definition(root *yaml.Node) Definition {
@@ -662,7 +663,9 @@ func (r *reader) stage(n *yaml.Node, path string) Stage {
 		case "timeout_minutes":
 			s.TimeoutMinutes = r.integer(f.v, fp, CodeInvalidTimeout, fmt.Sprintf("it must be between 1 and %d, or 0 for the default", MaxTimeoutMinutes))
 		case "skills":
-			s.Skills = r.skills(f.v, fp)
+			s.Skills = r.list(f.v, fp, "skill names", MaxSkills, tooManySkills)
+		case "knowledge":
+			s.Knowledge = r.list(f.v, fp, "knowledge entry slugs", MaxKnowledge, tooManyKnowledge)
 		case "next":
 			s.Next = r.next(f.v, fp)
 		default:
@@ -672,17 +675,19 @@ func (r *reader) stage(n *yaml.Node, path string) Stage {
 	return s
 }
 
-func (r *reader) skills(n *yaml.Node, path string) []string {
+// list reads a list of strings (what names them in a message), of at
+// most max items (tooMany is the problem beyond).
+func (r *reader) list(n *yaml.Node, path, what string, max int, tooMany func(string, int) Problem) []string {
 	r.visit(path, n)
 	if isNull(n) {
 		return nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		r.drop(CodeInvalidType, path, n, "%s must be %s of skill names, not %s", path, r.describe(&yaml.Node{Kind: yaml.SequenceNode}), r.describe(n))
+		r.drop(CodeInvalidType, path, n, "%s must be %s of %s, not %s", path, r.describe(&yaml.Node{Kind: yaml.SequenceNode}), what, r.describe(n))
 		return nil
 	}
-	if len(n.Content) > MaxSkills {
-		p := tooManySkills(path, len(n.Content))
+	if len(n.Content) > max {
+		p := tooMany(path, len(n.Content))
 		r.drop(p.Code, p.Path, n, "%s", p.Message)
 		return nil
 	}

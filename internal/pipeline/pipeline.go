@@ -19,6 +19,7 @@ package pipeline
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -74,6 +75,11 @@ const (
 	// MaxSkills bounds the skills one stage lists (none: every project
 	// skill).
 	MaxSkills = 100
+	// MaxKnowledge bounds the knowledge entries one stage names: each is
+	// fetched when the stage's run is created and goes whole into its
+	// prompt (MaxKnowledgeLength bounds a slug, in bytes).
+	MaxKnowledge       = 10
+	MaxKnowledgeLength = 200
 	// MaxNameLength and MaxModelLength bound a stage's name and model, and
 	// MaxSkillLength a skill name, in characters (a project skill's name
 	// has at most 64).
@@ -94,6 +100,21 @@ func Outcomes() []string { return []string{OutcomeDone, OutcomeFailed, OutcomeBl
 
 var idRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 
+// knowledgeRE is a knowledge reference: an entry's path-like slug
+// (lowercase segments of letters, digits, ".", "_" and "-", separated by
+// "/"), in the organization's default space, or "space:slug" for another
+// space.
+var knowledgeRE = regexp.MustCompile(`^(?:[a-z0-9][a-z0-9_-]{0,62}:)?[a-z0-9][a-z0-9._-]*(?:/[a-z0-9][a-z0-9._-]*)*$`)
+
+// KnowledgeRef splits a reference of a stage's knowledge list into its
+// space ("" for the default space) and slug.
+func KnowledgeRef(ref string) (space, slug string) {
+	if sp, sl, ok := strings.Cut(ref, ":"); ok {
+		return sp, sl
+	}
+	return "", ref
+}
+
 // Definition is one version of a pipeline.
 type Definition struct {
 	// MaxIterations bounds how often a ticket may go back to an earlier
@@ -109,9 +130,13 @@ type Stage struct {
 	Name string `json:"name,omitempty"`
 	Kind string `json:"kind"` // KindAgent, KindHuman or KindPlatform
 	// Agent stages only.
-	Adapter      string   `json:"adapter,omitempty"` // "" = DefaultAdapter
-	Model        string   `json:"model,omitempty"`
-	Skills       []string `json:"skills,omitempty"` // empty: every project skill
+	Adapter string   `json:"adapter,omitempty"` // "" = DefaultAdapter
+	Model   string   `json:"model,omitempty"`
+	Skills  []string `json:"skills,omitempty"` // empty: every project skill
+	// Knowledge names entries of the organization's knowledge ("slug" in
+	// the default space, "space:slug" in another) that the run's prompt
+	// carries, fetched when the run is created.
+	Knowledge    []string `json:"knowledge,omitempty"`
 	Instructions string   `json:"instructions,omitempty"`
 	// Platform stages only.
 	Action string `json:"action,omitempty"` // ActionMerge

@@ -30,6 +30,9 @@ const (
 	CodeInvalidTimeout     = "invalid_timeout"      // timeout_minutes negative or above a week
 	CodeInvalidSkill       = "invalid_skill"        // an empty skill name
 	CodeDuplicateSkill     = "duplicate_skill"      // a skill listed twice
+	CodeInvalidKnowledge   = "invalid_knowledge"    // a knowledge entry that is not [space:]slug
+	CodeDuplicateKnowledge = "duplicate_knowledge"  // a knowledge entry listed twice
+	CodeTooManyKnowledge   = "too_many_knowledge"   // a stage names more than MaxKnowledge entries
 	CodeInvalidText        = "invalid_text"         // a string that is not valid UTF-8 or holds control characters
 	CodeUnknownTarget      = "unknown_target"       // next leads to neither a stage nor $done, $failed, $question
 	CodeUnreachableStage   = "unreachable_stage"    // no path from the first stage leads here
@@ -85,7 +88,7 @@ func problemf(code, path, format string, args ...any) Problem {
 func (p Problem) Lossy() bool {
 	switch p.Code {
 	case CodeYAMLSyntax, CodeJSONSyntax, CodeExcessiveAliasing, CodeInvalidType, CodeUnknownField, CodeDuplicateField,
-		CodeTooManyStages, CodeTooManySkills, CodeTooManyProblems:
+		CodeTooManyStages, CodeTooManySkills, CodeTooManyKnowledge, CodeTooManyProblems:
 		return true
 	}
 	return false
@@ -112,8 +115,8 @@ func cut(s string) string {
 // come after them.
 var fieldRank = map[string]int{
 	"max_iterations": 0, "stages": 1,
-	"id": 0, "kind": 1, "name": 2, "adapter": 3, "model": 4, "skills": 5,
-	"instructions": 6, "action": 7, "timeout_minutes": 8, "next": 9,
+	"id": 0, "kind": 1, "name": 2, "adapter": 3, "model": 4, "skills": 5, "knowledge": 6,
+	"instructions": 7, "action": 8, "timeout_minutes": 9, "next": 10,
 	"done": 0, "failed": 1, "blocked": 2,
 }
 

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -17,9 +18,10 @@ import (
 //     next entries (the defaults) are left out, so rendering never spells out
 //     a default the user did not write;
 //   - keys in a fixed order: max_iterations, stages; per stage id, kind, name,
-//     adapter, model, skills, instructions, action, timeout_minutes, next;
+//     adapter, model, skills, knowledge, instructions, action,
+//     timeout_minutes, next;
 //   - two-space indentation, stages as a block list ("  - id: …");
-//   - skills as a flow list ([go, docs]) and next as a flow mapping in the
+//   - skills and knowledge as flow lists ([go, docs]) and next as a flow mapping in the
 //     order done, failed, blocked ({done: review, failed: $question});
 //   - multi-line strings as literal blocks (|), other strings plain, quoted
 //     only where YAML needs it (and yes/no/on/off, booleans to YAML 1.1);
@@ -27,7 +29,8 @@ import (
 //
 // Parse(Render(d)) gives back d for any definition without invalid UTF-8
 // (which is an error), whether it validates or not, so a definition being
-// edited can be shown too; empty skill lists read back as nil.
+// edited can be shown too; empty skill and knowledge lists read back as
+// nil.
 func Render(d Definition) (out []byte, err error) {
 	if err := checkUTF8(d); err != nil {
 		return nil, err
@@ -47,13 +50,8 @@ func Render(d Definition) (out []byte, err error) {
 		putStr(m, "name", s.Name)
 		putStr(m, "adapter", s.Adapter)
 		putStr(m, "model", s.Model)
-		if len(s.Skills) > 0 {
-			seq := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
-			for _, sk := range s.Skills {
-				seq.Content = append(seq.Content, strNode(sk))
-			}
-			put(m, "skills", seq)
-		}
+		putList(m, "skills", s.Skills)
+		putList(m, "knowledge", s.Knowledge)
 		putStr(m, "instructions", s.Instructions)
 		putStr(m, "action", s.Action)
 		if s.TimeoutMinutes != 0 {
@@ -89,7 +87,7 @@ func Render(d Definition) (out []byte, err error) {
 
 func checkUTF8(d Definition) error {
 	for i, s := range d.Stages {
-		for _, v := range append([]string{s.ID, s.Kind, s.Name, s.Adapter, s.Model, s.Instructions, s.Action, s.Next.Done, s.Next.Failed, s.Next.Blocked}, s.Skills...) {
+		for _, v := range append([]string{s.ID, s.Kind, s.Name, s.Adapter, s.Model, s.Instructions, s.Action, s.Next.Done, s.Next.Failed, s.Next.Blocked}, slices.Concat(s.Skills, s.Knowledge)...) {
 			if !utf8.ValidString(v) {
 				return fmt.Errorf("pipeline: render: %s holds text that is not valid UTF-8", stagePath(i))
 			}
@@ -100,6 +98,18 @@ func checkUTF8(d Definition) error {
 
 func put(m *yaml.Node, key string, v *yaml.Node) {
 	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, v)
+}
+
+// putList puts a non-empty list of strings as a flow list.
+func putList(m *yaml.Node, key string, list []string) {
+	if len(list) == 0 {
+		return
+	}
+	seq := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+	for _, v := range list {
+		seq.Content = append(seq.Content, strNode(v))
+	}
+	put(m, key, seq)
 }
 
 func putStr(m *yaml.Node, key, v string) {

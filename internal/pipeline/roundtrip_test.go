@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -104,6 +105,9 @@ func randomDefinition(r *rand.Rand) Definition {
 					s.Skills = append(s.Skills, sk)
 				}
 			}
+			for i := range r.IntN(3) {
+				s.Knowledge = append(s.Knowledge, fmt.Sprintf("notes/k%d", i))
+			}
 			s.Instructions = randomMultiline(r)
 			if r.IntN(3) == 0 {
 				s.TimeoutMinutes = 1 + r.IntN(MaxTimeoutMinutes)
@@ -154,6 +158,9 @@ func arbitraryDefinition(r *rand.Rand) Definition {
 			Next: Next{Done: randomText(r), Failed: randomText(r), Blocked: randomText(r)}}
 		for range r.IntN(3) {
 			s.Skills = append(s.Skills, randomText(r))
+		}
+		for range r.IntN(3) {
+			s.Knowledge = append(s.Knowledge, randomText(r))
 		}
 		d.Stages = append(d.Stages, s)
 	}

@@ -16,14 +16,16 @@ import (
 //   - a missing or unknown kind, an unknown adapter or action, a platform
 //     stage without action;
 //   - fields that do not belong to the stage's kind: adapter, model, skills,
-//     instructions and timeout_minutes belong to agent stages, action to
-//     platform stages;
+//     knowledge, instructions and timeout_minutes belong to agent stages,
+//     action to platform stages;
+//   - a knowledge entry that is not a slug (or space:slug), or is listed
+//     twice;
 //   - a negative timeout_minutes (or one above a week), an empty or repeated
 //     skill, a string that is not valid UTF-8 or holds control characters
 //     (package text: instructions may hold line feeds and tabs);
 //   - more than MaxStages stages (nothing else is checked then), more than
-//     MaxSkills skills on a stage, a name, model, skill or instructions
-//     beyond its length limit;
+//     MaxSkills skills or MaxKnowledge knowledge entries on a stage, a name,
+//     model, skill, knowledge entry or instructions beyond its length limit;
 //   - a next entry that leads to neither a stage id nor $done, $failed or
 //     $question;
 //   - stages that can never be reached from the first one, following every
@@ -110,6 +112,22 @@ func validate(d Definition) []Problem {
 				add(problemf(CodeTextTooLong, p+".skills["+itoa(j)+"]", "skill %d of %s is %d characters long; a skill name has at most %d", j+1, name, n, MaxSkillLength))
 			}
 		}
+		knowledgeOK := len(s.Knowledge) <= MaxKnowledge
+		if !knowledgeOK {
+			add(tooManyKnowledge(p+".knowledge", len(s.Knowledge)))
+		}
+		for j, k := range s.Knowledge {
+			if !knowledgeOK {
+				break
+			}
+			if err := text.Line(k); err != nil {
+				add(problemf(CodeInvalidText, p+".knowledge["+itoa(j)+"]", "a knowledge entry of %s %v", name, err))
+				badText["knowledge"] = true
+			} else if len(k) > MaxKnowledgeLength {
+				add(problemf(CodeTextTooLong, p+".knowledge["+itoa(j)+"]", "knowledge entry %d of %s is %d bytes long; at most %d are allowed", j+1, name, len(k), MaxKnowledgeLength))
+				badText["knowledge"] = true
+			}
+		}
 		for _, t := range []struct {
 			field, value string
 			max          int
@@ -142,6 +160,9 @@ func validate(d Definition) []Problem {
 			if skillsOK {
 				checkSkills(&ps, p, name, s.Skills, badText["skills"])
 			}
+			if knowledgeOK && !badText["knowledge"] {
+				checkKnowledge(&ps, p, name, s.Knowledge)
+			}
 			if s.TimeoutMinutes < 0 || s.TimeoutMinutes > MaxTimeoutMinutes {
 				add(problemf(CodeInvalidTimeout, p+".timeout_minutes", "timeout_minutes of %s is %d; it must be between 1 and %d, or 0 for the default (two hours)", name, s.TimeoutMinutes, MaxTimeoutMinutes))
 			}
@@ -149,6 +170,7 @@ func validate(d Definition) []Problem {
 			notAllowed("adapter", s.Adapter != "")
 			notAllowed("model", s.Model != "")
 			notAllowed("skills", len(s.Skills) > 0)
+			notAllowed("knowledge", len(s.Knowledge) > 0)
 			notAllowed("instructions", s.Instructions != "")
 			notAllowed("timeout_minutes", s.TimeoutMinutes != 0)
 			if s.Kind == KindHuman {
@@ -201,6 +223,10 @@ func tooManySkills(path string, n int) Problem {
 	return problemf(CodeTooManySkills, path, "%s lists %d skills; at most %d are allowed (list none for every project skill)", path, n, MaxSkills)
 }
 
+func tooManyKnowledge(path string, n int) Problem {
+	return problemf(CodeTooManyKnowledge, path, "%s names %d knowledge entries; at most %d are allowed (the agent finds more with search_knowledge)", path, n, MaxKnowledge)
+}
+
 func tooManyStages(n int) Problem {
 	return problemf(CodeTooManyStages, "stages", "the pipeline has %d stages; at most %d are allowed", n, MaxStages)
 }
@@ -209,6 +235,7 @@ var belongs = map[string]string{
 	"adapter":         "adapter belongs to agent stages",
 	"model":           "model belongs to agent stages",
 	"skills":          "skills belong to agent stages",
+	"knowledge":       "knowledge belongs to agent stages",
 	"instructions":    "instructions belong to agent stages",
 	"timeout_minutes": "timeout_minutes belongs to agent stages",
 	"action":          "action belongs to platform stages",
@@ -227,6 +254,23 @@ func checkSkills(ps *[]Problem, p, name string, skills []string, badText bool) {
 		if !badText {
 			seen[sk] = true
 		}
+	}
+}
+
+// checkKnowledge reports knowledge entries that are not [space:]slug and
+// entries listed twice (the text of each is sound).
+func checkKnowledge(ps *[]Problem, p, name string, refs []string) {
+	seen := map[string]bool{}
+	for j, k := range refs {
+		kp := p + ".knowledge[" + itoa(j) + "]"
+		switch {
+		case !knowledgeRE.MatchString(k):
+			*ps = append(*ps, problemf(CodeInvalidKnowledge, kp, "knowledge entry %s of %s is not an entry's slug: write lowercase "+
+				"segments of letters, digits, \".\", \"_\" and \"-\" separated by \"/\" (conventions/go), optionally after a space and \":\" (ops:deploy)", short(k), name))
+		case seen[k]:
+			*ps = append(*ps, problemf(CodeDuplicateKnowledge, kp, "knowledge entry %s is listed twice in %s", short(k), name))
+		}
+		seen[k] = true
 	}
 }
 

@@ -170,6 +170,17 @@ func TestValidateDefinitions(t *testing.T) {
 			Instructions: "ok\x1b]0;pwned\x07"}}}, []string{"invalid_text@stages[0].name", "invalid_text@stages[0].model", "invalid_text@stages[0].skills[0]", "invalid_text@stages[0].instructions"}},
 		{"line feeds and tabs in instructions are fine", Definition{Stages: []Stage{{ID: "a", Kind: KindAgent, Instructions: "one\n\ttwo\n"}}}, nil},
 		{"empty skills list is fine", Definition{Stages: []Stage{{ID: "a", Kind: KindHuman, Skills: []string{}}}}, nil},
+		{"knowledge", Definition{Stages: []Stage{{ID: "a", Kind: KindAgent, Knowledge: []string{"conventions/go", "ops:deploy", "adr-0016", "notes/v1.2_x"}}}}, nil},
+		{"knowledge that is no slug", Definition{Stages: []Stage{{ID: "a", Kind: KindAgent, Knowledge: []string{"Conventions", "a//b", "/x", "x/", "x:", ":x"}}}},
+			[]string{"invalid_knowledge@stages[0].knowledge[0]", "invalid_knowledge@stages[0].knowledge[1]", "invalid_knowledge@stages[0].knowledge[2]",
+				"invalid_knowledge@stages[0].knowledge[3]", "invalid_knowledge@stages[0].knowledge[4]", "invalid_knowledge@stages[0].knowledge[5]"}},
+		{"more knowledge that is no slug", Definition{Stages: []Stage{{ID: "a", Kind: KindAgent, Knowledge: []string{"a:b:c", "", " x", "a b", "-x", "ops:-x"}}}},
+			[]string{"invalid_knowledge@stages[0].knowledge[0]", "invalid_knowledge@stages[0].knowledge[1]", "invalid_knowledge@stages[0].knowledge[2]",
+				"invalid_knowledge@stages[0].knowledge[3]", "invalid_knowledge@stages[0].knowledge[4]", "invalid_knowledge@stages[0].knowledge[5]"}},
+		{"knowledge listed twice", Definition{Stages: []Stage{{ID: "a", Kind: KindAgent, Knowledge: []string{"go", "ops:go", "go"}}}}, []string{"duplicate_knowledge@stages[0].knowledge[2]"}},
+		{"knowledge of a human stage", Definition{Stages: []Stage{{ID: "a", Kind: KindHuman, Knowledge: []string{"go"}}}}, []string{"field_not_allowed@stages[0].knowledge"}},
+		{"knowledge with control characters", Definition{Stages: []Stage{{ID: "a", Kind: KindAgent, Knowledge: []string{"go\n", "\xff"}}}},
+			[]string{"invalid_text@stages[0].knowledge[0]", "invalid_text@stages[0].knowledge[1]"}},
 		{"sorted by stage index numerically", Definition{Stages: append(make([]Stage, 0), stagesN(12)...)}, nil},
 	}
 	for _, row := range rows {
