@@ -31,6 +31,7 @@ type LeasedRun struct {
 	Item      string          `json:"item"`
 	Artifacts json.RawMessage `json:"artifacts"`
 	Token     string          `json:"-"`
+	Session   json.RawMessage `json:"-"` // the lease's session
 }
 
 // NewRunner issues a runner token (as the platform admin) and registers a
@@ -56,11 +57,12 @@ func (r *Runner) Lease(waitSeconds int) (LeasedRun, bool) {
 		r.e.T.Fatalf("lease: %d %s", resp.Status, resp.Body)
 	}
 	var l struct {
-		Run      LeasedRun `json:"run"`
-		RunToken string    `json:"run_token"`
+		Run      LeasedRun       `json:"run"`
+		RunToken string          `json:"run_token"`
+		Session  json.RawMessage `json:"session"`
 	}
 	resp.JSON(r.e.T, &l)
-	l.Run.Token = l.RunToken
+	l.Run.Token, l.Run.Session = l.RunToken, l.Session
 	return l.Run, true
 }
 

@@ -56,7 +56,11 @@ func (s *Service) handleEnter(ctx context.Context, _ *job.Job, p EnterArgs) erro
 		var parts []transition.Transition // what entering the stage starts
 		switch stage.Kind {
 		case pipeline.KindAgent:
-			r, err := s.newRun(ctx, f, it, stage, now)
+			k, err := s.stageKnowledge(ctx, f, it, stage, now)
+			if err != nil || k.flag != nil {
+				return k.flag, err // never started without its entries
+			}
+			r, err := s.newRun(ctx, f, it, stage, k.entries, now)
 			if err != nil {
 				return nil, err
 			}
@@ -81,6 +85,9 @@ type Artifacts struct {
 	Branch            string             `json:"branch"`
 	PreviousReport    *ReportArtifact    `json:"previous_report,omitempty"`
 	AnsweredQuestions []QuestionArtifact `json:"answered_questions"`
+	// Knowledge are the entries the stage names, as fetched when the run
+	// was created.
+	Knowledge []KnowledgeArtifact `json:"knowledge,omitempty"`
 }
 
 // TicketArtifact is the ticket as the agent sees it.
@@ -120,9 +127,9 @@ func Answered(qs []tracker.Question) []QuestionArtifact {
 // Branch is the branch a ticket's work happens on.
 func Branch(itemKey string) string { return "ballet/" + itemKey }
 
-func (s *Service) newRun(ctx context.Context, f Flow, it tracker.Item, stage pipeline.Stage, now time.Time) (run.Run, error) {
+func (s *Service) newRun(ctx context.Context, f Flow, it tracker.Item, stage pipeline.Stage, knowledge []KnowledgeArtifact, now time.Time) (run.Run, error) {
 	a := Artifacts{Ticket: TicketArtifact{Key: it.Key, Type: it.Type, Title: it.Title, Description: it.Description, AcceptanceCriteria: it.AcceptanceCriteria},
-		Branch: Branch(it.Key), AnsweredQuestions: []QuestionArtifact{}}
+		Branch: Branch(it.Key), AnsweredQuestions: []QuestionArtifact{}, Knowledge: knowledge}
 	if f.Outcome != "" || f.Report != "" {
 		a.PreviousReport = &ReportArtifact{Stage: f.OutcomeStage, Outcome: f.Outcome, Report: f.Report}
 	}

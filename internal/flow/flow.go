@@ -79,6 +79,13 @@ type Service struct {
 	// RunnerGrace is how recent a runner's last heartbeat must be for it to
 	// count as alive ([runs] grace; run.DefaultGrace when ≤ 0).
 	RunnerGrace time.Duration
+	// Knowledge reads the entries agent stages name (nil: none can be
+	// read, so such a stage waits and then asks).
+	Knowledge KnowledgeSource
+	// KnowledgeWait: how long a stage whose entries cannot be fetched
+	// retries, from when it was entered, before its flow asks
+	// (DefaultKnowledgeWait when ≤ 0).
+	KnowledgeWait time.Duration
 }
 
 // System is the flow engine as an actor.

@@ -28,8 +28,9 @@ type SkillSource interface {
 
 // Sessions builds the session a leased run carries (run.SessionSource):
 // the ticket, the stage as the flow's pinned pipeline defines it, the
-// skills it allows with their contents, the previous report and the
-// answered questions (the run's artifacts), the project's repository and
+// skills it allows with their contents, the previous report, the answered
+// questions and the knowledge entries the stage names (the run's
+// artifacts), the project's repository and
 // its credential, Core's MCP endpoint and the log limit.
 type Sessions struct {
 	Store    store.Store
@@ -63,6 +64,7 @@ func (s *Sessions) Session(ctx context.Context, r run.Run) (run.Session, error) 
 			TimeoutSeconds: int(stage.Timeout().Seconds()), Iteration: r.Iteration, MaxIterations: f.MaxIterations},
 		Skills:            []run.SessionSkill{},
 		AnsweredQuestions: make([]run.SessionAnswer, len(a.AnsweredQuestions)),
+		Knowledge:         make([]run.SessionEntry, len(a.Knowledge)),
 		MCP:               run.SessionMCP{URL: s.MCPURL},
 		Log:               run.SessionLog{Limit: s.LogLimit},
 	}
@@ -74,6 +76,9 @@ func (s *Sessions) Session(ctx context.Context, r run.Run) (run.Session, error) 
 	}
 	for i, q := range a.AnsweredQuestions {
 		ss.AnsweredQuestions[i] = run.SessionAnswer(q)
+	}
+	for i, e := range a.Knowledge {
+		ss.Knowledge[i] = run.SessionEntry(e)
 	}
 	skills, err := s.Skills.ForRun(ctx, r.ProjectID, r.Skills)
 	if err != nil {

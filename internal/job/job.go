@@ -148,6 +148,15 @@ func IsSnooze(err error) bool {
 	return errors.As(err, &s)
 }
 
+// SnoozedFor returns how long err (Snooze) asks the job to wait.
+func SnoozedFor(err error) (time.Duration, bool) {
+	var s *snoozeError
+	if errors.As(err, &s) {
+		return s.d, true
+	}
+	return 0, false
+}
+
 // IsPermanent reports whether err was wrapped by Permanent.
 func IsPermanent(err error) bool {
 	var p *permanentError

@@ -13,7 +13,10 @@ type Session struct {
 	Skills            []SessionSkill  `json:"skills"` // exactly the skills the stage allows
 	PreviousReport    *SessionReport  `json:"previous_report"`
 	AnsweredQuestions []SessionAnswer `json:"answered_questions"`
-	Repository        *SessionRepo    `json:"repository"` // null: the project names none
+	// Knowledge are the entries of the organization's knowledge the stage
+	// names, as fetched when the run was created (empty: none).
+	Knowledge  []SessionEntry `json:"knowledge"`
+	Repository *SessionRepo   `json:"repository"` // null: the project names none
 	Credential        *Credential     `json:"credential"` // null: none (see Credential)
 	MCP               SessionMCP      `json:"mcp"`
 	Log               SessionLog      `json:"log"`
@@ -58,6 +61,18 @@ type SessionReport struct {
 type SessionAnswer struct {
 	Question string `json:"question"`
 	Answer   string `json:"answer"`
+}
+
+// SessionEntry is a knowledge entry the stage hands its session: Body is
+// cut to the first part when Cut (the session reads it whole with the
+// MCP tool read_entry).
+type SessionEntry struct {
+	Space   string `json:"space"`
+	Slug    string `json:"slug"`
+	Title   string `json:"title"`
+	Version int64  `json:"version"`
+	Body    string `json:"body"`
+	Cut     bool   `json:"cut"`
 }
 
 // SessionRepo is the repository a session works on.

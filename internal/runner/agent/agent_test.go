@@ -426,13 +426,33 @@ func TestPrompt(t *testing.T) {
 	// Nothing optional: no empty sections.
 	s = Spec{Session: protocol.Session{Ticket: protocol.Ticket{Key: "ACME-2", Title: "T"}, Stage: protocol.Stage{ID: "review"}}}
 	p, _ = Prompt(s)
-	for _, not := range []string{"previous stage", "Answered", "checkpoint", "iteration"} {
+	for _, not := range []string{"previous stage", "Answered", "checkpoint", "iteration", "knowledge for this stage"} {
 		if strings.Contains(p, not) {
 			t.Errorf("the prompt mentions %q:\n%s", not, p)
 		}
 	}
 	if !strings.Contains(p, `stage "review"`) {
 		t.Errorf("the stage's id is not its name:\n%s", p)
+	}
+}
+
+// The entries a stage names are in the prompt, each whole or marked as
+// cut, after the previous stage's report.
+func TestPromptCarriesKnowledge(t *testing.T) {
+	s := Spec{Session: protocol.Session{Ticket: protocol.Ticket{Key: "ACME-2", Title: "T"}, Stage: protocol.Stage{ID: "review"},
+		PreviousReport: &protocol.Report{Stage: "implement", Outcome: "done", Report: "did it"},
+		Knowledge: []protocol.Entry{
+			{Space: "default", Slug: "conventions/go", Title: "Go conventions", Version: 3, Body: "Wrap every error."},
+			{Space: "ops", Slug: "deploy", Title: "Deploy", Version: 1, Body: "Deploy on", Cut: true},
+		}}}
+	p, err := Prompt(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "## The team's knowledge for this stage\n\n### Go conventions (default: conventions/go, version 3)\n\nWrap every error.\n\n" +
+		"### Deploy (ops: deploy, version 1)\n\nDeploy on\n\n(cut here: read the whole entry with read_entry)\n"
+	if !strings.Contains(p, want) || strings.Index(p, "previous stage's report") > strings.Index(p, "team's knowledge") {
+		t.Errorf("the prompt's knowledge:\n%s", p)
 	}
 }
 

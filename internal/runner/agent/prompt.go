@@ -29,6 +29,19 @@ This session runs the stage "{{.StageName}}"{{if gt .Stage.MaxIterations 1}}, it
 
 {{.Report}}
 {{- end}}
+{{- with .Knowledge}}
+
+## The team's knowledge for this stage
+{{range .}}
+### {{.Title}} ({{.Space}}: {{.Slug}}, version {{.Version}})
+
+{{.Body}}
+{{- if .Cut}}
+
+(cut here: read the whole entry with read_entry)
+{{- end}}
+{{end}}
+{{- end}}
 {{- with .AnsweredQuestions}}
 
 ## Answered questions
@@ -57,7 +70,8 @@ instead of starting over.
 - Ballet's tools: get_ticket shows the ticket, its answered questions and the previous report
   again; ask_question asks the people behind the ticket a question — with blocking true when you
   cannot go on without the answer: then end the session, and the stage runs again with the
-  answer.
+  answer. search_knowledge and read_entry find and read the team's knowledge (conventions,
+  architecture notes, past decisions).
 - When you are done, call submit_report once, with outcome "done" (the stage's work is complete),
   "failed" (it cannot be done as asked, or the work you review is not acceptable: say why) or
   "blocked" (you cannot go on: say what you need), and a summary for the next stage. A session
@@ -71,6 +85,7 @@ type PromptData struct {
 	StageName         string // the stage's name, else its id
 	Branch            string
 	PreviousReport    *protocol.Report
+	Knowledge         []protocol.Entry
 	AnsweredQuestions []protocol.Answered
 	Checkpoint        *Checkpoint
 }
@@ -84,7 +99,7 @@ func Prompt(s Spec) (string, error) {
 	ss := s.Session
 	d := PromptData{
 		Ticket: ss.Ticket, Stage: ss.Stage, StageName: ss.Stage.Name, PreviousReport: ss.PreviousReport,
-		AnsweredQuestions: ss.AnsweredQuestions, Checkpoint: s.Checkpoint, Branch: "ballet/" + ss.Ticket.Key,
+		Knowledge: ss.Knowledge, AnsweredQuestions: ss.AnsweredQuestions, Checkpoint: s.Checkpoint, Branch: "ballet/" + ss.Ticket.Key,
 	}
 	if d.StageName == "" {
 		d.StageName = ss.Stage.ID

@@ -110,6 +110,7 @@ type Session struct {
 	Skills            []Skill    `json:"skills"`
 	PreviousReport    *Report    `json:"previous_report"`
 	AnsweredQuestions []Answered `json:"answered_questions"`
+	Knowledge         []Entry    `json:"knowledge"`
 	Repository        *Repo      `json:"repository"`
 	Credential        *Secret    `json:"credential"`
 	MCP               MCP        `json:"mcp"`
@@ -155,6 +156,17 @@ type Report struct {
 type Answered struct {
 	Question string `json:"question"`
 	Answer   string `json:"answer"`
+}
+
+// Entry is an entry of the organization's knowledge that the stage names:
+// Body is its first part when Cut.
+type Entry struct {
+	Space   string `json:"space"`
+	Slug    string `json:"slug"`
+	Title   string `json:"title"`
+	Version int64  `json:"version"`
+	Body    string `json:"body"`
+	Cut     bool   `json:"cut"`
 }
 
 // Repo is the repository a session works on.
