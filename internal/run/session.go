@@ -17,9 +17,9 @@ type Session struct {
 	// names, as fetched when the run was created (empty: none).
 	Knowledge  []SessionEntry `json:"knowledge"`
 	Repository *SessionRepo   `json:"repository"` // null: the project names none
-	Credential        *Credential     `json:"credential"` // null: none (see Credential)
-	MCP               SessionMCP      `json:"mcp"`
-	Log               SessionLog      `json:"log"`
+	Credential *Credential    `json:"credential"` // null: none (see Credential)
+	MCP        SessionMCP     `json:"mcp"`
+	Log        SessionLog     `json:"log"`
 }
 
 // SessionTicket is the ticket a session works on.
