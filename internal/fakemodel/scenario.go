@@ -124,6 +124,8 @@ func Scenarios() map[string]Scenario {
 			Next: ask},
 		{Name: "read-ticket", Doc: "calls get_ticket, reports done with what it got as the summary",
 			Next: readTicket},
+		{Name: "search-knowledge", Doc: "calls search_knowledge (query=, _ for spaces), reports done with what it got as the summary",
+			Next: searchKnowledge},
 		{Name: "use-skill", Doc: "loads the skill name= with the client's skill tool, reports done with what came back as the summary",
 			Next: useSkill},
 		{Name: "no-report", Doc: "writes hello.txt and ends without a report",
@@ -168,12 +170,22 @@ func ask(c *Conversation) (Turn, error) {
 }
 
 func readTicket(c *Conversation) (Turn, error) {
+	return reportResult(c, "get_ticket", map[string]any{})
+}
+
+func searchKnowledge(c *Conversation) (Turn, error) {
+	return reportResult(c, "search_knowledge", map[string]any{"query": strings.ReplaceAll(c.Param("query", "conventions"), "_", " ")})
+}
+
+// reportResult calls an MCP tool and reports done with what came back as
+// the summary.
+func reportResult(c *Conversation, tool string, input map[string]any) (Turn, error) {
 	return script(
-		func(c *Conversation) (Turn, error) { return callMCP(c, "get_ticket", map[string]any{}) },
+		func(c *Conversation) (Turn, error) { return callMCP(c, tool, input) },
 		func(c *Conversation) (Turn, error) {
 			rs := c.Results()
 			if len(rs) == 0 {
-				return Turn{}, fmt.Errorf("get_ticket: no result came back")
+				return Turn{}, fmt.Errorf("%s: no result came back", tool)
 			}
 			return callMCP(c, "submit_report", map[string]any{"outcome": "done", "summary": rs[len(rs)-1].Content})
 		},
