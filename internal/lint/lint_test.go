@@ -94,6 +94,9 @@ func TestImportBoundaries(t *testing.T) {
 		// Only these two speak HTTP: to Core, the runner protocol.
 		"internal/runner/protocol": coreInternals,
 		"internal/runner":          coreInternals,
+		// Core's Knowledge client speaks only the service's API.
+		"internal/knowledge/client":            coreInternals,
+		"internal/knowledge/client/clientfake": coreInternals,
 
 		// Domain packages: below HTTP, wiring and the flow engine; tenancy
 		// below the tracker.
