@@ -44,6 +44,7 @@ Every configuration key has a default, so no file is needed; see README.md.
 
 Environment:
   BALLET_BOOTSTRAP_TOKEN  serve: the platform-admin token (overrides [auth] bootstrap_token)
+  BALLET_KNOWLEDGE_TOKEN  serve: the Knowledge service credential (overrides [knowledge] service_token)
   BALLET_RUNNER_TOKEN     runner: the runner token (overrides [runner] token)
   BALLET_TOKEN            events follow: the bearer token (instead of --token)
 `
@@ -66,6 +67,9 @@ usage or configuration error (the message names the key).
 Environment:
   BALLET_BOOTSTRAP_TOKEN  the platform-admin bootstrap token (at least 16
                           characters); overrides [auth] bootstrap_token
+  BALLET_KNOWLEDGE_TOKEN  the credential Core and the Knowledge service share
+                          (at least 32 characters); overrides [knowledge]
+                          service_token
 `
 
 const configHelp = `Usage: ballet config [--config FILE]
