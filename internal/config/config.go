@@ -146,8 +146,8 @@ type Knowledge struct {
 	Wait Duration `toml:"wait"`
 }
 
-// EnvKnowledgeToken overrides [knowledge] service_token.
-const EnvKnowledgeToken = "BALLET_KNOWLEDGE_TOKEN"
+// KnowledgeEnvToken overrides [knowledge] service_token.
+const KnowledgeEnvToken = "BALLET_KNOWLEDGE_TOKEN"
 
 // MinServiceToken is the shortest service credential accepted.
 const MinServiceToken = 32
@@ -156,12 +156,12 @@ const MinServiceToken = 32
 // from lookup (os.LookupEnv) when set, else [knowledge] service_token. An
 // environment value is checked like the key.
 func (c Config) KnowledgeToken(lookup func(string) (string, bool)) (string, error) {
-	if v, ok := lookup(EnvKnowledgeToken); ok && v != "" {
+	if v, ok := lookup(KnowledgeEnvToken); ok && v != "" {
 		if err := checkServiceToken(v); err != nil {
-			return "", fmt.Errorf("%s: %w", EnvKnowledgeToken, err)
+			return "", fmt.Errorf("%s: %w", KnowledgeEnvToken, err)
 		}
 		if v == c.Auth.BootstrapToken {
-			return "", fmt.Errorf("%s: must differ from auth.bootstrap_token", EnvKnowledgeToken)
+			return "", fmt.Errorf("%s: must differ from auth.bootstrap_token", KnowledgeEnvToken)
 		}
 		return v, nil
 	}

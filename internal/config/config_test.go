@@ -202,7 +202,7 @@ func TestKnowledgeTokenFromEnvironment(t *testing.T) {
 	c.Knowledge.ServiceToken = "from-the-file-0123456789-0123456789"
 	c.Auth.BootstrapToken = "bootstrap-0123456789-0123456789-0123"
 	env := func(v string) func(string) (string, bool) {
-		return func(k string) (string, bool) { return v, k == EnvKnowledgeToken && v != "" }
+		return func(k string) (string, bool) { return v, k == KnowledgeEnvToken && v != "" }
 	}
 	if got, err := c.KnowledgeToken(env("")); err != nil || got != c.Knowledge.ServiceToken {
 		t.Errorf("without the variable: %q, %v", got, err)

@@ -103,8 +103,9 @@ var idRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 // knowledgeRE is a knowledge reference: an entry's path-like slug
 // (lowercase segments of letters, digits, ".", "_" and "-", separated by
 // "/"), in the organization's default space, or "space:slug" for another
-// space.
-var knowledgeRE = regexp.MustCompile(`^(?:[a-z0-9][a-z0-9_-]{0,62}:)?[a-z0-9][a-z0-9._-]*(?:/[a-z0-9][a-z0-9._-]*)*$`)
+// space (1–40 lowercase letters, digits or "-", not starting or ending
+// with "-"): the Knowledge service's own syntax.
+var knowledgeRE = regexp.MustCompile(`^(?:[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?:)?[a-z0-9][a-z0-9._-]*(?:/[a-z0-9][a-z0-9._-]*)*$`)
 
 // KnowledgeRef splits a reference of a stage's knowledge list into its
 // space ("" for the default space) and slug.

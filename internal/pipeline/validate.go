@@ -266,7 +266,7 @@ func checkKnowledge(ps *[]Problem, p, name string, refs []string) {
 		switch {
 		case !knowledgeRE.MatchString(k):
 			*ps = append(*ps, problemf(CodeInvalidKnowledge, kp, "knowledge entry %s of %s is not an entry's slug: write lowercase "+
-				"segments of letters, digits, \".\", \"_\" and \"-\" separated by \"/\" (conventions/go), optionally after a space and \":\" (ops:deploy)", short(k), name))
+				"segments of letters, digits, \".\", \"_\" and \"-\" separated by \"/\" (conventions/go), optionally after a space (lowercase letters, digits and \"-\") and \":\" (ops:deploy)", short(k), name))
 		case seen[k]:
 			*ps = append(*ps, problemf(CodeDuplicateKnowledge, kp, "knowledge entry %s is listed twice in %s", short(k), name))
 		}
