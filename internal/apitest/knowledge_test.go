@@ -73,7 +73,7 @@ func TestIntrospect(t *testing.T) {
 		if in := introspect(t, e, tok); !in.Active || in.Kind != "service" || len(in.Orgs) != 1 || roles(in)["initech"] != "member" {
 			t.Errorf("API token: %+v", in)
 		}
-		// A token of max (member of acme) with role admin acts as a member.
+		// A token of max limited to tracker.read is a viewer whatever its role.
 		var created struct {
 			Secret string `json:"token"`
 		}
