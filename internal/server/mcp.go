@@ -225,12 +225,12 @@ func (h *MCP) server() *mcp.Server {
 // service is down they answer a tool error saying so; the session goes
 // on.
 func (h *MCP) knowledgeTools(s *mcp.Server, str func(string) *jsonschema.Schema) {
-	space := str("the space (default: \"default\", the organization's own)")
+	space := str("the space (default: \"default\", the organization's own space)")
 	mcp.AddTool(s, &mcp.Tool{
 		Name: "search_knowledge",
-		Description: "Search the team's knowledge (conventions, architecture notes, past decisions) of this ticket's organization: " +
-			"the current entries matching the words, best first, each with its slug and a snippet (<mark>…</mark> around the hits). " +
-			"Read a whole entry with read_entry.",
+		Description: "Search the team's knowledge (conventions, architecture notes, past decisions) of this ticket's organization, " +
+			"in one space (\"default\" unless you name another): the current entries matching the words, best first, each with its " +
+			"slug and a snippet (<mark>…</mark> around the hits). Read a whole entry with read_entry.",
 		InputSchema: &jsonschema.Schema{Type: "object", Required: []string{"query"}, Properties: map[string]*jsonschema.Schema{
 			"query": str("the words to search for"),
 			"space": space,
@@ -248,6 +248,9 @@ func (h *MCP) knowledgeTools(s *mcp.Server, str func(string) *jsonschema.Schema)
 			return nil, nil, fmt.Errorf("query: at most %d bytes", maxQueryLength)
 		case len(in.Tags) > maxToolTags:
 			return nil, nil, fmt.Errorf("tags: at most %d", maxToolTags)
+		}
+		if in.Space == "" {
+			in.Space = client.DefaultSpace
 		}
 		rs, err := h.Knowledge.Search(ctx, org, client.Query{Text: in.Query, Space: in.Space, Tags: in.Tags})
 		if err != nil {
