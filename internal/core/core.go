@@ -395,13 +395,19 @@ func (c *Core) Handler() http.Handler {
 	mux.Handle("GET "+realtime.Path, c.Realtime)
 	mux.Handle(server.KnowledgePrefix, c.knowledgeProxy) // the service's routes, answered by the service
 	mux.Handle("/", api)
-	ui, err := webui.New(mux)
+	ui, err := webui.New(mux, c.uiConfig())
 	if err != nil {
 		// The binary was built without the UI: serve the API alone.
 		c.Log.Error("web UI unavailable", "err", err)
 		return mux
 	}
 	return ui
+}
+
+// uiConfig is what the web UI's page tells the browser.
+func (c *Core) uiConfig() webui.Config {
+	// TODO(u-api): OIDC: c.Config.Auth.OIDCClientID != "" once [auth] oidc_client_id exists.
+	return webui.Config{}
 }
 
 // RunFeed tails the event log for realtime subscribers until ctx ends

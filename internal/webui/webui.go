@@ -2,12 +2,15 @@
 // from web/ (Vite) into dist/ and embedded in the binary, so Core serves it
 // without Node. Hashed assets are cached for good; the page itself is never
 // cached, and any path the API does not own answers the page to a browser so
-// that the application's own routes survive a reload.
+// that the application's own routes survive a reload. The page carries the
+// browser's configuration (Config) in <script id="ballet-config">.
 package webui
 
 import (
 	"bytes"
 	"embed"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -27,18 +30,51 @@ type Handler struct {
 	index  []byte
 }
 
-// New returns the UI handler in front of next. It fails when the embedded
-// build is missing its page (a binary built without `npm run build`).
-func New(next http.Handler) (*Handler, error) {
+// Config is what the browser learns from Core before its first request
+// (web/src/session.ts reads it).
+type Config struct {
+	// OIDC: the sign-in page offers "Sign in with OIDC" ([auth] oidc_client_id is set).
+	OIDC bool `json:"oidc"`
+}
+
+// configSlot is the placeholder web/index.html carries for Config.
+var configSlot = []byte(`<script type="application/json" id="ballet-config">{}</script>`)
+
+// New returns the UI handler in front of next, its page carrying cfg. It
+// fails when the embedded build is missing its page (a binary built without
+// `npm run build`).
+func New(next http.Handler, cfg Config) (*Handler, error) {
 	sub, err := fs.Sub(dist, "dist")
 	if err != nil {
 		return nil, fmt.Errorf("webui: %w", err)
 	}
-	index, err := fs.ReadFile(sub, "index.html")
+	return newHandler(next, sub, cfg)
+}
+
+func newHandler(next http.Handler, assets fs.FS, cfg Config) (*Handler, error) {
+	page, err := fs.ReadFile(assets, "index.html")
 	if err != nil {
 		return nil, fmt.Errorf("webui: the embedded build has no index.html (run npm run build in web/): %w", err)
 	}
-	return &Handler{next: next, assets: sub, index: index}, nil
+	index, err := inject(page, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Handler{next: next, assets: assets, index: index}, nil
+}
+
+// inject writes cfg into the page's configuration slot. json.Marshal
+// escapes <, > and &, so the JSON cannot end the script element.
+func inject(page []byte, cfg Config) ([]byte, error) {
+	if bytes.Count(page, configSlot) != 1 {
+		return nil, errors.New("webui: index.html must hold exactly one " + string(configSlot) + " (web/index.html)")
+	}
+	js, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("webui: the browser's configuration: %w", err)
+	}
+	slot := bytes.Replace(configSlot, []byte(">{}<"), append(append([]byte(">"), js...), '<'), 1)
+	return bytes.Replace(page, configSlot, slot, 1), nil
 }
 
 // apiPrefixes are the paths the UI never answers.
@@ -70,7 +106,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) asset(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimPrefix(path.Clean(r.URL.Path), "/")
 	f, err := fs.ReadFile(h.assets, name)
-	if err != nil {
+	if err != nil || !strings.HasPrefix(name, "assets/") { // /assets/../index.html is no asset
 		h.next.ServeHTTP(w, r) // the API's one 404 shape
 		return
 	}
@@ -80,11 +116,19 @@ func (h *Handler) asset(w http.ResponseWriter, r *http.Request) {
 	http.ServeContent(w, r, name, zeroTime, bytes.NewReader(f))
 }
 
+// contentSecurityPolicy lets the page run only its own scripts and talk only
+// to its own origin (the realtime WebSocket included). Styles may be inline:
+// CodeMirror writes its own style elements.
+const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; " +
+	"img-src 'self' data: https:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+
 func (h *Handler) page(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Content-Security-Policy", contentSecurityPolicy)
+	w.Header().Set("Referrer-Policy", "same-origin")
 	_, _ = w.Write(h.index)
 }
 

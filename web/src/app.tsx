@@ -1,35 +1,120 @@
 import type { ComponentType } from "preact";
 import { lazy, Suspense } from "preact/compat";
+import { useEffect, useLayoutEffect } from "preact/hooks";
+import { signInPath } from "./api";
+import { loading } from "./load";
+import { match, navigate, onLinkClick, useLocation } from "./router";
+import { checkSession, signOut, useSession } from "./session";
 
 type Page = ComponentType<Record<string, string>>;
-import { match, onLinkClick, useLocation } from "./router";
 
-// Each page is its own chunk, so the first page downloads only what it needs.
-const routes: [string, Page][] = [
+// optional is a page another part of the UI provides (web/src/knowledge):
+// its route answers "Page not found" until the module exists.
+const knowledge = import.meta.glob<{ default: Page }>("./knowledge/page.tsx");
+function optional(mods: Record<string, () => Promise<{ default: Page }>>): Page | null {
+  const load = Object.values(mods)[0];
+  return load ? lazy(load) : null;
+}
+const knowledgePage = optional(knowledge);
+
+// The route table (ui-contract.md). Each page is its own chunk, so the
+// first page downloads only what it needs.
+const routes: [string, Page | null][] = [
+  ["/signin", lazy(() => import("./pages/signin"))],
   ["/needs-me", lazy(() => import("./pages/needsme"))],
+  ["/orgs", lazy(() => import("./pages/orgs"))],
+  ["/orgs/:org/knowledge", knowledgePage],
+  ["/orgs/:org/knowledge/:space", knowledgePage],
+  ["/orgs/:org/knowledge/:space/:slug", knowledgePage],
   ["/projects/:project", lazy(() => import("./pages/board"))],
   ["/projects/:project/pipelines", lazy(() => import("./pipelines/page"))],
+  ["/projects/:project/settings", lazy(() => import("./pages/settings"))],
   ["/items/:item", lazy(() => import("./pages/ticket"))],
+  ["/platform", lazy(() => import("./pages/platform"))],
 ];
+
+function NotFound() {
+  useEffect(() => void (document.body.dataset.ready = "1"), []);
+  return (
+    <section>
+      <h1>Page not found</h1>
+      <p>
+        <a href="/needs-me">Back to what needs you</a>
+      </p>
+    </section>
+  );
+}
 
 export function App() {
   const loc = useLocation();
-  let page = <p>Page not found.</p>;
+  const session = useSession();
+  const path = loc.pathname;
+  const signin = path === "/signin";
+
+  useEffect(() => void checkSession(), []);
+  // Each navigation starts a page load (the browser tests wait for ready = 1).
+  useLayoutEffect(loading, [path]);
+  useEffect(() => {
+    if (path === "/") navigate("/needs-me", true);
+    else if (session === null && !signin) navigate(signInPath(), true);
+  }, [path, session, signin]);
+  useEffect(() => {
+    const title = document.querySelector("main h1")?.textContent;
+    document.title = title ? `${title} · Ballet` : "Ballet";
+  });
+
+  let page = <NotFound />;
   for (const [pattern, Page] of routes) {
-    const params = match(pattern, loc.pathname);
+    const params = match(pattern, path);
     if (params) {
-      page = <Page {...params} />;
+      if (Page) page = <Page key={path} {...params} />;
       break;
     }
   }
+  if (!signin && !session) page = <p>Loading…</p>;
+
   return (
-    <div onClick={onLinkClick}>
+    <div class="shell" onClick={onLinkClick}>
+      <a class="skip" href="#main" onClick={(e) => (e.preventDefault(), document.getElementById("main")?.focus())}>
+        Skip to content
+      </a>
       <header>
-        <nav aria-label="Main">
-          <a href="/needs-me">Needs me</a>
-        </nav>
+        <a class="brand" href="/needs-me">
+          Ballet
+        </a>
+        {session && (
+          <>
+            <nav aria-label="Main">
+              <ul>
+                <li>
+                  <a href="/needs-me" aria-current={path === "/needs-me" ? "page" : undefined}>
+                    Needs me
+                  </a>
+                </li>
+                <li>
+                  <a href="/orgs" aria-current={path === "/orgs" ? "page" : undefined}>
+                    Projects
+                  </a>
+                </li>
+                {session.platform_admin && (
+                  <li>
+                    <a href="/platform" aria-current={path === "/platform" ? "page" : undefined}>
+                      Platform
+                    </a>
+                  </li>
+                )}
+              </ul>
+            </nav>
+            <div class="user">
+              <span data-testid="user">{session.name || session.subject}</span>
+              <button type="button" onClick={() => void signOut()}>
+                Sign out
+              </button>
+            </div>
+          </>
+        )}
       </header>
-      <main>
+      <main id="main" tabIndex={-1}>
         <Suspense fallback={<p>Loading…</p>}>{page}</Suspense>
       </main>
     </div>

@@ -1,3 +1,103 @@
-export default function Page(props: Record<string, string>) {
-  return <h1>needsme {JSON.stringify(props)}</h1>;
+// Needs me: what waits for the signed-in person across the projects they
+// can see, oldest first, each one click from where it is resolved.
+import { useEffect, useState } from "preact/hooks";
+import { enc, get, post, type NeedsMeEntry, type Organization } from "../api";
+import { useAction, useDebounced, useLoad } from "../load";
+import { subscribe } from "../realtime";
+import { Ago, Alert, Badge } from "../ui";
+
+const kinds: Record<string, string> = {
+  question: "Question",
+  approval: "Approval",
+  review: "Review",
+  merge: "Merge",
+  stuck: "Stuck",
+  no_runner: "No runner",
+  budget: "Budget",
+  pause: "Paused",
+};
+
+// where is the page that resolves an entry.
+function where(e: NeedsMeEntry): { href: string; label: string } {
+  const item = `/items/${enc(e.item)}`;
+  switch (e.kind) {
+    case "question":
+      return { href: `${item}#questions`, label: `Answer on ${e.item}` };
+    case "approval":
+      return { href: `${item}#flow`, label: `Approve or reject ${e.item}` };
+    case "budget":
+    case "pause":
+      return { href: `/projects/${enc(e.project)}/settings`, label: `${e.project} settings` };
+    case "no_runner":
+      return { href: `${item}#flow`, label: `Open ${e.item}` };
+    default:
+      return { href: `${item}#flow`, label: `Open ${e.item}` };
+  }
+}
+
+export default function Page() {
+  const { data, error, reload } = useLoad(() => get<{ items: NeedsMeEntry[] }>("/api/v1/needs-me"), []);
+  const orgs = useLoad(() => get<{ organizations: Organization[] }>("/api/v1/orgs"), []);
+  const later = useDebounced(() => void reload(), 300);
+
+  // Anything that happens in the person's organizations may change the list.
+  useEffect(() => {
+    const stops = (orgs.data?.organizations ?? []).map((o) => subscribe(`org:${o.slug}`, undefined, later, () => {}));
+    return () => stops.forEach((s) => s());
+  }, [orgs.data]);
+
+  const items = data?.items ?? [];
+  return (
+    <section>
+      <h1>Needs me</h1>
+      <Alert error={error || orgs.error} />
+      {data && !items.length && <p data-testid="needs-me-empty">Nothing waits for you.</p>}
+      <ol class="needs" data-testid="needs-me">
+        {items.map((e) => (
+          <Entry key={`${e.kind}:${e.item}:${e.question?.id ?? ""}`} e={e} onDone={reload} />
+        ))}
+      </ol>
+    </section>
+  );
+}
+
+function Entry({ e, onDone }: { e: NeedsMeEntry; onDone: () => Promise<void> }) {
+  const w = where(e);
+  const [answer, setAnswer] = useState("");
+  const [run, busy, error] = useAction();
+  const id = `answer-${e.question?.id}`;
+  const submit = async (ev: Event) => {
+    ev.preventDefault();
+    if (await run(() => post(`/api/v1/questions/${enc(e.question!.id)}/answer`, { answer }))) {
+      setAnswer("");
+      await onDone();
+    }
+  };
+  return (
+    <li class="card" data-testid="needs-me-entry" data-kind={e.kind} data-item={e.item}>
+      <div class="row">
+        <Badge kind={e.kind}>{kinds[e.kind] ?? e.kind}</Badge>
+        <a href={`/items/${enc(e.item)}`}>{e.item}</a>
+        <span class="title">{e.title}</span>
+        <span class="muted">
+          {e.project}
+          {e.stage ? ` · stage ${e.stage}` : ""} · <Ago at={e.since} />
+        </span>
+      </div>
+      {e.detail && <p class="detail">{e.detail}</p>}
+      {e.kind === "question" && e.question ? (
+        <form onSubmit={submit} class="answer">
+          <p class="question">{e.question.text}</p>
+          <label for={id}>Answer to {e.item}</label>
+          <textarea id={id} rows={2} required value={answer} onInput={(x) => setAnswer((x.target as HTMLTextAreaElement).value)} />
+          <Alert error={error} />
+          <button type="submit" disabled={busy || !answer.trim()}>
+            Answer
+          </button>
+        </form>
+      ) : (
+        <a href={w.href}>{w.label}</a>
+      )}
+    </li>
+  );
 }

@@ -1,3 +1,399 @@
-export default function Page(props: Record<string, string>) {
-  return <h1>ticket {JSON.stringify(props)}</h1>;
+// Ticket: what it asks, where its flow is, its questions, its runs (with a
+// run's live log) and its history, live through the item:KEY stream.
+import { useEffect, useRef, useState } from "preact/hooks";
+import { ApiError, enc, get, listEvents, permissions, post, patch, type BalletEvent, type Flow, type Item, type LogChunk, type Question, type Run } from "../api";
+import { useAction, useDebounced, useLoad } from "../load";
+import { subscribe } from "../realtime";
+import { Timeline } from "../timeline";
+import { Ago, Alert, Badge, duration, epicStates, permissionsOrNone, stateNames, ticketMoves, usd } from "../ui";
+
+interface Details {
+  item: Item;
+  flow: Flow | null;
+  questions: Question[];
+  runs: Run[];
+  perms: Set<string>;
+}
+
+export default function Page({ item: key }: Record<string, string>) {
+  const details = useLoad(async (): Promise<Details> => {
+    const item = await get<Item>(`/api/v1/items/${enc(key)}`);
+    const [flow, questions, runs, perms] = await Promise.all([
+      get<Flow>(`/api/v1/items/${enc(key)}/flow`).catch((e) => {
+        if (e instanceof ApiError && e.status === 404) return null; // never started
+        throw e;
+      }),
+      get<{ questions: Question[] }>(`/api/v1/items/${enc(key)}/questions`),
+      get<{ runs: Run[] }>(`/api/v1/items/${enc(key)}/runs`),
+      permissionsOrNone(() => permissions(item.project_id)),
+    ]);
+    return { item, flow, questions: questions.questions, runs: runs.runs, perms };
+  }, [key]);
+  const history = useLoad(() => listEvents(key), [key]);
+  const [events, setEvents] = useState<BalletEvent[]>([]);
+  const [liveError, setLiveError] = useState("");
+  const refresh = useDebounced(() => void details.reload(), 200);
+
+  // The timeline: what was read, then every event after it, live.
+  useEffect(() => {
+    if (!history.data) return;
+    setEvents(history.data.events);
+    return subscribe(
+      `item:${key}`,
+      history.data.last_seq,
+      (e) => {
+        setEvents((es) => [...es, e]);
+        refresh();
+      },
+      setLiveError,
+    );
+  }, [history.data]);
+
+  const d = details.data;
+  const canWrite = d?.perms.has("tracker.write") ?? false;
+  return (
+    <article class="ticket">
+      <Alert error={details.error || history.error} />
+      {d && (
+        <>
+          <Header d={d} canWrite={canWrite} onChange={details.reload} />
+          <Body item={d.item} />
+          <FlowSection d={d} canWrite={canWrite} onChange={details.reload} />
+          <Questions questions={d.questions} canWrite={canWrite} onChange={details.reload} />
+          <Runs runs={d.runs} />
+        </>
+      )}
+      <section aria-labelledby="timeline-h">
+        <h2 id="timeline-h">Timeline</h2>
+        <Alert error={liveError && `Live updates stopped: ${liveError}`} />
+        <Timeline events={events} />
+      </section>
+    </article>
+  );
+}
+
+function Header({ d, canWrite, onChange }: { d: Details; canWrite: boolean; onChange: () => Promise<void> }) {
+  const it = d.item;
+  const [run, busy, error] = useAction();
+  const moves = it.type === "epic" ? epicStates.filter((s) => s !== it.state) : (ticketMoves[it.state] ?? []);
+  const move = (to: string) => run(() => patch(`/api/v1/items/${enc(it.key)}`, { version: it.version, state: to }).then(onChange));
+  const start = () => run(() => post(`/api/v1/items/${enc(it.key)}/flow/start`).then(onChange));
+  const project = it.key.slice(0, it.key.lastIndexOf("-"));
+  return (
+    <header class="ticket-head">
+      <p class="muted">
+        <a href={`/projects/${enc(project)}`}>{project} board</a>
+      </p>
+      <h1>
+        {it.key} · {it.title}
+      </h1>
+      <p class="row">
+        <Badge kind="type">{it.type}</Badge>
+        <span data-testid="state">{stateNames[it.state] ?? it.state}</span>
+        {it.epic && (
+          <span>
+            epic <a href={`/items/${enc(it.epic)}`}>{it.epic}</a>
+          </span>
+        )}
+        <span class="muted">
+          created by {it.created_by} <Ago at={it.created_at} />
+        </span>
+      </p>
+      {canWrite && (
+        <div class="actions" role="group" aria-label="Move the ticket">
+          {moves.map((s) => (
+            <button key={s} type="button" disabled={busy} onClick={() => move(s)}>
+              Move to {stateNames[s] ?? s}
+            </button>
+          ))}
+          {it.state === "ready" && it.type !== "epic" && d.perms.has("run.manage") && (
+            <button type="button" disabled={busy} onClick={start}>
+              Start now
+            </button>
+          )}
+        </div>
+      )}
+      <Alert error={error} />
+    </header>
+  );
+}
+
+function Body({ item }: { item: Item }) {
+  return (
+    <section aria-labelledby="about-h">
+      <h2 id="about-h">About</h2>
+      <h3>Description</h3>
+      <p class="text" data-testid="description">
+        {item.description || <span class="muted">No description.</span>}
+      </p>
+      <h3>Acceptance criteria</h3>
+      <p class="text" data-testid="acceptance">
+        {item.acceptance_criteria || <span class="muted">None.</span>}
+      </p>
+      <h3>Blockers</h3>
+      {item.blocked_by?.length ? (
+        <p>
+          Blocked by{" "}
+          {item.blocked_by.map((k, i) => (
+            <>
+              {i > 0 && ", "}
+              <a key={k} href={`/items/${enc(k)}`}>
+                {k}
+              </a>
+            </>
+          ))}
+        </p>
+      ) : (
+        <p class="muted">Not blocked.</p>
+      )}
+      {item.blocks?.length ? (
+        <p>
+          Blocks{" "}
+          {item.blocks.map((k, i) => (
+            <>
+              {i > 0 && ", "}
+              <a key={k} href={`/items/${enc(k)}`}>
+                {k}
+              </a>
+            </>
+          ))}
+        </p>
+      ) : null}
+    </section>
+  );
+}
+
+function FlowSection({ d, canWrite, onChange }: { d: Details; canWrite: boolean; onChange: () => Promise<void> }) {
+  const f = d.flow;
+  const [comment, setComment] = useState("");
+  const [run, busy, error] = useAction();
+  if (!f)
+    return (
+      <section id="flow" aria-labelledby="flow-h">
+        <h2 id="flow-h">Flow</h2>
+        <p class="muted">Not started.</p>
+      </section>
+    );
+  const decide = (verb: "approve" | "reject") =>
+    run(async () => {
+      await post(`/api/v1/items/${enc(d.item.key)}/flow/${verb}`, comment.trim() ? { comment } : undefined);
+      setComment("");
+      await onChange();
+    });
+  const waitsApproval = f.status === "waiting" && f.waiting === "approval";
+  return (
+    <section id="flow" aria-labelledby="flow-h">
+      <h2 id="flow-h">Flow</h2>
+      <p data-testid="flow-status">
+        Pipeline {f.pipeline} v{f.pipeline_version} · stage <strong>{f.stage}</strong> · iteration {f.iteration} of {f.max_iterations} ·{" "}
+        {f.status}
+        {f.waiting && <> · waits for {f.waiting}</>}
+        {f.attention && (
+          <>
+            {" "}
+            <Badge kind="attention">{f.attention === "no_runner" ? "no runner can run it" : f.attention}</Badge>
+          </>
+        )}
+      </p>
+      <ol class="stages" aria-label="Stages">
+        {f.stages.map((s) => (
+          <li key={s.id} aria-current={s.id === f.stage ? "step" : undefined} class={s.id === f.stage ? "current" : ""}>
+            {s.name || s.id} <span class="muted">({s.kind})</span>
+          </li>
+        ))}
+      </ol>
+      {f.report && (
+        <p class="text">
+          Last report{f.outcome ? ` (${f.outcome})` : ""}: {f.report}
+        </p>
+      )}
+      {waitsApproval && canWrite && (
+        <div class="approve">
+          <label for="decision-comment">Comment (optional)</label>
+          <textarea id="decision-comment" rows={2} value={comment} onInput={(e) => setComment((e.target as HTMLTextAreaElement).value)} />
+          <div class="actions">
+            <button type="button" disabled={busy} onClick={() => decide("approve")}>
+              Approve
+            </button>
+            <button type="button" class="danger" disabled={busy} onClick={() => decide("reject")}>
+              Reject
+            </button>
+          </div>
+        </div>
+      )}
+      <Alert error={error} />
+    </section>
+  );
+}
+
+function Questions({ questions, canWrite, onChange }: { questions: Question[]; canWrite: boolean; onChange: () => Promise<void> }) {
+  return (
+    <section id="questions" aria-labelledby="questions-h">
+      <h2 id="questions-h">Questions</h2>
+      {!questions.length && <p class="muted">No questions.</p>}
+      <ul class="questions">
+        {questions.map((q) => (
+          <QuestionView key={q.id} q={q} canWrite={canWrite} onChange={onChange} />
+        ))}
+      </ul>
+    </section>
+  );
+}
+
+function QuestionView({ q, canWrite, onChange }: { q: Question; canWrite: boolean; onChange: () => Promise<void> }) {
+  const [answer, setAnswer] = useState("");
+  const [run, busy, error] = useAction();
+  const id = `answer-${q.id}`;
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    if (await run(() => post(`/api/v1/questions/${enc(q.id)}/answer`, { answer }))) {
+      setAnswer("");
+      await onChange();
+    }
+  };
+  return (
+    <li class="card" data-testid="question" data-open={q.answer === null ? "1" : "0"}>
+      <p class="text">
+        {q.blocking && <Badge kind="question">blocking</Badge>} {q.text}
+      </p>
+      <p class="muted">
+        asked by {q.asked_by.subject} <Ago at={q.asked_at} />
+      </p>
+      {q.answer !== null ? (
+        <p class="text">
+          <strong>Answer</strong> by {q.answered_by}: {q.answer}
+        </p>
+      ) : canWrite ? (
+        <form onSubmit={submit}>
+          <label for={id}>Your answer</label>
+          <textarea id={id} rows={2} required value={answer} onInput={(e) => setAnswer((e.target as HTMLTextAreaElement).value)} />
+          <Alert error={error} />
+          <button type="submit" disabled={busy || !answer.trim()}>
+            Answer
+          </button>
+        </form>
+      ) : (
+        <p class="muted">Not answered yet.</p>
+      )}
+    </li>
+  );
+}
+
+function Runs({ runs }: { runs: Run[] }) {
+  const [selected, setSelected] = useState(() => (location.hash.startsWith("#run-") ? location.hash.slice(5) : ""));
+  useEffect(() => {
+    const l = () => setSelected(location.hash.startsWith("#run-") ? location.hash.slice(5) : "");
+    addEventListener("hashchange", l);
+    return () => removeEventListener("hashchange", l);
+  }, []);
+  const choose = (id: string) => (e: Event) => {
+    e.preventDefault();
+    e.stopPropagation();
+    history.replaceState(null, "", `#run-${id}`);
+    setSelected(id);
+  };
+  const run = runs.find((r) => r.id === selected);
+  return (
+    <section id="runs" aria-labelledby="runs-h">
+      <h2 id="runs-h">Runs</h2>
+      {!runs.length ? (
+        <p class="muted">No runs yet.</p>
+      ) : (
+        <div class="scroll">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Stage</th>
+                <th scope="col">Adapter</th>
+                <th scope="col">Model</th>
+                <th scope="col">Status</th>
+                <th scope="col">Tokens in / out</th>
+                <th scope="col">Cost</th>
+                <th scope="col">Duration</th>
+                <th scope="col">Log</th>
+              </tr>
+            </thead>
+            <tbody>
+              {runs.map((r) => (
+                <tr key={r.id} data-testid="run" aria-selected={r.id === selected ? "true" : undefined} class={r.id === selected ? "current" : ""}>
+                  <td>
+                    {r.stage} <span class="muted">#{r.iteration}</span>
+                  </td>
+                  <td>{r.adapter}</td>
+                  <td>{r.model || "—"}</td>
+                  <td>
+                    {r.status}
+                    {r.outcome ? ` (${r.outcome})` : ""}
+                  </td>
+                  <td>
+                    {r.usage.input_tokens} / {r.usage.output_tokens}
+                  </td>
+                  <td>{usd(r.usage.cost_usd)}</td>
+                  <td>{duration(r.started_at, r.finished_at)}</td>
+                  <td>
+                    <a href={`#run-${r.id}`} onClick={choose(r.id)} aria-label={`Log of the ${r.stage} run ${r.id}`}>
+                      Log
+                    </a>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      {run && <RunLog run={run} />}
+    </section>
+  );
+}
+
+// RunLog reads a run's log from offset 0 and keeps reading while the run goes on.
+function RunLog({ run }: { run: Run }) {
+  const [text, setText] = useState("");
+  const [state, setState] = useState({ truncated: false, finished: false });
+  const [error, setError] = useState("");
+  const pre = useRef<HTMLPreElement>(null);
+  useEffect(() => {
+    let offset = 0;
+    let stop = false;
+    let timer: number | undefined;
+    setText("");
+    setError("");
+    const read = async () => {
+      try {
+        const c = await get<LogChunk>(`/api/v1/runs/${enc(run.id)}/log?offset=${offset}`);
+        if (stop) return;
+        const grew = c.next_offset > offset;
+        offset = c.next_offset;
+        if (c.data) setText((t) => t + c.data);
+        setState({ truncated: c.truncated, finished: c.finished });
+        if (grew) timer = window.setTimeout(read, 0); // more may be waiting (1 MiB per read)
+        else if (!c.finished) timer = window.setTimeout(read, 1000);
+      } catch (e) {
+        if (!stop) setError((e as Error).message);
+      }
+    };
+    void read();
+    return () => {
+      stop = true;
+      clearTimeout(timer);
+    };
+  }, [run.id]);
+  useEffect(() => {
+    const p = pre.current;
+    if (p) p.scrollTop = p.scrollHeight;
+  }, [text]);
+  return (
+    <section class="log" aria-label={`Log of run ${run.id}`}>
+      <h3>
+        Log of {run.stage} (run {run.id}) {state.finished ? "" : <span class="muted">· live</span>}
+      </h3>
+      {run.error && <p class="text">Error: {run.error}</p>}
+      {run.report && <p class="text">Report: {run.report}</p>}
+      <Alert error={error} />
+      <pre ref={pre} tabIndex={0} data-testid="run-log">
+        {text || (state.finished ? "(empty)" : "waiting for output…")}
+      </pre>
+      {state.truncated && <p class="muted">The log reached its limit: what followed was dropped.</p>}
+    </section>
+  );
 }

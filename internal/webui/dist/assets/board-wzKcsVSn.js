@@ -1,1 +1,0 @@
-import{t as e}from"./index-S35q36G7.js";function t(t){return e(`h1`,{children:[`board `,JSON.stringify(t)]})}export{t as default};

@@ -1,0 +1,307 @@
+// Typed helpers for Ballet's REST API (docs/api.md). Every request is
+// same-origin with the session cookie; an error carries the API's own
+// message, and a 401 sends the browser to the sign-in page.
+import { navigate } from "./router";
+
+export interface FieldProblem {
+  field?: string;
+  path?: string;
+  message: string;
+  line?: number;
+  column?: number;
+  code?: string;
+}
+
+// ApiError is an answer other than 2xx, in the API's one error shape.
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly details: FieldProblem[] = [],
+  ) {
+    super(message);
+  }
+  // full is the message with each field problem, for people.
+  get full(): string {
+    if (!this.details.length) return this.message;
+    return this.message + ": " + this.details.map((d) => (d.field || d.path ? `${d.field ?? d.path}: ` : "") + d.message).join("; ");
+  }
+}
+
+// signInPath is where a signed-out browser goes, coming back to here after.
+export function signInPath(): string {
+  const here = location.pathname + location.search + location.hash;
+  return here.startsWith("/signin") ? "/signin" : "/signin?next=" + encodeURIComponent(here);
+}
+
+export interface RequestOptions {
+  // quiet401: a 401 is the caller's to handle (the session check, the sign-in form).
+  quiet401?: boolean;
+}
+
+export async function request<T>(method: string, path: string, body?: unknown, opts: RequestOptions = {}): Promise<T> {
+  const init: RequestInit = { method, credentials: "same-origin", headers: { Accept: "application/json" } };
+  if (body !== undefined) {
+    init.body = JSON.stringify(body);
+    (init.headers as Record<string, string>)["Content-Type"] = "application/json";
+  }
+  let res: Response;
+  try {
+    res = await fetch(path, init);
+  } catch (e) {
+    throw new ApiError(0, "network", `Ballet cannot be reached (${(e as Error).message}).`);
+  }
+  if (res.status === 204) return undefined as T;
+  const text = await res.text();
+  let data: any = undefined;
+  if (text) {
+    try {
+      data = JSON.parse(text);
+    } catch {
+      data = undefined;
+    }
+  }
+  if (!res.ok) {
+    const e = data?.error;
+    const err = new ApiError(res.status, e?.code ?? "http_" + res.status, e?.message ?? `${res.status} ${res.statusText}`, e?.details ?? []);
+    if (res.status === 401 && !opts.quiet401) navigate(signInPath(), true);
+    throw err;
+  }
+  return data as T;
+}
+
+export const get = <T>(path: string, opts?: RequestOptions) => request<T>("GET", path, undefined, opts);
+export const post = <T>(path: string, body?: unknown, opts?: RequestOptions) => request<T>("POST", path, body, opts);
+export const patch = <T>(path: string, body: unknown) => request<T>("PATCH", path, body);
+export const del = <T>(path: string) => request<T>("DELETE", path);
+
+// enc escapes one path segment.
+export const enc = encodeURIComponent;
+
+// --- The API's shapes (the fields the UI reads) ---
+
+export interface Session {
+  subject: string;
+  name: string;
+  kind: string;
+  platform_admin: boolean;
+  expires_at: string;
+}
+
+export interface Organization {
+  id: string;
+  slug: string;
+  name: string;
+}
+
+export interface Repository {
+  forge: string;
+  url: string;
+  default_branch: string;
+  credentials_ref: string;
+  api_url?: string;
+  webhook_secret_ref?: string;
+}
+
+export interface MergePolicy {
+  mode: string;
+  required_approvals: number;
+  required_checks: string[] | null;
+}
+
+export interface Project {
+  id: string;
+  organization_id: string;
+  key: string;
+  name: string;
+  repository: Repository | null;
+  merge_policy: MergePolicy;
+  concurrency_limit: number;
+  budgets: { per_ticket_usd: number | null; per_day_usd: number | null };
+  ticket_types: string[];
+  paused: boolean;
+  version: number;
+}
+
+export interface ItemFlow {
+  stage: string;
+  status: string;
+  waiting: string;
+  attention: string;
+}
+
+export interface Item {
+  id: string;
+  key: string;
+  project_id: string;
+  number: number;
+  type: string;
+  title: string;
+  description: string;
+  acceptance_criteria: string;
+  epic: string | null;
+  state: string;
+  blocked_by: string[] | null;
+  blocks: string[] | null;
+  created_by: string;
+  created_at: string;
+  updated_at: string;
+  version: number;
+  flow?: ItemFlow | null;
+}
+
+export interface Flow {
+  ticket: string;
+  pipeline: string;
+  pipeline_version: number;
+  stages: { id: string; name?: string; kind: string }[];
+  stage: string;
+  iteration: number;
+  max_iterations: number;
+  status: string;
+  waiting?: string;
+  run?: string;
+  outcome?: string;
+  report?: string;
+  attention?: string;
+  started_at: string;
+  updated_at: string;
+  version: number;
+}
+
+export interface Question {
+  id: string;
+  item: string;
+  text: string;
+  blocking: boolean;
+  asked_by: { kind: string; subject: string };
+  asked_at: string;
+  answer: string | null;
+  answered_by: string | null;
+  answered_at: string | null;
+}
+
+export interface Usage {
+  input_tokens: number;
+  output_tokens: number;
+  cache_read_tokens: number;
+  cache_write_tokens: number;
+  cost_usd: number;
+}
+
+export interface Run {
+  id: string;
+  stage: string;
+  iteration: number;
+  adapter: string;
+  model: string;
+  status: string;
+  outcome: string;
+  report: string;
+  error: string;
+  usage: Usage;
+  created_at: string;
+  started_at?: string;
+  finished_at?: string;
+}
+
+export interface LogChunk {
+  offset: number;
+  next_offset: number;
+  data: string;
+  truncated: boolean;
+  finished: boolean;
+}
+
+export interface BalletEvent {
+  seq: number;
+  id: string;
+  occurred_at: string;
+  entity_type: string;
+  type: string;
+  actor_kind: string;
+  actor_sub: string;
+  acting_for: string;
+  payload: Record<string, any>;
+}
+
+export interface Amount {
+  limit_usd: number | null;
+  spent_usd: number;
+  remaining_usd: number | null;
+  input_tokens: number;
+  output_tokens: number;
+  runs: number;
+}
+
+export interface ProjectBudget {
+  project: string;
+  per_ticket_usd: number | null;
+  today: Amount;
+  day: string;
+  timezone: string;
+}
+
+export interface Platform {
+  paused: boolean;
+  concurrency_limit: number;
+  updated_at: string;
+  version: number;
+}
+
+export interface Runner {
+  id: string;
+  name: string;
+  labels: Record<string, string> | null;
+  capacity: number;
+  adapters: { name: string; version: string }[] | null;
+  version: string;
+  problem: string;
+  draining: boolean;
+  sessions: string[] | null;
+  alive: boolean;
+  last_seen_at: string;
+}
+
+export interface NeedsMeEntry {
+  kind: string;
+  org: string;
+  project: string;
+  item: string;
+  title: string;
+  since: string;
+  detail: string;
+  question?: { id: string; text: string };
+  stage?: string;
+}
+
+// listItems reads every item of a project (pages of 200) matching the filters.
+export async function listItems(project: string, filters: Record<string, string> = {}): Promise<Item[]> {
+  const out: Item[] = [];
+  let after = 0;
+  for (;;) {
+    const q = new URLSearchParams({ ...filters, after: String(after), limit: "200" });
+    const page = await get<{ items: Item[]; next_after: number | null }>(`/api/v1/projects/${enc(project)}/items?${q}`);
+    out.push(...page.items);
+    if (page.next_after == null) return out;
+    after = page.next_after;
+  }
+}
+
+// listEvents reads an item's events after seq (pages of 1000).
+export async function listEvents(item: string, after = 0): Promise<{ events: BalletEvent[]; last_seq: number }> {
+  const events: BalletEvent[] = [];
+  for (;;) {
+    const page = await get<{ events: BalletEvent[]; last_seq: number }>(`/api/v1/items/${enc(item)}/events?after=${after}&limit=1000`);
+    events.push(...page.events);
+    if (page.events.length < 1000) return { events, last_seq: page.last_seq };
+    after = page.last_seq;
+  }
+}
+
+// permissions reads the caller's permissions in a project.
+export async function permissions(project: string): Promise<Set<string>> {
+  const p = await get<{ permissions: string[] }>(`/api/v1/projects/${enc(project)}/permissions`);
+  return new Set(p.permissions);
+}

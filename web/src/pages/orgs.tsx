@@ -1,0 +1,67 @@
+// Organizations and their projects, each project with its pages.
+import { enc, get, type Organization, type Project } from "../api";
+import { useLoad } from "../load";
+import { Alert, Badge } from "../ui";
+
+interface OrgProjects {
+  org: Organization;
+  projects: Project[];
+  error: string;
+}
+
+export default function Page() {
+  const { data, error } = useLoad(async () => {
+    const { organizations } = await get<{ organizations: Organization[] }>("/api/v1/orgs");
+    return Promise.all(
+      organizations.map(async (org): Promise<OrgProjects> => {
+        try {
+          const { projects } = await get<{ projects: Project[] }>(`/api/v1/orgs/${enc(org.slug)}/projects`);
+          return { org, projects, error: "" };
+        } catch (e) {
+          return { org, projects: [], error: (e as Error).message };
+        }
+      }),
+    );
+  }, []);
+
+  return (
+    <section>
+      <h1>Organizations and projects</h1>
+      <Alert error={error} />
+      {data && !data.length && <p>You belong to no organization yet. A platform admin creates them (POST /api/v1/orgs).</p>}
+      {data?.map(({ org, projects, error }) => (
+        <section key={org.id} class="org" aria-labelledby={`org-${org.slug}`}>
+          <h2 id={`org-${org.slug}`}>
+            {org.name} <span class="muted">({org.slug})</span>
+          </h2>
+          <p>
+            <a href={`/orgs/${enc(org.slug)}/knowledge`}>Knowledge of {org.name}</a>
+          </p>
+          <Alert error={error} />
+          {!error && !projects.length && <p class="muted">No projects you can see.</p>}
+          <ul class="projects">
+            {projects.map((p) => (
+              <li key={p.id} class="card" data-testid="project" data-key={p.key}>
+                <a href={`/projects/${enc(p.key)}`} class="title">
+                  {p.key} · {p.name}
+                </a>
+                {p.paused && <Badge kind="pause">paused</Badge>}
+                <span class="links">
+                  <a href={`/projects/${enc(p.key)}`} aria-label={`Board of ${p.key}`}>
+                    Board
+                  </a>
+                  <a href={`/projects/${enc(p.key)}/pipelines`} aria-label={`Pipelines of ${p.key}`}>
+                    Pipelines
+                  </a>
+                  <a href={`/projects/${enc(p.key)}/settings`} aria-label={`Settings of ${p.key}`}>
+                    Settings
+                  </a>
+                </span>
+              </li>
+            ))}
+          </ul>
+        </section>
+      ))}
+    </section>
+  );
+}

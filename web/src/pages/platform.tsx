@@ -1,0 +1,149 @@
+// Platform: the kill switch, the platform's concurrency limit and the
+// runners. Platform admins change them; others see the switches only.
+import { useEffect, useState } from "preact/hooks";
+import { get, patch, post, type Platform, type Runner } from "../api";
+import { useAction, useLoad } from "../load";
+import { useSession } from "../session";
+import { Ago, Alert, Badge } from "../ui";
+
+export default function Page() {
+  const session = useSession();
+  const admin = session?.platform_admin ?? false;
+  const { data, error, setData } = useLoad(async () => {
+    const [platform, runners] = await Promise.all([
+      get<Platform>("/api/v1/platform"),
+      admin ? get<{ runners: Runner[] }>("/api/v1/runners").then((r) => r.runners) : Promise.resolve(null),
+    ]);
+    return { platform, runners };
+  }, [admin]);
+  const [limit, setLimit] = useState("");
+  const [saved, setSaved] = useState(false);
+  const [run, busy, actionError] = useAction();
+  useEffect(() => {
+    if (data) setLimit(String(data.platform.concurrency_limit));
+  }, [data?.platform.version]);
+
+  const pl = data?.platform;
+  const kill = (on: boolean) =>
+    run(async () => setData({ ...data!, platform: await post<Platform>(`/api/v1/platform/${on ? "pause" : "resume"}`) }));
+  const save = async (e: Event) => {
+    e.preventDefault();
+    setSaved(
+      await run(async () =>
+        setData({ ...data!, platform: await patch<Platform>("/api/v1/platform", { version: pl!.version, concurrency_limit: Number(limit) }) }),
+      ),
+    );
+  };
+
+  return (
+    <section class="platform">
+      <h1>Platform</h1>
+      <Alert error={error} />
+      {pl && (
+        <>
+          <section aria-labelledby="kill-h">
+            <h2 id="kill-h">Kill switch</h2>
+            <p data-testid="kill-switch">
+              {pl.paused ? (
+                <>
+                  <Badge kind="pause">Pulled</Badge> every agent session is stopped and no stage starts anywhere.
+                </>
+              ) : (
+                "Released: work runs."
+              )}
+            </p>
+            {admin &&
+              (pl.paused ? (
+                <button type="button" disabled={busy} onClick={() => kill(false)}>
+                  Release the kill switch
+                </button>
+              ) : (
+                <button type="button" class="danger" disabled={busy} onClick={() => kill(true)}>
+                  Pull the kill switch
+                </button>
+              ))}
+          </section>
+          <section aria-labelledby="limit-h">
+            <h2 id="limit-h">Concurrency</h2>
+            {admin ? (
+              <form onSubmit={save}>
+                <label>
+                  Running flows at once on the platform (0: no limit)
+                  <input
+                    type="number"
+                    min={0}
+                    value={limit}
+                    onInput={(e) => {
+                      setSaved(false);
+                      setLimit((e.target as HTMLInputElement).value);
+                    }}
+                  />
+                </label>
+                <button type="submit" disabled={busy}>
+                  Save limit
+                </button>
+                {saved && <p role="status">Saved.</p>}
+              </form>
+            ) : (
+              <p>{pl.concurrency_limit ? `${pl.concurrency_limit} running flows at once` : "No platform limit."}</p>
+            )}
+          </section>
+        </>
+      )}
+      <Alert error={actionError} />
+      {data?.runners && <Runners runners={data.runners} />}
+    </section>
+  );
+}
+
+function Runners({ runners }: { runners: Runner[] }) {
+  return (
+    <section aria-labelledby="runners-h">
+      <h2 id="runners-h">Runners</h2>
+      {!runners.length ? (
+        <p class="muted">No runner has registered. Start one with `ballet runner` (docs/runners.md).</p>
+      ) : (
+        <div class="scroll">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">State</th>
+                <th scope="col">Sessions</th>
+                <th scope="col">Adapters</th>
+                <th scope="col">Labels</th>
+                <th scope="col">Version</th>
+                <th scope="col">Last seen</th>
+              </tr>
+            </thead>
+            <tbody>
+              {runners.map((r) => (
+                <tr key={r.id} data-testid="runner">
+                  <td>{r.name}</td>
+                  <td>
+                    {r.alive ? "alive" : <Badge kind="attention">silent</Badge>}
+                    {r.draining && <> · draining</>}
+                    {r.problem && <> · {r.problem}</>}
+                  </td>
+                  <td>
+                    {r.sessions?.length ?? 0} of {r.capacity}
+                  </td>
+                  <td>{(r.adapters ?? []).map((a) => `${a.name} ${a.version}`).join(", ") || "—"}</td>
+                  <td>
+                    {Object.entries(r.labels ?? {})
+                      .map(([k, v]) => `${k}=${v}`)
+                      .join(", ") || "—"}
+                  </td>
+                  <td>{r.version || "—"}</td>
+                  <td>
+                    <Ago at={r.last_seen_at} />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}

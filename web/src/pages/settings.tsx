@@ -1,0 +1,239 @@
+// Project settings: repository, merge policy, budgets (with today's spend),
+// concurrency limit and the pause. Controls only for project.update.
+import { useEffect, useState } from "preact/hooks";
+import { enc, get, patch, permissions, type Project, type ProjectBudget } from "../api";
+import { useAction, useLoad } from "../load";
+import { Alert, Badge, permissionsOrNone, ProjectNav, usd } from "../ui";
+
+interface Form {
+  forge: string;
+  url: string;
+  default_branch: string;
+  credentials_ref: string;
+  mode: string;
+  required_approvals: string;
+  required_checks: string;
+  per_ticket_usd: string;
+  per_day_usd: string;
+  concurrency_limit: string;
+}
+
+function toForm(p: Project): Form {
+  return {
+    forge: p.repository?.forge ?? "",
+    url: p.repository?.url ?? "",
+    default_branch: p.repository?.default_branch ?? "main",
+    credentials_ref: p.repository?.credentials_ref ?? "",
+    mode: p.merge_policy.mode,
+    required_approvals: String(p.merge_policy.required_approvals),
+    required_checks: (p.merge_policy.required_checks ?? []).join(", "),
+    per_ticket_usd: p.budgets.per_ticket_usd === null ? "" : String(p.budgets.per_ticket_usd),
+    per_day_usd: p.budgets.per_day_usd === null ? "" : String(p.budgets.per_day_usd),
+    concurrency_limit: String(p.concurrency_limit),
+  };
+}
+
+// amount is a budget field: empty lifts the limit (null). The API checks the value.
+function amount(s: string): number | null | string {
+  if (!s.trim()) return null;
+  const n = Number(s);
+  return Number.isFinite(n) ? n : s;
+}
+
+// toPatch sends only the sections a person changed (a JSON merge patch).
+function toPatch(p: Project, f: Form): Record<string, unknown> {
+  const was = toForm(p);
+  const changed = (...ks: (keyof Form)[]) => ks.some((k) => f[k] !== was[k]);
+  const body: Record<string, unknown> = { version: p.version };
+  if (changed("forge", "url", "default_branch", "credentials_ref")) {
+    body.repository = f.forge
+      ? { forge: f.forge, url: f.url, default_branch: f.default_branch || null, credentials_ref: f.credentials_ref || null }
+      : null;
+  }
+  if (changed("mode", "required_approvals", "required_checks")) {
+    body.merge_policy = {
+      mode: f.mode,
+      required_approvals: Number(f.required_approvals),
+      required_checks: f.required_checks
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean),
+    };
+  }
+  if (changed("per_ticket_usd", "per_day_usd")) body.budgets = { per_ticket_usd: amount(f.per_ticket_usd), per_day_usd: amount(f.per_day_usd) };
+  if (changed("concurrency_limit")) body.concurrency_limit = Number(f.concurrency_limit);
+  return body;
+}
+
+export default function Page({ project }: Record<string, string>) {
+  const { data, error, reload, setData } = useLoad(async () => {
+    const [proj, budget, perms] = await Promise.all([
+      get<Project>(`/api/v1/projects/${enc(project)}`),
+      get<ProjectBudget>(`/api/v1/projects/${enc(project)}/budget`),
+      permissionsOrNone(() => permissions(project)),
+    ]);
+    return { proj, budget, perms };
+  }, [project]);
+  const [form, setForm] = useState<Form | null>(null);
+  const [saved, setSaved] = useState(false);
+  const [run, busy, actionError] = useAction();
+  useEffect(() => {
+    if (data) setForm(toForm(data.proj));
+  }, [data?.proj.version]);
+
+  const p = data?.proj;
+  const can = data?.perms.has("project.update") ?? false;
+  const set = (k: keyof Form) => (e: Event) => {
+    setSaved(false);
+    setForm({ ...form!, [k]: (e.target as HTMLInputElement).value });
+  };
+  const save = async (e: Event) => {
+    e.preventDefault();
+    if (!p || !form) return;
+    const ok = await run(async () => {
+      const np = await patch<Project>(`/api/v1/projects/${enc(project)}`, toPatch(p, form));
+      setData({ ...data!, proj: np });
+    });
+    setSaved(ok);
+    if (ok) void reload(); // today's spend and budget limits
+  };
+  const pause = (paused: boolean) =>
+    run(async () => {
+      const np = await patch<Project>(`/api/v1/projects/${enc(project)}`, { version: p!.version, paused });
+      setData({ ...data!, proj: np });
+    });
+
+  const today = data?.budget.today;
+  return (
+    <section class="settings">
+      <h1>{p ? `${p.key} settings` : `${project} settings`}</h1>
+      <ProjectNav project={project} current="settings" />
+      <Alert error={error} />
+      {p && (
+        <section aria-labelledby="pause-h">
+          <h2 id="pause-h">Work</h2>
+          <p data-testid="paused">
+            {p.paused ? <Badge kind="pause">Paused</Badge> : "Running"}: {p.paused ? "no new stage starts in this project." : "tickets start when ready."}
+          </p>
+          {can &&
+            (p.paused ? (
+              <button type="button" disabled={busy} onClick={() => pause(false)}>
+                Resume project
+              </button>
+            ) : (
+              <button type="button" class="danger" disabled={busy} onClick={() => pause(true)}>
+                Pause project
+              </button>
+            ))}
+        </section>
+      )}
+      {today && (
+        <section aria-labelledby="spend-h">
+          <h2 id="spend-h">Spend today</h2>
+          <p data-testid="spend">
+            {usd(today.spent_usd)} of {usd(today.limit_usd)} on {data!.budget.day} ({data!.budget.timezone}) · {today.runs} runs ·{" "}
+            {today.input_tokens} / {today.output_tokens} tokens
+            {today.remaining_usd !== null && <> · {usd(today.remaining_usd)} left</>}
+          </p>
+        </section>
+      )}
+      {p && form && (can ? <Edit form={form} set={set} save={save} busy={busy} saved={saved} /> : <ReadOnly p={p} />)}
+      <Alert error={actionError} />
+    </section>
+  );
+}
+
+function Edit({ form, set, save, busy, saved }: { form: Form; set: (k: keyof Form) => (e: Event) => void; save: (e: Event) => void; busy: boolean; saved: boolean }) {
+  return (
+    <form onSubmit={save} aria-label="Project settings">
+      <fieldset>
+        <legend>Repository</legend>
+        <label>
+          Forge
+          <select value={form.forge} onChange={set("forge")}>
+            <option value="">No repository</option>
+            <option value="git">git</option>
+            <option value="gitea">gitea</option>
+            <option value="github">github</option>
+          </select>
+        </label>
+        {form.forge && (
+          <>
+            <label>
+              URL
+              <input required value={form.url} onInput={set("url")} />
+            </label>
+            <label>
+              Default branch
+              <input value={form.default_branch} onInput={set("default_branch")} />
+            </label>
+            <label>
+              Credentials (env:NAME)
+              <input value={form.credentials_ref} placeholder="env:GIT_TOKEN" onInput={set("credentials_ref")} />
+            </label>
+          </>
+        )}
+      </fieldset>
+      <fieldset>
+        <legend>Merge policy</legend>
+        <label>
+          Mode
+          <select value={form.mode} onChange={set("mode")}>
+            <option value="manual">manual: a person merges</option>
+            <option value="auto">auto: Ballet merges</option>
+          </select>
+        </label>
+        <label>
+          Required approvals
+          <input type="number" min={0} max={10} value={form.required_approvals} onInput={set("required_approvals")} />
+        </label>
+        <label>
+          Required checks (comma-separated)
+          <input value={form.required_checks} onInput={set("required_checks")} />
+        </label>
+      </fieldset>
+      <fieldset>
+        <legend>Budgets (US dollars; empty: no limit)</legend>
+        <label>
+          Per ticket
+          <input inputMode="decimal" value={form.per_ticket_usd} onInput={set("per_ticket_usd")} />
+        </label>
+        <label>
+          Per day
+          <input inputMode="decimal" value={form.per_day_usd} onInput={set("per_day_usd")} />
+        </label>
+      </fieldset>
+      <fieldset>
+        <legend>Concurrency</legend>
+        <label>
+          Running flows at once (0: no limit)
+          <input type="number" min={0} max={1000} value={form.concurrency_limit} onInput={set("concurrency_limit")} />
+        </label>
+      </fieldset>
+      <button type="submit" disabled={busy}>
+        Save settings
+      </button>
+      {saved && <p role="status">Saved.</p>}
+    </form>
+  );
+}
+
+function ReadOnly({ p }: { p: Project }) {
+  return (
+    <dl class="facts" data-testid="settings-readonly">
+      <dt>Repository</dt>
+      <dd>{p.repository ? `${p.repository.forge} ${p.repository.url} (${p.repository.default_branch})` : "none"}</dd>
+      <dt>Merge policy</dt>
+      <dd>
+        {p.merge_policy.mode}, {p.merge_policy.required_approvals} approvals
+        {p.merge_policy.required_checks?.length ? `, checks ${p.merge_policy.required_checks.join(", ")}` : ""}
+      </dd>
+      <dt>Budgets</dt>
+      <dd>
+        per ticket {usd(p.budgets.per_ticket_usd)}, per day {usd(p.budgets.per_day_usd)}
+      </dd>
+      <dt>Concurrency limit</dt>
+      <dd>{p.concurrency_limit || "no limit"}</dd>
+    </dl>
+  );
+}

@@ -1,0 +1,122 @@
+// Small pieces the pages share.
+import type { ComponentChildren } from "preact";
+import type { ItemFlow } from "./api";
+
+// Alert shows an error with the API's message (role="alert" for the tests and screen readers).
+export function Alert({ error }: { error: string }) {
+  if (!error) return null;
+  return (
+    <p role="alert" class="alert">
+      {error}
+    </p>
+  );
+}
+
+const rtf = new Intl.RelativeTimeFormat("en", { numeric: "auto" });
+
+// ago is a time for people: "3 minutes ago", with the exact time as a tooltip.
+export function Ago({ at }: { at: string | undefined | null }) {
+  if (!at) return <span>—</span>;
+  const t = new Date(at);
+  const s = (t.getTime() - Date.now()) / 1000;
+  const abs = Math.abs(s);
+  let text: string;
+  if (abs < 60) text = rtf.format(Math.round(s), "second");
+  else if (abs < 3600) text = rtf.format(Math.round(s / 60), "minute");
+  else if (abs < 86400) text = rtf.format(Math.round(s / 3600), "hour");
+  else text = rtf.format(Math.round(s / 86400), "day");
+  return (
+    <time dateTime={at} title={t.toISOString()}>
+      {text}
+    </time>
+  );
+}
+
+export function usd(n: number | null | undefined): string {
+  if (n === null || n === undefined) return "no limit";
+  return "$" + (n < 1 && n > 0 ? n.toFixed(4) : n.toFixed(2));
+}
+
+export function duration(from?: string, to?: string): string {
+  if (!from) return "—";
+  const ms = (to ? new Date(to).getTime() : Date.now()) - new Date(from).getTime();
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min ${s % 60} s`;
+  return `${Math.floor(m / 60)} h ${m % 60} min`;
+}
+
+export const stateNames: Record<string, string> = {
+  backlog: "Backlog",
+  ready: "Ready",
+  in_progress: "In progress",
+  waiting_for_answer: "Waiting for answer",
+  paused: "Paused",
+  done: "Done",
+  cancelled: "Cancelled",
+};
+
+export function Badge({ kind, children }: { kind: string; children: ComponentChildren }) {
+  return <span class={`badge badge-${kind}`}>{children}</span>;
+}
+
+// FlowLine says where a ticket's flow is and what it waits for.
+export function FlowLine({ flow }: { flow: ItemFlow | null | undefined }) {
+  if (!flow) return null;
+  return (
+    <span class="flowline" data-testid="flow">
+      <span>stage {flow.stage}</span>
+      {" · "}
+      <span>{flow.status}</span>
+      {flow.waiting && <span> · waits for {flow.waiting}</span>}
+      {flow.attention && (
+        <>
+          {" "}
+          <Badge kind="attention">{flow.attention === "no_runner" ? "no runner" : flow.attention}</Badge>
+        </>
+      )}
+    </span>
+  );
+}
+
+// The moves a person may make from each ticket state (docs/flows.md).
+export const ticketMoves: Record<string, string[]> = {
+  backlog: ["ready", "cancelled"],
+  ready: ["backlog", "cancelled"],
+  in_progress: ["paused", "cancelled"],
+  waiting_for_answer: ["paused", "cancelled"],
+  paused: ["ready", "backlog", "cancelled"],
+  done: ["backlog"],
+  cancelled: ["backlog"],
+};
+export const epicStates = ["backlog", "ready", "in_progress", "done", "cancelled"];
+
+// ProjectNav links a project's pages.
+export function ProjectNav({ project, current }: { project: string; current: "board" | "pipelines" | "settings" }) {
+  const base = `/projects/${encodeURIComponent(project)}`;
+  const links: [typeof current, string, string][] = [
+    ["board", base, "Board"],
+    ["pipelines", base + "/pipelines", "Pipelines"],
+    ["settings", base + "/settings", "Settings"],
+  ];
+  return (
+    <nav aria-label={`Project ${project}`} class="tabs">
+      {links.map(([k, href, label]) => (
+        <a key={k} href={href} aria-current={k === current ? "page" : undefined}>
+          {label}
+        </a>
+      ))}
+    </nav>
+  );
+}
+
+// permissionsOrNone reads the caller's permissions; without an answer the
+// page shows no controls (the API refuses them anyway).
+export async function permissionsOrNone(read: () => Promise<Set<string>>): Promise<Set<string>> {
+  try {
+    return await read();
+  } catch {
+    return new Set();
+  }
+}
