@@ -7,7 +7,7 @@
 # BALLET_SKIP_AGENTS=1 and BALLET_SKIP_GITEA=1 make test.
 SHELL := /bin/bash
 
-.PHONY: test vet fuzz run bench mutation
+.PHONY: test vet fuzz run bench mutation webui webui-check webui-size
 
 # need_rqlited sets BALLET_RQLITED in a recipe's shell: the caller's value,
 # else the binary scripts/rqlited.sh builds (once); a failed build stops make
@@ -75,6 +75,22 @@ fuzz:
 
 run:
 	go run ./cmd/ballet up
+
+# The web UI (web/, docs/ui.md): `make webui` rebuilds the committed assets in
+# internal/webui/dist from the locked dependencies; `make webui-check` (run by
+# .ci/run) also fails when they differ from what is committed, and measures
+# the first page; `make webui-size` prints the gzipped JS of the first pages
+# (budget: 250 KB).
+webui:
+	cd web && npm ci --no-audit --no-fund && npm run build
+
+webui-check: webui
+	@test -z "$$(git status --porcelain internal/webui/dist)" || { git status --porcelain internal/webui/dist; \
+		echo "make webui-check: internal/webui/dist differs from a fresh build of web/: run make webui and commit it" >&2; exit 1; }
+	@$(MAKE) --no-print-directory webui-size
+
+webui-size:
+	cd web && node scripts/size.mjs 250
 
 # A mutation run over the core packages, each against its own tests
 # (tools/mutate, docs/testing.md): about an hour; in neither make test nor CI.

@@ -7,6 +7,8 @@ export default defineConfig({
     outDir: "../internal/webui/dist",
     emptyOutDir: true,
     sourcemap: false,
+    // .vite/manifest.json: which chunks each page loads (scripts/size.mjs measures the first page).
+    manifest: true,
     assetsDir: "assets",
     target: "es2022",
   },
