@@ -35,6 +35,13 @@ export function signInPath(): string {
   return here.startsWith("/signin") ? "/signin" : "/signin?next=" + encodeURIComponent(here);
 }
 
+// unauthorized runs when the API answers 401: session.ts forgets the session
+// (and the shell then goes to the sign-in page).
+let unauthorized = () => navigate(signInPath(), true);
+export function onUnauthorized(fn: () => void) {
+  unauthorized = fn;
+}
+
 export interface RequestOptions {
   // quiet401: a 401 is the caller's to handle (the session check, the sign-in form).
   quiet401?: boolean;
@@ -65,7 +72,7 @@ export async function request<T>(method: string, path: string, body?: unknown, o
   if (!res.ok) {
     const e = data?.error;
     const err = new ApiError(res.status, e?.code ?? "http_" + res.status, e?.message ?? `${res.status} ${res.statusText}`, e?.details ?? []);
-    if (res.status === 401 && !opts.quiet401) navigate(signInPath(), true);
+    if (res.status === 401 && !opts.quiet401) unauthorized();
     throw err;
   }
   return data as T;

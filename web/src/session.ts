@@ -1,7 +1,7 @@
 // The signed-in person (GET /api/v1/session) and the configuration Core
 // injects into the page (internal/webui).
 import { useEffect, useState } from "preact/hooks";
-import { del, get, type Session } from "./api";
+import { del, get, onUnauthorized, type Session } from "./api";
 
 export interface Config {
   oidc: boolean;
@@ -24,6 +24,9 @@ export function setSession(s: Session | null) {
   current = s;
   listeners.forEach((l) => l());
 }
+
+// A 401 on any request means the session ended (expired, signed out elsewhere).
+onUnauthorized(() => setSession(null));
 
 export async function checkSession(): Promise<Session | null> {
   try {

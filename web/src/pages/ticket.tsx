@@ -1,5 +1,6 @@
 // Ticket: what it asks, where its flow is, its questions, its runs (with a
 // run's live log) and its history, live through the item:KEY stream.
+import { Fragment } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { ApiError, enc, get, listEvents, permissions, post, patch, type BalletEvent, type Flow, type Item, type LogChunk, type Question, type Run } from "../api";
 import { useAction, useDebounced, useLoad } from "../load";
@@ -30,24 +31,25 @@ export default function Page({ item: key }: Record<string, string>) {
     return { item, flow, questions: questions.questions, runs: runs.runs, perms };
   }, [key]);
   const history = useLoad(() => listEvents(key), [key]);
-  const [events, setEvents] = useState<BalletEvent[]>([]);
+  const [live, setLive] = useState<BalletEvent[]>([]);
   const [liveError, setLiveError] = useState("");
   const refresh = useDebounced(() => void details.reload(), 200);
 
   // The timeline: what was read, then every event after it, live.
   useEffect(() => {
     if (!history.data) return;
-    setEvents(history.data.events);
+    setLive([]);
     return subscribe(
       `item:${key}`,
       history.data.last_seq,
       (e) => {
-        setEvents((es) => [...es, e]);
+        setLive((es) => [...es, e]);
         refresh();
       },
       setLiveError,
     );
   }, [history.data]);
+  const events = history.data ? (live.length ? history.data.events.concat(live) : history.data.events) : [];
 
   const d = details.data;
   const canWrite = d?.perms.has("tracker.write") ?? false;
@@ -132,34 +134,32 @@ function Body({ item }: { item: Item }) {
       </p>
       <h3>Blockers</h3>
       {item.blocked_by?.length ? (
-        <p>
-          Blocked by{" "}
-          {item.blocked_by.map((k, i) => (
-            <>
-              {i > 0 && ", "}
-              <a key={k} href={`/items/${enc(k)}`}>
-                {k}
-              </a>
-            </>
-          ))}
+        <p data-testid="blocked-by">
+          Blocked by <Keys keys={item.blocked_by} />
         </p>
       ) : (
         <p class="muted">Not blocked.</p>
       )}
       {item.blocks?.length ? (
-        <p>
-          Blocks{" "}
-          {item.blocks.map((k, i) => (
-            <>
-              {i > 0 && ", "}
-              <a key={k} href={`/items/${enc(k)}`}>
-                {k}
-              </a>
-            </>
-          ))}
+        <p data-testid="blocks">
+          Blocks <Keys keys={item.blocks} />
         </p>
       ) : null}
     </section>
+  );
+}
+
+// Keys links items by key, separated by commas.
+function Keys({ keys }: { keys: string[] }) {
+  return (
+    <>
+      {keys.map((k, i) => (
+        <Fragment key={k}>
+          {i > 0 && ", "}
+          <a href={`/items/${enc(k)}`}>{k}</a>
+        </Fragment>
+      ))}
+    </>
   );
 }
 
