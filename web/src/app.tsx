@@ -51,7 +51,11 @@ export function App() {
   const path = loc.pathname;
   const signin = path === "/signin";
 
-  useEffect(() => void checkSession(), []);
+  // Who is signed in. The sign-in page does not ask: signed out, the answer
+  // would be a 401, which the browser logs as an error in its console.
+  useEffect(() => {
+    if (session === undefined && !signin) void checkSession();
+  }, [session, signin]);
   // Each navigation starts a page load (the browser tests wait for ready = 1).
   useLayoutEffect(loading, [path]);
   useEffect(() => {

@@ -1,7 +1,7 @@
 // Page data loading and the readiness marker the browser tests wait for:
 // document.body.dataset.ready is "0" while a page loads its data and "1"
 // once every load it started has finished (ui-contract.md).
-import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import { useCallback, useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { ApiError } from "./api";
 
 let pending = 0;
@@ -54,7 +54,9 @@ export function useLoad<T>(fn: () => Promise<T>, deps: unknown[]): Loaded<T> {
       setTimeout(settle, 0);
     }
   }, []);
-  useEffect(() => {
+  // A layout effect: the marker turns "0" in the render that needs the data,
+  // before the browser paints, so no test reads a stale "1" in between.
+  useLayoutEffect(() => {
     void reload();
     return () => void gen.current++;
   }, deps);
