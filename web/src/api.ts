@@ -93,7 +93,7 @@ export interface Session {
   name: string;
   kind: string;
   platform_admin: boolean;
-  expires_at: string;
+  expires_at: string | null; // null: the credential does not expire
 }
 
 export interface Organization {

@@ -1,4 +1,4 @@
-import type { ComponentType } from "preact";
+import { Component, type ComponentChildren, type ComponentType } from "preact";
 import { lazy, Suspense } from "preact/compat";
 import { useEffect, useLayoutEffect } from "preact/hooks";
 import { signInPath } from "./api";
@@ -43,6 +43,32 @@ function NotFound() {
       </p>
     </section>
   );
+}
+
+// PageError shows a page that failed to render or to download (a chunk of an
+// older build after an upgrade) instead of a blank screen.
+class PageError extends Component<{ children: ComponentChildren }, { error: string }> {
+  state = { error: "" };
+  componentDidCatch(e: unknown) {
+    this.setState({ error: e instanceof Error ? e.message : String(e) });
+    document.body.dataset.ready = "1";
+  }
+  render() {
+    if (!this.state.error) return this.props.children;
+    return (
+      <section>
+        <h1>This page could not be shown</h1>
+        <p role="alert" class="alert">
+          {this.state.error}
+        </p>
+        <p>
+          <button type="button" onClick={() => location.reload()}>
+            Reload
+          </button>
+        </p>
+      </section>
+    );
+  }
 }
 
 export function App() {
@@ -119,7 +145,9 @@ export function App() {
         )}
       </header>
       <main id="main" tabIndex={-1}>
-        <Suspense fallback={<p>Loading…</p>}>{page}</Suspense>
+        <PageError key={path}>
+          <Suspense fallback={<p>Loading…</p>}>{page}</Suspense>
+        </PageError>
       </main>
     </div>
   );

@@ -28,8 +28,9 @@ function where(e: NeedsMeEntry): { href: string; label: string } {
     case "budget":
     case "pause":
       return { href: `/projects/${enc(e.project)}/settings`, label: `${e.project} settings` };
-    case "no_runner":
-      return { href: `${item}#flow`, label: `Open ${e.item}` };
+    case "stuck":
+      // A stuck flow asked a question: its answer runs the stage again.
+      return { href: `${item}#questions`, label: `Unstick ${e.item}` };
     default:
       return { href: `${item}#flow`, label: `Open ${e.item}` };
   }
