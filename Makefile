@@ -82,6 +82,8 @@ run:
 # the first page; `make webui-size` prints the gzipped JS of the first pages
 # (budget: 250 KB).
 webui:
+	@node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 19) ? 0 : 1)' || \
+		{ echo "make webui: Vite needs node >= 20.19 (web/package.json engines); this is node $$(node -v)" >&2; exit 1; }
 	cd web && npm ci --no-audit --no-fund && npm run build
 
 webui-check: webui

@@ -42,10 +42,18 @@ export default function Page() {
   const later = useDebounced(() => void reload(), 300);
 
   // Anything that happens in the person's organizations may change the list.
+  // Someone with a role in single projects only may not follow a whole
+  // organization: the list is then read again every 30 s.
+  const [poll, setPoll] = useState(false);
   useEffect(() => {
-    const stops = (orgs.data?.organizations ?? []).map((o) => subscribe(`org:${o.slug}`, undefined, later, () => {}));
+    const stops = (orgs.data?.organizations ?? []).map((o) => subscribe(`org:${o.slug}`, undefined, later, () => setPoll(true)));
     return () => stops.forEach((s) => s());
   }, [orgs.data]);
+  useEffect(() => {
+    if (!poll) return;
+    const t = window.setInterval(() => void reload(), 30000);
+    return () => clearInterval(t);
+  }, [poll]);
 
   const items = data?.items ?? [];
   return (

@@ -315,7 +315,7 @@ function Runs({ runs }: { runs: Run[] }) {
             </thead>
             <tbody>
               {runs.map((r) => (
-                <tr key={r.id} data-testid="run" aria-selected={r.id === selected ? "true" : undefined} class={r.id === selected ? "current" : ""}>
+                <tr key={r.id} data-testid="run" data-run={r.id} class={r.id === selected ? "current" : ""}>
                   <td>
                     {r.stage} <span class="muted">#{r.iteration}</span>
                   </td>
