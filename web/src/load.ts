@@ -89,14 +89,16 @@ export function useAction(): [(fn: () => Promise<unknown>) => Promise<boolean>, 
   return [run, busy, error, setError];
 }
 
-// debounce calls fn once after a burst of calls (live events come in bursts).
+// useDebounced calls fn once after a burst of calls (live events come in bursts).
+// The function it returns stays the same across renders (a subscription made
+// once keeps calling the latest fn, after the latest ms).
 export function useDebounced(fn: () => void, ms = 150): () => void {
-  const ref = useRef(fn);
-  ref.current = fn;
+  const ref = useRef({ fn, ms });
+  ref.current = { fn, ms };
   const timer = useRef<number | undefined>(undefined);
   useEffect(() => () => clearTimeout(timer.current), []);
   return useCallback(() => {
     clearTimeout(timer.current);
-    timer.current = window.setTimeout(() => ref.current(), ms);
-  }, [ms]);
+    timer.current = window.setTimeout(() => ref.current.fn(), ref.current.ms);
+  }, []);
 }

@@ -1,1 +1,0 @@
-import{t as e}from"./index-Dm229QDy.js";function t(t){return e(`h1`,{children:[`page `,JSON.stringify(t)]})}export{t as default};
