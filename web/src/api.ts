@@ -24,8 +24,10 @@ export class ApiError extends Error {
   }
   // full is the message with each field problem, for people.
   get full(): string {
-    if (!this.details.length) return this.message;
-    return this.message + ": " + this.details.map((d) => (d.field || d.path ? `${d.field ?? d.path}: ` : "") + d.message).join("; ");
+    const more = this.details
+      .map((d) => (d.field || d.path ? `${d.field ?? d.path}: ` : "") + d.message)
+      .filter((d) => !this.message.includes(d));
+    return more.length ? `${this.message}: ${more.join("; ")}` : this.message;
   }
 }
 

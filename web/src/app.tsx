@@ -5,6 +5,7 @@ import { signInPath } from "./api";
 import { loading } from "./load";
 import { match, navigate, onLinkClick, useLocation } from "./router";
 import { checkSession, signOut, useSession } from "./session";
+import { ProjectNav } from "./ui";
 
 type Page = ComponentType<Record<string, string>>;
 
@@ -102,6 +103,9 @@ export function App() {
     }
   }
   if (!signin && !session) page = <p>Loading…</p>;
+  // A project's pages (board, pipelines, settings) share their tabs.
+  const project = match("/projects/:project", path) ?? match("/projects/:project/:tab", path);
+  const tab = path.endsWith("/pipelines") ? "pipelines" : path.endsWith("/settings") ? "settings" : "board";
 
   return (
     <div class="shell" onClick={onLinkClick}>
@@ -145,6 +149,7 @@ export function App() {
         )}
       </header>
       <main id="main" tabIndex={-1}>
+        {session && project && (project.tab === undefined || project.tab === tab) && <ProjectNav project={project.project} current={tab} />}
         <PageError key={path}>
           <Suspense fallback={<p>Loading…</p>}>{page}</Suspense>
         </PageError>

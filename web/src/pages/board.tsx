@@ -4,7 +4,7 @@ import { useEffect, useState } from "preact/hooks";
 import { enc, get, listItems, patch, permissions, post, type Item, type Project } from "../api";
 import { useAction, useDebounced, useLoad } from "../load";
 import { subscribe } from "../realtime";
-import { Alert, Badge, FlowLine, permissionsOrNone, ProjectNav, stateNames } from "../ui";
+import { Alert, Badge, FlowLine, permissionsOrNone, stateNames } from "../ui";
 
 const columns = ["backlog", "ready", "in_progress", "waiting_for_answer", "paused", "done", "cancelled"];
 const shown = 100; // cards per column before "Show all"
@@ -47,7 +47,6 @@ export default function Page({ project }: Record<string, string>) {
   return (
     <section class="board">
       <h1>{proj ? `${proj.key} · ${proj.name}` : project}</h1>
-      <ProjectNav project={project} current="board" />
       <Alert error={base.error || items.error} />
       {proj?.paused && (
         <p class="notice">

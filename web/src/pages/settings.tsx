@@ -3,7 +3,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { enc, get, patch, permissions, type Project, type ProjectBudget } from "../api";
 import { useAction, useLoad } from "../load";
-import { Alert, Badge, permissionsOrNone, ProjectNav, usd } from "../ui";
+import { Alert, Badge, permissionsOrNone, usd } from "../ui";
 
 interface Form {
   forge: string;
@@ -93,9 +93,9 @@ export default function Page({ project }: Record<string, string>) {
     const ok = await run(async () => {
       const np = await patch<Project>(`/api/v1/projects/${enc(project)}`, toPatch(p, form));
       setData({ ...data!, proj: np });
+      await reload(); // today's spend against the new limits
     });
     setSaved(ok);
-    if (ok) void reload(); // today's spend and budget limits
   };
   const pause = (paused: boolean) =>
     run(async () => {
@@ -107,7 +107,6 @@ export default function Page({ project }: Record<string, string>) {
   return (
     <section class="settings">
       <h1>{p ? `${p.key} settings` : `${project} settings`}</h1>
-      <ProjectNav project={project} current="settings" />
       <Alert error={error} />
       {p && (
         <section aria-labelledby="pause-h">

@@ -1,1 +1,0 @@
-import{t as e}from"./index-CU8dkSw2.js";function t(t){return e(`h1`,{children:[`page `,JSON.stringify(t)]})}export{t as default};
