@@ -90,8 +90,13 @@ export default function Page({ project }: Record<string, string>) {
   const save = async (e: Event) => {
     e.preventDefault();
     if (!p || !form) return;
+    const body = toPatch(p, form);
+    if (Object.keys(body).length === 1) {
+      setSaved(true); // nothing changed: nothing to send
+      return;
+    }
     const ok = await run(async () => {
-      const np = await patch<Project>(`/api/v1/projects/${enc(project)}`, toPatch(p, form));
+      const np = await patch<Project>(`/api/v1/projects/${enc(project)}`, body);
       setData({ ...data!, proj: np });
       await reload(); // today's spend against the new limits
     });

@@ -2,7 +2,7 @@
 // run's live log) and its history, live through the item:KEY stream.
 import { Fragment } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { ApiError, enc, get, listEvents, permissions, post, patch, type BalletEvent, type Flow, type Item, type LogChunk, type Question, type Run } from "../api";
+import { ApiError, del, enc, get, listEvents, permissions, post, patch, type BalletEvent, type Flow, type Item, type LogChunk, type Question, type Run } from "../api";
 import { useAction, useDebounced, useLoad } from "../load";
 import { subscribe } from "../realtime";
 import { Timeline } from "../timeline";
@@ -20,7 +20,8 @@ export default function Page({ item: key }: Record<string, string>) {
   const details = useLoad(async (): Promise<Details> => {
     const item = await get<Item>(`/api/v1/items/${enc(key)}`);
     const [flow, questions, runs, perms] = await Promise.all([
-      get<Flow>(`/api/v1/items/${enc(key)}/flow`).catch((e) => {
+      // The item says when it has no flow: no request, no 404 in the console.
+      item.flow === null ? null : get<Flow>(`/api/v1/items/${enc(key)}/flow`).catch((e) => {
         if (e instanceof ApiError && e.status === 404) return null; // never started
         throw e;
       }),
@@ -59,9 +60,9 @@ export default function Page({ item: key }: Record<string, string>) {
       {d && (
         <>
           <Header d={d} canWrite={canWrite} onChange={details.reload} />
-          <Body item={d.item} />
+          <Body item={d.item} canWrite={canWrite} onChange={details.reload} />
           <FlowSection d={d} canWrite={canWrite} onChange={details.reload} />
-          <Questions questions={d.questions} canWrite={canWrite} onChange={details.reload} />
+          <Questions item={d.item.key} questions={d.questions} canWrite={canWrite} onChange={details.reload} />
           <Runs runs={d.runs} />
         </>
       )}
@@ -120,7 +121,15 @@ function Header({ d, canWrite, onChange }: { d: Details; canWrite: boolean; onCh
   );
 }
 
-function Body({ item }: { item: Item }) {
+function Body({ item, canWrite, onChange }: { item: Item; canWrite: boolean; onChange: () => Promise<void> }) {
+  const [blocker, setBlocker] = useState("");
+  const [run, busy, error] = useAction();
+  const blockers = `/api/v1/items/${enc(item.key)}/blockers/`;
+  const add = async (e: Event) => {
+    e.preventDefault();
+    if (await run(() => post(blockers + enc(blocker.trim())).then(onChange))) setBlocker("");
+  };
+  const remove = (k: string) => run(() => del(blockers + enc(k)).then(onChange));
   return (
     <section aria-labelledby="about-h">
       <h2 id="about-h">About</h2>
@@ -139,6 +148,29 @@ function Body({ item }: { item: Item }) {
         </p>
       ) : (
         <p class="muted">Not blocked.</p>
+      )}
+      {canWrite && (
+        <>
+          {item.blocked_by?.length ? (
+            <div class="actions" role="group" aria-label="Remove a blocker">
+              {item.blocked_by.map((k) => (
+                <button key={k} type="button" class="secondary" disabled={busy} onClick={() => remove(k)}>
+                  Remove blocker {k}
+                </button>
+              ))}
+            </div>
+          ) : null}
+          <form class="inline" onSubmit={add}>
+            <label>
+              Blocked by (item key)
+              <input value={blocker} placeholder="ACME-1" onInput={(e) => setBlocker((e.target as HTMLInputElement).value)} />
+            </label>
+            <button type="submit" disabled={busy || !blocker.trim()}>
+              Add blocker
+            </button>
+          </form>
+          <Alert error={error} />
+        </>
       )}
       {item.blocks?.length ? (
         <p data-testid="blocks">
@@ -226,7 +258,17 @@ function FlowSection({ d, canWrite, onChange }: { d: Details; canWrite: boolean;
   );
 }
 
-function Questions({ questions, canWrite, onChange }: { questions: Question[]; canWrite: boolean; onChange: () => Promise<void> }) {
+function Questions({ item, questions, canWrite, onChange }: { item: string; questions: Question[]; canWrite: boolean; onChange: () => Promise<void> }) {
+  const [text, setText] = useState("");
+  const [blocking, setBlocking] = useState(false);
+  const [run, busy, error] = useAction();
+  const ask = async (e: Event) => {
+    e.preventDefault();
+    if (await run(() => post(`/api/v1/items/${enc(item)}/questions`, { text, blocking }).then(onChange))) {
+      setText("");
+      setBlocking(false);
+    }
+  };
   return (
     <section id="questions" aria-labelledby="questions-h">
       <h2 id="questions-h">Questions</h2>
@@ -236,6 +278,25 @@ function Questions({ questions, canWrite, onChange }: { questions: Question[]; c
           <QuestionView key={q.id} q={q} canWrite={canWrite} onChange={onChange} />
         ))}
       </ul>
+      {canWrite && (
+        <details class="create">
+          <summary>Ask a question</summary>
+          <form onSubmit={ask} aria-label="Ask a question">
+            <label>
+              Question
+              <textarea rows={2} required value={text} onInput={(e) => setText((e.target as HTMLTextAreaElement).value)} />
+            </label>
+            <label class="check">
+              <input type="checkbox" checked={blocking} onChange={(e) => setBlocking((e.target as HTMLInputElement).checked)} /> Blocking: the flow waits
+              for the answer
+            </label>
+            <Alert error={error} />
+            <button type="submit" disabled={busy || !text.trim()}>
+              Ask
+            </button>
+          </form>
+        </details>
+      )}
     </section>
   );
 }
