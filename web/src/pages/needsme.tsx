@@ -37,7 +37,7 @@ function where(e: NeedsMeEntry): { href: string; label: string } {
 }
 
 export default function Page() {
-  const { data, error, reload } = useLoad(() => get<{ items: NeedsMeEntry[] }>("/api/v1/needs-me"), []);
+  const { data, error, reload } = useLoad(() => get<{ items: NeedsMeEntry[]; truncated?: boolean }>("/api/v1/needs-me"), []);
   const orgs = useLoad(() => get<{ organizations: Organization[] }>("/api/v1/orgs"), []);
   const later = useDebounced(() => void reload(), 300);
 
@@ -61,6 +61,7 @@ export default function Page() {
       <h1>Needs me</h1>
       <Alert error={error || orgs.error} />
       {data && !items.length && <p data-testid="needs-me-empty">Nothing waits for you.</p>}
+      {data?.truncated && <p class="notice">More waits for you than one list shows: the oldest come first.</p>}
       <ol class="needs" data-testid="needs-me">
         {items.map((e) => (
           <Entry key={`${e.kind}:${e.item}:${e.question?.id ?? ""}`} e={e} onDone={reload} />
