@@ -129,8 +129,8 @@ function Card({ it, canWrite, onChange }: { it: Item; canWrite: boolean; onChang
       <FlowLine flow={it.flow} />
       <Alert error={error} />
       {canWrite && it.type !== "epic" && (it.state === "backlog" || it.state === "paused") && (
-        <button type="button" onClick={ready} disabled={busy} aria-label={`Move ${it.key} to ready`}>
-          Move to ready
+        <button type="button" onClick={ready} disabled={busy}>
+          Move {it.key} to ready
         </button>
       )}
     </li>
