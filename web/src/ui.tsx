@@ -1,5 +1,6 @@
 // Small pieces the pages share.
 import type { ComponentChildren } from "preact";
+import { useState } from "preact/hooks";
 import type { ItemFlow } from "./api";
 
 // Alert shows an error with the API's message (role="alert" for the tests and screen readers).
@@ -119,4 +120,16 @@ export async function permissionsOrNone(read: () => Promise<Set<string>>): Promi
   } catch {
     return new Set();
   }
+}
+
+// Disclosure is a <details> whose content exists only while it is open: a
+// closed one holds no controls that Tab would skip.
+export function Disclosure({ summary, children }: { summary: string; children: ComponentChildren }) {
+  const [open, setOpen] = useState(false);
+  return (
+    <details class="create" open={open} onToggle={(e) => setOpen((e.currentTarget as HTMLDetailsElement).open)}>
+      <summary>{summary}</summary>
+      {open && children}
+    </details>
+  );
 }

@@ -4,7 +4,7 @@ import { useEffect, useState } from "preact/hooks";
 import { enc, get, listItems, patch, permissions, post, type Item, type Project } from "../api";
 import { useAction, useDebounced, useLoad } from "../load";
 import { subscribe } from "../realtime";
-import { Alert, Badge, FlowLine, permissionsOrNone, stateNames } from "../ui";
+import { Alert, Badge, Disclosure, FlowLine, permissionsOrNone, stateNames } from "../ui";
 
 const columns = ["backlog", "ready", "in_progress", "waiting_for_answer", "paused", "done", "cancelled"];
 const shown = 100; // cards per column before "Show all"
@@ -161,8 +161,7 @@ function CreateTicket({ project, epics, onCreated }: { project: Project; epics: 
     }
   };
   return (
-    <details class="create">
-      <summary>Create a ticket</summary>
+    <Disclosure summary="Create a ticket">
       <form onSubmit={submit} aria-label="Create a ticket">
         <label>
           Type
@@ -211,6 +210,6 @@ function CreateTicket({ project, epics, onCreated }: { project: Project; epics: 
           </p>
         )}
       </form>
-    </details>
+    </Disclosure>
   );
 }

@@ -6,7 +6,7 @@ import { ApiError, del, enc, get, listEvents, permissions, post, patch, type Bal
 import { useAction, useDebounced, useLoad } from "../load";
 import { subscribe } from "../realtime";
 import { Timeline } from "../timeline";
-import { Ago, Alert, Badge, duration, epicStates, permissionsOrNone, stateNames, ticketMoves, usd } from "../ui";
+import { Ago, Alert, Badge, Disclosure, duration, epicStates, permissionsOrNone, stateNames, ticketMoves, usd } from "../ui";
 
 interface Details {
   item: Item;
@@ -279,8 +279,7 @@ function Questions({ item, questions, canWrite, onChange }: { item: string; ques
         ))}
       </ul>
       {canWrite && (
-        <details class="create">
-          <summary>Ask a question</summary>
+        <Disclosure summary="Ask a question">
           <form onSubmit={ask} aria-label="Ask a question">
             <label>
               Question
@@ -295,7 +294,7 @@ function Questions({ item, questions, canWrite, onChange }: { item: string; ques
               Ask
             </button>
           </form>
-        </details>
+        </Disclosure>
       )}
     </section>
   );

@@ -1,0 +1,1 @@
+import{f as e}from"./index-R89rSlEB.js";function t(t){return e(`h1`,{children:[`page `,JSON.stringify(t)]})}export{t as default};

@@ -1,1 +1,0 @@
-import{d as e}from"./index-DSCe-2Y1.js";function t(t){return e(`h1`,{children:[`page `,JSON.stringify(t)]})}export{t as default};
