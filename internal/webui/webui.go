@@ -133,8 +133,9 @@ func (h *Handler) page(w http.ResponseWriter) {
 }
 
 func acceptsHTML(r *http.Request) bool {
-	a := r.Header.Get("Accept")
-	return a == "" || strings.Contains(a, "text/html") || strings.Contains(a, "*/*")
+	// Browsers navigating ask for text/html; a script or curl (no Accept,
+	// or */*) asking for a path the API does not know gets the API's 404.
+	return strings.Contains(r.Header.Get("Accept"), "text/html")
 }
 
 var zeroTime = time.Time{}

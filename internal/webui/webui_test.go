@@ -69,7 +69,7 @@ func wantAPIError(t *testing.T, res *http.Response, status int, code string) {
 func TestPageForEveryAppRoute(t *testing.T) {
 	for _, p := range []string{"/", "/signin", "/needs-me", "/orgs", "/projects/ACME", "/projects/ACME/pipelines?name=bug",
 		"/projects/ACME/settings", "/items/ACME-1", "/platform", "/orgs/acme/knowledge/eng/setup", "/no/such/page"} {
-		for _, accept := range []string{browser, "", "*/*"} {
+		for _, accept := range []string{browser, "text/html"} {
 			res := serve(t, Config{}, http.MethodGet, p, accept)
 			b := body(t, res)
 			if res.StatusCode != http.StatusOK || !strings.Contains(b, `<div id="app">`) {
@@ -105,6 +105,11 @@ func TestAPIAndProbePathsPassThrough(t *testing.T) {
 	// Writes are never the page's, nor is a request that wants no HTML.
 	wantAPIError(t, serve(t, Config{}, http.MethodPost, "/needs-me", browser), http.StatusNotFound, "not_found")
 	wantAPIError(t, serve(t, Config{}, http.MethodGet, "/needs-me", "application/json"), http.StatusNotFound, "not_found")
+	// Nor a script's or curl's (no Accept, or */*): an unknown path is the
+	// API's 404 to them, not a 200 page.
+	for _, accept := range []string{"", "*/*"} {
+		wantAPIError(t, serve(t, Config{}, http.MethodGet, "/nope", accept), http.StatusNotFound, "not_found")
+	}
 }
 
 func TestAssetsAreCachedForGood(t *testing.T) {
