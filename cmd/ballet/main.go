@@ -32,6 +32,7 @@ Usage:
   ballet up [--config FILE]      start Core and a local runner together: a whole Ballet on one machine
   ballet serve [--config FILE]   start Core (embedded SQLite by default)
   ballet runner [--config FILE]  run agent sessions for a Core ([runner] server)
+  ballet knowledge [--config FILE]  start the Knowledge service (its own config and database)
   ballet config [--config FILE]  check the configuration and print the effective one as TOML
   ballet pipeline COMMAND        validate, render or publish pipeline YAML
   ballet events follow ...       print a project's, item's or org's events as they happen
@@ -46,6 +47,7 @@ Environment:
   BALLET_BOOTSTRAP_TOKEN  serve: the platform-admin token (overrides [auth] bootstrap_token)
   BALLET_KNOWLEDGE_TOKEN  serve: the Knowledge service credential (overrides [knowledge] service_token)
   BALLET_RUNNER_TOKEN     runner: the runner token (overrides [runner] token)
+  BALLET_KNOWLEDGE_TOKEN  knowledge, up: the service credential Core and Knowledge share
   BALLET_TOKEN            events follow: the bearer token (instead of --token)
 `
 
@@ -101,6 +103,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args[1:], stdout, stderr)
 	case "runner":
 		return runnerCmd(args[1:], stdout, stderr)
+	case "knowledge":
+		return knowledgeCmd(args[1:], stdout, stderr)
 	case "up":
 		return upCmd(args[1:], stdout, stderr)
 	case "config":

@@ -54,6 +54,64 @@ type Config struct {
 	// the runner ignores Core's sections.
 	Runner   Runner   `toml:"runner"`
 	Adapters Adapters `toml:"adapters"`
+	// Knowledge configures the Knowledge service (`ballet knowledge`, its
+	// own file: its [storage] and [http] are its own, see KnowledgeDefault)
+	// and, in Core's file, the service credential Core shares with it.
+	Knowledge Knowledge `toml:"knowledge"`
+}
+
+// Knowledge configures `ballet knowledge`.
+type Knowledge struct {
+	// Core is Core's URL, whose introspection endpoint resolves callers'
+	// credentials (http://127.0.0.1:8080).
+	Core string `toml:"core"`
+	// ServiceToken is the credential Core and the Knowledge service share
+	// (BALLET_KNOWLEDGE_TOKEN overrides it; `ballet up` generates one).
+	ServiceToken string `toml:"service_token"`
+	// AuthCache is how long Core's answer about a credential is used
+	// (30s): a credential Core revoked stops working within it, and while
+	// Core is down, known credentials keep working until it runs out. At
+	// most 10m.
+	AuthCache Duration `toml:"auth_cache"`
+}
+
+// KnowledgeEnvToken overrides [knowledge] service_token.
+const KnowledgeEnvToken = "BALLET_KNOWLEDGE_TOKEN"
+
+// KnowledgeDefault is the Knowledge service's defaults: Default with its
+// own database (data/knowledge.db) and address (127.0.0.1:8090).
+func KnowledgeDefault() Config {
+	c := Default()
+	c.Storage.Path = "data/knowledge.db"
+	c.Storage.URL = "http://127.0.0.1:4011"
+	c.HTTP.Addr = "127.0.0.1:8090"
+	return c
+}
+
+// LoadKnowledge reads the Knowledge service's file over KnowledgeDefault
+// ("": the defaults alone), then BALLET_KNOWLEDGE_TOKEN over
+// [knowledge] service_token.
+func LoadKnowledge(path string) (Config, error) {
+	cfg := KnowledgeDefault()
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return cfg, fmt.Errorf("read config: %w", err)
+		}
+		if cfg, err = parseOver(cfg, string(b), path); err != nil {
+			return cfg, err
+		}
+	}
+	if t := os.Getenv(KnowledgeEnvToken); t != "" {
+		cfg.Knowledge.ServiceToken = t
+	}
+	if err := cfg.Validate(); err != nil {
+		if path == "" {
+			return cfg, err
+		}
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
 }
 
 // Runner configures `ballet runner`, the process that runs agent sessions.
@@ -323,6 +381,7 @@ func Default() Config {
 		Runner: Runner{Server: "http://127.0.0.1:8080", Labels: map[string]string{}, Workdir: "data/runner", Sessions: 2,
 			Sandbox: "bwrap", PassEnv: []string{}, Hide: []string{}, Checkpoint: Duration{5 * time.Minute},
 			Drain: Duration{time.Minute}, Watchdog: Duration{30 * time.Minute}, Heartbeat: Duration{10 * time.Second}},
+		Knowledge: Knowledge{Core: "http://127.0.0.1:8080", AuthCache: Duration{30 * time.Second}},
 		Adapters: Adapters{
 			ClaudeCode: ClaudeCode{Command: "claude"},
 			OpenCode:   OpenCode{Command: "opencode", Model: "claude-sonnet-4-5", Provider: "anthropic"},
@@ -346,7 +405,11 @@ func Load(path string) (Config, error) {
 
 // Parse reads TOML text over the defaults; name is used in messages.
 func Parse(text, name string) (Config, error) {
-	cfg := Default()
+	return parseOver(Default(), text, name)
+}
+
+// parseOver parses text over the defaults cfg and validates the result.
+func parseOver(cfg Config, text, name string) (Config, error) {
 	md, err := toml.Decode(text, &cfg)
 	if err != nil {
 		return cfg, fmt.Errorf("config %s: %s", name, decodeError(err))
@@ -530,6 +593,7 @@ func (c Config) Validate() error {
 	default:
 		bad("log.format", "%q is not text or json", c.Log.Format)
 	}
+	errs = append(errs, c.Knowledge.validate()...)
 	errs = append(errs, c.Runner.validate()...)
 	errs = append(errs, c.Adapters.validate()...)
 	return errors.Join(errs...)
@@ -596,6 +660,20 @@ func (r Runner) validate() []error {
 		if d.v.Duration <= 0 {
 			bad(d.key, "must be a positive duration")
 		}
+	}
+	return errs
+}
+
+func (k Knowledge) validate() []error {
+	var errs []error
+	if err := checkURL(k.Core); err != nil {
+		errs = append(errs, fmt.Errorf("knowledge.core: %q %v", k.Core, err))
+	}
+	if t := k.ServiceToken; t != "" && (len(t) < 32 || strings.ContainsFunc(t, func(c rune) bool { return c <= ' ' || c == 0x7f })) {
+		errs = append(errs, errors.New("knowledge.service_token: must be at least 32 characters without spaces or control characters"))
+	}
+	if d := k.AuthCache.Duration; d <= 0 || d > 10*time.Minute {
+		errs = append(errs, fmt.Errorf("knowledge.auth_cache: %s is outside 0 … 10m (exclusive of 0)", k.AuthCache))
 	}
 	return errs
 }

@@ -42,8 +42,7 @@ import (
 	"github.com/ballet/ballet/internal/server"
 	"github.com/ballet/ballet/internal/skill"
 	"github.com/ballet/ballet/internal/store"
-	"github.com/ballet/ballet/internal/store/rqlite"
-	"github.com/ballet/ballet/internal/store/sqlite"
+	"github.com/ballet/ballet/internal/store/engine"
 	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 	"github.com/ballet/ballet/internal/transition"
@@ -110,7 +109,7 @@ func (o *Options) defaults() {
 // component (New).
 func Open(ctx context.Context, o Options) (*Core, error) {
 	o.defaults()
-	st, err := openStore(ctx, o.Config.Storage)
+	st, err := engine.Open(ctx, o.Config.Storage)
 	if err != nil {
 		return nil, err
 	}
@@ -302,23 +301,6 @@ func forges(dbPath string, clk clock.Clock) flow.Forges {
 			return f, nil
 		}
 		return nil, fmt.Errorf("the forge %q is not git, gitea or github", kind)
-	}
-}
-
-func openStore(ctx context.Context, cfg config.Storage) (store.Store, error) {
-	switch cfg.Engine {
-	case "rqlite":
-		s, err := rqlite.Open(ctx, rqlite.Options{URLs: cfg.URLs(), Username: cfg.Username, Password: cfg.Password, Consistency: cfg.ReadConsistency})
-		if err != nil {
-			return nil, fmt.Errorf("open rqlite at %s: %w", cfg.URL, err)
-		}
-		return s, nil
-	default:
-		s, err := sqlite.Open(ctx, cfg.Path)
-		if err != nil {
-			return nil, fmt.Errorf("open sqlite database %s: %w", cfg.Path, err)
-		}
-		return s, nil
 	}
 }
 

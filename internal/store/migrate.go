@@ -20,21 +20,42 @@ type Migration struct {
 	Statements []string
 }
 
-// Migrations returns the embedded migrations in the order they apply.
-func Migrations() ([]Migration, error) {
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+// MigrationSet is one service's schema: the *.sql files at the root of FS,
+// applied in name order. Each stateful service owns its database and so
+// its set (spec data.md "Databases"): Core's is CoreMigrations, the
+// Knowledge service's lives in internal/knowledge.
+type MigrationSet struct {
+	FS fs.FS
+}
+
+// CoreMigrations is Core's schema.
+var CoreMigrations = MigrationSet{FS: must(fs.Sub(migrationFiles, "migrations"))}
+
+func must(f fs.FS, err error) fs.FS {
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
+// Migrations returns Core's migrations in the order they apply.
+func Migrations() ([]Migration, error) { return CoreMigrations.Migrations() }
+
+// Migrations returns the set's migrations in the order they apply.
+func (set MigrationSet) Migrations() ([]Migration, error) {
+	names, err := fs.Glob(set.FS, "*.sql")
 	if err != nil {
 		return nil, fmt.Errorf("list migrations: %w", err)
 	}
 	sort.Strings(names)
 	var out []Migration
 	for _, n := range names {
-		b, err := migrationFiles.ReadFile(n)
+		b, err := fs.ReadFile(set.FS, n)
 		if err != nil {
 			return nil, fmt.Errorf("read migration %s: %w", n, err)
 		}
 		out = append(out, Migration{
-			Name:       strings.TrimSuffix(strings.TrimPrefix(n, "migrations/"), ".sql"),
+			Name:       strings.TrimSuffix(n, ".sql"),
 			Statements: splitStatements(string(b)),
 		})
 	}
@@ -67,11 +88,16 @@ func splitStatements(src string) []string {
 	return out
 }
 
-// Migrate applies every embedded migration that is not yet recorded. Each
+// Migrate applies Core's migrations (CoreMigrations.Apply).
+func Migrate(ctx context.Context, s Store, now time.Time) error {
+	return CoreMigrations.Apply(ctx, s, now)
+}
+
+// Apply applies every migration of the set that is not yet recorded. Each
 // migration is one atomic batch that starts by recording itself, so two
 // processes migrating at once cannot both apply it: the loser's batch fails
 // on the unique name and is skipped.
-func Migrate(ctx context.Context, s Store, now time.Time) error {
+func (set MigrationSet) Apply(ctx context.Context, s Store, now time.Time) error {
 	if _, err := s.Exec(ctx, Stmt(`CREATE TABLE IF NOT EXISTS schema_migrations (
     name       TEXT    PRIMARY KEY,
     applied_at INTEGER NOT NULL
@@ -90,7 +116,7 @@ func Migrate(ctx context.Context, s Store, now time.Time) error {
 		}
 		applied[n] = true
 	}
-	ms, err := Migrations()
+	ms, err := set.Migrations()
 	if err != nil {
 		return err
 	}

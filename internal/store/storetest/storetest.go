@@ -28,9 +28,15 @@ var Engines = []string{"sqlite", "rqlite"}
 // must be quick. Tests that start rqlite themselves are not affected.
 const EnginesEnv = "BALLET_ENGINES"
 
-// Each runs fn once per engine as a parallel subtest, each on a fresh,
-// migrated database.
+// Each runs fn once per engine as a parallel subtest, each on a fresh
+// database migrated to Core's schema.
 func Each(t *testing.T, fn func(t *testing.T, s store.Store)) {
+	t.Helper()
+	EachWith(t, store.CoreMigrations, fn)
+}
+
+// EachWith is Each for another service's schema (the Knowledge service's).
+func EachWith(t *testing.T, set store.MigrationSet, fn func(t *testing.T, s store.Store)) {
 	t.Helper()
 	engines, err := selected(os.Getenv(EnginesEnv))
 	if err != nil {
@@ -39,7 +45,7 @@ func Each(t *testing.T, fn func(t *testing.T, s store.Store)) {
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
 			t.Parallel()
-			fn(t, Open(t, engine))
+			fn(t, OpenWith(t, engine, set))
 		})
 	}
 }
@@ -64,9 +70,15 @@ func selected(v string) ([]string, error) {
 	return out, nil
 }
 
-// Open returns a fresh, migrated store of the named engine, closed when the
-// test ends.
+// Open returns a fresh store of the named engine migrated to Core's
+// schema, closed when the test ends.
 func Open(t testing.TB, engine string) store.Store {
+	t.Helper()
+	return OpenWith(t, engine, store.CoreMigrations)
+}
+
+// OpenWith is Open for another service's schema.
+func OpenWith(t testing.TB, engine string, set store.MigrationSet) store.Store {
 	t.Helper()
 	ctx := context.Background()
 	var s store.Store
@@ -88,7 +100,7 @@ func Open(t testing.TB, engine string) store.Store {
 		t.Fatalf("unknown engine %q", engine)
 	}
 	t.Cleanup(func() { s.Close() })
-	if err := store.Migrate(ctx, s, time.Now()); err != nil {
+	if err := set.Apply(ctx, s, time.Now()); err != nil {
 		t.Fatalf("migrate %s: %v", engine, err)
 	}
 	return s
