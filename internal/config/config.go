@@ -54,29 +54,7 @@ type Config struct {
 	// the runner ignores Core's sections.
 	Runner   Runner   `toml:"runner"`
 	Adapters Adapters `toml:"adapters"`
-	// Knowledge configures the Knowledge service (`ballet knowledge`, its
-	// own file: its [storage] and [http] are its own, see KnowledgeDefault)
-	// and, in Core's file, the service credential Core shares with it.
-	Knowledge Knowledge `toml:"knowledge"`
 }
-
-// Knowledge configures `ballet knowledge`.
-type Knowledge struct {
-	// Core is Core's URL, whose introspection endpoint resolves callers'
-	// credentials (http://127.0.0.1:8080).
-	Core string `toml:"core"`
-	// ServiceToken is the credential Core and the Knowledge service share
-	// (BALLET_KNOWLEDGE_TOKEN overrides it; `ballet up` generates one).
-	ServiceToken string `toml:"service_token"`
-	// AuthCache is how long Core's answer about a credential is used
-	// (30s): a credential Core revoked stops working within it, and while
-	// Core is down, known credentials keep working until it runs out. At
-	// most 10m.
-	AuthCache Duration `toml:"auth_cache"`
-}
-
-// KnowledgeEnvToken overrides [knowledge] service_token.
-const KnowledgeEnvToken = "BALLET_KNOWLEDGE_TOKEN"
 
 // KnowledgeDefault is the Knowledge service's defaults: Default with its
 // own database (data/knowledge.db) and address (127.0.0.1:8090).
@@ -102,9 +80,11 @@ func LoadKnowledge(path string) (Config, error) {
 			return cfg, err
 		}
 	}
-	if t := os.Getenv(KnowledgeEnvToken); t != "" {
-		cfg.Knowledge.ServiceToken = t
+	t, err := cfg.KnowledgeToken(os.LookupEnv)
+	if err != nil {
+		return cfg, err
 	}
+	cfg.Knowledge.ServiceToken = t
 	if err := cfg.Validate(); err != nil {
 		if path == "" {
 			return cfg, err
@@ -202,6 +182,18 @@ type Knowledge struct {
 	// down) retries this long since it was entered, then its flow waits
 	// for an answer (10m).
 	Wait Duration `toml:"wait"`
+
+	// The service's own side (`ballet knowledge`, its own file: its
+	// [storage] and [http] are its own, see KnowledgeDefault).
+
+	// Core is Core's URL, whose introspection endpoint resolves callers'
+	// credentials (http://127.0.0.1:8080).
+	Core string `toml:"core"`
+	// AuthCache is how long Core's answer about a credential is used
+	// (30s): a credential Core revoked stops working within it, and while
+	// Core is down, known credentials keep working until it runs out. At
+	// most 10m.
+	AuthCache Duration `toml:"auth_cache"`
 }
 
 // KnowledgeEnvToken overrides [knowledge] service_token.
@@ -375,13 +367,13 @@ func Default() Config {
 		Budgets:    Budgets{Timezone: "UTC"},
 		Events: Events{TailInterval: Duration{200 * time.Millisecond}, AuthRecheck: Duration{time.Minute},
 			PingInterval: Duration{30 * time.Second}, PingTimeout: Duration{10 * time.Second}},
-		Auth:      Auth{PlatformAdmins: []string{}},
-		Log:       Log{Level: "info", Format: "text"},
-		Knowledge: Knowledge{URL: "http://127.0.0.1:8090", Wait: Duration{10 * time.Minute}},
+		Auth: Auth{PlatformAdmins: []string{}},
+		Log:  Log{Level: "info", Format: "text"},
+		Knowledge: Knowledge{URL: "http://127.0.0.1:8090", Wait: Duration{10 * time.Minute},
+			Core: "http://127.0.0.1:8080", AuthCache: Duration{30 * time.Second}},
 		Runner: Runner{Server: "http://127.0.0.1:8080", Labels: map[string]string{}, Workdir: "data/runner", Sessions: 2,
 			Sandbox: "bwrap", PassEnv: []string{}, Hide: []string{}, Checkpoint: Duration{5 * time.Minute},
 			Drain: Duration{time.Minute}, Watchdog: Duration{30 * time.Minute}, Heartbeat: Duration{10 * time.Second}},
-		Knowledge: Knowledge{Core: "http://127.0.0.1:8080", AuthCache: Duration{30 * time.Second}},
 		Adapters: Adapters{
 			ClaudeCode: ClaudeCode{Command: "claude"},
 			OpenCode:   OpenCode{Command: "opencode", Model: "claude-sonnet-4-5", Provider: "anthropic"},
@@ -664,13 +656,11 @@ func (r Runner) validate() []error {
 	return errs
 }
 
+// validate checks the service's own keys (Validate checks Core's).
 func (k Knowledge) validate() []error {
 	var errs []error
 	if err := checkURL(k.Core); err != nil {
 		errs = append(errs, fmt.Errorf("knowledge.core: %q %v", k.Core, err))
-	}
-	if t := k.ServiceToken; t != "" && (len(t) < 32 || strings.ContainsFunc(t, func(c rune) bool { return c <= ' ' || c == 0x7f })) {
-		errs = append(errs, errors.New("knowledge.service_token: must be at least 32 characters without spaces or control characters"))
 	}
 	if d := k.AuthCache.Duration; d <= 0 || d > 10*time.Minute {
 		errs = append(errs, fmt.Errorf("knowledge.auth_cache: %s is outside 0 … 10m (exclusive of 0)", k.AuthCache))

@@ -216,3 +216,32 @@ func TestKnowledgeTokenFromEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// TestKnowledgeConfig: the Knowledge service's own defaults, its keys
+// validated naming the key, and BALLET_KNOWLEDGE_TOKEN over the file.
+func TestKnowledgeConfig(t *testing.T) {
+	t.Setenv(KnowledgeEnvToken, "")
+	c, err := LoadKnowledge("")
+	if err != nil || c.Storage.Path != "data/knowledge.db" || c.HTTP.Addr != "127.0.0.1:8090" ||
+		c.Knowledge.Core != "http://127.0.0.1:8080" || c.Knowledge.AuthCache.Duration != 30*time.Second {
+		t.Fatalf("defaults: %+v %v", c.Knowledge, err)
+	}
+	for text, key := range map[string]string{
+		"[knowledge]\ncore = \"ftp://x\"":        "knowledge.core",
+		"[knowledge]\nservice_token = \"short\"": "knowledge.service_token",
+		"[knowledge]\nauth_cache = \"0s\"":       "knowledge.auth_cache",
+		"[knowledge]\nauth_cache = \"11m\"":      "knowledge.auth_cache",
+		"[knowledge]\nnope = 1":                  "knowledge.nope",
+	} {
+		if _, err := Parse(text, "k.toml"); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%q: %v, want an error naming %s", text, err, key)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "k.toml")
+	os.WriteFile(path, []byte("[knowledge]\nservice_token = \"from-the-file-0123456789abcdef0123\"\n[http]\naddr = \"127.0.0.1:9999\"\n"), 0o600)
+	t.Setenv(KnowledgeEnvToken, "from-the-environment-0123456789abcdef")
+	c, err = LoadKnowledge(path)
+	if err != nil || c.Knowledge.ServiceToken != "from-the-environment-0123456789abcdef" || c.HTTP.Addr != "127.0.0.1:9999" || c.Storage.Path != "data/knowledge.db" {
+		t.Fatalf("file and environment: %+v %v", c, err)
+	}
+}

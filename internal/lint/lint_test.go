@@ -72,6 +72,8 @@ func TestImportBoundaries(t *testing.T) {
 		"internal/event", "internal/core", "internal/server", "internal/flow", "internal/run", "internal/tenancy", "internal/tracker",
 		"internal/skill", "internal/pipeline/versions", "internal/auth", "internal/access", "internal/reconcile", "internal/schedule"}
 	runner := append(slices.Clone(coreInternals), "net/http")
+	coreOnly := []string{"internal/core", "internal/server", "internal/flow", "internal/run", "internal/tenancy", "internal/tracker",
+		"internal/skill", "internal/pipeline/versions", "internal/auth", "internal/access", "internal/reconcile", "internal/schedule", "internal/job"}
 	forbidden := map[string][]string{
 		"internal/store":      {"internal/store/sqlite", "internal/store/rqlite", "internal/transition", "internal/job", "internal/event", "net/http"},
 		"internal/event":      {"internal/store/sqlite", "internal/store/rqlite", "internal/job", "internal/transition", "net/http"},
@@ -106,6 +108,10 @@ func TestImportBoundaries(t *testing.T) {
 		"internal/pipeline/versions": {"internal/tracker", "internal/flow", "internal/server", "internal/core", "net/http"},
 		"internal/run":               {"internal/flow", "internal/server", "internal/core", "net/http"},
 		"internal/auth":              {"internal/server", "internal/core", "net/http"},
+		// The Knowledge service stands apart from Core: it reads its own
+		// database and learns callers' roles from Core over HTTP only.
+		"internal/knowledge":         append(slices.Clone(coreOnly), "net/http"),
+		"internal/knowledge/service": coreOnly,
 	}
 	for dir, files := range packages(t) {
 		bad, ok := forbidden[dir]

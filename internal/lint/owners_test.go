@@ -45,6 +45,11 @@ var tableOwners = map[string]string{
 	"leader_leases":     "internal/leader",
 	"race_guard":        "internal/transition",
 	"schema_migrations": "internal/store",
+	// The Knowledge service's own database (internal/knowledge/migrations).
+	"spaces":         "internal/knowledge",
+	"entries":        "internal/knowledge",
+	"entry_versions": "internal/knowledge",
+	"entry_search":   "internal/knowledge",
 }
 
 // readModels are the named read models: the packages whose queries read
@@ -53,15 +58,16 @@ var tableOwners = map[string]string{
 // ARCHITECTURE.md lists them ("Read models", which
 // TestArchitectureListsTheReadModels keeps equal to this list).
 var readModels = map[string][]string{
-	"internal/access":      {"memberships"},                                                 // a principal's roles (Check)
-	"internal/budget":      {"runs"},                                                        // spend rollups
-	"internal/core":        {"schema_migrations"},                                           // the readiness probe
-	"internal/event":       {"flows", "questions", "runs"},                                  // an item's history (ItemHistory)
-	"internal/failuretest": {"blockers", "events", "flows", "items", "jobs", "runs"},        // the failure suite's checks
-	"internal/flow":        {"runs", "runners"},                                             // attention: a queued run's age, live runners with its adapter
-	"internal/reconcile":   {"flows", "items", "platform", "projects", "questions", "runs"}, // the reconciler's scans
-	"internal/run":         {"items"},                                                       // a run's ticket key
-	"internal/schedule":    {"blockers", "flows", "items", "platform", "projects"},          // the runnable query
+	"internal/access":            {"memberships"},                                                 // a principal's roles (Check)
+	"internal/budget":            {"runs"},                                                        // spend rollups
+	"internal/core":              {"schema_migrations"},                                           // the readiness probe
+	"internal/event":             {"flows", "questions", "runs"},                                  // an item's history (ItemHistory)
+	"internal/failuretest":       {"blockers", "events", "flows", "items", "jobs", "runs"},        // the failure suite's checks
+	"internal/flow":              {"runs", "runners"},                                             // attention: a queued run's age, live runners with its adapter
+	"internal/reconcile":         {"flows", "items", "platform", "projects", "questions", "runs"}, // the reconciler's scans
+	"internal/run":               {"items"},                                                       // a run's ticket key
+	"internal/schedule":          {"blockers", "flows", "items", "platform", "projects"},          // the runnable query
+	"internal/knowledge/service": {"schema_migrations"},                                           // the Knowledge service's readiness probe
 }
 
 // schemaOwner writes every table's schema (the migrations) and is exempt.
@@ -269,7 +275,14 @@ func schemaTables(t *testing.T) []string {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no migrations found: %v", err)
 	}
-	create := regexp.MustCompile(`(?i)\bCREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?["'` + "`" + `]?(\w+)`)
+	// The Knowledge service's own schema: race_guard and events again
+	// (same owners), its tables besides.
+	kfiles, err := filepath.Glob(filepath.Join(root(t), "internal", "knowledge", "migrations", "*.sql"))
+	if err != nil || len(kfiles) == 0 {
+		t.Fatalf("no knowledge migrations found: %v", err)
+	}
+	files = append(files, kfiles...)
+	create := regexp.MustCompile(`(?i)\bCREATE\s+(?:VIRTUAL\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?["'` + "`" + `]?(\w+)`)
 	var out []string
 	for _, f := range files {
 		b, err := os.ReadFile(f)

@@ -35,7 +35,7 @@ type fakeCore struct {
 	srv    *httptest.Server
 }
 
-func newFakeCore(t *testing.T) *fakeCore {
+func newFakeCore(t testing.TB) *fakeCore {
 	f := &fakeCore{tokens: map[string]service.IntrospectResponse{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if f.down.Load() {
@@ -83,14 +83,14 @@ func (f *fakeCore) revoke(token string) {
 }
 
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	core *fakeCore
 	clk  *clock.Fake
 	h    http.Handler
 	doc  *openapitest.Doc
 }
 
-func newEnv(t *testing.T, s store.Store) *env {
+func newEnv(t testing.TB, s store.Store) *env {
 	core := newFakeCore(t)
 	cfg := config.KnowledgeDefault()
 	cfg.Knowledge.Core = core.srv.URL
