@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,11 +24,14 @@ import (
 	"github.com/ballet/ballet/internal/config"
 )
 
-const upHelp = `Usage: ballet up [--config FILE]
+const upHelp = `Usage: ballet up [--config FILE] [--knowledge-config FILE]
 
-Starts a whole Ballet on this machine: Core ('ballet serve') and a local
-runner ('ballet runner') as child processes, from one configuration (FILE,
-or the defaults). It creates a runner token for the runner with the
+Starts a whole Ballet on this machine: Core ('ballet serve'), a local
+runner ('ballet runner') and the Knowledge service ('ballet knowledge', with
+its own configuration --knowledge-config, or its defaults: data/knowledge.db,
+127.0.0.1:8090) as child processes, from one configuration (FILE, or the
+defaults). Core and Knowledge share a service credential: [knowledge]
+service_token or BALLET_KNOWLEDGE_TOKEN, else one generated for this run. It creates a runner token for the runner with the
 platform-admin bootstrap token, and prints where that token is.
 
 The runner's lines are prefixed "runner |", Core's "core |". Ballet is up
@@ -49,6 +54,7 @@ const upReady = 2 * time.Minute
 func upCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("up", stderr)
 	path := fs.String("config", "", "TOML configuration `FILE` (optional: every key has a default)")
+	kpath := fs.String("knowledge-config", "", "the Knowledge service's TOML configuration `FILE` (optional)")
 	if code, done := parseFlags(fs, args, upHelp, stdout); done {
 		return code
 	}
@@ -91,7 +97,19 @@ func upCmd(args []string, stdout, stderr io.Writer) int {
 	if *path != "" {
 		configArgs = []string{"--config", *path}
 	}
-	core, err := startChild(self, append([]string{"serve"}, configArgs...), nil, out.prefix("core | "))
+	// The service credential Core and Knowledge share: configured, or made
+	// for this run; handed to both in their environment, never printed.
+	serviceToken := os.Getenv(config.KnowledgeEnvToken)
+	if serviceToken == "" {
+		serviceToken = cfg.Knowledge.ServiceToken
+	}
+	if serviceToken == "" {
+		b := make([]byte, 32)
+		rand.Read(b) // never fails (crypto/rand, Go 1.24+)
+		serviceToken = hex.EncodeToString(b)
+	}
+	childEnv := append(os.Environ(), config.KnowledgeEnvToken+"="+serviceToken)
+	core, err := startChild(self, append([]string{"serve"}, configArgs...), childEnv, out.prefix("core | "))
 	if err != nil {
 		fmt.Fprintln(stderr, "ballet up: starting Core:", err)
 		return 1
@@ -119,6 +137,25 @@ func upCmd(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "ballet up: runner started (pid %d)\n", run.cmd.Process.Pid)
 		}
 	}
+	kargs := []string{"knowledge", "--core", base}
+	if *kpath != "" {
+		kargs = append(kargs, "--config", *kpath)
+	}
+	know, err := startChild(self, kargs, childEnv, out.prefix("knowledge | "))
+	if err != nil {
+		fmt.Fprintf(stderr, "ballet up: starting the Knowledge service: %v; Core keeps running without it\n", err)
+	} else {
+		fmt.Fprintf(stderr, "ballet up: Knowledge service started (pid %d)\n", know.cmd.Process.Pid)
+	}
+	var knowDone <-chan struct{}
+	if know != nil {
+		knowDone = know.done
+	}
+	stopKnowledge := func() {
+		if know != nil {
+			know.stop()
+		}
+	}
 	fmt.Fprintf(stderr, "ballet up: Ballet is up: %s/api/v1 (bootstrap token in %s). Ctrl-C stops it.\n", base, tokenFile)
 
 	var runnerDone <-chan struct{}
@@ -127,20 +164,24 @@ func upCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	for {
 		select {
+		case <-knowDone:
+			knowDone = nil
+			fmt.Fprintf(stderr, "ballet up: the Knowledge service stopped (%s); Core keeps running\n", know.state())
 		case <-runnerDone:
 			runnerDone = nil
 			fmt.Fprintf(stderr, "ballet up: the runner stopped (%s); Core keeps running\n", run.state())
 		case <-core.done:
-			fmt.Fprintf(stderr, "ballet up: Core stopped (%s); stopping the runner\n", core.state())
+			fmt.Fprintf(stderr, "ballet up: Core stopped (%s); stopping the runner and the Knowledge service\n", core.state())
 			if run != nil {
 				run.stop()
 			}
+			stopKnowledge()
 			if core.exitCode() != 0 {
 				return 1
 			}
 			return 0
 		case <-sig:
-			fmt.Fprintln(stderr, "ballet up: stopping the runner, then Core (a second signal stops the runner's sessions at once)")
+			fmt.Fprintln(stderr, "ballet up: stopping the runner, then the Knowledge service and Core (a second signal stops the runner's sessions at once)")
 			if run != nil {
 				go func() {
 					if _, ok := <-sig; ok {
@@ -154,6 +195,7 @@ func upCmd(args []string, stdout, stderr io.Writer) int {
 					}
 				}
 			}
+			stopKnowledge()
 			return core.stop()
 		}
 	}

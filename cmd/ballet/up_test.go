@@ -23,10 +23,11 @@ const upGuard = 2 * time.Minute
 
 // upProc is a `ballet up` process whose output lines a test waits for.
 type upProc struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	addr string
-	dir  string
+	t     *testing.T
+	cmd   *exec.Cmd
+	addr  string
+	kaddr string // the Knowledge service's
+	dir   string
 
 	mu      sync.Mutex
 	lines   []string
@@ -47,8 +48,12 @@ func startUp(t *testing.T, more string) *upProc {
 	if err := os.WriteFile(filepath.Join(dir, "ballet.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	u := &upProc{t: t, addr: addr, dir: dir, changed: make(chan struct{}), exited: make(chan struct{})}
-	u.cmd = exec.Command(binary, "up", "--config", "ballet.toml")
+	kaddr := freeAddr(t)
+	if err := os.WriteFile(filepath.Join(dir, "knowledge.toml"), []byte(fmt.Sprintf("[http]\naddr = %q\n", kaddr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u := &upProc{t: t, addr: addr, kaddr: kaddr, dir: dir, changed: make(chan struct{}), exited: make(chan struct{})}
+	u.cmd = exec.Command(binary, "up", "--config", "ballet.toml", "--knowledge-config", "knowledge.toml")
 	u.cmd.Dir = dir
 	stderr, err := u.cmd.StderrPipe()
 	if err != nil {
@@ -153,7 +158,15 @@ func TestUpStartsCoreAndRunner(t *testing.T) {
 	u := startUp(t, "")
 	core, _ := strconv.Atoi(u.line(`^ballet up: Core started \(pid (\d+)\)`)[1])
 	run, _ := strconv.Atoi(u.line(`^ballet up: runner started \(pid (\d+)\)`)[1])
+	know, _ := strconv.Atoi(u.line(`^ballet up: Knowledge service started \(pid (\d+)\)`)[1])
 	u.line(`^ballet up: Ballet is up: http://` + regexp.QuoteMeta(u.addr) + `/api/v1`)
+	u.line(`^knowledge \| .*knowledge service listening`)
+	if st := getJSON(t, "http://"+u.kaddr+"/readyz", "", nil); st != 200 {
+		t.Fatalf("the Knowledge service's /readyz: %d", st)
+	}
+	if _, err := os.Stat(filepath.Join(u.dir, "data", "knowledge.db")); err != nil {
+		t.Fatalf("the Knowledge service's own database: %v", err)
+	}
 	u.line(`^runner \| .*cannot run agent sessions.*no agent CLI found`)
 	u.line(`^core \| .*core serving`)
 	token, err := os.ReadFile(filepath.Join(u.dir, "data", "bootstrap-token"))
@@ -182,7 +195,7 @@ func TestUpStartsCoreAndRunner(t *testing.T) {
 	if err := u.wait(); err != nil {
 		t.Errorf("ballet up after SIGTERM: %v", err)
 	}
-	for name, pid := range map[string]int{"Core": core, "the runner": run} {
+	for name, pid := range map[string]int{"Core": core, "the runner": run, "the Knowledge service": know} {
 		if alive(pid) {
 			t.Errorf("%s (pid %d) outlived ballet up", name, pid)
 		}
@@ -203,9 +216,11 @@ func TestUpStopsWhenCoreExits(t *testing.T) {
 	if err := u.wait(); err == nil {
 		t.Error("ballet up exited 0 after Core was killed")
 	}
-	if m := regexp.MustCompile(`runner started \(pid (\d+)\)`).FindStringSubmatch(u.output()); m != nil {
-		if pid, _ := strconv.Atoi(m[1]); alive(pid) {
-			t.Errorf("the runner (pid %d) outlived ballet up", pid)
+	for _, name := range []string{"runner", "Knowledge service"} {
+		if m := regexp.MustCompile(name + ` started \(pid (\d+)\)`).FindStringSubmatch(u.output()); m != nil {
+			if pid, _ := strconv.Atoi(m[1]); alive(pid) {
+				t.Errorf("the %s (pid %d) outlived ballet up", name, pid)
+			}
 		}
 	}
 }
