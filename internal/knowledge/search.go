@@ -85,24 +85,33 @@ func (f FullText) Retrieve(ctx context.Context, org string, q Query) ([]Hit, err
 	if err != nil {
 		return nil, err
 	}
-	sql := `SELECT e.space, e.slug, e.title, e.version, e.tags,
-  snippet(entry_search, -1, char(2), char(3), '…', 24), bm25(entry_search, 10.0, 1.0, 4.0) AS score
-FROM entry_search JOIN entries e ON e.rowid = entry_search.rowid
-WHERE entry_search MATCH ? AND e.org = ?`
+	// Rank every match first (bm25 is cheap), then make snippets for the
+	// page only: snippet() reads and tokenizes a whole document, which for
+	// every match of a common word would dominate the search.
+	where := `entry_search MATCH ? AND e.org = ?`
 	args := []any{match, org}
 	if q.Space != "" {
-		sql += ` AND e.space = ?`
+		where += ` AND e.space = ?`
 		args = append(args, q.Space)
 	}
 	if !q.IncludeDeleted {
-		sql += ` AND e.deleted = 0`
+		where += ` AND e.deleted = 0`
 	}
 	for _, t := range q.Tags {
-		sql += ` AND EXISTS (SELECT 1 FROM json_each(e.tags) WHERE value = ?)`
+		where += ` AND EXISTS (SELECT 1 FROM json_each(e.tags) WHERE value = ?)`
 		args = append(args, t)
 	}
-	sql += ` ORDER BY score, e.slug LIMIT ?`
-	args = append(args, q.Limit)
+	sql := `WITH top AS (
+  SELECT e.rowid AS rid, bm25(entry_search, 10.0, 1.0, 4.0) AS score
+  FROM entry_search JOIN entries e ON e.rowid = entry_search.rowid
+  WHERE ` + where + `
+  ORDER BY score, e.slug LIMIT ?)
+SELECT e.space, e.slug, e.title, e.version, e.tags,
+  snippet(entry_search, -1, char(2), char(3), '…', 24), top.score
+FROM top JOIN entry_search ON entry_search.rowid = top.rid JOIN entries e ON e.rowid = top.rid
+WHERE entry_search MATCH ?
+ORDER BY top.score, e.slug`
+	args = append(args, q.Limit, match)
 	rows, err := f.s.query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
