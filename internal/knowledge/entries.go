@@ -204,6 +204,15 @@ func (s *Service) Entries(ctx context.Context, org, space string, o ListOptions)
 	if o.Limit <= 0 {
 		o.Limit = 100
 	}
+	if o.Tag != "" {
+		var v apperr.Validator
+		if tags := normTags(&v, "tag", []string{o.Tag}); len(tags) == 1 {
+			o.Tag = tags[0]
+		}
+		if err := v.Err(); err != nil {
+			return nil, err
+		}
+	}
 	q := `SELECT ` + entryColumns + ` FROM entries WHERE org = ? AND space = ? AND slug > ?`
 	args := []any{org, space, o.After}
 	if !o.IncludeDeleted {

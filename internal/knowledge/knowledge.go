@@ -168,19 +168,18 @@ func checkLine(v *apperr.Validator, field, s string, max int, required bool) {
 	v.CheckErr(field, text.Line(s))
 }
 
-// normTags checks tags and returns them lower-cased, deduplicated and
-// sorted.
-func normTags(v *apperr.Validator, tags []string) []string {
+// normTags checks tags (the input field named field) and returns them
+// lower-cased, deduplicated and sorted.
+func normTags(v *apperr.Validator, field string, tags []string) []string {
 	if len(tags) > MaxTags {
-		v.Add("tags", "has %d tags; at most %d", len(tags), MaxTags)
+		v.Add(field, "has %d tags; at most %d", len(tags), MaxTags)
 		return nil
 	}
 	out := []string{}
 	for i, t := range tags {
 		t = strings.ToLower(strings.TrimSpace(t))
-		field := fmt.Sprintf("tags[%d]", i)
 		if utf8.RuneCountInString(t) > MaxTag || !tagRE.MatchString(t) {
-			v.Add(field, "%q must be 1–%d letters, digits, '.', '_' or '-', starting with a letter or digit", tags[i], MaxTag)
+			v.Add(fmt.Sprintf("%s[%d]", field, i), "%q must be 1–%d letters, digits, '.', '_' or '-', starting with a letter or digit", tags[i], MaxTag)
 			continue
 		}
 		if !slices.Contains(out, t) {
@@ -209,7 +208,7 @@ func (c Content) check(v *apperr.Validator) Content {
 		v.CheckErr("body", text.Multiline(c.Body))
 	}
 	checkLine(v, "note", c.Note, MaxNote, false)
-	c.Tags = normTags(v, c.Tags)
+	c.Tags = normTags(v, "tags", c.Tags)
 	return c
 }
 
@@ -245,7 +244,7 @@ func b2i(b bool) int {
 	return 0
 }
 
-// Read is a read through the store, for the callers' ctx.
+// query reads through the service's store.
 func (s *Service) query(ctx context.Context, sql string, args ...any) (*store.Rows, error) {
 	return s.Store.Query(ctx, sql, args...)
 }

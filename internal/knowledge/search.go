@@ -139,7 +139,7 @@ func (s *Service) Search(ctx context.Context, org string, q Query) ([]Hit, error
 	if q.Space != "" {
 		CheckSpaceSlug(&v, "space", q.Space)
 	}
-	q.Tags = normTags(&v, q.Tags)
+	q.Tags = normTags(&v, "tag", q.Tags)
 	if q.Limit <= 0 {
 		q.Limit = 20
 	}

@@ -200,7 +200,7 @@ func TestRESTRoundTrip(t *testing.T) {
 			t.Fatalf("search after delete: %v", hits)
 		}
 		e.must(200, "mia-token", "POST", path+"/undelete", nil)
-		list := e.must(200, "vic-token", "GET", base+"/spaces/ops/entries?tag=oncall", nil)["entries"].([]any)
+		list := e.must(200, "vic-token", "GET", base+"/spaces/ops/entries?tag=OnCall", nil)["entries"].([]any)
 		if len(list) != 1 {
 			t.Fatalf("entries: %v", list)
 		}
@@ -250,6 +250,8 @@ func TestBadRequestsAre4xx(t *testing.T) {
 		{"GET", base + "/search?q=a&limit=0", nil, 400, "limit"},
 		{"GET", base + "/search?q=a&include_deleted=yes", nil, 400, "include_deleted"},
 		{"GET", base + "/search?q=a&space=Bad!", nil, 400, "space"},
+		{"GET", base + "/search?q=a&tag=no+spaces", nil, 400, "tag[0]"},
+		{"GET", base + "/spaces/default/entries?tag=no+spaces", nil, 400, "tag[0]"},
 		{"GET", base + "/spaces/default/entries/x?version=abc", nil, 400, "version"},
 		{"GET", base + "/spaces/default/entries/x/diff?from=1", nil, 400, "from"},
 		{"POST", base + "/spaces/default/entries/x/restore", `{"version":1}`, 400, "based_on"},
