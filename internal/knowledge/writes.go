@@ -247,4 +247,3 @@ func (s *Service) SetDeleted(ctx context.Context, actor event.Actor, org, space,
 	}
 	return roundTimes(out), nil
 }
-
