@@ -3,6 +3,7 @@ package knowledge
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/event"
@@ -24,36 +25,34 @@ func scanSpace(rows *store.Rows, i int) (Space, error) {
 	return sp, nil
 }
 
-// defaultSpace is the default space before its row is written.
-func defaultSpace() Space {
-	return Space{Slug: DefaultSpace, Title: "Default", Description: "The organization's default space.", CreatedBy: "system"}
+// defaultSpace is the default space's row to write.
+func defaultSpace(now time.Time) Space {
+	return Space{Slug: DefaultSpace, Title: "Default", Description: "The organization's default space.", CreatedAt: now, CreatedBy: "system"}
 }
 
 // Spaces returns the organization's spaces by slug, "default" among them
-// always.
+// always (written on the organization's first access).
 func (s *Service) Spaces(ctx context.Context, org string) ([]Space, error) {
+	if _, err := s.Space(ctx, org, DefaultSpace); err != nil {
+		return nil, err
+	}
 	rows, err := s.query(ctx, `SELECT `+spaceColumns+` FROM spaces WHERE org = ? ORDER BY slug`, org)
 	if err != nil {
 		return nil, fmt.Errorf("read spaces: %w", err)
 	}
-	var out []Space
-	hasDefault := false
+	out := make([]Space, 0, rows.Len())
 	for i := range rows.Len() {
 		sp, err := scanSpace(rows, i)
 		if err != nil {
 			return nil, err
 		}
-		hasDefault = hasDefault || sp.Slug == DefaultSpace
 		out = append(out, sp)
-	}
-	if !hasDefault {
-		out = append([]Space{defaultSpace()}, out...)
 	}
 	return out, nil
 }
 
 // space reads one space; exists is false for a default space not yet
-// written (it exists all the same).
+// written (it exists all the same: the caller may write it).
 func (s *Service) space(ctx context.Context, org, slug string) (sp Space, exists bool, err error) {
 	rows, err := s.query(ctx, `SELECT `+spaceColumns+` FROM spaces WHERE org = ? AND slug = ?`, org, slug)
 	if err != nil {
@@ -61,7 +60,7 @@ func (s *Service) space(ctx context.Context, org, slug string) (sp Space, exists
 	}
 	if rows.Len() == 0 {
 		if slug == DefaultSpace {
-			return defaultSpace(), false, nil
+			return defaultSpace(s.Clock.Now()), false, nil
 		}
 		return Space{}, false, apperr.New(apperr.NotFound, "space %q not found", slug)
 	}
@@ -69,11 +68,27 @@ func (s *Service) space(ctx context.Context, org, slug string) (sp Space, exists
 	return sp, true, err
 }
 
-// Space returns one space.
+// Space returns one space. The default space's row is written on the
+// organization's first access, by the system, race-free: of first
+// accesses at once one writes it (a guarded insert), the others re-read.
 func (s *Service) Space(ctx context.Context, org, slug string) (Space, error) {
-	sp, _, err := s.space(ctx, org, slug)
+	sp, exists, err := s.space(ctx, org, slug)
+	if err != nil || exists {
+		return sp, err
+	}
+	_, err = s.Applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
+		var exists bool
+		sp, exists, err = s.space(ctx, org, slug)
+		if err != nil || exists {
+			return nil, err
+		}
+		t := insertSpace(event.System, org, sp, sp.CreatedAt.UnixMilli())
+		return &t, nil
+	})
+	sp.CreatedAt = store.Time(sp.CreatedAt.UnixMilli())
 	return sp, err
 }
+
 
 // SpaceInput creates a space.
 type SpaceInput struct {

@@ -188,11 +188,23 @@ func TestDefaultSpaceIsWrittenOnceUnderConcurrentFirstEntries(t *testing.T) {
 	storetest.EachWith(t, knowledge.Migrations, func(t *testing.T, s store.Store) {
 		ctx := t.Context()
 		k := knowledge.New(s, nil)
-		sp, err := k.Spaces(ctx, "fresh")
-		if err != nil || len(sp) != 1 || sp[0].Slug != "default" {
-			t.Fatalf("a new organization's spaces: %+v %v", sp, err)
-		}
+		// First accesses at once: the default space is written once.
 		const n = 6
+		var reads sync.WaitGroup
+		for range n {
+			reads.Add(1)
+			go func() {
+				defer reads.Done()
+				if sp, err := k.Spaces(ctx, "fresh2"); err != nil || len(sp) != 1 || sp[0].Slug != "default" || sp[0].CreatedAt.IsZero() {
+					t.Errorf("a new organization's spaces: %+v %v", sp, err)
+				}
+			}()
+		}
+		reads.Wait()
+		if evs, err := event.List(ctx, s, event.Filter{EntityType: "space", OrganizationID: "fresh2", Limit: 100}); err != nil || len(evs) != 1 || evs[0].ActorKind != event.ActorSystem {
+			t.Fatalf("space events after concurrent first reads: %+v %v", evs, err)
+		}
+		// First entries at once, before any read: likewise.
 		var wg sync.WaitGroup
 		errs := make([]error, n)
 		for i := range n {
@@ -206,7 +218,7 @@ func TestDefaultSpaceIsWrittenOnceUnderConcurrentFirstEntries(t *testing.T) {
 		if err := errors.Join(errs...); err != nil {
 			t.Fatal(err)
 		}
-		evs, err := event.List(ctx, s, event.Filter{EntityType: "space", Limit: 100})
+		evs, err := event.List(ctx, s, event.Filter{EntityType: "space", OrganizationID: "fresh", Limit: 100})
 		if err != nil || len(evs) != 1 {
 			t.Fatalf("space events: %d %v", len(evs), err)
 		}
@@ -219,7 +231,7 @@ func TestDefaultSpaceIsWrittenOnceUnderConcurrentFirstEntries(t *testing.T) {
 		if _, err := k.CreateSpace(ctx, ann, "fresh", knowledge.SpaceInput{Slug: "backend"}); code(err) != apperr.Conflict {
 			t.Fatalf("a second backend: %v", err)
 		}
-		sp, _ = k.Spaces(ctx, "fresh")
+		sp, _ := k.Spaces(ctx, "fresh")
 		if len(sp) != 2 || sp[0].Slug != "backend" || sp[1].Slug != "default" {
 			t.Fatalf("spaces: %+v", sp)
 		}

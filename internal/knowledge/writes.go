@@ -132,7 +132,6 @@ func (s *Service) CreateEntry(ctx context.Context, actor event.Actor, org, space
 		now := s.Clock.Now()
 		t := &transition.Transition{}
 		if !exists { // the default space, written with its first entry
-			sp.CreatedAt, sp.CreatedBy = now, "system"
 			t.Add(insertSpace(event.System, org, sp, now.UnixMilli()))
 		}
 		out = Entry{ID: transition.NewID(), Space: space, Slug: in.Slug, Title: in.Title, Body: in.Body, Tags: in.Tags,
