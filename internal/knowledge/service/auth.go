@@ -6,13 +6,14 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/clock"
@@ -101,8 +102,9 @@ type Authenticator struct {
 	Client     *http.Client
 	Clock      clock.Clock
 
-	mu    sync.Mutex
-	cache map[[32]byte]cached
+	mu       sync.Mutex
+	cache    map[[32]byte]cached
+	inflight singleflight.Group // one introspection per credential at a time
 }
 
 type cached struct {
@@ -126,12 +128,22 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Princ
 	c, hit := a.cache[key]
 	a.mu.Unlock()
 	if !hit || now.Sub(c.at) >= a.TTL {
-		p, err := a.introspect(ctx, cred)
+		// Requests that arrive together with one new credential (a page's
+		// first requests) share one call to Core, which no single caller's
+		// going away cancels (the client's timeout bounds it).
+		v, err, _ := a.inflight.Do(string(key[:]), func() (any, error) {
+			p, err := a.introspect(context.WithoutCancel(ctx), cred)
+			if err != nil {
+				return nil, err
+			}
+			c := cached{p: p, at: now}
+			a.put(key, c)
+			return c, nil
+		})
 		if err != nil {
 			return nil, err
 		}
-		c = cached{p: p, at: now}
-		a.put(key, c)
+		c = v.(cached)
 	}
 	if c.p == nil {
 		return nil, apperr.New(apperr.Unauthenticated, "the credential is not valid (unknown, expired or revoked)")
@@ -181,9 +193,6 @@ func (a *Authenticator) introspect(ctx context.Context, cred string) (*Principal
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := a.Client.Do(req)
 	if err != nil {
-		if errors.Is(ctx.Err(), context.Canceled) {
-			return nil, ctx.Err()
-		}
 		return nil, apperr.New(apperr.Unavailable, "Core cannot be reached to check the credential; try again shortly")
 	}
 	defer resp.Body.Close()

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ballet/ballet/internal/clock"
@@ -435,4 +437,48 @@ func mustGet(t *testing.T, h http.Handler, path string) []byte {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
 	return rec.Body.Bytes()
+}
+
+// blockingCore is a transport to a fake Core that answers only when
+// released, counting the calls.
+type blockingCore struct {
+	release chan struct{}
+	calls   atomic.Int64
+}
+
+func (b *blockingCore) RoundTrip(r *http.Request) (*http.Response, error) {
+	b.calls.Add(1)
+	<-b.release
+	body := `{"active":true,"subject":"ann","kind":"human","orgs":[{"slug":"acme","id":"x","role":"viewer"}]}`
+	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+}
+
+// TestConcurrentFirstRequestsShareOneIntrospection: requests arriving
+// together with one new credential (a page's first requests) make one
+// call to Core, and all get its answer.
+func TestConcurrentFirstRequestsShareOneIntrospection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		core := &blockingCore{release: make(chan struct{})}
+		a := &service.Authenticator{Core: "http://core.invalid", ServiceToken: serviceToken, TTL: time.Minute,
+			Client: &http.Client{Transport: core}, Clock: clock.NewFake(time.Now())}
+		const n = 8
+		var wg sync.WaitGroup
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p, err := a.Authenticate(context.Background(), "Bearer new-session")
+				if err != nil || p.Subject != "ann" || p.Role("acme") != "viewer" {
+					t.Errorf("%+v %v", p, err)
+				}
+			}()
+		}
+		synctest.Wait() // every request is waiting: on Core, or on the call in flight
+		if c := core.calls.Load(); c != 1 {
+			t.Fatalf("%d requests made %d calls to Core, want 1", n, c)
+		}
+		close(core.release)
+		wg.Wait()
+	})
 }
