@@ -89,7 +89,6 @@ func (s *Service) Space(ctx context.Context, org, slug string) (Space, error) {
 	return sp, err
 }
 
-
 // SpaceInput creates a space.
 type SpaceInput struct {
 	Slug        string
