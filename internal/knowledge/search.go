@@ -2,6 +2,8 @@ package knowledge
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"html"
 	"slices"
@@ -52,6 +54,24 @@ const (
 	markClose = "\x03"
 )
 
+// orgToken and spaceToken are the index's scope tokens of an organization
+// and of one of its spaces: a hash (so any slug is one token), ending in a
+// digit (so that no stemmer changes it).
+func orgToken(org string) string { return scopeToken("o", org) }
+
+func spaceToken(org, space string) string { return scopeToken("s", org+"/"+space) }
+
+func scopeToken(kind, s string) string {
+	h := sha256.Sum256([]byte(s))
+	return kind + hex.EncodeToString(h[:10]) + "z9"
+}
+
+// scoped restricts an FTS5 query of words to the title, body and tags of
+// the entries within a scope token.
+func scoped(token, words string) string {
+	return `scope : "` + token + `" AND {title body tags} : (` + words + `)`
+}
+
 // ftsQuery turns a user's words into an FTS5 query: each word a quoted
 // string (so no user input is FTS5 syntax), all of them required.
 func ftsQuery(s string) (string, error) {
@@ -76,14 +96,19 @@ func highlight(s string) string {
 }
 
 // FullText is the Retriever on the FTS5 index (bm25; title hits weigh 10,
-// tag hits 4, body hits 1).
+// tag hits 4, body hits 1), within the organization (or the space) by its
+// scope token; the entry's own columns are checked too.
 type FullText struct{ s *Service }
 
 // Retrieve implements Retriever.
 func (f FullText) Retrieve(ctx context.Context, org string, q Query) ([]Hit, error) {
-	match, err := ftsQuery(q.Text)
+	words, err := ftsQuery(q.Text)
 	if err != nil {
 		return nil, err
+	}
+	match := scoped(orgToken(org), words)
+	if q.Space != "" {
+		match = scoped(spaceToken(org, q.Space), words)
 	}
 	// Rank every match first (bm25 is cheap), then make snippets for the
 	// page only: snippet() reads and tokenizes a whole document, which for
@@ -102,7 +127,7 @@ func (f FullText) Retrieve(ctx context.Context, org string, q Query) ([]Hit, err
 		args = append(args, t)
 	}
 	sql := `WITH top AS (
-  SELECT e.rowid AS rid, bm25(entry_search, 10.0, 1.0, 4.0) AS score
+  SELECT e.rowid AS rid, bm25(entry_search, 10.0, 1.0, 4.0, 0.0) AS score
   FROM entry_search JOIN entries e ON e.rowid = entry_search.rowid
   WHERE ` + where + `
   ORDER BY score, e.slug LIMIT ?)

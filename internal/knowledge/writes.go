@@ -82,9 +82,9 @@ func versionInsert(e Entry) store.Statement {
 
 // indexInsert adds the entry's current version to the search index, keyed
 // by the entry's rowid (the entry's row comes first in the batch).
-func indexInsert(e Entry) store.Statement {
-	return store.Stmt(`INSERT INTO entry_search (rowid, title, body, tags) SELECT rowid, ?, ?, ? FROM entries WHERE id = ?`,
-		e.Title, e.Body, joinTags(e.Tags), e.ID)
+func indexInsert(org string, e Entry) store.Statement {
+	return store.Stmt(`INSERT INTO entry_search (rowid, title, body, tags, scope) SELECT rowid, ?, ?, ?, ? FROM entries WHERE id = ?`,
+		e.Title, e.Body, joinTags(e.Tags), orgToken(org)+" "+spaceToken(org, e.Space), e.ID)
 }
 
 // indexUpdate replaces the entry's row in the search index.
@@ -142,7 +142,7 @@ func (s *Service) CreateEntry(ctx context.Context, actor event.Actor, org, space
 				store.Stmt(`INSERT INTO entries (id, org, space, slug, title, body, tags, version, deleted, note, created_at, created_by, updated_at, updated_by)
 VALUES (?, ?, ?, ?, ?, ?, ?, 1, 0, ?, ?, ?, ?, ?)`, out.ID, org, space, out.Slug, out.Title, out.Body, tagsJSON(out.Tags), out.Note,
 					now.UnixMilli(), actor.Sub, now.UnixMilli(), actor.Sub),
-				versionInsert(out), indexInsert(out),
+				versionInsert(out), indexInsert(org, out),
 			},
 		})
 		return t, nil

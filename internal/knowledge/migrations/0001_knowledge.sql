@@ -76,5 +76,9 @@ CREATE TABLE entry_versions (
 );
 
 -- The search index (FTS5): the current version of every entry, keyed by
--- the entry's rowid; written in the same batch as the entry.
-CREATE VIRTUAL TABLE entry_search USING fts5(title, body, tags, tokenize = 'porter unicode61 remove_diacritics 2');
+-- the entry's rowid; written in the same batch as the entry. scope holds
+-- a token of the entry's organization and one of its space, so that a
+-- search matches within them only (its cost is the organization's, not
+-- the whole database's); it is the last column, so that a snippet never
+-- comes from it.
+CREATE VIRTUAL TABLE entry_search USING fts5(title, body, tags, scope, tokenize = 'porter unicode61 remove_diacritics 2');

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/store/storetest"
 )
 
 func TestUnified(t *testing.T) {
@@ -91,5 +94,47 @@ func TestFTSQueryQuotesEveryWord(t *testing.T) {
 	}
 	if got := highlight("a \x02<b>\x03 & c"); got != "a <mark>&lt;b&gt;</mark> &amp; c" {
 		t.Fatalf("highlight: %q", got)
+	}
+}
+
+// TestSearchMatchesWithinItsScope: the index's scope tokens confine a
+// match to an organization (or a space) before any join, and a user's
+// word never matches a scope token.
+func TestSearchMatchesWithinItsScope(t *testing.T) {
+	s := storetest.OpenWith(t, "sqlite", Migrations)
+	k := New(s, nil)
+	ctx := t.Context()
+	actor := event.Actor{Kind: event.ActorHuman, Sub: "ann"}
+	for _, org := range []string{"acme", "acme-corp", "other"} {
+		for i := range 3 {
+			if _, err := k.CreateEntry(ctx, actor, org, "default", EntryInput{Slug: fmt.Sprintf("e%d", i),
+				Content: Content{Title: "Zeppelin", Body: "zeppelin"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	count := func(match string) int64 {
+		rows, err := s.Query(ctx, `SELECT count(*) FROM entry_search WHERE entry_search MATCH ?`, match)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		rows.Scan(0, &n)
+		return n
+	}
+	if n := count(scoped(orgToken("acme"), `"zeppelin"`)); n != 3 {
+		t.Errorf("acme's matches: %d, want 3", n)
+	}
+	if n := count(scoped(spaceToken("acme", "default"), `"zeppelin"`)); n != 3 {
+		t.Errorf("acme's default space's matches: %d, want 3", n)
+	}
+	if n := count(scoped(spaceToken("acme", "ops"), `"zeppelin"`)); n != 0 {
+		t.Errorf("acme's ops space's matches: %d, want 0", n)
+	}
+	if n := count(`"zeppelin"`); n != 9 {
+		t.Errorf("unscoped: %d, want 9", n)
+	}
+	if n := count(scoped(orgToken("acme"), `"`+orgToken("acme")+`"`)); n != 0 {
+		t.Errorf("a word that is a scope token matched %d entries", n)
 	}
 }
