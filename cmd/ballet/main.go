@@ -45,9 +45,8 @@ Every configuration key has a default, so no file is needed; see README.md.
 
 Environment:
   BALLET_BOOTSTRAP_TOKEN  serve: the platform-admin token (overrides [auth] bootstrap_token)
-  BALLET_KNOWLEDGE_TOKEN  serve: the Knowledge service credential (overrides [knowledge] service_token)
+  BALLET_KNOWLEDGE_TOKEN  serve, knowledge, up: the Knowledge service credential (overrides [knowledge] service_token)
   BALLET_RUNNER_TOKEN     runner: the runner token (overrides [runner] token)
-  BALLET_KNOWLEDGE_TOKEN  knowledge, up: the service credential Core and Knowledge share
   BALLET_TOKEN            events follow: the bearer token (instead of --token)
 `
 

@@ -82,6 +82,9 @@ type IntrospectResponse struct {
 	Kind          string          `json:"kind,omitempty"`
 	PlatformAdmin bool            `json:"platform_admin,omitempty"`
 	Orgs          []IntrospectOrg `json:"orgs,omitempty"`
+	// ExpiresAt is when the credential expires, if it does: the answer is
+	// not used past it.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }
 
 // IntrospectPath is Core's introspection endpoint.
@@ -108,8 +111,9 @@ type Authenticator struct {
 }
 
 type cached struct {
-	p  *Principal // nil: inactive
-	at time.Time
+	p     *Principal // nil: inactive
+	at    time.Time  // when Core answered
+	until time.Time  // used before then: at + TTL, or the credential's expiry if sooner
 }
 
 // Authenticate resolves an Authorization header.
@@ -127,16 +131,19 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Princ
 	a.mu.Lock()
 	c, hit := a.cache[key]
 	a.mu.Unlock()
-	if !hit || now.Sub(c.at) >= a.TTL {
+	if !hit || !now.Before(c.until) {
 		// Requests that arrive together with one new credential (a page's
 		// first requests) share one call to Core, which no single caller's
 		// going away cancels (the client's timeout bounds it).
 		v, err, _ := a.inflight.Do(string(key[:]), func() (any, error) {
-			p, err := a.introspect(context.WithoutCancel(ctx), cred)
+			p, expires, err := a.introspect(context.WithoutCancel(ctx), cred)
 			if err != nil {
 				return nil, err
 			}
-			c := cached{p: p, at: now}
+			c := cached{p: p, at: now, until: now.Add(a.TTL)}
+			if expires != nil && expires.Before(c.until) {
+				c.until = *expires
+			}
 			a.put(key, c)
 			return c, nil
 		})
@@ -166,7 +173,7 @@ func (a *Authenticator) put(key [32]byte, c cached) {
 		var oldest [32]byte
 		var oldestAt time.Time
 		for k, v := range a.cache {
-			if c.at.Sub(v.at) >= a.TTL {
+			if !c.at.Before(v.until) {
 				delete(a.cache, k)
 				continue
 			}
@@ -181,36 +188,37 @@ func (a *Authenticator) put(key [32]byte, c cached) {
 	a.cache[key] = c
 }
 
-// introspect asks Core about cred: the principal, nil when Core says the
+// introspect asks Core about cred: the principal and when the credential
+// expires (nil: it does not say), a nil principal when Core says the
 // credential is not active, an Unavailable error when Core cannot answer.
-func (a *Authenticator) introspect(ctx context.Context, cred string) (*Principal, error) {
+func (a *Authenticator) introspect(ctx context.Context, cred string) (*Principal, *time.Time, error) {
 	body, _ := json.Marshal(IntrospectRequest{Credential: cred})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(a.Core, "/")+IntrospectPath, bytes.NewReader(body))
 	if err != nil {
-		return nil, fmt.Errorf("introspection request: %w", err)
+		return nil, nil, fmt.Errorf("introspection request: %w", err)
 	}
 	req.Header.Set("Authorization", "Bearer "+a.ServiceToken)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := a.Client.Do(req)
 	if err != nil {
-		return nil, apperr.New(apperr.Unavailable, "Core cannot be reached to check the credential; try again shortly")
+		return nil, nil, apperr.New(apperr.Unavailable, "Core cannot be reached to check the credential; try again shortly")
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return nil, apperr.New(apperr.Unavailable, "Core's answer about the credential broke off; try again shortly")
+		return nil, nil, apperr.New(apperr.Unavailable, "Core's answer about the credential broke off; try again shortly")
 	}
 	if resp.StatusCode != http.StatusOK {
 		// 401/403 here mean the service credential itself is wrong: an
 		// operator's problem, not the caller's.
-		return nil, apperr.New(apperr.Unavailable, "Core's introspection answered %d; try again shortly", resp.StatusCode)
+		return nil, nil, apperr.New(apperr.Unavailable, "Core's introspection answered %d; try again shortly", resp.StatusCode)
 	}
 	var r IntrospectResponse
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, apperr.New(apperr.Unavailable, "Core's introspection answer is not JSON: %v", err)
+		return nil, nil, apperr.New(apperr.Unavailable, "Core's introspection answer is not JSON: %v", err)
 	}
 	if !r.Active {
-		return nil, nil
+		return nil, nil, nil
 	}
 	p := &Principal{Subject: r.Subject, Name: r.Name, Kind: r.Kind, PlatformAdmin: r.PlatformAdmin, Orgs: map[string]string{}}
 	if p.Kind != event.ActorHuman {
@@ -221,5 +229,5 @@ func (a *Authenticator) introspect(ctx context.Context, cred string) (*Principal
 			p.Orgs[o.Slug] = o.Role
 		}
 	}
-	return p, nil
+	return p, r.ExpiresAt, nil
 }

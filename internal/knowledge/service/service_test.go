@@ -482,3 +482,21 @@ func TestConcurrentFirstRequestsShareOneIntrospection(t *testing.T) {
 		wg.Wait()
 	})
 }
+
+// TestCachedAnswerEndsWithTheCredential: an answer is not used past the
+// credential's expiry that Core stated, even within auth_cache.
+func TestCachedAnswerEndsWithTheCredential(t *testing.T) {
+	e := newEnv(t, storetest.OpenWith(t, "sqlite", knowledge.Migrations))
+	expires := e.clk.Now().Add(10 * time.Second)
+	e.core.mu.Lock()
+	ans := e.core.tokens["vic-token"]
+	ans.ExpiresAt = &expires
+	e.core.tokens["vic-token"] = ans
+	e.core.mu.Unlock()
+	e.must(200, "vic-token", "GET", base+"/spaces", nil)
+	e.core.revoke("vic-token") // Core now says: not active (expired)
+	e.clk.Advance(10*time.Second - time.Millisecond)
+	e.must(200, "vic-token", "GET", base+"/spaces", nil)
+	e.clk.Advance(time.Millisecond)
+	e.must(401, "vic-token", "GET", base+"/spaces", nil)
+}
