@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -16,6 +17,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -99,14 +101,25 @@ func upCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	// The service credential Core and Knowledge share: configured, or made
 	// for this run; handed to both in their environment, never printed.
-	serviceToken := os.Getenv(config.KnowledgeEnvToken)
-	if serviceToken == "" {
-		serviceToken = cfg.Knowledge.ServiceToken
+	serviceToken, err := cfg.KnowledgeToken(os.LookupEnv)
+	if err != nil {
+		fmt.Fprintln(stderr, "ballet up:", err)
+		return 2
 	}
 	if serviceToken == "" {
 		b := make([]byte, 32)
 		rand.Read(b) // never fails (crypto/rand, Go 1.24+)
 		serviceToken = hex.EncodeToString(b)
+	}
+	// Core must find the service where it listens.
+	kcfg, err := config.LoadKnowledge(*kpath)
+	if err != nil {
+		fmt.Fprintln(stderr, "ballet up: the Knowledge service's configuration:", err)
+		return 2
+	}
+	if want := "http://" + kcfg.HTTP.Addr; strings.TrimRight(cfg.Knowledge.URL, "/") != want {
+		fmt.Fprintf(stderr, "ballet up: warning: Core's [knowledge] url is %s but the Knowledge service listens on %s: set [knowledge] url = %q in %s for Core to reach it\n",
+			cfg.Knowledge.URL, kcfg.HTTP.Addr, want, cmp.Or(*path, "Core's configuration"))
 	}
 	childEnv := append(os.Environ(), config.KnowledgeEnvToken+"="+serviceToken)
 	core, err := startChild(self, append([]string{"serve"}, configArgs...), childEnv, out.prefix("core | "))

@@ -43,12 +43,12 @@ func startUp(t *testing.T, more string) *upProc {
 	t.Helper()
 	dir := t.TempDir()
 	addr := freeAddr(t)
-	cfg := fmt.Sprintf("[http]\naddr = %q\n[runner]\ndrain = \"2s\"\n[adapters.claude-code]\ncommand = %q\n[adapters.opencode]\ncommand = %q\n%s",
-		addr, filepath.Join(dir, "no-claude"), filepath.Join(dir, "no-opencode"), more)
+	kaddr := freeAddr(t)
+	cfg := fmt.Sprintf("[http]\naddr = %q\n[knowledge]\nurl = %q\n[runner]\ndrain = \"2s\"\n[adapters.claude-code]\ncommand = %q\n[adapters.opencode]\ncommand = %q\n%s",
+		addr, "http://"+kaddr, filepath.Join(dir, "no-claude"), filepath.Join(dir, "no-opencode"), more)
 	if err := os.WriteFile(filepath.Join(dir, "ballet.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	kaddr := freeAddr(t)
 	if err := os.WriteFile(filepath.Join(dir, "knowledge.toml"), []byte(fmt.Sprintf("[http]\naddr = %q\n", kaddr)), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -166,6 +166,22 @@ func TestUpStartsCoreAndRunner(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(u.dir, "data", "knowledge.db")); err != nil {
 		t.Fatalf("the Knowledge service's own database: %v", err)
+	}
+	// Core and Knowledge share the credential ballet up made: Core's proxy
+	// reaches the service, which checks the bootstrap token with Core.
+	boot, err := os.ReadFile(filepath.Join(u.dir, "data", "bootstrap-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", "http://"+u.addr+"/api/v1/orgs", strings.NewReader(`{"slug":"acme","name":"Acme"}`))
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(boot)))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 201 {
+		t.Fatalf("create an organization: %v %v", resp, err)
+	}
+	var spaces struct{ Spaces []struct{ Slug string } }
+	if st := getJSON(t, "http://"+u.addr+"/api/v1/knowledge/orgs/acme/spaces", strings.TrimSpace(string(boot)), &spaces); st != 200 ||
+		len(spaces.Spaces) != 1 || spaces.Spaces[0].Slug != "default" {
+		t.Fatalf("the Knowledge service through Core: %d %+v", st, spaces)
 	}
 	u.line(`^runner \| .*cannot run agent sessions.*no agent CLI found`)
 	u.line(`^core \| .*core serving`)

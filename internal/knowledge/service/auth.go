@@ -41,13 +41,13 @@ type Principal struct {
 	Service bool
 }
 
-// Role returns p's role in the organization ("" when it has none there).
+// Role returns p's role in the organization ("" when it has none there,
+// or the organization does not exist). Core's introspection lists every
+// organization a platform admin may manage, so they need no exception
+// here.
 func (p *Principal) Role(org string) string {
-	switch {
-	case p.Service:
+	if p.Service {
 		return RoleViewer
-	case p.PlatformAdmin:
-		return RoleAdmin
 	}
 	return p.Orgs[org]
 }
