@@ -11,7 +11,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -176,6 +178,7 @@ func checkEvents(t testing.TB, doc *openapitest.Doc, s store.Store) {
 type Response struct {
 	Status int
 	Body   []byte
+	Header http.Header
 }
 
 // JSON decodes the body into v (failing the test on error).
@@ -250,7 +253,7 @@ func (e *Env) send(token, method, path, contentType string, rd io.Reader) *Respo
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return &Response{Status: resp.StatusCode, Body: b}
+	return &Response{Status: resp.StatusCode, Body: b, Header: resp.Header}
 }
 
 // Must calls the API and fails the test unless the status is want.
@@ -307,3 +310,96 @@ func (e *Env) Project(org, key string) string {
 
 // Logs returns what Core logged so far (tests check secrets stay out).
 func (e *Env) Logs() string { return e.logs.String() }
+
+// Browser is a browser on the API: a cookie jar (the session cookie) and
+// the Origin and Sec-Fetch-Site headers a page of its origin sends.
+type Browser struct {
+	e      *Env
+	Client *http.Client
+	// Origin is the origin of the page making the requests (Env.URL: Core's
+	// own pages).
+	Origin string
+}
+
+// Browser returns a browser whose pages come from origin ("": Core's own).
+func (e *Env) Browser(origin string) *Browser {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	if origin == "" {
+		origin = e.URL
+	}
+	return &Browser{e: e, Client: &http.Client{Jar: jar}, Origin: origin}
+}
+
+// From returns a browser sharing b's cookies whose pages come from origin:
+// another site's page the person has open.
+func (b *Browser) From(origin string) *Browser {
+	return &Browser{e: b.e, Client: b.Client, Origin: origin}
+}
+
+// Do sends a request as the browser would: with its cookies, Origin and
+// Sec-Fetch-Site, and body as JSON (nil: none).
+func (b *Browser) Do(method, path string, body any) *Response {
+	e := b.e
+	e.T.Helper()
+	var rd io.Reader
+	if body != nil {
+		j, err := json.Marshal(body)
+		if err != nil {
+			e.T.Fatal(err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, e.URL+path, rd)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Origin", b.Origin)
+	site := "same-origin"
+	if b.Origin != e.URL {
+		site = "cross-site"
+	}
+	req.Header.Set("Sec-Fetch-Site", site)
+	resp, err := b.Client.Do(req)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return &Response{Status: resp.StatusCode, Body: out, Header: resp.Header}
+}
+
+// Must is Do failing the test unless the status is want.
+func (b *Browser) Must(want int, method, path string, body any) *Response {
+	b.e.T.Helper()
+	r := b.Do(method, path, body)
+	if r.Status != want {
+		b.e.T.Fatalf("browser %s %s: status %d, want %d: %s", method, path, r.Status, want, r.Body)
+	}
+	return r
+}
+
+// SignIn signs the browser in with token (POST /api/v1/session).
+func (b *Browser) SignIn(token string) *Response {
+	b.e.T.Helper()
+	return b.Must(http.StatusCreated, "POST", "/api/v1/session", map[string]any{"token": token})
+}
+
+// Session returns the value of the browser's session cookie ("" when none).
+func (b *Browser) Session() string {
+	u, err := url.Parse(b.e.URL)
+	if err != nil {
+		b.e.T.Fatal(err)
+	}
+	for _, c := range b.Client.Jar.Cookies(u) {
+		if c.Name == auth.SessionCookie {
+			return c.Value
+		}
+	}
+	return ""
+}

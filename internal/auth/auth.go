@@ -7,6 +7,7 @@
 package auth
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -65,6 +66,12 @@ type Principal struct {
 	// ExpiresAt is when the credential stops being valid (zero: never):
 	// an opaque token's expiry or an identity token's exp.
 	ExpiresAt time.Time
+	// Name is for people: the token's name, "bootstrap", an identity's
+	// name or email (else its subject), a session's.
+	Name string
+	// SessionID is set when the credential is a browser session, which
+	// acts as the credential that started it (the other fields).
+	SessionID string
 }
 
 // AccessSubject implements access.Principal.
@@ -190,7 +197,10 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Princ
 		return nil, unauthenticated("a service credential is not a user credential")
 	}
 	if a.bootstrap != "" && subtle.ConstantTimeCompare([]byte(cred), []byte(a.bootstrap)) == 1 {
-		return &Principal{Kind: event.ActorHuman, Subject: BootstrapSubject, PlatformAdmin: true}, nil
+		return &Principal{Kind: event.ActorHuman, Subject: BootstrapSubject, PlatformAdmin: true, Name: BootstrapSubject}, nil
+	}
+	if strings.HasPrefix(cred, SessionPrefix) {
+		return a.session(ctx, cred)
 	}
 	if strings.HasPrefix(cred, TokenPrefix) {
 		return a.token(ctx, cred)
@@ -206,6 +216,13 @@ func (a *Authenticator) token(ctx context.Context, secret string) (*Principal, e
 	if err != nil {
 		return nil, err
 	}
+	return a.tokenPrincipal(ctx, p)
+}
+
+// tokenPrincipal finishes a stored token's principal: an API token capped
+// by its creator, a runner or run token void once what it acts for is.
+func (a *Authenticator) tokenPrincipal(ctx context.Context, p *Principal) (*Principal, error) {
+	var err error
 	switch p.TokenKind {
 	case KindAPI:
 		a.capRole(p)
@@ -250,7 +267,7 @@ type Querier interface {
 
 func loadToken(ctx context.Context, q Querier, now time.Time, where string, arg any) (*Principal, error) {
 	rows, err := q.Query(ctx, `SELECT id, kind, subject, COALESCE(acting_for, ''), COALESCE(organization_id, ''), COALESCE(role, ''), scopes,
-COALESCE(expires_at, 0), COALESCE(revoked_at, 0) FROM tokens WHERE `+where, arg)
+COALESCE(expires_at, 0), COALESCE(revoked_at, 0), name FROM tokens WHERE `+where, arg)
 	if err != nil {
 		return nil, fmt.Errorf("read token: %w", err)
 	}
@@ -260,7 +277,7 @@ COALESCE(expires_at, 0), COALESCE(revoked_at, 0) FROM tokens WHERE `+where, arg)
 	p := &Principal{Kind: event.ActorService}
 	var scopes string
 	var expires, revoked int64
-	if err := rows.Scan(0, &p.TokenID, &p.TokenKind, &p.Subject, &p.ActingFor, &p.OrgID, &p.Role, &scopes, &expires, &revoked); err != nil {
+	if err := rows.Scan(0, &p.TokenID, &p.TokenKind, &p.Subject, &p.ActingFor, &p.OrgID, &p.Role, &scopes, &expires, &revoked, &p.Name); err != nil {
 		return nil, err
 	}
 	if revoked != 0 {
@@ -336,7 +353,10 @@ func (a *Authenticator) jwt(ctx context.Context, raw string) (*Principal, error)
 	if tok.Subject == BootstrapSubject {
 		return nil, unauthenticated("the subject %q is reserved for the bootstrap token", BootstrapSubject)
 	}
-	return &Principal{Kind: event.ActorHuman, Subject: tok.Subject, PlatformAdmin: a.platformAdmin(tok.Subject), ExpiresAt: tok.Expiry.UTC()}, nil
+	var claims struct{ Name, Email string }
+	_ = tok.Claims(&claims) // verified; a claim of another type is left out
+	name := cmp.Or(claims.Name, claims.Email, tok.Subject)
+	return &Principal{Kind: event.ActorHuman, Subject: tok.Subject, PlatformAdmin: a.platformAdmin(tok.Subject), ExpiresAt: tok.Expiry.UTC(), Name: name}, nil
 }
 
 // oidcVerifier discovers the issuer on first use, so that Core starts even

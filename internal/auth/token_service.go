@@ -328,7 +328,8 @@ func ReadToken(ctx context.Context, q Querier, id string) (t Token, found bool, 
 }
 
 // Revocation is the part of a transition that revokes t as read, by actor:
-// its token.revoked event and its update, guarded by t's version. A
+// its token.revoked event and its update, guarded by t's version, and the
+// end of the browser sessions it started. A
 // revoked token needs nothing (ok=false, an empty part).
 func Revocation(actor event.Actor, t Token, now time.Time) (part transition.Transition, ok bool) {
 	if t.RevokedAt != nil {
@@ -341,5 +342,9 @@ func Revocation(actor event.Actor, t Token, now time.Time) (part transition.Tran
 		Events: []event.Event{e},
 		Guarded: []store.Statement{store.Stmt(`UPDATE tokens SET revoked_at = ?, version = version + 1 WHERE id = ? AND version = ?`,
 			now.UnixMilli(), t.ID, t.Version)},
+		// The browser sessions it started end with it (they could no longer
+		// authenticate anyway): token.revoked records both.
+		Statements: []store.Statement{store.Stmt(`UPDATE sessions SET ended_at = ?, version = version + 1 WHERE token_id = ? AND ended_at IS NULL`,
+			now.UnixMilli(), t.ID)},
 	}, true
 }

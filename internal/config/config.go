@@ -167,6 +167,14 @@ type Auth struct {
 	OIDCIssuer         string   `toml:"oidc_issuer"`          // empty: no OIDC
 	OIDCAudience       string   `toml:"oidc_audience"`
 	PlatformAdmins     []string `toml:"platform_admins"` // OIDC subjects
+	// SessionTTL is a browser session's absolute lifetime from sign-in
+	// (never extended by use; capped by the credential it was made from).
+	SessionTTL Duration `toml:"session_ttl"`
+	// OIDCClientID enables the browser's sign-in through the issuer
+	// (authorization code flow with PKCE); it needs [http] public_url for
+	// the redirect URI <public_url>/auth/oidc/callback.
+	OIDCClientID     string `toml:"oidc_client_id"`
+	OIDCClientSecret string `toml:"oidc_client_secret"` // "" for a public client
 }
 
 // Knowledge configures Core's side of the Knowledge service: the proxy
@@ -367,7 +375,7 @@ func Default() Config {
 		Budgets:    Budgets{Timezone: "UTC"},
 		Events: Events{TailInterval: Duration{200 * time.Millisecond}, AuthRecheck: Duration{time.Minute},
 			PingInterval: Duration{30 * time.Second}, PingTimeout: Duration{10 * time.Second}},
-		Auth: Auth{PlatformAdmins: []string{}},
+		Auth: Auth{PlatformAdmins: []string{}, SessionTTL: Duration{12 * time.Hour}},
 		Log:  Log{Level: "info", Format: "text"},
 		Knowledge: Knowledge{URL: "http://127.0.0.1:8090", Wait: Duration{10 * time.Minute},
 			Core: "http://127.0.0.1:8080", AuthCache: Duration{30 * time.Second}},
@@ -555,6 +563,20 @@ func (c Config) Validate() error {
 		if c.Auth.OIDCAudience == "" {
 			bad("auth.oidc_audience", "must be set when auth.oidc_issuer is")
 		}
+	}
+	if d := c.Auth.SessionTTL.Duration; d < time.Minute || d > 30*24*time.Hour {
+		bad("auth.session_ttl", "%s is outside 1m … 720h", c.Auth.SessionTTL)
+	}
+	if c.Auth.OIDCClientID != "" {
+		if c.Auth.OIDCIssuer == "" {
+			bad("auth.oidc_client_id", "needs auth.oidc_issuer: the issuer the browser signs in with")
+		}
+		if c.HTTP.PublicURL == "" {
+			bad("auth.oidc_client_id", "needs http.public_url: the redirect URI is <http.public_url>/auth/oidc/callback")
+		}
+	}
+	if c.Auth.OIDCClientSecret != "" && c.Auth.OIDCClientID == "" {
+		bad("auth.oidc_client_secret", "is set without auth.oidc_client_id")
 	}
 	if t := c.Auth.BootstrapToken; t != "" && len(t) < 16 {
 		bad("auth.bootstrap_token", "must be at least 16 characters")
@@ -762,6 +784,9 @@ func Write(w io.Writer, cfg Config) error {
 	}
 	if cfg.Auth.BootstrapToken != "" {
 		cfg.Auth.BootstrapToken = "********"
+	}
+	if cfg.Auth.OIDCClientSecret != "" {
+		cfg.Auth.OIDCClientSecret = "********"
 	}
 	if cfg.Runner.Token != "" {
 		cfg.Runner.Token = "********"

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -247,6 +248,7 @@ func New(o Options) (*Core, error) {
 	c.API.Add((&server.Pipelines{V: c.Pipelines}).Routes()...)
 	c.API.Add((&server.Items{T: c.Tracker}).Routes()...)
 	c.API.Add((&server.Tokens{S: tokens}).Routes()...)
+	c.API.Add((&server.Session{S: &auth.Sessions{Auth: c.Auth, Applier: c.Applier, TTL: cfg.Auth.SessionTTL.Duration}}).Routes()...)
 	c.API.Add((&server.Skills{S: c.Skills}).Routes()...)
 	c.API.Add((&server.Runs{S: c.Runs, Skills: c.Skills, Orgs: c.Tenancy}).Routes()...)
 	c.API.Add((&server.MCP{Runs: c.Runs, Tracker: c.Tracker, Orgs: c.Tenancy, Knowledge: c.Knowledge, Log: log.With("component", "mcp")}).Routes()...)
@@ -259,9 +261,17 @@ func New(o Options) (*Core, error) {
 		log.With("component", "knowledge-proxy")); err != nil {
 		return nil, err
 	}
+	var origins []string
+	if cfg.HTTP.PublicURL != "" {
+		if err := c.API.SetPublicURL(cfg.HTTP.PublicURL); err != nil {
+			return nil, fmt.Errorf("http.public_url: %w", err)
+		}
+		u, _ := url.Parse(cfg.HTTP.PublicURL) // SetPublicURL parsed it
+		origins = []string{u.Host}
+	}
 	c.Realtime = realtime.New(c.Feed, c.Auth, res, c.Tenancy, c.Tracker, st, clk, log.With("component", "realtime"),
 		realtime.Config{AuthRecheck: cfg.Events.AuthRecheck.Duration, PingInterval: cfg.Events.PingInterval.Duration,
-			PingTimeout: cfg.Events.PingTimeout.Duration, Metrics: realtime.NewMetrics(reg)})
+			PingTimeout: cfg.Events.PingTimeout.Duration, Metrics: realtime.NewMetrics(reg), OriginPatterns: origins})
 	return c, nil
 }
 

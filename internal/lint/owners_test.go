@@ -39,6 +39,7 @@ var tableOwners = map[string]string{
 	"runners":           "internal/run",
 	"run_logs":          "internal/run",
 	"tokens":            "internal/auth",
+	"sessions":          "internal/auth",
 	"jobs":              "internal/job",
 	"events":            "internal/event",
 	"key_counters":      "internal/keys",

@@ -20,8 +20,11 @@ var ErrClosed = errors.New("realtime: connection closed")
 type DialOptions struct {
 	// MessagePack selects binary MessagePack frames (default: JSON text).
 	MessagePack bool
-	// HTTPClient for the handshake (default http.DefaultClient).
+	// HTTPClient for the handshake (default http.DefaultClient; its cookie
+	// jar sends a browser session's cookie).
 	HTTPClient *http.Client
+	// Header adds handshake headers (a browser's Origin).
+	Header http.Header
 	// Buffer is the number of events buffered per subscription before the
 	// client stops reading (and the server eventually reports lagged).
 	// Default 256.
@@ -58,7 +61,10 @@ func Dial(ctx context.Context, base, token string, opts *DialOptions) (*Client, 
 	if u.Path == "" || u.Path == "/" {
 		u.Path = Path
 	}
-	h := http.Header{}
+	h := o.Header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
 	if token != "" {
 		h.Set("Authorization", "Bearer "+token)
 	}

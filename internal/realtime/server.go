@@ -2,7 +2,8 @@
 // a WebSocket speaking JSON-RPC 2.0, JSON in text frames and MessagePack in
 // binary frames (the client's first frame decides; the server answers in
 // that encoding for the whole connection). The caller authenticates at the
-// handshake with a bearer token, as for REST.
+// handshake with a bearer token, as for REST, or a browser's session cookie
+// (then only from a page of Core's own origin).
 //
 // Methods: subscribe {"stream": "project:KEY" | "item:KEY-N" | "org:SLUG",
 // "after_seq"?} → {"subscription", "position"}; unsubscribe
@@ -29,7 +30,8 @@
 // An open subscription ends when its credential stops allowing it:
 //
 //   - at once on a revocation or a membership change that concerns the
-//     credential (token.revoked of its token; member.* of its person — the
+//     credential (token.revoked of its token; session.ended of its browser
+//     session; member.* of its person — the
 //     human, or the creator of a token): its pump, which sees those events
 //     in seq order with the stream's, re-checks before it delivers anything
 //     later, so no event committed after the change reaches the caller;
@@ -52,6 +54,9 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/url"
+	"path"
+	"strings"
 	"sync"
 	"time"
 
@@ -102,6 +107,11 @@ type Config struct {
 	PingTimeout  time.Duration
 	// Metrics may be nil.
 	Metrics *Metrics
+	// OriginPatterns are the other hosts whose pages may open a connection
+	// (coder/websocket's patterns: the host of [http] public_url behind a
+	// proxy). A page of Core's own host always may; any other Origin is
+	// refused at the handshake, whatever the credential.
+	OriginPatterns []string
 }
 
 func (c Config) withDefaults() Config {
@@ -155,9 +165,18 @@ func New(f *feed.Feed, authn Authenticator, res *access.Resolver, tn *tenancy.Se
 	return &Handler{Feed: f, Auth: authn, Access: res, Tenancy: tn, Tracker: t, Store: q, Clock: clk, Log: log, Config: cfg.withDefaults(), encoded: newEncodedEvents()}
 }
 
-// ServeHTTP authenticates the handshake and runs the connection.
+// ServeHTTP authenticates the handshake and runs the connection. The
+// credential is the Authorization header, else the browser's session
+// cookie; a page of another origin is refused (403) before its cookie is
+// even looked at.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	header := r.Header.Get("Authorization")
+	opts := &websocket.AcceptOptions{OriginPatterns: h.Config.OriginPatterns}
+	header, cookie := server.Credential(r)
+	if cookie && !sameOrigin(r, opts.OriginPatterns) {
+		server.WriteError(w, http.StatusForbidden, apperr.Forbidden,
+			fmt.Sprintf("cross-origin WebSocket refused: a connection with the session cookie must come from Ballet's own pages, not %s", r.Header.Get("Origin")))
+		return
+	}
 	principal, err := h.Auth.Authenticate(r.Context(), header)
 	if err != nil {
 		switch apperr.Code(err) {
@@ -175,7 +194,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Accept hijacks the connection, which lifts the HTTP server's read
 	// and write deadlines: pings keep it honest instead, and every write
 	// has its own timeout.
-	ws, err := websocket.Accept(w, r, nil)
+	ws, err := websocket.Accept(w, r, opts) // refuses a foreign Origin too (never InsecureSkipVerify)
 	if err != nil {
 		return // Accept has answered the handshake
 	}
@@ -498,6 +517,8 @@ func (c *conn) concerns(st *stream, e event.Event) bool {
 	switch {
 	case e.Type == "token.revoked":
 		return p.TokenID != "" && e.EntityID == p.TokenID
+	case e.Type == "session.ended":
+		return p.SessionID != "" && e.EntityID == p.SessionID
 	case e.EntityType == "member":
 		return e.OrganizationID == st.orgID && (e.EntityID == p.Subject || p.ActingFor != "" && e.EntityID == p.ActingFor)
 	}
@@ -740,4 +761,26 @@ func (c *conn) pump(ctx context.Context, id string, st *stream, sub *feed.Subscr
 			last = e.Seq
 		}
 	}
+}
+
+// sameOrigin reports whether r's Origin, if any, is r's own host or one of
+// patterns (coder/websocket's rule, checked before authenticating).
+func sameOrigin(r *http.Request, patterns []string) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true // not a browser's page
+	}
+	u, err := url.Parse(origin)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	for _, p := range patterns {
+		if ok, err := path.Match(strings.ToLower(p), strings.ToLower(u.Host)); err == nil && ok {
+			return true
+		}
+	}
+	return false
 }

@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"runtime"
 	"strconv"
 	"strings"
@@ -102,7 +103,11 @@ type Request struct {
 	api       *API
 	route     *Route
 	checked   bool
+	w         http.ResponseWriter
 }
+
+// SetCookie adds a Set-Cookie header to the answer.
+func (r *Request) SetCookie(c *http.Cookie) { http.SetCookie(r.w, c) }
 
 // API serves the REST endpoints under /api/v1.
 type API struct {
@@ -114,6 +119,11 @@ type API struct {
 	writeTimeout time.Duration
 	routes       []*Route
 	heavy        chan struct{} // a slot per core for Heavy routes
+	// csrf refuses cross-origin writes made with the session cookie (and
+	// cross-origin sign-ins): a browser sends the cookie with any request.
+	csrf *http.CrossOriginProtection
+	// secure marks the session cookie Secure ([http] public_url is https).
+	secure bool
 }
 
 // NewAPI returns an API; add routes with Add, then Register it on a mux.
@@ -122,7 +132,61 @@ type API struct {
 // of its Hold).
 func NewAPI(log *slog.Logger, authn Authenticator, res *access.Resolver, find Finders, maxBody int64, writeTimeout time.Duration) *API {
 	return &API{log: log, authn: authn, access: res, find: find, maxBody: maxBody, writeTimeout: writeTimeout,
-		heavy: make(chan struct{}, runtime.GOMAXPROCS(0))}
+		heavy: make(chan struct{}, runtime.GOMAXPROCS(0)), csrf: http.NewCrossOriginProtection()}
+}
+
+// SetPublicURL tells the API Core's public URL ([http] public_url):
+// cookie-authenticated writes may come from its origin too (a proxy in
+// front of Core may change the Host the browser used), and the session
+// cookie is Secure when it is https.
+func (a *API) SetPublicURL(publicURL string) error {
+	u, err := url.Parse(publicURL)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("public URL %q is not an absolute URL", publicURL)
+	}
+	if err := a.csrf.AddTrustedOrigin(u.Scheme + "://" + u.Host); err != nil {
+		return fmt.Errorf("trust origin of %q: %w", publicURL, err)
+	}
+	a.secure = u.Scheme == "https"
+	return nil
+}
+
+// SecureCookies reports whether the session cookie is Secure.
+func (a *API) SecureCookies() bool { return a.secure }
+
+// CSRF is the API's cross-origin protection (the realtime WebSocket and
+// the OIDC routes check with it too).
+func (a *API) CSRF() *http.CrossOriginProtection { return a.csrf }
+
+// PermSignIn is the route table's kind for the sign-in: its credential is
+// in its body, not in a header or cookie.
+const PermSignIn access.Permission = "signin"
+
+// Credential returns the request's credential as an Authorization header
+// value: the header itself, else the browser session cookie as a bearer
+// (cookie = true). A request with both acts with the header.
+func Credential(hr *http.Request) (header string, cookie bool) {
+	if h := hr.Header.Get("Authorization"); h != "" {
+		return h, false
+	}
+	if c, err := hr.Cookie(auth.SessionCookie); err == nil && c.Value != "" {
+		return "Bearer " + c.Value, true
+	}
+	return "", false
+}
+
+// CrossOrigin checks a request against csrf: nil, or the API's 403.
+func CrossOrigin(csrf *http.CrossOriginProtection, hr *http.Request) error {
+	if err := csrf.Check(hr); err != nil {
+		return apperr.New(apperr.Forbidden, "cross-origin request refused: a write with the session cookie must come from Ballet's own pages (%v)", err)
+	}
+	return nil
+}
+
+// ClearSessionCookie tells the browser to forget its session cookie.
+func ClearSessionCookie(w http.ResponseWriter, secure bool) {
+	http.SetCookie(w, &http.Cookie{Name: auth.SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: secure,
+		SameSite: http.SameSiteLaxMode})
 }
 
 // Add adds routes.
@@ -145,14 +209,22 @@ func (a *API) handler(rt *Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
 		var p *auth.Principal
 		var err error
+		header, cookie := Credential(hr)
+		if cookie || rt.Perm == PermSignIn { // the browser sent it, perhaps for another site's page
+			err = CrossOrigin(a.csrf, hr)
+		}
 		// A webhook's credential is its signature, the introspection
-		// endpoint's the service credential: their handlers check them.
-		if rt.Perm != PermWebhook && rt.Perm != PermService {
-			p, err = a.authn.Authenticate(hr.Context(), hr.Header.Get("Authorization"))
+		// endpoint's the service credential: their handlers check them; a
+		// sign-in's is in its body.
+		if err == nil && rt.Perm != PermWebhook && rt.Perm != PermService && rt.Perm != PermSignIn {
+			p, err = a.authn.Authenticate(hr.Context(), header)
 		}
 		if err != nil {
 			if apperr.Code(err) == apperr.Unauthenticated {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="ballet"`)
+				if cookie {
+					ClearSessionCookie(w, a.secure)
+				}
 			}
 			a.writeErr(w, hr, err)
 			return
@@ -163,7 +235,7 @@ func (a *API) handler(rt *Route) http.Handler {
 				return
 			}
 		}
-		r := &Request{Request: hr, Principal: p, api: a, route: rt}
+		r := &Request{Request: hr, Principal: p, api: a, route: rt, w: w}
 		if hr.Body != nil {
 			hr.Body = http.MaxBytesReader(w, hr.Body, a.bodyLimit(rt))
 		}

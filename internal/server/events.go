@@ -46,6 +46,8 @@ var EventPayloads = map[string]any{
 
 	"token.created":     auth.Token{},
 	"token.revoked":     auth.TokenRevoked{},
+	"session.started":   auth.BrowserSession{},
+	"session.ended":     auth.SessionEnded{},
 	"runner.registered": run.RunnerRegistered{},
 	"runner.updated":    run.RunnerUpdated{},
 

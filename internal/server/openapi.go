@@ -40,13 +40,15 @@ func (a *API) OpenAPI() map[string]any {
 			"operationId":  operationID(rt),
 			"summary":      rt.Summary,
 			"x-permission": string(rt.Perm),
-			"security":     []any{map[string]any{"bearer": []any{}}},
+			"security":     []any{map[string]any{"bearer": []any{}}, map[string]any{"session": []any{}}},
 		}
 		switch rt.Perm {
 		case PermWebhook:
 			op["security"] = []any{map[string]any{"giteaSignature": []any{}}, map[string]any{"githubSignature": []any{}}}
 		case PermService:
 			op["security"] = []any{map[string]any{"serviceCredential": []any{}}}
+		case PermSignIn:
+			op["security"] = []any{} // the credential is in the body
 		}
 		var params []any
 		for _, m := range param.FindAllStringSubmatch(rt.Path, -1) {
@@ -97,6 +99,8 @@ func (a *API) OpenAPI() map[string]any {
 			"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"},
 				"serviceCredential": map[string]any{"type": "http", "scheme": "bearer",
 					"description": "the Knowledge service credential ([knowledge] service_token); no user credential"},
+				"session": map[string]any{"type": "apiKey", "in": "cookie", "name": "ballet_session",
+					"description": "a browser session (POST /api/v1/session); writes must come from Ballet's own origin"},
 				"giteaSignature": map[string]any{"type": "apiKey", "in": "header", "name": "X-Gitea-Signature",
 					"description": "hex HMAC-SHA256 of the body under the project's repository.webhook_secret_ref"},
 				"githubSignature": map[string]any{"type": "apiKey", "in": "header", "name": "X-Hub-Signature-256",
