@@ -213,3 +213,56 @@ func (r *Resolver) Check(ctx context.Context, p Principal, perm Permission, orgI
 	}
 	return nil
 }
+
+// Readable is where a principal may read (tracker.read): everywhere, or
+// in every project of Orgs and in Projects.
+type Readable struct {
+	All      bool
+	Orgs     []string // organization ids
+	Projects []string // project ids (in organizations not in Orgs)
+}
+
+// Readable returns where p may read, in one read of memberships, by the
+// rules of Check: a token only in its organization, within its creator's
+// current roles there, and only if its scopes allow tracker.read.
+func (r *Resolver) Readable(ctx context.Context, p Principal) (Readable, error) {
+	g, isToken := p.TokenGrant()
+	if isToken && len(g.Scopes) > 0 && !slices.Contains(g.Scopes, string(TrackerRead)) {
+		return Readable{}, nil
+	}
+	if p.IsPlatformAdmin() {
+		return Readable{All: true}, nil
+	}
+	subject, where, args := p.AccessSubject(), `subject = ?`, []any{}
+	if isToken {
+		switch {
+		case g.OrgID == "" || !Grants(g.Role, TrackerRead):
+			return Readable{}, nil
+		case g.CappedBy == "":
+			return Readable{Orgs: []string{g.OrgID}}, nil
+		}
+		subject, where = g.CappedBy, `subject = ? AND organization_id = ?`
+		args = append(args, g.OrgID)
+	}
+	rows, err := r.Store.Query(ctx, `SELECT organization_id, project_id, role FROM memberships WHERE `+where+` ORDER BY organization_id, project_id`,
+		append([]any{subject}, args...)...)
+	if err != nil {
+		return Readable{}, fmt.Errorf("read memberships: %w", err)
+	}
+	var out Readable
+	orgRole := map[string]bool{}
+	for i := range rows.Len() {
+		var org, project, role string
+		if err := rows.Scan(i, &org, &project, &role); err != nil {
+			return Readable{}, err
+		}
+		switch {
+		case project == "" && Grants(role, TrackerRead):
+			orgRole[org] = true
+			out.Orgs = append(out.Orgs, org)
+		case project != "" && Grants(role, TrackerRead) && !orgRole[org]: // rows of an org come after its organization role
+			out.Projects = append(out.Projects, project)
+		}
+	}
+	return out, nil
+}

@@ -15,3 +15,8 @@ func init() {
 	Register("GET /api/v1/session", Case{Prepare: fixed("/api/v1/session", nil), Want: AnyOK(200)})
 	Register("DELETE /api/v1/session", Case{Prepare: fixed("/api/v1/session", nil), Want: AnyOK(204)})
 }
+
+func init() {
+	Register("GET /api/v1/needs-me", Case{Prepare: fixed("/api/v1/needs-me", nil), Want: AnyOK(200)})
+	Register("GET /api/v1/projects/{project}/permissions", Case{Prepare: fixed("/api/v1/projects/ACME/permissions", nil), Want: ReadOK(200)})
+}

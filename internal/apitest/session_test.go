@@ -282,3 +282,39 @@ func TestSessionRealtime(t *testing.T) {
 		}
 	})
 }
+
+// TestProjectPermissions: each caller gets exactly the permissions Check
+// would grant it in the project; a token's scopes narrow them; a stranger
+// gets the project's 404.
+func TestProjectPermissions(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		e := apitest.New(t, s)
+		org := e.Org("acme")
+		e.Org("globex")
+		e.Project("acme", "ACME")
+		perms := func(token string) string {
+			var out struct{ Permissions []string }
+			e.Must(200, token, "GET", "/api/v1/projects/ACME/permissions", nil).JSON(t, &out)
+			return strings.Join(out.Permissions, " ")
+		}
+		for token, want := range map[string]string{
+			e.RoleToken(org, "viewer"): "tracker.read",
+			e.RoleToken(org, "member"): "tracker.read tracker.write run.manage",
+			e.RoleToken(org, "admin"):  "tracker.read tracker.write run.manage project.update member.manage",
+			apitest.BootstrapToken:     "tracker.read tracker.write run.manage project.update member.manage platform.admin",
+		} {
+			if got := perms(token); got != want {
+				t.Errorf("permissions %q, want %q", got, want)
+			}
+		}
+		var tk struct{ Token string }
+		e.Admin(201, "POST", "/api/v1/tokens", map[string]any{"name": "scoped", "organization": org, "role": "admin",
+			"scopes": []string{"tracker.read", "project.update"}}).JSON(t, &tk)
+		if got := perms(tk.Token); got != "tracker.read project.update" {
+			t.Errorf("scoped token's permissions %q", got)
+		}
+		var other struct{ ID string }
+		e.Admin(200, "GET", "/api/v1/orgs/globex", nil).JSON(t, &other)
+		e.Must(404, e.RoleToken(other.ID, "admin"), "GET", "/api/v1/projects/ACME/permissions", nil)
+	})
+}

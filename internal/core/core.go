@@ -35,6 +35,7 @@ import (
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/knowledge/client"
 	"github.com/ballet/ballet/internal/leader"
+	"github.com/ballet/ballet/internal/needsme"
 	"github.com/ballet/ballet/internal/pipeline/versions"
 	"github.com/ballet/ballet/internal/realtime"
 	"github.com/ballet/ballet/internal/reconcile"
@@ -246,7 +247,7 @@ func New(o Options) (*Core, error) {
 		cfg.HTTP.MaxBodyBytes, cfg.HTTP.WriteTimeout.Duration)
 	c.API.Add((&server.Tenancy{T: c.Tenancy}).Routes()...)
 	c.API.Add((&server.Pipelines{V: c.Pipelines}).Routes()...)
-	c.API.Add((&server.Items{T: c.Tracker}).Routes()...)
+	c.API.Add((&server.Items{T: c.Tracker, Flows: c.Flows}).Routes()...)
 	c.API.Add((&server.Tokens{S: tokens}).Routes()...)
 	c.API.Add((&server.Session{S: &auth.Sessions{Auth: c.Auth, Applier: c.Applier, TTL: cfg.Auth.SessionTTL.Duration}}).Routes()...)
 	c.API.Add((&server.Skills{S: c.Skills}).Routes()...)
@@ -255,6 +256,7 @@ func New(o Options) (*Core, error) {
 	c.API.Add((&server.Flows{F: c.Flows}).Routes()...)
 	c.API.Add((&server.Hooks{Projects: c.Tenancy, MergeChecks: c.Flows.MergeChecks, Wake: c.Jobs.Wake, Lookup: os.LookupEnv,
 		Log: log.With("component", "hooks"), Deliveries: server.NewHookMetrics(reg)}).Routes()...)
+	c.API.Add((&server.NeedsMe{L: &needsme.Service{Store: st, Access: res, Flows: c.Flows}}).Routes()...)
 	c.API.Add((&server.Unattended{T: c.Tracker, Tenancy: c.Tenancy, F: c.Flows, B: c.Flows.Budget}).Routes()...)
 	c.API.Add((&server.Introspect{Token: serviceToken, Authn: c.Auth, Orgs: c.Tenancy, Access: res}).Routes()...)
 	if c.knowledgeProxy, err = server.NewKnowledgeProxy(cfg.Knowledge.URL, cfg.HTTP.MaxBodyBytes, c.Auth.IsReserved,

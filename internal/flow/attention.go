@@ -2,6 +2,8 @@ package flow
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ballet/ballet/internal/run"
@@ -18,10 +20,27 @@ const (
 	// adapter. It ends when a runner leases the run, or when such a runner
 	// comes before UnclaimedAfter.
 	AttentionNoRunner = "no_runner"
+	// AttentionStuck: the reconciler flagged the flow (flow.stuck: its
+	// step was lost or failed for good, Service.Flag) and it waits for the
+	// answer to the flag's blocking question; it ends when the flow
+	// resumes (or stops).
+	AttentionStuck = "stuck"
 )
 
 // Attentions lists every attention value.
-var Attentions = []string{AttentionNoRunner}
+var Attentions = []string{AttentionNoRunner, AttentionStuck}
+
+// StuckSQL is the condition on flows of attention stuck: waiting for an
+// answer, and flow.stuck is its latest event (flow.resumed follows the
+// answer). A read model of package event's events table, on its
+// (entity_type, entity_id, seq) index; flows must be the table's name in
+// the query.
+const StuckSQL = `flows.status = 'waiting' AND flows.waiting = 'answer' AND (SELECT e.type FROM events e
+  WHERE e.entity_type = 'flow' AND e.entity_id = flows.id ORDER BY e.seq DESC LIMIT 1) = 'flow.stuck'`
+
+// NoRunner is the condition on flows (the table's name in the query) of
+// attention no_runner now, with its arguments.
+func (s *Service) NoRunner() (sql string, args []any) { return noRunnerSQL, s.noRunnerArgs() }
 
 // DefaultUnclaimedAfter is [runs] unclaimed_after's default.
 const DefaultUnclaimedAfter = 2 * time.Minute
@@ -69,6 +88,9 @@ func (s *Service) unclaimedCutoff() int64 {
 // attend derives f's attention (f as read, with runQueuedAt).
 func (s *Service) attend(f *Flow) {
 	f.Attention = ""
+	if f.stuck {
+		f.Attention = AttentionStuck
+	}
 	if f.Status == StatusRunning && f.Waiting == WaitRun && f.runQueuedAt != 0 &&
 		(f.runQueuedAt <= s.unclaimedCutoff() || f.capableSeenAt < s.aliveCutoff()) {
 		f.Attention = AttentionNoRunner
@@ -91,4 +113,47 @@ func (s *Service) countNoRunner(ctx context.Context) (int64, error) {
 	var n int64
 	err = rows.Scan(0, &n)
 	return n, err
+}
+
+// Summary is what a board shows of a ticket's flow.
+type Summary struct {
+	Stage     string `json:"stage"`
+	Status    string `json:"status"`
+	Waiting   string `json:"waiting"`   // "" when it waits for nothing
+	Attention string `json:"attention"` // "" or one of Attentions
+}
+
+// Summaries returns, in one read, the summary of each item's latest flow
+// (its active one, else the last that ended); an item that never had a
+// flow is absent.
+func (s *Service) Summaries(ctx context.Context, itemIDs []string) (map[string]Summary, error) {
+	out := make(map[string]Summary, len(itemIDs))
+	if len(itemIDs) == 0 {
+		return out, nil
+	}
+	args := s.noRunnerArgs()
+	for _, id := range itemIDs {
+		args = append(args, id)
+	}
+	rows, err := s.Store.Query(ctx, `SELECT item_id, stage, status, COALESCE(waiting, ''), CASE WHEN `+noRunnerSQL+` THEN 1 ELSE 0 END,
+CASE WHEN `+StuckSQL+` THEN 1 ELSE 0 END FROM flows WHERE item_id IN (?`+strings.Repeat(", ?", len(itemIDs)-1)+`) ORDER BY started_at, id`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read flow summaries: %w", err)
+	}
+	for i := range rows.Len() {
+		var item string
+		var sm Summary
+		var noRunner, stuck bool
+		if err := rows.Scan(i, &item, &sm.Stage, &sm.Status, &sm.Waiting, &noRunner, &stuck); err != nil {
+			return nil, err
+		}
+		switch {
+		case noRunner:
+			sm.Attention = AttentionNoRunner
+		case stuck:
+			sm.Attention = AttentionStuck
+		}
+		out[item] = sm // a later flow replaces an earlier one
+	}
+	return out, nil
 }

@@ -53,6 +53,7 @@ type Flow struct {
 
 	runQueuedAt   int64 // unix ms: when its run was queued, while no runner has leased it (else 0)
 	capableSeenAt int64 // unix ms: when a runner that could lease its queued run was last seen (0: none)
+	stuck         bool  // flagged by the reconciler, not resumed since (StuckSQL)
 }
 
 // State is the flow's machine state.
@@ -93,7 +94,8 @@ var System = event.Actor{Kind: event.ActorSystem, Sub: "flow"}
 
 const flowColumns = `id, organization_id, project_id, item_id, pipeline, pipeline_version, definition, stage, iteration, max_iterations, step,
 status, COALESCE(waiting, ''), COALESCE(run_id, ''), COALESCE(outcome, ''), COALESCE(report, ''), COALESCE(outcome_stage, ''), COALESCE(pull_request, ''), started_at, updated_at, COALESCE(finished_at, 0), version,
-COALESCE((SELECT r.created_at FROM runs r WHERE r.id = flows.run_id AND r.status = 'queued'), 0), ` + capableSeenSQL
+COALESCE((SELECT r.created_at FROM runs r WHERE r.id = flows.run_id AND r.status = 'queued'), 0), ` + capableSeenSQL + `,
+CASE WHEN ` + StuckSQL + ` THEN 1 ELSE 0 END`
 
 func scanFlow(rows *store.Rows, i int) (Flow, error) {
 	var f Flow
@@ -101,7 +103,7 @@ func scanFlow(rows *store.Rows, i int) (Flow, error) {
 	var started, updated, finished int64
 	if err := rows.Scan(i, &f.ID, &f.OrganizationID, &f.ProjectID, &f.ItemID, &f.Pipeline, &f.PipelineVersion, &def, &f.Stage, &f.Iteration,
 		&f.MaxIterations, &f.Step, &f.Status, &f.Waiting, &f.RunID, &f.Outcome, &f.Report, &f.OutcomeStage, &pr, &started, &updated, &finished, &f.Version,
-		&f.runQueuedAt, &f.capableSeenAt); err != nil {
+		&f.runQueuedAt, &f.capableSeenAt, &f.stuck); err != nil {
 		return f, fmt.Errorf("scan flow: %w", err)
 	}
 	if pr != "" {
@@ -331,6 +333,8 @@ func (s *Service) List(ctx context.Context, projectID string, fl ListFilter) ([]
 	case AttentionNoRunner:
 		q += ` AND ` + noRunnerSQL
 		args = append(args, s.noRunnerArgs()...)
+	case AttentionStuck:
+		q += ` AND ` + StuckSQL
 	default:
 		return nil, fmt.Errorf("list flows: unknown attention %q", fl.Attention)
 	}

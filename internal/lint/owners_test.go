@@ -64,7 +64,8 @@ var readModels = map[string][]string{
 	"internal/core":              {"schema_migrations"},                                           // the readiness probe
 	"internal/event":             {"flows", "questions", "runs"},                                  // an item's history (ItemHistory)
 	"internal/failuretest":       {"blockers", "events", "flows", "items", "jobs", "runs"},        // the failure suite's checks
-	"internal/flow":              {"runs", "runners"},                                             // attention: a queued run's age, live runners with its adapter
+	"internal/flow":              {"events", "runs", "runners"},                                   // attention: a queued run's age, live runners with its adapter, a flag's event
+	"internal/needsme":           {"flows", "items", "organizations", "projects", "questions"},    // what waits for a person, across projects
 	"internal/reconcile":         {"flows", "items", "platform", "projects", "questions", "runs"}, // the reconciler's scans
 	"internal/run":               {"items"},                                                       // a run's ticket key
 	"internal/schedule":          {"blockers", "flows", "items", "platform", "projects"},          // the runnable query

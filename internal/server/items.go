@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 )
@@ -15,6 +17,41 @@ import (
 // Items serves tickets and epics, their blockers, questions and history.
 type Items struct {
 	T *tracker.Service
+	// Flows summarizes the items' flows on reads (one query per page).
+	Flows FlowSummaries
+}
+
+// FlowSummaries reads the summary of each item's latest flow
+// (flow.Service).
+type FlowSummaries interface {
+	Summaries(ctx context.Context, itemIDs []string) (map[string]flow.Summary, error)
+}
+
+// ItemView is an item as reads show it: with its flow (null when it never
+// had one), so that a board is one request.
+type ItemView struct {
+	tracker.Item
+	Flow *flow.Summary `json:"flow"`
+}
+
+// views joins items with their flows' summaries, in one read.
+func (h *Items) views(ctx context.Context, items []tracker.Item) ([]ItemView, error) {
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = it.ID
+	}
+	sums, err := h.Flows.Summaries(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ItemView, len(items))
+	for i, it := range items {
+		out[i].Item = it
+		if sm, ok := sums[it.ID]; ok {
+			out[i].Flow = &sm
+		}
+	}
+	return out, nil
 }
 
 // ItemCreate is the body of POST /projects/{project}/items.
@@ -60,8 +97,8 @@ type QuestionAnswer struct {
 // ItemList is the body of GET /projects/{project}/items: a page by item
 // number; next_after (null on the last page) fetches the next one.
 type ItemList struct {
-	Items     []tracker.Item `json:"items"`
-	NextAfter *int64         `json:"next_after"`
+	Items     []ItemView `json:"items"`
+	NextAfter *int64     `json:"next_after"`
 }
 
 // QuestionList is the body of GET /items/{item}/questions.
@@ -98,10 +135,10 @@ func (h *Items) Routes() []*Route {
 		{Method: "POST", Path: "/api/v1/projects/{project}/items", Perm: access.TrackerWrite, Summary: "Create a ticket or an epic",
 			Request: ItemCreate{}, Response: tracker.Item{}, Status: http.StatusCreated, Handle: h.createItem},
 		{Method: "GET", Path: "/api/v1/projects/{project}/items", Perm: access.TrackerRead,
-			Summary:  "List a project's items by number (filters: state, type, epic; paging: after, limit 1–200)",
+			Summary:  "List a project's items by number, each with its flow (filters: state, type, epic; paging: after, limit 1–200)",
 			Response: ItemList{}, Handle: h.listItems},
-		{Method: "GET", Path: "/api/v1/items/{item}", Perm: access.TrackerRead, Summary: "Get an item by key (ACME-42) or id",
-			Response: tracker.Item{}, Handle: h.getItem},
+		{Method: "GET", Path: "/api/v1/items/{item}", Perm: access.TrackerRead, Summary: "Get an item by key (ACME-42) or id, with its flow",
+			Response: ItemView{}, Handle: h.getItem},
 		{Method: "PATCH", Path: "/api/v1/items/{item}", Perm: access.TrackerWrite,
 			Summary: "Update an item: fields, epic, type or a user state change (optimistic: send the version read)",
 			Request: ItemUpdate{}, Response: tracker.Item{}, Handle: h.updateItem},
@@ -180,14 +217,28 @@ func (h *Items) listItems(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := ItemList{Items: items}
+	views, err := h.views(r.Context(), items)
+	if err != nil {
+		return nil, err
+	}
+	out := ItemList{Items: views}
 	if next != 0 {
 		out.NextAfter = &next
 	}
 	return out, nil
 }
 
-func (h *Items) getItem(r *Request) (any, error) { return r.Item() }
+func (h *Items) getItem(r *Request) (any, error) {
+	it, err := r.Item()
+	if err != nil {
+		return nil, err
+	}
+	views, err := h.views(r.Context(), []tracker.Item{it})
+	if err != nil {
+		return nil, err
+	}
+	return views[0], nil
+}
 
 func (h *Items) updateItem(r *Request) (any, error) {
 	it, err := r.Item()

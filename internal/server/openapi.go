@@ -19,6 +19,7 @@ import (
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/flow"
+	"github.com/ballet/ballet/internal/needsme"
 	"github.com/ballet/ballet/internal/pipeline"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/tenancy"
@@ -187,6 +188,8 @@ var enums = map[reflect.Type]map[string][]string{
 	reflect.TypeFor[ReportIn]():                 {"outcome": pipeline.Outcomes()},
 	reflect.TypeFor[run.RunReported]():          {"outcome": pipeline.Outcomes()},
 	reflect.TypeFor[FlowView]():                 {"status": flowStatuses, "waiting": flowWaits, "outcome": pipeline.Outcomes(), "attention": flow.Attentions},
+	reflect.TypeFor[needsme.Entry]():            {"kind": needsme.Kinds},
+	reflect.TypeFor[flow.Summary]():             {"status": flowStatuses, "waiting": append([]string{""}, flowWaits...), "attention": append([]string{""}, flow.Attentions...)},
 	reflect.TypeFor[flow.StageStarted]():        {"kind": stageKinds, "waiting": flowWaits},
 	reflect.TypeFor[flow.StageFinished]():       {"outcome": pipeline.Outcomes()},
 	reflect.TypeFor[flow.FlowWaiting]():         {"waiting": flowWaits, "outcome": pipeline.Outcomes()},

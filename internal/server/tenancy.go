@@ -127,6 +127,8 @@ func (h *Tenancy) Routes() []*Route {
 			Response: ProjectList{}, Handle: h.listProjects},
 		{Method: "GET", Path: "/api/v1/projects/{project}", Perm: access.TrackerRead, Summary: "Get a project by key or id",
 			Response: tenancy.Project{}, Handle: h.getProject},
+		{Method: "GET", Path: "/api/v1/projects/{project}/permissions", Perm: access.TrackerRead,
+			Summary: "The caller's permissions in the project (a UI hides the controls it lacks)", Response: PermissionList{}, Handle: h.permissions},
 		{Method: "PATCH", Path: "/api/v1/projects/{project}", Perm: access.ProjectUpdate, Summary: "Update a project's settings (optimistic: send the version read)",
 			Request: ProjectUpdate{}, Response: tenancy.Project{}, Handle: h.updateProject},
 		{Method: "GET", Path: "/api/v1/orgs/{org}/members", Perm: access.TrackerRead, Summary: "List an organization's members",
@@ -234,6 +236,29 @@ func (h *Tenancy) listProjects(r *Request) (any, error) {
 }
 
 func (h *Tenancy) getProject(r *Request) (any, error) { return r.Project() }
+
+// PermissionList is the body of GET /projects/{project}/permissions.
+type PermissionList struct {
+	Permissions []access.Permission `json:"permissions"`
+}
+
+func (h *Tenancy) permissions(r *Request) (any, error) {
+	p, err := r.Project()
+	if err != nil {
+		return nil, err
+	}
+	out := PermissionList{Permissions: []access.Permission{}}
+	for _, perm := range access.Scoped {
+		err := r.api.access.Check(r.Context(), r.Principal, perm, p.OrganizationID, p.ID)
+		switch {
+		case err == nil:
+			out.Permissions = append(out.Permissions, perm)
+		case apperr.Code(err) != apperr.Forbidden && apperr.Code(err) != apperr.NotFound:
+			return nil, err
+		}
+	}
+	return out, nil
+}
 
 func (h *Tenancy) updateProject(r *Request) (any, error) {
 	p, err := r.Project()
