@@ -73,6 +73,12 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"[http]\naddr = \"exa mple:80\"\n", `http.addr: "exa mple:80" has host "exa mple": not an IP address or host name`},
 		{"[http]\naddr = \"999.1.1.1:80\"\n", `http.addr: "999.1.1.1:80" has host "999.1.1.1"`},
 		{"[reconciler]\ninterval = \"0s\"\n", "reconciler.interval: must be a positive duration"},
+		{"[auth]\nsession_ttl = \"30s\"\n", "auth.session_ttl: 30s is outside 1m … 720h"},
+		{"[auth]\nsession_ttl = \"721h\"\n", "auth.session_ttl: 721h0m0s is outside 1m … 720h"},
+		{"[auth]\noidc_client_id = \"ui\"\n", "auth.oidc_client_id: needs auth.oidc_issuer"},
+		{"[auth]\noidc_issuer = \"https://id.example\"\noidc_audience = \"a\"\noidc_client_id = \"ui\"\n",
+			"auth.oidc_client_id: needs http.public_url: the redirect URI is <http.public_url>/auth/oidc/callback"},
+		{"[auth]\noidc_client_secret = \"s\"\n", "auth.oidc_client_secret: is set without auth.oidc_client_id"},
 		{"[events]\nauth_recheck = \"0s\"\n", "events.auth_recheck: must be a positive duration"},
 		{"[runs]\nunclaimed_after = \"0s\"\n", "runs.unclaimed_after: must be a positive duration"},
 		{"[leader]\nttl = \"5s\"\nrenew = \"10s\"\n", "leader.renew: 10s must be shorter than leader.ttl"},
@@ -170,16 +176,17 @@ func TestWriteMasksSecrets(t *testing.T) {
 	c.Storage.Password = "rqlite-secret"
 	c.Runner.Token = "ballet_runner_secret"
 	c.Knowledge.ServiceToken = "knowledge-secret-0123456789-0123456789"
+	c.Auth.OIDCClientSecret = "oidc-client-secret"
 	var b strings.Builder
 	if err := Write(&b, c); err != nil {
 		t.Fatal(err)
 	}
-	for _, secret := range []string{"bootstrap-secret", "rqlite-secret", "ballet_runner_secret", "knowledge-secret"} {
+	for _, secret := range []string{"bootstrap-secret", "rqlite-secret", "ballet_runner_secret", "knowledge-secret", "oidc-client-secret"} {
 		if strings.Contains(b.String(), secret) {
 			t.Errorf("ballet config prints %q", secret)
 		}
 	}
-	if strings.Count(b.String(), `"********"`) != 4 {
+	if strings.Count(b.String(), `"********"`) != 5 {
 		t.Errorf("not every secret is masked:\n%s", b.String())
 	}
 }

@@ -73,6 +73,7 @@ type Core struct {
 	Reconciler *reconcile.Reconciler
 	Feed       *feed.Feed        // tails the event log on every instance
 	Realtime   *realtime.Handler // the WebSocket JSON-RPC API
+	OIDCLogin  *server.OIDCLogin // the browser's sign-in through the issuer (nil: [auth] oidc_client_id unset)
 	Runs       *run.Service
 	// Knowledge calls the Knowledge service with the service credential
 	// (the MCP tools, the entries a stage names).
@@ -249,7 +250,12 @@ func New(o Options) (*Core, error) {
 	c.API.Add((&server.Pipelines{V: c.Pipelines}).Routes()...)
 	c.API.Add((&server.Items{T: c.Tracker, Flows: c.Flows}).Routes()...)
 	c.API.Add((&server.Tokens{S: tokens}).Routes()...)
-	c.API.Add((&server.Session{S: &auth.Sessions{Auth: c.Auth, Applier: c.Applier, TTL: cfg.Auth.SessionTTL.Duration}}).Routes()...)
+	browser := &auth.Sessions{Auth: c.Auth, Applier: c.Applier, TTL: cfg.Auth.SessionTTL.Duration}
+	c.API.Add((&server.Session{S: browser}).Routes()...)
+	if cfg.Auth.OIDCClientID != "" {
+		c.OIDCLogin = &server.OIDCLogin{Sessions: browser, API: c.API, Flow: &auth.CodeFlow{Auth: c.Auth, ClientID: cfg.Auth.OIDCClientID,
+			ClientSecret: cfg.Auth.OIDCClientSecret, RedirectURL: cfg.PublicURL() + "/auth/oidc/callback"}}
+	}
 	c.API.Add((&server.Skills{S: c.Skills}).Routes()...)
 	c.API.Add((&server.Runs{S: c.Runs, Skills: c.Skills, Orgs: c.Tenancy}).Routes()...)
 	c.API.Add((&server.MCP{Runs: c.Runs, Tracker: c.Tracker, Orgs: c.Tenancy, Knowledge: c.Knowledge, Log: log.With("component", "mcp")}).Routes()...)
@@ -388,6 +394,9 @@ func (c *Core) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+realtime.Path, c.Realtime)
 	mux.Handle(server.KnowledgePrefix, c.knowledgeProxy) // the service's routes, answered by the service
+	if c.OIDCLogin != nil {
+		c.OIDCLogin.Register(mux)
+	}
 	mux.Handle("/", api)
 	ui, err := webui.New(mux, c.uiConfig())
 	if err != nil {

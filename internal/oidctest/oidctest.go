@@ -3,7 +3,11 @@
 // (/.well-known/openid-configuration) and its signing keys (JWKS), and
 // mints RS256-signed ID tokens for any subject, with options for the ways a
 // token can be wrong (expired, another audience, another issuer, a bad
-// signature, a tampered payload). The key is generated per Issuer. The
+// signature, a tampered payload). It also runs the authorization code flow
+// with PKCE (S256) for a registered client (Client): its authorization
+// endpoint approves at once, as the subject set by SignInAs, and its token
+// endpoint checks the code (once), the redirect URI, the client and the
+// verifier before it hands out the ID token (with the nonce asked for). The key is generated per Issuer. The
 // issuer can be stopped and started again on the same address, to test an
 // identity provider that is down.
 package oidctest
@@ -20,6 +24,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +52,18 @@ type Issuer struct {
 	ln    net.Listener
 	tb    testing.TB
 	token int
+
+	// The code flow (under mu).
+	clientID, clientSecret string
+	signIn                 string   // the subject the authorization endpoint approves
+	signInOpts             []Option // changes to the ID tokens it leads to
+	codes                  map[string]grant
+}
+
+// grant is an authorization code's request, until it is exchanged.
+type grant struct {
+	clientID, redirectURI, nonce, challenge, subject string
+	opts                                             []Option
 }
 
 // New starts an issuer; it stops when the test ends.
@@ -71,6 +88,8 @@ func (i *Issuer) serve(ln net.Listener) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", i.discovery)
 	mux.HandleFunc("GET /jwks", i.jwks)
+	mux.HandleFunc("GET /authorize", i.authorize)
+	mux.HandleFunc("POST /token", i.exchange)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	i.mu.Lock()
 	i.srv, i.ln = srv, ln
@@ -125,6 +144,8 @@ func (i *Issuer) discovery(w http.ResponseWriter, _ *http.Request) {
 		"token_endpoint":                        i.URL + "/token",
 		"jwks_uri":                              i.URL + "/jwks",
 		"response_types_supported":              []string{"code", "id_token"},
+		"code_challenge_methods_supported":      []string{"S256"},
+		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post", "none"},
 		"subject_types_supported":               []string{"public"},
 		"id_token_signing_alg_values_supported": []string{"RS256"},
 	})
@@ -245,4 +266,115 @@ func Claims(token string) (map[string]any, error) {
 	}
 	var c map[string]any
 	return c, json.Unmarshal(b, &c)
+}
+
+// Client registers the one client of the code flow (secret "": a public
+// client, PKCE alone).
+func (i *Issuer) Client(id, secret string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.clientID, i.clientSecret = id, secret
+}
+
+// SignInAs makes the authorization endpoint approve every request at once
+// as subject; opts change the ID tokens of those sign-ins (Claim("nonce",
+// …) for a wrong nonce, Audience(…), Expired(), …).
+func (i *Issuer) SignInAs(subject string, opts ...Option) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.signIn, i.signInOpts = subject, opts
+}
+
+// oauthError answers an OAuth error (RFC 6749 5.2).
+func oauthError(w http.ResponseWriter, status int, code, desc string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": code, "error_description": desc})
+}
+
+// authorize approves an authorization request as the SignInAs subject and
+// sends the browser back with a code and the state.
+func (i *Issuer) authorize(w http.ResponseWriter, r *http.Request) {
+	i.hits.Add(1)
+	q := r.URL.Query()
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	switch {
+	case i.clientID == "" || q.Get("client_id") != i.clientID:
+		oauthError(w, http.StatusBadRequest, "unauthorized_client", "unknown client_id "+q.Get("client_id"))
+		return
+	case q.Get("response_type") != "code":
+		oauthError(w, http.StatusBadRequest, "unsupported_response_type", "response_type must be code")
+		return
+	case q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "":
+		oauthError(w, http.StatusBadRequest, "invalid_request", "PKCE with S256 is required")
+		return
+	case !strings.Contains(" "+q.Get("scope")+" ", " openid "):
+		oauthError(w, http.StatusBadRequest, "invalid_scope", "scope must include openid")
+		return
+	case q.Get("redirect_uri") == "" || i.signIn == "":
+		oauthError(w, http.StatusBadRequest, "invalid_request", "no redirect_uri, or nobody to sign in (SignInAs)")
+		return
+	}
+	code := b64(randomBytes(24))
+	if i.codes == nil {
+		i.codes = map[string]grant{}
+	}
+	i.codes[code] = grant{clientID: i.clientID, redirectURI: q.Get("redirect_uri"), nonce: q.Get("nonce"),
+		challenge: q.Get("code_challenge"), subject: i.signIn, opts: i.signInOpts}
+	u, err := url.Parse(q.Get("redirect_uri"))
+	if err != nil {
+		oauthError(w, http.StatusBadRequest, "invalid_request", "bad redirect_uri")
+		return
+	}
+	back := u.Query()
+	back.Set("code", code)
+	back.Set("state", q.Get("state"))
+	u.RawQuery = back.Encode()
+	http.Redirect(w, r, u.String(), http.StatusFound)
+}
+
+// exchange is the token endpoint: a code once, for its client, redirect
+// URI and PKCE verifier.
+func (i *Issuer) exchange(w http.ResponseWriter, r *http.Request) {
+	i.hits.Add(1)
+	if err := r.ParseForm(); err != nil {
+		oauthError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		return
+	}
+	id, secret, basic := r.BasicAuth()
+	if !basic {
+		id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
+	} else {
+		id, _ = url.QueryUnescape(id)
+		secret, _ = url.QueryUnescape(secret)
+	}
+	i.mu.Lock()
+	g, ok := i.codes[r.PostForm.Get("code")]
+	delete(i.codes, r.PostForm.Get("code")) // once
+	wantID, wantSecret := i.clientID, i.clientSecret
+	i.mu.Unlock()
+	sum := sha256.Sum256([]byte(r.PostForm.Get("code_verifier")))
+	switch {
+	case id != wantID || secret != wantSecret:
+		oauthError(w, http.StatusUnauthorized, "invalid_client", "wrong client credentials")
+	case r.PostForm.Get("grant_type") != "authorization_code" || !ok:
+		oauthError(w, http.StatusBadRequest, "invalid_grant", "unknown or used code")
+	case g.clientID != id || g.redirectURI != r.PostForm.Get("redirect_uri"):
+		oauthError(w, http.StatusBadRequest, "invalid_grant", "the code was issued to another client or redirect_uri")
+	case b64(sum[:]) != g.challenge:
+		oauthError(w, http.StatusBadRequest, "invalid_grant", "the code_verifier does not match the code_challenge")
+	default:
+		opts := append([]Option{Audience(g.clientID), Claim("nonce", g.nonce), Claim("email", g.subject+"@example.com")}, g.opts...)
+		writeJSON(w, map[string]any{"access_token": b64(randomBytes(24)), "token_type": "Bearer", "expires_in": 3600,
+			"id_token": i.Token(i.tb, g.subject, opts...)})
+	}
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return b
 }
