@@ -48,7 +48,7 @@ func TestSessionSignInAndOut(t *testing.T) {
 		var info struct {
 			Subject, Name, Kind string
 			PlatformAdmin       bool `json:"platform_admin"`
-			ExpiresAt           *time.Time
+			ExpiresAt           *time.Time `json:"expires_at"`
 		}
 		r.JSON(t, &info)
 		if info.Subject != "bootstrap" || info.Kind != "human" || !info.PlatformAdmin || info.ExpiresAt == nil {
@@ -127,7 +127,7 @@ func TestSessionActsAsItsAPIToken(t *testing.T) {
 		b.Must(403, "POST", "/api/v1/tokens", map[string]any{"name": "minted", "organization": org})
 
 		e.Admin(204, "DELETE", "/api/v1/tokens/"+tk.ID, nil)
-		if r := b.Do("GET", "/api/v1/session", nil); r.Status != 401 || !strings.Contains(string(r.Body), "token revoked") {
+		if r := b.Do("GET", "/api/v1/session", nil); r.Status != 401 || !strings.Contains(string(r.Body), "session ended") {
 			t.Fatalf("after the token's revocation: %d %s", r.Status, r.Body)
 		}
 		if got := sessionEnded(t, s, tk.Subject); len(got) != 1 || !got[0] {
