@@ -3,12 +3,15 @@ package apitest_test
 import (
 	"context"
 	"maps"
+	"net/http"
+	"sync/atomic"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ballet/ballet/internal/apitest"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/storetest"
@@ -189,12 +192,98 @@ func TestNeedsMe(t *testing.T) {
 		if byKey[question] != nil {
 			t.Fatalf("a ticket that never started has flow %+v", byKey[question])
 		}
+		var one struct {
+			Key  string
+			Flow *flow.Summary
+		}
+		w.Must(200, viewer, "GET", "/api/v1/items/"+merge, nil).JSON(t, &one)
+		if one.Flow == nil || one.Flow.Stage != "integrate" || one.Flow.Waiting != "merge" || one.Flow.Status != "waiting" {
+			t.Fatalf("GET /items/%s: flow %+v", merge, one.Flow)
+		}
 		w.answerOpen(stuck, "go on")
 		w.await(stuck, "resumed", func(f flowView) bool { return f.Waiting != "answer" })
 		w.Must(200, viewer, "GET", "/api/v1/needs-me", nil).JSON(t, &got)
 		// (Resumed, it waits for budget now, as the project's day is spent.)
 		if k := got.kinds(); slices.Contains(slices.Collect(maps.Keys(k)), "stuck "+stuck) || slices.Contains(slices.Collect(maps.Keys(k)), "question "+stuck) {
 			t.Fatalf("the resumed flow is still stuck: %v", k)
+		}
+	})
+}
+
+// countingStore counts the reads made through it.
+type countingStore struct {
+	store.Store
+	reads atomic.Int64
+}
+
+func (c *countingStore) Query(ctx context.Context, sql string, args ...any) (*store.Rows, error) {
+	c.reads.Add(1)
+	return c.Store.Query(ctx, sql, args...)
+}
+
+// TestNeedsMeAndTheBoardReadInAFewQueries: GET /needs-me and a page of
+// the board read the store a fixed number of times, however many entries
+// and items they answer (no read per ticket).
+func TestNeedsMeAndTheBoardReadInAFewQueries(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		cs := &countingStore{Store: s}
+		e := apitest.New(t, cs)
+		org := e.Org("acme")
+		e.Project("acme", "ACME")
+		viewer := e.RoleToken(org, "viewer")
+		reads := func(path string) int64 {
+			before := cs.reads.Load()
+			e.Must(200, viewer, "GET", path, nil)
+			return cs.reads.Load() - before
+		}
+		add := func(n int) {
+			for range n {
+				var it struct{ Key string }
+				e.Admin(201, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "t"}).JSON(t, &it)
+				e.Admin(201, "POST", "/api/v1/items/"+it.Key+"/questions", map[string]any{"text": "?", "blocking": true})
+			}
+		}
+		add(1)
+		needs, board := reads("/api/v1/needs-me"), reads("/api/v1/projects/ACME/items")
+		add(20)
+		if n := reads("/api/v1/needs-me"); n != needs {
+			t.Errorf("needs-me: %d reads for 21 entries, %d for 1", n, needs)
+		}
+		if n := reads("/api/v1/projects/ACME/items"); n != board {
+			t.Errorf("the board: %d reads for 21 items, %d for 1", n, board)
+		}
+		t.Logf("reads per request: needs-me %d, a board page %d (authentication and access checks included)", needs, board)
+	})
+}
+
+// TestSessionsAreSharedByCoreInstances: a session started on one Core
+// instance authenticates on another over the same database, and signing
+// out on the second ends it on the first.
+func TestSessionsAreSharedByCoreInstances(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		a, b := apitest.New(t, s), apitest.New(t, s)
+		br := a.Browser("")
+		br.SignIn(apitest.BootstrapToken)
+		cookie := "ballet_session=" + br.Session()
+		do := func(e *apitest.Env, method string) int {
+			req, _ := http.NewRequest(method, e.URL+"/api/v1/session", nil)
+			req.Header.Set("Cookie", cookie)
+			req.Header.Set("Origin", e.URL)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		if st := do(b, "GET"); st != 200 {
+			t.Fatalf("the session on the second instance: %d", st)
+		}
+		if st := do(b, "DELETE"); st != 204 {
+			t.Fatalf("sign-out on the second instance: %d", st)
+		}
+		if st := do(a, "GET"); st != 401 {
+			t.Fatalf("the signed-out session on the first instance: %d", st)
 		}
 	})
 }

@@ -238,10 +238,11 @@ func TestSessionCSRF(t *testing.T) {
 
 // TestSessionRealtime: the WebSocket takes the session cookie from
 // Ballet's own page, refuses it from another origin (403, before any
-// upgrade), and closes when the session is signed out.
+// upgrade), and closes when the session is signed out — at once, not at
+// the next periodic re-check (an hour away here).
 func TestSessionRealtime(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
-		e := apitest.New(t, s)
+		e := apitest.New(t, s, func(c *config.Config) { c.Events.AuthRecheck = config.Duration{Duration: time.Hour} })
 		e.Org("acme")
 		e.Project("acme", "ACME")
 		b := e.Browser("")
