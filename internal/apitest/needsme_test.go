@@ -120,6 +120,19 @@ func TestNeedsMe(t *testing.T) {
 		start(paused)
 		w.await(paused, "pause", func(f flowView) bool { return f.Waiting == "pause" })
 
+		// A third project, whose merges need an approval: its merge stage
+		// waits for a review.
+		w.Admin(201, "POST", "/api/v1/orgs/acme/projects", map[string]any{"key": "REV", "name": "Reviewed",
+			"repository": map[string]any{"forge": "git", "url": w.repo.Bare, "default_branch": "main"},
+			"merge_policy": map[string]any{"mode": "manual", "required_approvals": 1}})
+		w.Admin(200, "PUT", "/api/v1/projects/REV/pipelines/docs", map[string]any{"version": 0, "definition": map[string]any{
+			"stages": []any{map[string]any{"id": "integrate", "kind": "platform", "action": "merge"}}}})
+		w.Admin(201, "POST", "/api/v1/projects/REV/items", map[string]any{"type": "docs", "title": "reviewed", "state": "ready"}).JSON(t, &it)
+		review := it.Key
+		w.repo.PushBranch("ballet/" + review)
+		start(review)
+		w.await(review, "a review", func(f flowView) bool { return f.Waiting == "review" })
+
 		// Another organization: its question is its own.
 		globex := w.Org("globex")
 		w.Project("globex", "GLX")
@@ -135,7 +148,7 @@ func TestNeedsMe(t *testing.T) {
 		want := map[string]string{
 			"question " + question: "", "approval " + approval: "triage", "merge " + merge: "integrate",
 			"stuck " + stuck: "review", "question " + stuck: "", "no_runner " + noRunner: "implement",
-			"budget " + budget: "implement", "pause " + paused: "implement",
+			"budget " + budget: "implement", "pause " + paused: "implement", "review " + review: "integrate",
 		}
 		if k := got.kinds(); !maps.Equal(k, want) || got.Truncated {
 			t.Fatalf("needs-me of acme's viewer:\n got %v\nwant %v (truncated %v)", k, want, got.Truncated)
@@ -150,7 +163,7 @@ func TestNeedsMe(t *testing.T) {
 			if e.Item == question && (e.Question.Text != "Which database?\nWe have two." || !strings.HasPrefix(e.Detail, "Blocking question: Which database?")) {
 				t.Fatalf("question entry %+v", e)
 			}
-			if wantProject := map[bool]string{true: "PAU", false: "ACME"}[e.Item == paused]; e.Project != wantProject {
+			if wantProject, _, _ := strings.Cut(e.Item, "-"); e.Project != wantProject {
 				t.Fatalf("entry %+v: project %s", e, wantProject)
 			}
 		}

@@ -171,9 +171,26 @@ func TestSessionExpires(t *testing.T) {
 		e := apitest.NewOn(t, s, clk, func(c *config.Config) { c.Auth.SessionTTL = config.Duration{Duration: time.Hour} })
 		b := e.Browser("")
 		b.SignIn(apitest.BootstrapToken)
+		lastSeen := func() time.Time {
+			rows, err := s.Query(context.Background(), `SELECT last_seen_at FROM sessions`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ms int64
+			_ = rows.Scan(0, &ms)
+			return time.UnixMilli(ms)
+		}
+		signedIn := lastSeen()
+		b.Must(200, "GET", "/api/v1/session", nil)
+		if !lastSeen().Equal(signedIn) {
+			t.Fatal("a use within a minute of the last wrote last_seen_at")
+		}
 		for range 5 { // used all along: still not extended
 			clk.Advance(11 * time.Minute)
 			b.Must(200, "GET", "/api/v1/session", nil)
+		}
+		if got := lastSeen().Sub(signedIn); got != 55*time.Minute {
+			t.Fatalf("last_seen_at moved by %s, want 55m (the last use)", got)
 		}
 		clk.Advance(5*time.Minute - time.Millisecond)
 		b.Must(200, "GET", "/api/v1/session", nil)
