@@ -4,10 +4,10 @@ import (
 	"context"
 	"maps"
 	"net/http"
-	"sync/atomic"
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,7 +123,7 @@ func TestNeedsMe(t *testing.T) {
 		// A third project, whose merges need an approval: its merge stage
 		// waits for a review.
 		w.Admin(201, "POST", "/api/v1/orgs/acme/projects", map[string]any{"key": "REV", "name": "Reviewed",
-			"repository": map[string]any{"forge": "git", "url": w.repo.Bare, "default_branch": "main"},
+			"repository":   map[string]any{"forge": "git", "url": w.repo.Bare, "default_branch": "main"},
 			"merge_policy": map[string]any{"mode": "manual", "required_approvals": 1}})
 		w.Admin(200, "PUT", "/api/v1/projects/REV/pipelines/docs", map[string]any{"version": 0, "definition": map[string]any{
 			"stages": []any{map[string]any{"id": "integrate", "kind": "platform", "action": "merge"}}}})

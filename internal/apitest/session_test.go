@@ -47,7 +47,7 @@ func TestSessionSignInAndOut(t *testing.T) {
 		r := b.SignIn(apitest.BootstrapToken)
 		var info struct {
 			Subject, Name, Kind string
-			PlatformAdmin       bool `json:"platform_admin"`
+			PlatformAdmin       bool       `json:"platform_admin"`
 			ExpiresAt           *time.Time `json:"expires_at"`
 		}
 		r.JSON(t, &info)
