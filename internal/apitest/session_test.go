@@ -100,6 +100,14 @@ func TestSessionSignInAndOut(t *testing.T) {
 			t.Fatal("the browser kept the cookie after sign-out")
 		}
 		b.Must(401, "GET", "/api/v1/session", nil)
+
+		// The cookie carries sessions only: a token put in it is no
+		// credential.
+		req, _ := http.NewRequest("GET", e.URL+"/api/v1/session", nil)
+		req.Header.Set("Cookie", "ballet_session="+apitest.BootstrapToken)
+		if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 401 {
+			t.Fatalf("the bootstrap token as the cookie: %v %v", resp, err)
+		}
 	})
 }
 
