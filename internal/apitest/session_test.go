@@ -344,3 +344,51 @@ func TestProjectPermissions(t *testing.T) {
 		e.Must(404, e.RoleToken(other.ID, "admin"), "GET", "/api/v1/projects/ACME/permissions", nil)
 	})
 }
+
+// TestSessionBehindAProxy: with an https [http] public_url (Core behind a
+// proxy), the cookie is Secure, and a page of that origin may write with
+// it although the Host Core sees is another.
+func TestSessionBehindAProxy(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		e := apitest.New(t, s, func(c *config.Config) { c.HTTP.PublicURL = "https://ballet.example.com" })
+		r := e.Browser("").Do("POST", "/api/v1/session", map[string]any{"token": apitest.BootstrapToken})
+		set := r.Header.Get("Set-Cookie")
+		if r.Status != 201 || !strings.Contains(set, "; Secure") {
+			t.Fatalf("sign-in behind https: %d, Set-Cookie %q", r.Status, set)
+		}
+		value := strings.TrimPrefix(strings.Split(set, ";")[0], "ballet_session=")
+		write := func(origin string) int {
+			req, _ := http.NewRequest("POST", e.URL+"/api/v1/orgs", strings.NewReader(`{"slug":"acme","name":"Acme"}`))
+			req.Header.Set("Cookie", "ballet_session="+value)
+			req.Header.Set("Origin", origin)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		if st := write("https://evil.example.com"); st != 403 {
+			t.Fatalf("a foreign page's write: %d", st)
+		}
+		if st := write("https://ballet.example.com"); st != 201 {
+			t.Fatalf("the public origin's page's write: %d", st)
+		}
+		// The WebSocket likewise.
+		ctx, cancel := context.WithTimeout(context.Background(), apitest.HangGuard)
+		defer cancel()
+		dial := func(origin string) error {
+			c, err := realtime.Dial(ctx, e.URL, "", &realtime.DialOptions{Header: http.Header{"Origin": {origin}, "Cookie": {"ballet_session=" + value}}})
+			if err == nil {
+				c.Close()
+			}
+			return err
+		}
+		if err := dial("https://ballet.example.com"); err != nil {
+			t.Fatalf("the public origin's page's WebSocket: %v", err)
+		}
+		if err := dial("https://evil.example.com"); err == nil {
+			t.Fatal("a foreign page's WebSocket with the cookie was accepted")
+		}
+	})
+}
