@@ -173,6 +173,33 @@ func TestNeedsMe(t *testing.T) {
 		}
 		w.Must(400, viewer, "GET", "/api/v1/needs-me?limit=0", nil)
 
+		// A person with a role in project ACME alone (through a token it
+		// made) sees ACME's entries only; a token scoped without
+		// tracker.read sees nothing.
+		w.Admin(200, "PUT", "/api/v1/projects/ACME/members/oidc|pam", map[string]any{"role": "member"})
+		w.Must(200, w.TokenFor("oidc|pam", acme.ID, "member"), "GET", "/api/v1/needs-me", nil).JSON(t, &got)
+		acmeOnly := 0
+		for k := range want {
+			if strings.Contains(k, " ACME-") {
+				acmeOnly++
+			}
+		}
+		for _, e := range got.Items {
+			if e.Project != "ACME" {
+				t.Fatalf("an ACME-only member sees %+v", e)
+			}
+		}
+		if len(got.Items) != acmeOnly {
+			t.Fatalf("an ACME-only member sees %d entries, want %d", len(got.Items), acmeOnly)
+		}
+		var scoped struct{ Token string }
+		w.Admin(201, "POST", "/api/v1/tokens", map[string]any{"name": "writer", "organization": acme.ID, "role": "member",
+			"scopes": []string{"tracker.write"}}).JSON(t, &scoped)
+		w.Must(200, scoped.Token, "GET", "/api/v1/needs-me", nil).JSON(t, &got)
+		if len(got.Items) != 0 {
+			t.Fatalf("a token without tracker.read sees %d entries", len(got.Items))
+		}
+
 		// globex's admin sees only globex's question; the platform admin all.
 		w.Must(200, w.RoleToken(globex, "admin"), "GET", "/api/v1/needs-me", nil).JSON(t, &got)
 		if k := got.kinds(); !maps.Equal(k, map[string]string{"question " + theirs: ""}) {
