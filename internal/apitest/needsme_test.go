@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/apitest"
+	"github.com/ballet/ballet/internal/config"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/storetest"
@@ -318,6 +319,12 @@ func TestSessionsAreSharedByCoreInstances(t *testing.T) {
 		}
 		if st := do(b, "GET"); st != 200 {
 			t.Fatalf("the session on the second instance: %d", st)
+		}
+		// An instance whose bootstrap token is another (it was changed)
+		// does not honour a session the old one started.
+		rotated := apitest.New(t, s, func(c *config.Config) { c.Auth.BootstrapToken = "a-rotated-bootstrap-token-0123456789" })
+		if st := do(rotated, "GET"); st != 401 {
+			t.Fatalf("a session of the old bootstrap token after its change: %d", st)
 		}
 		if st := do(b, "DELETE"); st != 204 {
 			t.Fatalf("sign-out on the second instance: %d", st)
