@@ -251,14 +251,17 @@ func TestNeedsMe(t *testing.T) {
 	})
 }
 
-// countingStore counts the reads made through it.
+// countingStore counts the reads made through it, but the event feed's
+// (it tails the log all along, whatever the requests).
 type countingStore struct {
 	store.Store
 	reads atomic.Int64
 }
 
 func (c *countingStore) Query(ctx context.Context, sql string, args ...any) (*store.Rows, error) {
-	c.reads.Add(1)
+	if !strings.Contains(sql, "FROM events WHERE") && !strings.Contains(sql, "MAX(seq)") {
+		c.reads.Add(1)
+	}
 	return c.Store.Query(ctx, sql, args...)
 }
 
