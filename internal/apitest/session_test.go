@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -389,6 +391,37 @@ func TestSessionBehindAProxy(t *testing.T) {
 		}
 		if err := dial("https://evil.example.com"); err == nil {
 			t.Fatal("a foreign page's WebSocket with the cookie was accepted")
+		}
+	})
+}
+
+// TestSessionThroughTheKnowledgeProxy: a signed-in browser's requests under
+// /api/v1/knowledge reach the Knowledge service with the session's value
+// as the bearer and no cookie; another site's write with the cookie is
+// refused at Core and never reaches the service.
+func TestSessionThroughTheKnowledgeProxy(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		var mu sync.Mutex
+		var got []string
+		svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			got = append(got, r.Method+" "+r.Header.Get("Authorization")+" cookie="+r.Header.Get("Cookie"))
+			mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"spaces":[]}`))
+		}))
+		defer svc.Close()
+		e := apitest.New(t, s, func(c *config.Config) { c.Knowledge.URL = svc.URL })
+		b := e.Browser("")
+		b.SignIn(apitest.BootstrapToken)
+		b.Must(200, "GET", "/api/v1/knowledge/orgs/acme/spaces", nil)
+		if r := b.From("http://evil.example").Do("POST", "/api/v1/knowledge/orgs/acme/spaces", map[string]any{"name": "x"}); r.Status != 403 {
+			t.Fatalf("a cross-origin write through the proxy: %d %s", r.Status, r.Body)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if want := "GET Bearer " + b.Session() + " cookie="; len(got) != 1 || got[0] != want {
+			t.Fatalf("the service saw %q, want [%q]", got, want)
 		}
 	})
 }

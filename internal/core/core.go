@@ -277,6 +277,10 @@ func New(o Options) (*Core, error) {
 		u, _ := url.Parse(cfg.HTTP.PublicURL) // SetPublicURL parsed it
 		origins = []string{u.Host}
 	}
+	// A browser's session reaches the service as the bearer of its value,
+	// after the API's own cross-origin check.
+	c.knowledgeProxy.Session = server.SessionValue
+	c.knowledgeProxy.UseCSRF(c.API.CSRF())
 	c.Realtime = realtime.New(c.Feed, c.Auth, res, c.Tenancy, c.Tracker, st, clk, log.With("component", "realtime"),
 		realtime.Config{AuthRecheck: cfg.Events.AuthRecheck.Duration, PingInterval: cfg.Events.PingInterval.Duration,
 			PingTimeout: cfg.Events.PingTimeout.Duration, Metrics: realtime.NewMetrics(reg), OriginPatterns: origins})

@@ -230,6 +230,10 @@ func NewKnowledgeProxy(target string, maxBody int64, reserved func(string) bool,
 	return p, nil
 }
 
+// UseCSRF makes the proxy check cookie requests with csrf (the API's, which
+// trusts [http] public_url's origin too).
+func (p *KnowledgeProxy) UseCSRF(csrf *http.CrossOriginProtection) { p.csrf = csrf }
+
 // ServeHTTP forwards a request under KnowledgePrefix.
 func (p *KnowledgeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The mux routes only the prefix here, with "." and ".." cleaned away

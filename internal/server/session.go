@@ -82,6 +82,17 @@ func (h *Session) create(r *Request) (any, error) {
 	return info(p), nil
 }
 
+// SessionValue returns the session value of r's cookie when r has no
+// Authorization header of its own (ok=false: none), for a proxy to send
+// as the bearer (KnowledgeProxy.Session).
+func SessionValue(r *http.Request) (value string, ok bool) {
+	header, cookie := Credential(r)
+	if !cookie {
+		return "", false
+	}
+	return strings.TrimPrefix(header, "Bearer "), true
+}
+
 // SessionCookie is the cookie that carries a new session.
 func SessionCookie(secret string, expires time.Time, secure bool) *http.Cookie {
 	return &http.Cookie{Name: auth.SessionCookie, Value: secret, Path: "/", Expires: expires, HttpOnly: true, Secure: secure,
