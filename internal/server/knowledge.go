@@ -178,8 +178,7 @@ func scopeRole(scopes []string) string {
 // KnowledgeProxy forwards every request under KnowledgePrefix to the
 // Knowledge service at Target, and nothing else anywhere else: the path
 // and query unchanged, the caller's bearer credential unchanged (a session
-// cookie, once Core has browser sessions, becomes the bearer of its value
-// after the cross-origin check), hop-by-hop headers and cookies stripped
+// cookie becomes the bearer of its value after the cross-origin check), hop-by-hop headers and cookies stripped
 // both ways, the body bounded like Core's own. The service decides access
 // (it introspects the credential); the service credential is refused here
 // as everywhere. A service that does not answer is a 503 in the API's
