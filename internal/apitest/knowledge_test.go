@@ -131,7 +131,11 @@ func TestServiceCredentialIsNoUserCredential(t *testing.T) {
 				}
 				return map[string]string{"{org}": "acme", "{project}": "ACME"}[p] + "x"
 			})
-			if r := e.Do(apitest.ServiceToken, rt.Method, path, map[string]any{}); r.Status != 401 {
+			body := map[string]any{}
+			if rt.Perm == server.PermSignIn { // its credential is the body's
+				body["token"] = apitest.ServiceToken
+			}
+			if r := e.Do(apitest.ServiceToken, rt.Method, path, body); r.Status != 401 {
 				t.Errorf("%s %s with the service credential: %d %s", rt.Method, rt.Path, r.Status, r.Body)
 			}
 			n++
