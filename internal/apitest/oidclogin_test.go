@@ -40,7 +40,12 @@ func visit(t *testing.T, b *apitest.Browser, u, stop string) (*visited, []string
 		}
 		return nil
 	}
-	resp, err := c.Get(u)
+	req, err := http.NewRequest("GET", u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/html") // a browser navigating (redirects keep it)
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
