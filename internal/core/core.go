@@ -413,8 +413,7 @@ func (c *Core) Handler() http.Handler {
 
 // uiConfig is what the web UI's page tells the browser.
 func (c *Core) uiConfig() webui.Config {
-	// TODO(u-api): OIDC: c.Config.Auth.OIDCClientID != "" once [auth] oidc_client_id exists.
-	return webui.Config{}
+	return webui.Config{OIDC: c.OIDCLogin != nil}
 }
 
 // RunFeed tails the event log for realtime subscribers until ctx ends
