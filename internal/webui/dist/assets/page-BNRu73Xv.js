@@ -1,1 +1,0 @@
-import{f as e}from"./index-R89rSlEB.js";function t(t){return e(`h1`,{children:[`page `,JSON.stringify(t)]})}export{t as default};

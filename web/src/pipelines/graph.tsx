@@ -1,0 +1,101 @@
+// The graph of a pipeline: its stages in order, then $done, $failed and
+// $question, and an edge per outcome to where it leads (done above the
+// row, failed and blocked below; dashed when it is the default).
+import { type Definition, type Outcome, OUTCOMES, SPECIAL_TARGETS, target } from "./model";
+
+const W = 120, H = 40, GAP = 36, PAD = 8;
+const COLOR: Record<Outcome, string> = { done: "#1a7f37", failed: "#cf222e", blocked: "#9a6700" };
+
+interface Edge {
+  from: number;
+  to: number;
+  outcomes: Outcome[];
+  written: boolean;
+}
+
+export function Graph({ def }: { def: Definition }) {
+  const ids = def.stages.map((s) => s.id);
+  const nodes = [...ids, ...SPECIAL_TARGETS];
+  const index = (t: string) => {
+    const i = ids.indexOf(t);
+    return i >= 0 ? i : nodes.indexOf(t, ids.length); // -1: an unknown target
+  };
+  const edges: Edge[] = [];
+  def.stages.forEach((s, i) => {
+    for (const o of OUTCOMES) {
+      const to = index(target(def, i, o));
+      if (to < 0) continue;
+      const written = !!s.next?.[o];
+      const up = o === "done";
+      const same = edges.find((e) => e.from === i && e.to === to && e.written === written && (e.outcomes[0] === "done") === up);
+      if (same) same.outcomes.push(o);
+      else edges.push({ from: i, to, outcomes: [o], written });
+    }
+  });
+  const x = (n: number) => PAD + n * (W + GAP);
+  const mid = (n: number) => x(n) + W / 2;
+  const lift = (e: Edge) => (e.from === e.to ? 28 : 18 + 14 * Math.min(Math.abs(e.to - e.from), 8));
+  const upMax = Math.max(0, ...edges.filter((e) => e.outcomes[0] === "done" && !(e.to === e.from + 1)).map(lift));
+  const downMax = Math.max(0, ...edges.filter((e) => e.outcomes[0] !== "done").map(lift));
+  const top = PAD + upMax + 14;
+  const width = x(nodes.length) - GAP + PAD;
+  const height = top + H + downMax + 22;
+  const name = (n: number) => (n < ids.length ? ids[n] || `stage ${n + 1}` : nodes[n]);
+
+  return (
+    <figure class="pipeline-graph">
+      <svg role="img" aria-labelledby="pipeline-graph-title" viewBox={`0 0 ${width} ${height}`} width="100%" style={{ maxHeight: "22rem" }} data-testid="pipeline-graph">
+        <title id="pipeline-graph-title">Graph of the stages and where each outcome leads</title>
+        <defs>
+          {OUTCOMES.map((o) => (
+            <marker id={`arrow-${o}`} viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">
+              <path d="M0,0 L10,5 L0,10 z" fill={COLOR[o]} />
+            </marker>
+          ))}
+        </defs>
+        {edges.map((e) => {
+          const o = e.outcomes[0];
+          const up = o === "done";
+          const y = up ? top : top + H;
+          let d: string, lx: number, ly: number;
+          if (up && e.to === e.from + 1) {
+            d = `M${x(e.from) + W},${top + H / 2} L${x(e.to)},${top + H / 2}`;
+            lx = x(e.from) + W + GAP / 2;
+            ly = top + H / 2 - 4;
+          } else {
+            const h = up ? -lift(e) : lift(e);
+            const x1 = mid(e.from) + (e.from === e.to ? -12 : up ? 8 : -8);
+            const x2 = mid(e.to) + (e.from === e.to ? 12 : up ? -8 : 8);
+            d = `M${x1},${y} C${x1},${y + h} ${x2},${y + h} ${x2},${y}`;
+            lx = (x1 + x2) / 2;
+            ly = y + h * 0.75 + (up ? -3 : 10);
+          }
+          return (
+            <g data-edge={`${name(e.from)}:${e.outcomes.join(",")}:${name(e.to)}`}>
+              <title>{`${name(e.from)}: ${e.outcomes.join(", ")} → ${name(e.to)}${e.written ? "" : " (default)"}`}</title>
+              <path d={d} fill="none" stroke={COLOR[o]} stroke-width="1.5" stroke-dasharray={e.written ? undefined : "4 3"} marker-end={`url(#arrow-${o})`} />
+              <text x={lx} y={ly} font-size="10" text-anchor="middle" fill={COLOR[o]}>
+                {e.outcomes.join(", ")}
+              </text>
+            </g>
+          );
+        })}
+        {nodes.map((n, i) => {
+          const special = i >= ids.length;
+          return (
+            <g>
+              <rect x={x(i)} y={top} width={W} height={H} rx={special ? 20 : 4} fill={special ? "#f6f8fa" : "#fff"} stroke="#57606a" />
+              <text x={mid(i)} y={top + H / 2 + 4} font-size="12" text-anchor="middle" fill="#1f2328">
+                {cut(n || `stage ${i + 1}`)}
+              </text>
+            </g>
+          );
+        })}
+      </svg>
+    </figure>
+  );
+}
+
+function cut(s: string) {
+  return s.length > 16 ? s.slice(0, 15) + "…" : s;
+}

@@ -1,0 +1,77 @@
+// The YAML tab's editor: CodeMirror 6 with YAML highlighting and the parse
+// endpoint's problems as lint diagnostics. Imported dynamically, so
+// CodeMirror is a chunk of its own that only the pipelines page loads.
+import { defaultKeymap, history, historyKeymap } from "@codemirror/commands";
+import { yaml } from "@codemirror/lang-yaml";
+import { bracketMatching, defaultHighlightStyle, syntaxHighlighting } from "@codemirror/language";
+import { type Diagnostic, lintGutter, setDiagnostics } from "@codemirror/lint";
+import { Annotation, Compartment, EditorState } from "@codemirror/state";
+import { drawSelection, EditorView, highlightActiveLine, keymap, lineNumbers } from "@codemirror/view";
+import { charColumn, type Problem } from "./model";
+
+export interface YamlEditor {
+  // set replaces the text (without reporting it as an edit).
+  set(text: string): void;
+  // problems shows the problems found in text, when the editor still holds it.
+  problems(text: string, ps: Problem[]): void;
+  readOnly(on: boolean): void;
+  destroy(): void;
+}
+
+const fromOutside = Annotation.define<boolean>();
+const access = new Compartment();
+
+export function createEditor(parent: HTMLElement, text: string, readOnly: boolean, onEdit: (text: string) => void): YamlEditor {
+  const view = new EditorView({
+    parent,
+    state: EditorState.create({
+      doc: text,
+      extensions: [
+        lineNumbers(),
+        history(),
+        drawSelection(),
+        highlightActiveLine(),
+        bracketMatching(),
+        syntaxHighlighting(defaultHighlightStyle, { fallback: true }),
+        keymap.of([...defaultKeymap, ...historyKeymap]),
+        yaml(),
+        lintGutter(),
+        access.of(EditorState.readOnly.of(readOnly)),
+        EditorView.contentAttributes.of({ "aria-label": "Pipeline YAML", "data-testid": "yaml-editor" }),
+        EditorView.updateListener.of((u) => {
+          if (u.docChanged && !u.transactions.some((t) => t.annotation(fromOutside))) onEdit(u.state.doc.toString());
+        }),
+      ],
+    }),
+  });
+  return {
+    set(text) {
+      if (view.state.doc.toString() === text) return;
+      view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: text }, annotations: fromOutside.of(true) });
+    },
+    problems(text, ps) {
+      if (view.state.doc.toString() !== text) return; // a newer text is being checked
+      view.dispatch(setDiagnostics(view.state, ps.map((p) => diagnostic(view.state, p))));
+    },
+    readOnly(on) {
+      view.dispatch({ effects: access.reconfigure(EditorState.readOnly.of(on)) });
+    },
+    destroy: () => view.destroy(),
+  };
+}
+
+// diagnostic marks a problem from its line and column (in bytes) to the end
+// of the value there; a problem without a position marks the first line.
+function diagnostic(state: EditorState, p: Problem): Diagnostic {
+  const doc = state.doc;
+  const message = p.path ? `${p.path}: ${p.message}` : p.message;
+  if (!p.line || p.line > doc.lines) {
+    const first = doc.line(1);
+    return { from: first.from, to: first.to, severity: "error", message, source: p.code };
+  }
+  const line = doc.line(p.line);
+  const from = line.from + charColumn(line.text, p.column || 1);
+  const rest = line.text.slice(from - line.from);
+  const word = /^[^\s,}\]]*/.exec(rest)![0].length;
+  return { from, to: Math.min(line.to, from + Math.max(word, 1)), severity: "error", message, source: p.code };
+}
