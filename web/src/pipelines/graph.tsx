@@ -44,7 +44,7 @@ export function Graph({ def }: { def: Definition }) {
 
   return (
     <figure class="pipeline-graph">
-      <svg role="img" aria-labelledby="pipeline-graph-title" viewBox={`0 0 ${width} ${height}`} width="100%" style={{ maxHeight: "22rem" }} data-testid="pipeline-graph">
+      <svg role="img" aria-labelledby="pipeline-graph-title" viewBox={`0 0 ${width} ${height}`} style={{ width: "100%", maxWidth: `${width}px` }} data-testid="pipeline-graph">
         <title id="pipeline-graph-title">Graph of the stages and where each outcome leads</title>
         <defs>
           {OUTCOMES.map((o) => (

@@ -72,6 +72,8 @@ function diagnostic(state: EditorState, p: Problem): Diagnostic {
   const line = doc.line(p.line);
   const from = line.from + charColumn(line.text, p.column || 1);
   const rest = line.text.slice(from - line.from);
-  const word = /^[^\s,}\]]*/.exec(rest)![0].length;
-  return { from, to: Math.min(line.to, from + Math.max(word, 1)), severity: "error", message, source: p.code };
+  // A value ends at the end of the line, a comment, or in a flow
+  // collection ({done: a, failed: b}) at the next "," or closing bracket.
+  const value = /^[^,}\]]*?(?=\s+#|\s*$|[,}\]])/.exec(rest)![0].length;
+  return { from, to: Math.min(line.to, from + Math.max(value, 1)), severity: "error", message, source: p.code };
 }
