@@ -40,6 +40,27 @@ export function Graph({ def }: { def: Definition }) {
   const top = PAD + upMax + 14;
   const width = x(nodes.length) - GAP + PAD;
   const height = top + H + downMax + 22;
+  // Each curved edge ends at a port of its own along the node's top (done)
+  // or bottom (failed, blocked), ordered by where the other end is, so that
+  // edges into one node do not pile up.
+  const port = new Map<string, number>();
+  const ends = new Map<string, { key: string; other: number }[]>();
+  edges.forEach((e, k) => {
+    if (e.outcomes[0] === "done" && e.to === e.from + 1) return; // a straight arrow
+    const side = e.outcomes[0] === "done" ? "up" : "down";
+    const at = (n: number, key: string, other: number) => {
+      const list = ends.get(`${side}${n}`) ?? [];
+      list.push({ key, other });
+      ends.set(`${side}${n}`, list);
+    };
+    at(e.from, `${k}from`, e.from === e.to ? mid(e.from) - 1 : mid(e.to));
+    at(e.to, `${k}to`, e.from === e.to ? mid(e.to) + 1 : mid(e.from));
+  });
+  for (const [key, list] of ends) {
+    const n = Number(key.replace(/^\D+/, ""));
+    list.sort((a, b) => a.other - b.other);
+    list.forEach((end, j) => port.set(end.key, x(n) + (W * (j + 1)) / (list.length + 1)));
+  }
   const name = (n: number) => (n < ids.length ? ids[n] || `stage ${n + 1}` : nodes[n]);
 
   return (
@@ -64,8 +85,9 @@ export function Graph({ def }: { def: Definition }) {
             ly = top + H / 2 - 4;
           } else {
             const h = up ? -lift(e) : lift(e);
-            const x1 = mid(e.from) + (e.from === e.to ? -12 : up ? 8 : -8);
-            const x2 = mid(e.to) + (e.from === e.to ? 12 : up ? -8 : 8);
+            const k = edges.indexOf(e);
+            const x1 = port.get(`${k}from`)!;
+            const x2 = port.get(`${k}to`)!;
             d = `M${x1},${y} C${x1},${y + h} ${x2},${y + h} ${x2},${y}`;
             lx = (x1 + x2) / 2;
             ly = y + h * 0.75 + (up ? -3 : 10);

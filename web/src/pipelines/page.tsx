@@ -7,7 +7,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { navigate, useLocation } from "../router";
 import * as api from "./api";
 import { Graph } from "./graph";
-import { clean, type Definition, type PipelineVersion, type Problem, problemsByField } from "./model";
+import { clean, type Definition, fieldOf, type PipelineVersion, type Problem, problemsByField } from "./model";
 import { StagesForm } from "./stages";
 import type { YamlEditor } from "./yamleditor";
 import "./pipelines.css";
@@ -55,6 +55,7 @@ export default function Page({ project }: Record<string, string>) {
   const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
   const editor = useRef<YamlEditor | null>(null);
   const editorBox = useRef<HTMLDivElement>(null);
+  const pendingReveal = useRef<Problem | null>(null); // once the editor exists
   const docRef = useRef(doc);
   docRef.current = doc;
 
@@ -149,6 +150,7 @@ export default function Page({ project }: Record<string, string>) {
       if (gone || editor.current || !editorBox.current) return;
       editor.current = createEditor(editorBox.current, docRef.current.yaml, readOnly, editYaml);
       editor.current.problems(docRef.current.yaml, docRef.current.problems);
+      if (pendingReveal.current) editor.current.reveal(pendingReveal.current);
     }, (e) => setError(`Loading the YAML editor failed: ${message(e)}`));
     return () => void (gone = true);
   }, [tab]);
@@ -222,6 +224,23 @@ export default function Page({ project }: Record<string, string>) {
       },
       (e) => n === seq.current && failCheck(e),
     );
+  }
+
+  // showField focuses the form element a problem belongs to.
+  function showField(p: Problem) {
+    setTab("stages");
+    requestAnimationFrame(() => {
+      const el = document.querySelector<HTMLElement>(`[data-testid="${CSS.escape(fieldOf(p.path))}"]`);
+      el?.scrollIntoView({ block: "center" });
+      (el?.matches("input, select, textarea") ? el : el?.querySelector<HTMLElement>("input, select, textarea"))?.focus();
+    });
+  }
+
+  // showLine puts the YAML editor's cursor where a problem is.
+  function showLine(p: Problem) {
+    setTab("yaml");
+    if (editor.current) requestAnimationFrame(() => editor.current?.reveal(p));
+    else pendingReveal.current = p;
   }
 
   function choose(next: string) {
@@ -306,15 +325,34 @@ export default function Page({ project }: Record<string, string>) {
           <ul>
             {doc.problems.map((p) => (
               <li>
-                {p.line ? `line ${p.line}${p.column ? `:${p.column}` : ""} · ` : ""}
-                {p.path && <code>{p.path}</code>} {p.message}
+                {p.path && <code>{p.path}</code>} {p.message}{" "}
+                {fieldOf(p.path) && (
+                  <button type="button" class="link" aria-label={`Show ${p.path} in the form`} onClick={() => showField(p)}>
+                    in the form
+                  </button>
+                )}{" "}
+                {p.line ? (
+                  <button type="button" class="link" aria-label={`Show line ${p.line} in the YAML`} onClick={() => showLine(p)}>
+                    line {p.line}
+                    {p.column ? `:${p.column}` : ""}
+                  </button>
+                ) : null}
               </li>
             ))}
           </ul>
         </section>
       )}
 
-      <div role="tablist" aria-label="Edit as">
+      <div
+        role="tablist"
+        aria-label="Edit as"
+        onKeyDown={(e) => {
+          if (e.key !== "ArrowLeft" && e.key !== "ArrowRight") return;
+          const next = tab === "stages" ? "yaml" : "stages";
+          setTab(next);
+          document.getElementById(`tab-${next}`)?.focus();
+        }}
+      >
         <button type="button" role="tab" id="tab-stages" aria-controls="panel-stages" aria-selected={tab === "stages"} onClick={() => setTab("stages")}>
           Stages
         </button>

@@ -65,7 +65,7 @@ function ReadOnly(props: { k: string; label: string; value: string; problems: Ma
 }
 
 function Select(props: { value: string; options: [string, string][]; a: ReturnType<typeof attrs>; onChange(v: string): void }) {
-  const opts = props.options.some(([v]) => v === props.value) ? props.options : [...props.options, [props.value, `${props.value} (unknown)`] as [string, string]];
+  const opts = props.options.some(([v]) => v === props.value) ? props.options : [...props.options, [props.value, props.value ? `${props.value} (unknown)` : "(none)"] as [string, string]];
   return (
     <select {...props.a} value={props.value} onChange={(e) => props.onChange(e.currentTarget.value)}>
       {opts.map(([v, label]) => (
@@ -78,7 +78,17 @@ function Select(props: { value: string; options: [string, string][]; a: ReturnTy
 const num = (v: string) => (v.trim() === "" ? 0 : Number(v));
 
 export function StagesForm({ def, problems, readOnly, onChange }: Props) {
-  const set = (i: number, s: Stage) => onChange({ ...def, stages: def.stages.map((x, j) => (j === i ? s : x)) });
+  // A renamed stage takes the outcomes leading to it along (not to an
+  // empty id: clearing the field to retype it keeps them).
+  const set = (i: number, s: Stage) => {
+    const from = def.stages[i].id;
+    const rename = (t: string | undefined) => (from && s.id && t === from ? s.id : t);
+    const stages = def.stages.map((x, j) => (j === i ? s : x));
+    onChange({
+      ...def,
+      stages: from === s.id ? stages : stages.map((x) => (x.next ? { ...x, next: { done: rename(x.next.done), failed: rename(x.next.failed), blocked: rename(x.next.blocked) } } : x)),
+    });
+  };
   const move = (i: number, by: number) => {
     const stages = [...def.stages];
     [stages[i], stages[i + by]] = [stages[i + by], stages[i]];

@@ -15,6 +15,8 @@ export interface YamlEditor {
   // problems shows the problems found in text, when the editor still holds it.
   problems(text: string, ps: Problem[]): void;
   readOnly(on: boolean): void;
+  // reveal puts the cursor on a problem's position and focuses the editor.
+  reveal(p: Problem): void;
   destroy(): void;
 }
 
@@ -37,7 +39,7 @@ export function createEditor(parent: HTMLElement, text: string, readOnly: boolea
         yaml(),
         lintGutter(),
         access.of(EditorState.readOnly.of(readOnly)),
-        EditorView.contentAttributes.of({ "aria-label": "Pipeline YAML", "data-testid": "yaml-editor" }),
+        EditorView.contentAttributes.of({ "aria-label": "Pipeline YAML", "data-testid": "yaml-editor", tabindex: "0" }), // tabindex: axe counts the scroller as focusable
         EditorView.updateListener.of((u) => {
           if (u.docChanged && !u.transactions.some((t) => t.annotation(fromOutside))) onEdit(u.state.doc.toString());
         }),
@@ -55,6 +57,11 @@ export function createEditor(parent: HTMLElement, text: string, readOnly: boolea
     },
     readOnly(on) {
       view.dispatch({ effects: access.reconfigure(EditorState.readOnly.of(on)) });
+    },
+    reveal(p) {
+      const d = diagnostic(view.state, p);
+      view.dispatch({ selection: { anchor: d.from }, scrollIntoView: true });
+      view.focus();
     },
     destroy: () => view.destroy(),
   };
