@@ -52,6 +52,7 @@ export default function Page({ project }: Record<string, string>) {
   const [tab, setTab] = useState<"stages" | "yaml">("stages");
 
   const seq = useRef(0); // the latest edit; older answers are dropped
+  const loads = useRef(0); // the latest load
   const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
   const editor = useRef<YamlEditor | null>(null);
   const editorBox = useRef<HTMLDivElement>(null);
@@ -73,6 +74,7 @@ export default function Page({ project }: Record<string, string>) {
 
   async function load() {
     const n = ++seq.current;
+    const l = ++loads.current;
     clearTimeout(timer.current);
     document.body.dataset.ready = "0";
     setError("");
@@ -102,7 +104,7 @@ export default function Page({ project }: Record<string, string>) {
     } catch (e) {
       if (n === seq.current) setError(message(e));
     } finally {
-      if (n === seq.current) document.body.dataset.ready = "1";
+      if (l === loads.current) document.body.dataset.ready = "1";
     }
   }
 
