@@ -20,7 +20,9 @@ interface Doc {
   def: Definition | null;
   yaml: string;
   problems: Problem[];
-  checking: boolean; // an edit not yet checked by the server
+  // An edit not yet checked by the server, and where it was made: while a
+  // YAML edit is checked the form waits for what it defines.
+  checking: "" | "form" | "yaml";
 }
 
 interface Loaded {
@@ -42,7 +44,7 @@ const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
 export default function Page({ project }: Record<string, string>) {
   const name = useLocation().searchParams.get("name") || "default";
   const [loaded, setLoaded] = useState<Loaded | null>(null);
-  const [doc, setDoc] = useState<Doc>({ def: null, yaml: "", problems: [], checking: false });
+  const [doc, setDoc] = useState<Doc>({ def: null, yaml: "", problems: [], checking: "" });
   const [readOnly, setReadOnly] = useState(false);
   const [error, setError] = useState("");
   const [notice, setNotice] = useState("");
@@ -68,7 +70,7 @@ export default function Page({ project }: Record<string, string>) {
     const { errors } = await api.parse(yaml);
     if (n !== seq.current) return null;
     editor.current?.set(yaml);
-    setDoc({ def, yaml, problems: errors, checking: false });
+    setDoc({ def, yaml, problems: errors, checking: "" });
     return yaml;
   }
 
@@ -116,7 +118,7 @@ export default function Page({ project }: Record<string, string>) {
   // An edit in the form: render it as YAML, then check that YAML.
   function editForm(def: Definition) {
     const n = ++seq.current;
-    setDoc((d) => ({ ...d, def, checking: true }));
+    setDoc((d) => ({ ...d, def, checking: "form" }));
     clearTimeout(timer.current);
     timer.current = setTimeout(() => {
       show(def, n).catch((e) => n === seq.current && failCheck(e));
@@ -126,13 +128,13 @@ export default function Page({ project }: Record<string, string>) {
   // An edit in the YAML: check it, and show what it defines in the form.
   function editYaml(yaml: string) {
     const n = ++seq.current;
-    setDoc((d) => ({ ...d, yaml, checking: true }));
+    setDoc((d) => ({ ...d, yaml, checking: "yaml" }));
     clearTimeout(timer.current);
     timer.current = setTimeout(async () => {
       try {
         const r = await api.parse(yaml);
         if (n !== seq.current) return;
-        setDoc({ def: r.definition ?? null, yaml, problems: r.errors, checking: false });
+        setDoc({ def: r.definition ?? null, yaml, problems: r.errors, checking: "" });
       } catch (e) {
         if (n === seq.current) failCheck(e);
       }
@@ -141,7 +143,7 @@ export default function Page({ project }: Record<string, string>) {
 
   function failCheck(e: unknown) {
     setError(`Checking the pipeline failed: ${message(e)}`);
-    setDoc((d) => ({ ...d, checking: false }));
+    setDoc((d) => ({ ...d, checking: "" }));
   }
 
   // The YAML editor is created when its tab is first shown.
@@ -217,7 +219,7 @@ export default function Page({ project }: Record<string, string>) {
   function onLoadVersion(v: PipelineVersion) {
     const n = ++seq.current;
     clearTimeout(timer.current);
-    setDoc((d) => ({ ...d, checking: true }));
+    setDoc((d) => ({ ...d, checking: "form" }));
     show(v.definition, n).then(
       (yaml) => {
         if (yaml === null) return;
@@ -273,7 +275,7 @@ export default function Page({ project }: Record<string, string>) {
             ))}
           </select>
         </label>
-        <button type="button" onClick={onExport} disabled={!doc.def || doc.checking}>
+        <button type="button" onClick={onExport} disabled={!doc.def || !!doc.checking}>
           Export YAML
         </button>
         {!readOnly && (
@@ -364,7 +366,9 @@ export default function Page({ project }: Record<string, string>) {
       </div>
       <div role="tabpanel" id="panel-stages" aria-labelledby="tab-stages" hidden={tab !== "stages"}>
         {doc.def ? (
-          <StagesForm def={doc.def} problems={byField} readOnly={readOnly} onChange={editForm} />
+          <fieldset class="plain" disabled={doc.checking === "yaml"}>
+            <StagesForm def={doc.def} problems={byField} readOnly={readOnly} onChange={editForm} />
+          </fieldset>
         ) : (
           loaded && <p>The YAML cannot be read as a pipeline; fix it in the YAML tab.</p>
         )}
