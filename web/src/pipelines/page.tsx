@@ -106,7 +106,9 @@ export default function Page({ project }: Record<string, string>) {
     } catch (e) {
       if (n === seq.current) setError(message(e));
     } finally {
-      if (l === loads.current) document.body.dataset.ready = "1";
+      // Ready once what arrived is rendered (Preact renders after this
+      // task's microtasks).
+      setTimeout(() => l === loads.current && (document.body.dataset.ready = "1"), 0);
     }
   }
 

@@ -38,6 +38,7 @@ export function createEditor(parent: HTMLElement, text: string, readOnly: boolea
         keymap.of([...defaultKeymap, ...historyKeymap]),
         yaml(),
         lintGutter(),
+        EditorView.lineWrapping,
         access.of(EditorState.readOnly.of(readOnly)),
         EditorView.contentAttributes.of({ "aria-label": "Pipeline YAML", "data-testid": "yaml-editor", tabindex: "0" }), // tabindex: axe counts the scroller as focusable
         EditorView.updateListener.of((u) => {
