@@ -75,7 +75,12 @@ function Select(props: { value: string; options: [string, string][]; a: ReturnTy
   );
 }
 
-const num = (v: string) => (v.trim() === "" ? 0 : Number(v));
+// num reads a number field as the whole number the API takes (empty: 0, not
+// written); far out of range stays out of range, for validation to name.
+const num = (v: string) => {
+  const n = Math.trunc(Number(v));
+  return Number.isFinite(n) ? Math.max(-1e9, Math.min(1e9, n)) : 0;
+};
 
 export function StagesForm({ def, problems, readOnly, onChange }: Props) {
   // A renamed stage takes the outcomes leading to it along (not to an
