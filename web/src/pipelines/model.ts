@@ -26,6 +26,7 @@ export interface Stage {
   adapter?: string;
   model?: string;
   skills?: string[];
+  knowledge?: string[]; // entries of the organization's knowledge: "slug" or "space:slug"
   instructions?: string;
   action?: string;
   timeout_minutes?: number;
@@ -68,6 +69,7 @@ function cleanStage(s: Stage): Stage {
     if (s[k]) out[k] = s[k];
   }
   if (s.skills?.length) out.skills = s.skills;
+  if (s.knowledge?.length) out.knowledge = s.knowledge;
   if (s.timeout_minutes) out.timeout_minutes = s.timeout_minutes;
   const next: Next = {};
   for (const o of OUTCOMES) if (s.next?.[o]) next[o] = s.next[o];
@@ -94,7 +96,7 @@ export function defaultTarget(d: Definition, i: number, o: Outcome): string {
 // A stage's fields in the form; a problem's path maps to one of them, to
 // the stage, to the stage list or to the whole pipeline.
 const STAGE_FIELDS = new Set([
-  "id", "kind", "name", "adapter", "model", "skills", "instructions", "action", "timeout_minutes",
+  "id", "kind", "name", "adapter", "model", "skills", "knowledge", "instructions", "action", "timeout_minutes",
   "next.done", "next.failed", "next.blocked",
 ]);
 
@@ -107,7 +109,7 @@ export function fieldOf(path: string): string {
   const m = /^stages\[(\d+)\](?:\.(.*))?$/.exec(path);
   if (!m) return "";
   const stage = `stages[${m[1]}]`;
-  const rest = (m[2] ?? "").replace(/\[\d+\]$/, ""); // skills[0] → skills
+  const rest = (m[2] ?? "").replace(/\[\d+\]$/, ""); // skills[0] → skills, knowledge[1] → knowledge
   return STAGE_FIELDS.has(rest) ? `${stage}.${rest}` : stage;
 }
 
@@ -147,14 +149,15 @@ export function newStageID(d: Definition): string {
 export function withKind(s: Stage, kind: string): Stage {
   const out: Stage = { id: s.id, kind, name: s.name, next: s.next };
   if (kind === "agent") {
-    const { adapter, model, skills, instructions, timeout_minutes } = s;
-    Object.assign(out, { adapter, model, skills, instructions, timeout_minutes });
+    const { adapter, model, skills, knowledge, instructions, timeout_minutes } = s;
+    Object.assign(out, { adapter, model, skills, knowledge, instructions, timeout_minutes });
   }
   if (kind === "platform") out.action = s.action || "merge";
   return out;
 }
 
-// parseSkills reads the skills field: names separated by commas.
-export function parseSkills(text: string): string[] {
+// parseList reads a list field (skills, knowledge): names separated by
+// commas.
+export function parseList(text: string): string[] {
   return text.split(",").map((s) => s.trim()).filter(Boolean);
 }

@@ -6,7 +6,7 @@ import type { ComponentChildren } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import {
   ADAPTERS, DEFAULT_ADAPTER, DEFAULT_MAX_ITERATIONS, defaultTarget, type Definition, KINDS, MAX_MAX_ITERATIONS,
-  MAX_TIMEOUT_MINUTES, newStageID, type Outcome, OUTCOMES, parseSkills, type Problem, SPECIAL_TARGETS, type Stage, withKind,
+  MAX_TIMEOUT_MINUTES, newStageID, type Outcome, OUTCOMES, parseList, type Problem, SPECIAL_TARGETS, type Stage, withKind,
 } from "./model";
 
 interface Props {
@@ -216,7 +216,12 @@ function StageFields({ def, i, s, problems, readOnly, onChange, onMove, onRemove
         {showAgent(s.adapter) &&
           select("adapter", "Adapter", s.adapter ?? "", [["", `default (${DEFAULT_ADAPTER})`], ...ADAPTERS.map((a): [string, string] => [a, a])], (v) => put({ adapter: v }))}
         {showAgent(s.model) && text("model", "Model", "empty: the adapter's default")}
-        {showAgent(s.skills) && <Skills k={`${p}.skills`} skills={s.skills ?? []} problems={problems} readOnly={readOnly} onChange={(skills) => put({ skills })} />}
+        {showAgent(s.skills) && (
+          <List k={`${p}.skills`} label="Skills" hint="comma-separated; empty: every project skill" none="every project skill" values={s.skills ?? []} problems={problems} readOnly={readOnly} onChange={(skills) => put({ skills })} />
+        )}
+        {showAgent(s.knowledge) && (
+          <List k={`${p}.knowledge`} label="Knowledge" hint="entries for the prompt, comma-separated: slug or space:slug" none="none" values={s.knowledge ?? []} problems={problems} readOnly={readOnly} onChange={(knowledge) => put({ knowledge })} />
+        )}
         {showAgent(s.timeout_minutes) &&
           (readOnly ? (
             <ReadOnly k={`${p}.timeout_minutes`} label="Timeout (minutes)" value={s.timeout_minutes ? String(s.timeout_minutes) : "120 (default)"} problems={problems} />
@@ -256,23 +261,32 @@ function StageFields({ def, i, s, problems, readOnly, onChange, onMove, onRemove
   );
 }
 
-// Skills keeps the text being typed ("go, ") apart from the list it stands
+// List keeps the text being typed ("go, ") apart from the list it stands
 // for, and takes the list again when it changes elsewhere (the YAML tab).
-function Skills(props: { k: string; skills: string[]; problems: Map<string, Problem[]>; readOnly: boolean; onChange(s: string[]): void }) {
-  const [text, setText] = useState(props.skills.join(", "));
+function List(props: {
+  k: string;
+  label: string;
+  hint: string;
+  none: string;
+  values: string[];
+  problems: Map<string, Problem[]>;
+  readOnly: boolean;
+  onChange(v: string[]): void;
+}) {
+  const [text, setText] = useState(props.values.join(", "));
   useEffect(() => {
-    if (parseSkills(text).join("\n") !== props.skills.join("\n")) setText(props.skills.join(", "));
-  }, [props.skills.join("\n")]);
-  if (props.readOnly) return <ReadOnly k={props.k} label="Skills" value={props.skills.join(", ") || "every project skill"} problems={props.problems} />;
+    if (parseList(text).join("\n") !== props.values.join("\n")) setText(props.values.join(", "));
+  }, [props.values.join("\n")]);
+  if (props.readOnly) return <ReadOnly k={props.k} label={props.label} value={props.values.join(", ") || props.none} problems={props.problems} />;
   return (
-    <Field k={props.k} label="Skills" problems={props.problems} hint="comma-separated; empty: every project skill">
+    <Field k={props.k} label={props.label} problems={props.problems} hint={props.hint}>
       <input
         type="text"
         {...attrs(props.k, props.problems)}
         value={text}
         onInput={(e) => {
           setText(e.currentTarget.value);
-          props.onChange(parseSkills(e.currentTarget.value));
+          props.onChange(parseList(e.currentTarget.value));
         }}
       />
     </Field>
