@@ -1,57 +1,34 @@
-// The calls of the pipelines editor: JSON in and out, same-origin (the
-// session cookie), errors in the API's one shape.
+// The pipeline routes the editor calls (docs/pipelines.md), on the shell's
+// request helpers.
+import { ApiError, enc, get, permissions as readPermissions, type Project, post, request } from "../api";
 import type { Definition, PipelineVersion, Problem } from "./model";
 
-export class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-    readonly details: unknown[] = [],
-  ) {
-    super(message);
-  }
-}
+const pipeline = (key: string, name: string) => `/api/v1/projects/${enc(key)}/pipelines/${enc(name)}`;
 
-async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
-  const res = await fetch(path, {
-    method,
-    credentials: "same-origin",
-    headers: body === undefined ? { Accept: "application/json" } : { Accept: "application/json", "Content-Type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const data = await res.json().catch(() => null);
-  if (!res.ok) {
-    const e = data?.error;
-    throw new ApiError(res.status, e?.code ?? "", e?.message ?? `${method} ${path}: HTTP ${res.status}`, e?.details ?? []);
-  }
-  return data as T;
-}
+export const getProject = (key: string) => get<Project>(`/api/v1/projects/${enc(key)}`);
 
-const project = (key: string) => `/api/v1/projects/${encodeURIComponent(key)}`;
-const pipeline = (key: string, name: string) => `${project(key)}/pipelines/${encodeURIComponent(name)}`;
+export const listPipelines = (key: string) => get<{ pipelines: PipelineVersion[] }>(`/api/v1/projects/${enc(key)}/pipelines`);
 
-export const getProject = (key: string) => call<{ key: string; name: string; ticket_types: string[] }>("GET", project(key));
+export const listVersions = (key: string, name: string) => get<{ versions: PipelineVersion[] }>(`${pipeline(key, name)}/versions`);
 
-export const listPipelines = (key: string) => call<{ pipelines: PipelineVersion[] }>("GET", `${project(key)}/pipelines`);
+export const getLatest = (key: string, name: string) => get<PipelineVersion>(pipeline(key, name));
 
-export const listVersions = (key: string, name: string) => call<{ versions: PipelineVersion[] }>("GET", `${pipeline(key, name)}/versions`);
+// publish saves yaml as the version after base, the version the edit is
+// based on.
+export const publish = (key: string, name: string, base: number, yaml: string) =>
+  request<PipelineVersion>("PUT", pipeline(key, name), { version: base, yaml });
 
-export const getLatest = (key: string, name: string) => call<PipelineVersion>("GET", pipeline(key, name));
+export const parse = (yaml: string) => post<{ definition?: Definition; errors: Problem[] }>("/api/v1/pipelines/parse", { yaml });
 
-export const publish = (key: string, name: string, version: number, yaml: string) =>
-  call<PipelineVersion>("PUT", pipeline(key, name), { version, yaml });
+export const render = (definition: Definition) => post<{ yaml: string }>("/api/v1/pipelines/render", { definition });
 
-// permissions answers null while the route does not exist (404).
-export async function permissions(key: string): Promise<string[] | null> {
+// permissions answers null while Core has no such route (a 404 naming no
+// route): the editor then learns it may not publish from a 403.
+export async function permissions(key: string): Promise<Set<string> | null> {
   try {
-    return (await call<{ permissions: string[] }>("GET", `${project(key)}/permissions`)).permissions;
+    return await readPermissions(key);
   } catch (e) {
-    if (e instanceof ApiError && e.status === 404 && e.message.includes("route")) return null;
+    if (e instanceof ApiError && e.status === 404 && e.message.startsWith("no route")) return null;
     throw e;
   }
 }
-
-export const parse = (yaml: string) => call<{ definition?: Definition; errors: Problem[] }>("POST", "/api/v1/pipelines/parse", { yaml });
-
-export const render = (definition: Definition) => call<{ yaml: string }>("POST", "/api/v1/pipelines/render", { definition });

@@ -4,7 +4,10 @@
 // see its problems as you edit, export, import, publish, and load an older
 // version from History. Callers without project.update only read.
 import { useEffect, useRef, useState } from "preact/hooks";
+import { ApiError } from "../api";
+import { message, useLoad } from "../load";
 import { navigate, useLocation } from "../router";
+import { Alert } from "../ui";
 import * as api from "./api";
 import { Graph } from "./graph";
 import { clean, type Definition, fieldOf, type PipelineVersion, type Problem, problemsByField } from "./model";
@@ -39,8 +42,6 @@ interface Conflict {
   latest?: PipelineVersion;
 }
 
-const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
-
 export default function Page({ project }: Record<string, string>) {
   const name = useLocation().searchParams.get("name") || "default";
   const [loaded, setLoaded] = useState<Loaded | null>(null);
@@ -54,7 +55,6 @@ export default function Page({ project }: Record<string, string>) {
   const [tab, setTab] = useState<"stages" | "yaml">("stages");
 
   const seq = useRef(0); // the latest edit; older answers are dropped
-  const loads = useRef(0); // the latest load
   const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
   const editor = useRef<YamlEditor | null>(null);
   const editorBox = useRef<HTMLDivElement>(null);
@@ -74,48 +74,39 @@ export default function Page({ project }: Record<string, string>) {
     return yaml;
   }
 
-  async function load() {
+  // The first load (and "Load the newer version"): the project's ticket
+  // types, the pipelines that exist, this one's versions, the caller's
+  // permissions; the latest version (or default's, for a type without its
+  // own) goes into the editor.
+  const initial = useLoad(async () => {
     const n = ++seq.current;
-    const l = ++loads.current;
     clearTimeout(timer.current);
-    document.body.dataset.ready = "0";
     setError("");
     setConflict(null);
     setFromVersion(null);
-    try {
-      const [proj, list, vs, perms] = await Promise.all([
-        api.getProject(project),
-        api.listPipelines(project),
-        api.listVersions(project, name),
-        api.permissions(project),
-      ]);
-      if (perms) setReadOnly(!perms.includes("project.update"));
-      const latest = vs.versions[0];
-      const start = latest?.definition ?? list.pipelines.find((p) => p.name === "default")?.definition ?? { stages: [] };
-      const yaml = await show(start, n);
-      if (yaml === null) return;
-      setLoaded({
-        key: proj.key,
-        types: proj.ticket_types ?? [],
-        own: list.pipelines.map((p) => p.name),
-        versions: vs.versions,
-        base: latest?.version ?? 0,
-        startsFrom: latest ? "" : "default",
-        savedYaml: yaml,
-      });
-    } catch (e) {
-      if (n === seq.current) setError(message(e));
-    } finally {
-      // Ready once what arrived is rendered (Preact renders after this
-      // task's microtasks).
-      setTimeout(() => l === loads.current && (document.body.dataset.ready = "1"), 0);
-    }
-  }
-
-  useEffect(() => {
-    setNotice("");
-    void load();
+    const [proj, list, vs, perms] = await Promise.all([
+      api.getProject(project),
+      api.listPipelines(project),
+      api.listVersions(project, name),
+      api.permissions(project),
+    ]);
+    if (perms) setReadOnly(!perms.has("project.update"));
+    const latest = vs.versions[0];
+    const start = latest?.definition ?? list.pipelines.find((p) => p.name === "default")?.definition ?? { stages: [] };
+    const yaml = await show(start, n);
+    if (yaml === null) return; // an edit came meanwhile
+    setLoaded({
+      key: proj.key,
+      types: proj.ticket_types ?? [],
+      own: list.pipelines.map((p) => p.name),
+      versions: vs.versions,
+      base: latest?.version ?? 0,
+      startsFrom: latest ? "" : "default",
+      savedYaml: yaml,
+    });
   }, [project, name]);
+
+  useEffect(() => setNotice(""), [project, name]);
 
   // An edit in the form: render it as YAML, then check that YAML.
   function editForm(def: Definition) {
@@ -178,12 +169,12 @@ export default function Page({ project }: Record<string, string>) {
       setFromVersion(null);
       setNotice(`Published version ${v.version}.`);
     } catch (e) {
-      if (e instanceof api.ApiError && e.status === 409) {
+      if (e instanceof ApiError && e.status === 409) {
         setConflict({ latest: await api.getLatest(project, name).catch(() => undefined) });
-      } else if (e instanceof api.ApiError && e.status === 403) {
+      } else if (e instanceof ApiError && e.status === 403) {
         setReadOnly(true);
         setError(`You may only read this project's pipelines: ${e.message}`);
-      } else if (e instanceof api.ApiError && e.status === 400 && e.details.length && "code" in (e.details[0] as object)) {
+      } else if (e instanceof ApiError && e.status === 400 && e.details.length && "code" in (e.details[0] as object)) {
         setDoc((d) => ({ ...d, problems: e.details as Problem[] }));
       } else {
         setError(message(e));
@@ -263,11 +254,7 @@ export default function Page({ project }: Record<string, string>) {
   return (
     <section class="pipelines" aria-labelledby="pipelines-title">
       <h1 id="pipelines-title">Pipelines of {loaded?.key ?? project}</h1>
-      {error && (
-        <p role="alert" class="error">
-          {error}
-        </p>
-      )}
+      <Alert error={initial.error || error} />
       <div class="pipelines-bar">
         <label>
           Pipeline{" "}
@@ -277,7 +264,7 @@ export default function Page({ project }: Record<string, string>) {
             ))}
           </select>
         </label>
-        <button type="button" onClick={onExport} disabled={!doc.def || !!doc.checking}>
+        <button type="button" class="secondary" onClick={onExport} disabled={!doc.def || !!doc.checking}>
           Export YAML
         </button>
         {!readOnly && (
@@ -315,12 +302,12 @@ export default function Page({ project }: Record<string, string>) {
         </p>
       )}
       {conflict && (
-        <div role="alert" class="error" data-testid="conflict">
+        <div role="alert" class="alert" data-testid="conflict">
           <p>
             Someone published {conflict.latest ? `version ${conflict.latest.version}${conflict.latest.created_by ? ` (${conflict.latest.created_by})` : ""}` : "a newer version"} after
             version {loaded?.base}, which your edit is based on: nothing was published.
           </p>
-          <button type="button" onClick={() => void load()}>
+          <button type="button" onClick={() => void initial.reload()}>
             Load the newer version
           </button>
         </div>
@@ -333,14 +320,15 @@ export default function Page({ project }: Record<string, string>) {
               <li>
                 {p.path && <code>{p.path}</code>} {p.message}{" "}
                 {fieldOf(p.path) && (
-                  <button type="button" class="link" aria-label={`Show ${p.path} in the form`} onClick={() => showField(p)}>
-                    in the form
+                  <button type="button" class="link" onClick={() => showField(p)}>
+                    in the form<span class="visually-hidden">: {p.path}</span>
                   </button>
                 )}{" "}
                 {p.line ? (
-                  <button type="button" class="link" aria-label={`Show line ${p.line} in the YAML`} onClick={() => showLine(p)}>
+                  <button type="button" class="link" onClick={() => showLine(p)}>
                     line {p.line}
                     {p.column ? `:${p.column}` : ""}
+                    <span class="visually-hidden"> in the YAML</span>
                   </button>
                 ) : null}
               </li>
@@ -408,8 +396,9 @@ export default function Page({ project }: Record<string, string>) {
                   <td>{v.created_by}</td>
                   <td>{v.created_at ? <time dateTime={v.created_at}>{new Date(v.created_at).toLocaleString()}</time> : "—"}</td>
                   <td>
-                    <button type="button" aria-label={`${readOnly ? "Show" : "Load"} version ${v.version}`} onClick={() => onLoadVersion(v)}>
+                    <button type="button" class="secondary" onClick={() => onLoadVersion(v)}>
                       {readOnly ? "Show" : "Load"}
+                      <span class="visually-hidden"> version {v.version}</span>
                     </button>
                   </td>
                 </tr>

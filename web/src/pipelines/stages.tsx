@@ -197,14 +197,14 @@ function StageFields({ def, i, s, problems, readOnly, onChange, onMove, onRemove
       </legend>
       {!readOnly && (
         <div class="stage-tools">
-          <button type="button" aria-label={`Move stage ${label} up`} disabled={i === 0} onClick={() => onMove(-1)}>
-            ↑ Up
+          <button type="button" class="secondary" disabled={i === 0} onClick={() => onMove(-1)}>
+            <span aria-hidden="true">↑ </span>Up<span class="visually-hidden">: move stage {label} up</span>
           </button>
-          <button type="button" aria-label={`Move stage ${label} down`} disabled={i === def.stages.length - 1} onClick={() => onMove(1)}>
-            ↓ Down
+          <button type="button" class="secondary" disabled={i === def.stages.length - 1} onClick={() => onMove(1)}>
+            <span aria-hidden="true">↓ </span>Down<span class="visually-hidden">: move stage {label} down</span>
           </button>
-          <button type="button" aria-label={`Remove stage ${label}`} onClick={onRemove}>
-            Remove
+          <button type="button" class="secondary" onClick={onRemove}>
+            Remove<span class="visually-hidden"> stage {label}</span>
           </button>
         </div>
       )}
