@@ -4,7 +4,7 @@
 # every test on SQLite and rqlite, and a short fuzz.
 # A part that cannot be built or installed fails the run; the tests that
 # need it are skipped only when asked: BALLET_SKIP_RQLITE=1,
-# BALLET_SKIP_AGENTS=1 and BALLET_SKIP_GITEA=1 make test.
+# BALLET_SKIP_AGENTS=1, BALLET_SKIP_GITEA=1 and BALLET_SKIP_BROWSER=1 make test.
 SHELL := /bin/bash
 
 .PHONY: test vet fuzz run bench mutation webui webui-check webui-size
@@ -28,6 +28,15 @@ need_agents = if [ "$${BALLET_SKIP_AGENTS:-}" != 1 ] && { [ -z "$${BALLET_CLAUDE
 		export BALLET_CLAUDE="$${given_claude:-$$BALLET_CLAUDE}" BALLET_OPENCODE="$${given_opencode:-$$BALLET_OPENCODE}"; \
 	fi
 
+# need_chromium checks for the browser the UI tests drive (internal/webui/uitest):
+# $BALLET_CHROMIUM, else Debian's /usr/bin/chromium, which .ci/run installs;
+# a missing one stops make before any test runs. BALLET_SKIP_BROWSER=1 skips
+# the check and the tests that need it.
+need_chromium = if [ "$${BALLET_SKIP_BROWSER:-}" != 1 ]; then \
+		chromium="$${BALLET_CHROMIUM:-/usr/bin/chromium}"; \
+		command -v "$$chromium" >/dev/null || { echo "make $@: no Chromium at $$chromium (apt-get install chromium, as .ci/run does, or set BALLET_CHROMIUM); BALLET_SKIP_BROWSER=1 make $@ skips the tests that need it" >&2; exit 1; }; \
+	fi
+
 # Gitea's cold build (~6 min, mostly downloading and compiling its modules)
 # starts first, in the background, so that it overlaps the rqlited build, the
 # CLI install and vet; gitea_wait then sets BALLET_GITEA from it (or the
@@ -46,6 +55,7 @@ test:
 	@$(gitea_start); \
 	if [ "$${BALLET_SKIP_RQLITE:-}" != 1 ]; then $(need_rqlited); fi; \
 	$(need_agents); \
+	$(need_chromium); \
 	$(MAKE) --no-print-directory vet || exit 1; \
 	$(gitea_wait); \
 	sum=$$(mktemp); BALLET_FAILURETEST_SUMMARY=$$sum go test -count=1 -timeout 25m ./...; rc=$$?; cat $$sum; rm -f $$sum; exit $$rc

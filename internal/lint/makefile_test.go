@@ -115,6 +115,48 @@ func TestMakeTestNeedsGitea(t *testing.T) {
 	}
 }
 
+// TestMakeTestNeedsChromium: make test checks for the browser the UI tests
+// drive ($BALLET_CHROMIUM, else /usr/bin/chromium) and fails before any test
+// runs without it, saying how to skip; BALLET_SKIP_BROWSER=1 skips the
+// check, and the tests get the variables.
+func TestMakeTestNeedsChromium(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		env    []string
+		wantOK bool
+		wantGo string
+	}{
+		{name: "missing", env: []string{"BALLET_CHROMIUM=/nowhere/chromium"}},
+		{name: "present", wantOK: true, wantGo: "skip_browser="},
+		{name: "skip asked", env: []string{"BALLET_CHROMIUM=/nowhere/chromium", "BALLET_SKIP_BROWSER=1"}, wantOK: true,
+			wantGo: "chromium=/nowhere/chromium skip_browser=1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, log, err := runMake(t, "test", fakeScripts{}, c.env)
+			if (err == nil) != c.wantOK {
+				t.Errorf("make test: %v, want success %v\n%s", err, c.wantOK, out)
+			}
+			var testLine string
+			for _, l := range strings.Split(log, "\n") {
+				if strings.HasPrefix(l, "go test -count=1 -timeout 25m ./...") {
+					testLine = l
+				}
+			}
+			if c.wantGo != "" && !strings.Contains(testLine, c.wantGo) {
+				t.Errorf("the tests' call %q lacks %q:\n%s", testLine, c.wantGo, log)
+			}
+			if !c.wantOK {
+				if testLine != "" {
+					t.Errorf("tests ran without Chromium:\n%s", log)
+				}
+				if !strings.Contains(out, "BALLET_SKIP_BROWSER=1") || !strings.Contains(out, "/nowhere/chromium") {
+					t.Errorf("the failure does not name the browser and how to skip:\n%s", out)
+				}
+			}
+		})
+	}
+}
+
 // fakeScripts are the bodies of the fake scripts/rqlited.sh and
 // scripts/agent-clis.sh and scripts/gitea.sh runMake writes; "" is one
 // that succeeds (/built/rqlited; /cache/claude and /cache/opencode;
@@ -129,7 +171,8 @@ type fakeScripts struct {
 // test's without what would change the Makefile's choices, plus env. It
 // returns make's output and the calls log: one line per script run
 // ("rqlited.sh", "agent-clis.sh") and per go call ("go ARGS" followed by the
-// variables the Makefile hands to the tests).
+// variables the Makefile hands to the tests). BALLET_CHROMIUM names a fake
+// browser unless env sets it.
 func runMake(t *testing.T, target string, scripts fakeScripts, env []string) (out, log string, err error) {
 	t.Helper()
 	if _, err := exec.LookPath("make"); err != nil {
@@ -158,8 +201,10 @@ func runMake(t *testing.T, target string, scripts fakeScripts, env []string) (ou
 		"bin/gofmt":             "#!/bin/sh\n",
 		"bin/go": "#!/bin/sh\n" + `echo "go $* rqlited=${BALLET_RQLITED:-} skip_rqlite=${BALLET_SKIP_RQLITE:-}` +
 			` claude=${BALLET_CLAUDE:-} opencode=${BALLET_OPENCODE:-} skip_agents=${BALLET_SKIP_AGENTS:-}` +
-			` gitea=${BALLET_GITEA:-} skip_gitea=${BALLET_SKIP_GITEA:-} " >> ` + logPath + "\n",
-		"bench/.keep": "",
+			` gitea=${BALLET_GITEA:-} skip_gitea=${BALLET_SKIP_GITEA:-}` +
+			` chromium=${BALLET_CHROMIUM:-} skip_browser=${BALLET_SKIP_BROWSER:-} " >> ` + logPath + "\n",
+		"bin/chromium": "#!/bin/sh\n",
+		"bench/.keep":  "",
 	} {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -175,14 +220,15 @@ func runMake(t *testing.T, target string, scripts fakeScripts, env []string) (ou
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
 		case "BALLET_RQLITED", "BALLET_SKIP_RQLITE", "BALLET_CLAUDE", "BALLET_OPENCODE", "BALLET_SKIP_AGENTS",
-			"BALLET_GITEA", "BALLET_SKIP_GITEA",
+			"BALLET_GITEA", "BALLET_SKIP_GITEA", "BALLET_CHROMIUM", "BALLET_SKIP_BROWSER",
 			"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PATH":
 			continue
 		}
 		cmd.Env = append(cmd.Env, kv)
 	}
 	cmd.Env = append(cmd.Env, "PATH="+filepath.Join(dir, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
-	cmd.Env = append(cmd.Env, env...)
+	cmd.Env = append(cmd.Env, "BALLET_CHROMIUM="+filepath.Join(dir, "bin", "chromium"))
+	cmd.Env = append(cmd.Env, env...) // a later value wins
 	b, err := cmd.CombinedOutput()
 	calls, _ := os.ReadFile(logPath)
 	return string(b), string(calls), err
