@@ -45,7 +45,7 @@ const markPrefix = "uitest-mark:"
 // ends, reporting the console errors not reported yet.
 func NewPage(t testing.TB, base string) *Page {
 	t.Helper()
-	ctx, cancel := chromedp.NewContext(browser(t), chromedp.WithNewBrowserContext())
+	ctx, cancel := chromedp.NewContext(sharedBrowser(t), chromedp.WithNewBrowserContext())
 	p := &Page{T: t, Ctx: ctx, Base: strings.TrimSuffix(base, "/"), marks: map[string]chan struct{}{}}
 	msgs := chromedp.Console(ctx) // subscribes now, before any navigation
 	done := make(chan struct{})

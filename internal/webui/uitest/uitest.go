@@ -84,9 +84,9 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-// browser returns the shared browser's context, starting it on first use;
+// sharedBrowser returns the shared browser's context, starting it on first use;
 // it skips or fails the test when there is no browser (package doc).
-func browser(t testing.TB) context.Context {
+func sharedBrowser(t testing.TB) context.Context {
 	t.Helper()
 	path, err := binary()
 	if errors.Is(err, errSkip) {
