@@ -43,16 +43,18 @@ func (p *Page) Axe() ([]Violation, error) {
 	if err != nil {
 		return nil, err
 	}
-	has, err := chromedp.Run(p.Ctx, chromedp.Evaluate[bool](`typeof window.axe === "object"`))
+	ctx, cancel := p.guarded()
+	defer cancel()
+	has, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`typeof window.axe === "object"`))
 	if err != nil {
 		return nil, err
 	}
 	if !has {
-		if _, err := chromedp.Run(p.Ctx, chromedp.Evaluate[chromedp.Void](src+"\n;undefined")); err != nil {
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](src+"\n;undefined")); err != nil {
 			return nil, fmt.Errorf("load axe-core: %w", err)
 		}
 	}
-	return chromedp.Run(p.Ctx, chromedp.Evaluate[[]Violation](`axe.run(document, {resultTypes: ["violations"]}).then(r =>
+	return chromedp.Run(ctx, chromedp.Evaluate[[]Violation](`axe.run(document, {resultTypes: ["violations"]}).then(r =>
 		r.violations.filter(v => v.impact === "serious" || v.impact === "critical").map(v => ({
 			id: v.id, impact: v.impact, help: v.help,
 			targets: v.nodes.slice(0, 5).map(n => n.target.join(" ")),
@@ -108,7 +110,8 @@ func (p *Page) Unreachable() ([]string, error) {
 		Desc  string `json:"desc"`
 		Group string `json:"group"`
 	}
-	ctx := p.Ctx
+	ctx, cancel := p.guarded()
+	defer cancel()
 	controls, err := chromedp.Run(ctx, chromedp.Evaluate[[]control](controlsJS))
 	if err != nil {
 		return nil, err

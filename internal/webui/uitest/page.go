@@ -36,6 +36,11 @@ type Page struct {
 	shots   int
 }
 
+// signedOut is the one console error normal use causes: the browser logs
+// the 401 of the app's probe of GET /api/v1/session when nobody is signed
+// in (the sign-in page, or after signing out).
+var signedOut = regexp.MustCompile(`status of 401 \(Unauthorized\) \(http://127\.0\.0\.1:\d+/api/v1/session:1\)$`)
+
 // markPrefix starts the console messages Page.flush writes to know that
 // every message before it has been read.
 const markPrefix = "uitest-mark:"
@@ -46,7 +51,8 @@ const markPrefix = "uitest-mark:"
 func NewPage(t testing.TB, base string) *Page {
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(sharedBrowser(t), chromedp.WithNewBrowserContext())
-	p := &Page{T: t, Ctx: ctx, Base: strings.TrimSuffix(base, "/"), marks: map[string]chan struct{}{}}
+	p := &Page{T: t, Ctx: ctx, Base: strings.TrimSuffix(base, "/"), marks: map[string]chan struct{}{},
+		allowed: []*regexp.Regexp{signedOut}}
 	msgs := chromedp.Console(ctx) // subscribes now, before any navigation
 	done := make(chan struct{})
 	go func() {
@@ -179,10 +185,19 @@ func (p *Page) WaitJS(expr, what string) {
 	}
 }
 
-// Do runs chromedp actions in the tab, failing the test on error.
+// guarded returns the tab's context bounded by apitest.HangGuard: a query
+// waits for its element for ever otherwise.
+func (p *Page) guarded() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(p.Ctx, apitest.HangGuard)
+}
+
+// Do runs chromedp actions in the tab, failing the test on error (or after
+// apitest.HangGuard).
 func (p *Page) Do(steps ...chromedp.Action[chromedp.Void]) {
 	p.T.Helper()
-	if err := chromedp.Do(p.Ctx, steps...); err != nil {
+	ctx, cancel := p.guarded()
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
 		p.T.Fatalf("on %s: %v\n%s", p.location(), err, p.bodyText())
 	}
 }
@@ -191,7 +206,9 @@ func (p *Page) Do(steps ...chromedp.Action[chromedp.Void]) {
 // failing the test on error.
 func Eval[T any](p *Page, expr string) T {
 	p.T.Helper()
-	v, err := chromedp.Run(p.Ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	ctx, cancel := p.guarded()
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
 	if err != nil {
 		p.T.Fatalf("evaluate %s on %s: %v", expr, p.location(), err)
 	}
@@ -289,6 +306,7 @@ func (p *Page) Check(name string) {
 	for _, v := range vs {
 		p.T.Errorf("accessibility on %s: %s", where, v)
 	}
+	p.Screenshot(name) // before Tab moves the focus
 	missed, err := p.Unreachable()
 	if err != nil {
 		p.T.Errorf("uitest: keyboard check on %s: %v", where, err)
@@ -296,7 +314,6 @@ func (p *Page) Check(name string) {
 	for _, m := range missed {
 		p.T.Errorf("keyboard on %s: %s never gets focus with Tab", where, m)
 	}
-	p.Screenshot(name)
 }
 
 // Screenshot writes a full-page PNG of the tab to the screenshots folder
