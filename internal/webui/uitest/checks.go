@@ -72,7 +72,8 @@ const controlsJS = `(() => {
 	const native = 'a[href], button, input:not([type=hidden]), select, textarea, summary';
 	const roles = ["button", "link", "checkbox", "radio", "switch", "tab", "menuitem", "option", "textbox", "combobox", "slider", "spinbutton"];
 	const sel = native + ', [tabindex], [contenteditable=""], [contenteditable="true"], ' + roles.map(r => '[role="' + r + '"]').join(", ");
-	const visible = e => e.getClientRects().length > 0 && getComputedStyle(e).visibility !== "hidden" && !e.closest("[inert]");
+	// checkVisibility: not display:none, not in a closed <details> (content-visibility), not visibility:hidden.
+	const visible = e => e.checkVisibility({contentVisibilityAuto: true, visibilityProperty: true}) && !e.closest("[inert]");
 	const out = [];
 	for (const e of document.querySelectorAll(sel)) {
 		delete e.dataset.uitestK;

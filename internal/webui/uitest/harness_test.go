@@ -21,6 +21,7 @@ var harnessPages = map[string]string{
 <button type="button">Save</button>
 <fieldset><legend>Pick</legend><label><input type="radio" name="r" checked> one</label><label><input type="radio" name="r"> two</label></fieldset>
 <button type="button" hidden>Hidden</button>
+<details><summary>More</summary><label>Inside <input name="closed"></label></details>
 <script>console.log("fine"); console.warn("a warning is no error"); document.body.dataset.ready = "1";</script>
 </main></body></html>`,
 	"/bad": `<!doctype html><html lang="en"><head><title>Bad</title></head><body><main>

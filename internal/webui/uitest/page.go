@@ -179,10 +179,27 @@ func (p *Page) WaitReady() {
 // what after apitest.HangGuard.
 func (p *Page) WaitJS(expr, what string) {
 	p.T.Helper()
-	if _, err := chromedp.Run(p.Ctx, chromedp.Poll[bool](`!!(`+expr+`)`,
-		chromedp.WithPollingTimeout(apitest.HangGuard), chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
+	deadline := time.Now().Add(apitest.HangGuard)
+	for {
+		_, err := chromedp.Run(p.Ctx, chromedp.Poll[bool](`!!(`+expr+`)`,
+			chromedp.WithPollingTimeout(time.Until(deadline)), chromedp.WithPollingInterval(20*time.Millisecond)))
+		if err == nil {
+			return
+		}
+		// A navigation (a redirect, a sign-in) replaced the document the
+		// poll ran in: poll the new one.
+		if navigated(err) && time.Now().Before(deadline) {
+			continue
+		}
 		p.T.Fatalf("waiting for %s on %s: %v\n%s", what, p.location(), err, p.bodyText())
 	}
+}
+
+// navigated tells the errors of an evaluation whose document went away.
+func navigated(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "Cannot find context with specified id") || strings.Contains(s, "Execution context was destroyed") ||
+		strings.Contains(s, "Inspected target navigated or closed")
 }
 
 // guarded returns the tab's context bounded by apitest.HangGuard: a query

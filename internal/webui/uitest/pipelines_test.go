@@ -63,7 +63,7 @@ func TestPipelineEditor(t *testing.T) {
 	p.Type(`[data-testid="stages[1].name"]`, "Sign-off")
 	p.ClickButton("", "Publish")
 	p.WaitText(`[data-testid="notice"]`, "Published version 2")
-	p.WaitJS(`[...document.querySelectorAll('[data-testid="history"] tbody tr')].length === 2`, "version 2 in History")
+	p.WaitJS(`document.querySelector('[data-testid="history"] tbody tr')?.cells[0].textContent.trim() === "2"`, "version 2 first in History")
 	p.Check("pipelines-published-2")
 
 	p.ClickButton(`[data-testid="history"]`, "Load version 1")
@@ -83,6 +83,7 @@ func TestPipelineEditor(t *testing.T) {
 	// Someone publishes version 4 from the API while the page shows 3.
 	w.Publish("default", strings.Replace(approvalPipeline, "name: Approve", "name: Theirs", 1), 3)
 	p.Type(`[data-testid="stages[0].name"]`, "Mine")
+	p.AllowConsole(`status of 409 \(Conflict\) \(http://127\.0\.0\.1:\d+/api/v1/projects/ACME/pipelines/default:1\)$`) // the refusal itself
 	p.ClickButton("", "Publish")
 	p.WaitText(`[data-testid="conflict"]`, "")
 	p.Check("pipelines-conflict")

@@ -96,9 +96,12 @@ func (p *Page) SignIn(token, path string) {
 }
 
 // ClickButton clicks the visible button whose text or aria-label is name,
-// within the element matching the CSS selector within ("" for the page).
+// within the element matching the CSS selector within ("" for the page),
+// once it is enabled (a page may disable it while it checks something).
 func (p *Page) ClickButton(within, name string) {
 	p.T.Helper()
+	p.WaitJS(buttonJS(within, name)+`?.disabled === false || `+buttonJS(within, name)+`?.matches("a")`,
+		fmt.Sprintf("the button %q to be enabled", name))
 	p.Do(chromedp.Click(chromedp.JSPath(buttonJS(within, name)), chromedp.NodeVisible))
 }
 
