@@ -196,3 +196,23 @@ window.fetchDone = fetch("%[1]s/api/v1/projects/ACME/items", {method: "POST", mo
 		t.Fatalf("the same write from Core's own origin: %d, want 201", st)
 	}
 }
+
+// TestEveryPage opens each page of the UI as the platform admin, so that
+// each passes the checks (console, axe-core, keyboard) and has its
+// screenshot, including the ones no other scenario visits.
+func TestEveryPage(t *testing.T) {
+	w := NewWorld(t)
+	w.Publish("default", approvalPipeline, 0)
+	w.Admin(201, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "epic", "title": "Config"})
+	w.Admin(201, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "Parse it", "epic": "ACME-1", "state": "ready"})
+	w.Runner.Complete(w.Runner.MustLease(), "done", "implemented")
+	w.AwaitFlow("ACME-2", "the approval", func(f Flow) bool { return f.Waiting == "approval" })
+
+	p := NewPage(t, w.URL)
+	p.Open("/signin")
+	p.SignIn(apitest.BootstrapToken, "/needs-me")
+	for _, path := range []string{"/orgs", "/projects/ACME", "/projects/ACME/pipelines", "/projects/ACME/settings",
+		"/items/ACME-1", "/items/ACME-2", "/platform"} {
+		p.Open(path)
+	}
+}
