@@ -14,7 +14,6 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/ballet/ballet/internal/apitest"
@@ -41,12 +40,10 @@ func benchPage(b *testing.B, base, token string) *Page {
 	b.Helper()
 	p := NewPage(b, base)
 	p.Do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-		if _, err := cdp.Call(ctx, t, network.SetCacheDisabled, network.SetCacheDisabledParams{CacheDisabled: true}); err != nil {
-			return err
-		}
-		_, err := cdp.Call(ctx, t, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: readyAtJS})
+		_, err := cdp.Call(ctx, t, network.SetCacheDisabled, network.SetCacheDisabledParams{CacheDisabled: true})
 		return err
 	}))
+	p.BeforeScripts(readyAtJS)
 	if token != "" {
 		p.SignIn(token, "/needs-me")
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -363,6 +364,16 @@ var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 func fileName(s string) string {
 	return strings.Trim(unsafeName.ReplaceAllString(s, "_"), "_")
+}
+
+// BeforeScripts runs js in every document the tab loads from now on,
+// before the page's own scripts.
+func (p *Page) BeforeScripts(js string) {
+	p.T.Helper()
+	p.Do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: js})
+		return err
+	}))
 }
 
 // Tab presses the Tab key.

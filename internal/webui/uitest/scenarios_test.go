@@ -216,3 +216,53 @@ func TestEveryPage(t *testing.T) {
 		p.Open(path)
 	}
 }
+
+// heldSocketsJS wraps the page's WebSocket so that a test can drop the
+// connection (window.__uitestSockets) and keep it down while
+// window.__uitestHold is set: a new connection then goes to a path that
+// is no WebSocket and fails (counted in window.__uitestHeld), as when Core
+// is unreachable.
+const heldSocketsJS = `(() => {
+	const Real = window.WebSocket;
+	window.__uitestSockets = []; window.__uitestHeld = 0; window.__uitestHold = false;
+	window.WebSocket = class extends Real {
+		constructor(url, ...rest) {
+			if (window.__uitestHold) { window.__uitestHeld++; url = "ws://" + location.host + "/uitest-held"; }
+			super(url, ...rest);
+			window.__uitestSockets.push(this);
+		}
+	};
+})()`
+
+// TestLiveResume: the ticket page loses its realtime connection; an event
+// committed while it is down shows once it is back (the subscription
+// resumes after the last seq seen), without a reload.
+func TestLiveResume(t *testing.T) {
+	w := NewWorld(t)
+	var it struct{ Version int64 }
+	w.Admin(201, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "Before the drop"}).JSON(t, &it)
+	p := NewPage(t, w.URL)
+	p.BeforeScripts(heldSocketsJS)
+	p.SignIn(apitest.BootstrapToken, "/items/ACME-1")
+	p.WaitJS(`window.__uitestSockets.some(s => s.readyState === WebSocket.OPEN)`, "the realtime connection")
+	p.NoReloadMark()
+
+	p.AllowConsole(`WebSocket connection to 'ws://127\.0\.0\.1:\d+/uitest-held' failed`)
+	Eval[bool](p, `(window.__uitestHold = true, window.__uitestSockets.forEach(s => s.close()), true)`)
+	p.WaitJS(`window.__uitestHeld > 0`, "the page to try again while Core is unreachable")
+	w.Admin(200, "PATCH", "/api/v1/items/ACME-1", map[string]any{"version": it.Version, "title": "During the drop"})
+	var evs struct {
+		LastSeq int64 `json:"last_seq"`
+	}
+	w.Admin(200, "GET", "/api/v1/items/ACME-1/events", nil).JSON(t, &evs)
+	if p.Count(`[data-testid="timeline"]`) != 1 || Eval[int64](p, `Number(document.querySelector('[data-testid="timeline"]').dataset.lastSeq)`) >= evs.LastSeq {
+		t.Fatal("the page saw the event while it was disconnected")
+	}
+
+	Eval[bool](p, `(window.__uitestHold = false, true)`)
+	p.WaitJS(fmt.Sprintf(`Number(document.querySelector('[data-testid="timeline"]').dataset.lastSeq) >= %d`, evs.LastSeq),
+		"the event committed during the drop in the timeline")
+	p.WaitText(`h1`, "During the drop")
+	p.NotReloaded()
+	p.Check("ticket-after-resume")
+}
