@@ -45,15 +45,16 @@ func TestPipelineEditor(t *testing.T) {
 	p.WaitText(`[data-testid="problems:stages[1].id"]`, "implement")
 	dup := w.Render(strings.Replace(approvalPipeline, "id: approve", "id: implement2", 1))
 	line := lineOf(t, strings.Replace(dup, "implement2", "implement", 1), "- id: implement", 2)
-	lineButton := fmt.Sprintf(`[data-testid="problems"] button[aria-label^="Show line %d:"], [data-testid="problems"] button[aria-label^="Show line %d "]`, line, line)
-	if p.Count(lineButton) != 1 {
+	// The problem's button to its place in the YAML reads "line N:C in the YAML".
+	lineButton := fmt.Sprintf(`[...document.querySelectorAll('[data-testid="problems"] button')].filter(b => /^line %d(:|\s|$)/.test(b.textContent.trim()))`, line)
+	if Eval[int](p, lineButton+`.length`) != 1 {
 		t.Errorf("the problem is not placed at line %d of the YAML:\n%s", line, p.Text(`[data-testid="problems"]`))
 	}
 	if p.HasButton("", "Publish") && Eval[bool](p, `[...document.querySelectorAll("button")].find(b => b.textContent.trim() === "Publish").disabled === false`) {
 		t.Errorf("Publish is enabled while there are problems")
 	}
 	p.Check("pipelines-problem")
-	p.Click(lineButton)
+	p.Do(chromedp.Click(chromedp.JSPath(lineButton+`[0]`), chromedp.NodeVisible))
 	p.WaitJS(`document.querySelector('#tab-yaml').getAttribute("aria-selected") === "true"`, "the YAML tab")
 	p.WaitJS(`document.querySelector(".cm-activeLine")?.textContent.trim() === "- id: implement"`, "the cursor on the problem's line")
 	p.Check("pipelines-problem-yaml")
