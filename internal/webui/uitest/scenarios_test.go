@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/ballet/ballet/internal/apitest"
+	"github.com/ballet/ballet/internal/config"
+	"github.com/ballet/ballet/internal/oidctest"
 )
 
 // approvalPipeline is one agent stage and a human approval.
@@ -41,6 +43,30 @@ func TestSignInWithToken(t *testing.T) {
 	p.WaitJS(`location.pathname === "/signin"`, "the sign-in page after signing out")
 	if st := Eval[int](p, `fetch("/api/v1/session").then(r => r.status)`); st != 401 {
 		t.Errorf("GET /api/v1/session after signing out: %d, want 401", st)
+	}
+}
+
+// TestSignInWithOIDC: with a browser client configured, the sign-in page
+// offers the issuer; its button goes through the issuer (on 127.0.0.1:
+// authorization code with PKCE) and back, signed in, to where the person
+// was going.
+func TestSignInWithOIDC(t *testing.T) {
+	iss := oidctest.New(t)
+	iss.Client("ballet-ui", "ui-secret")
+	iss.SignInAs("oidc|ola")
+	w := NewWorld(t, func(c *config.Config) {
+		c.Auth.OIDCIssuer, c.Auth.OIDCAudience = iss.URL, iss.Audience
+		c.Auth.OIDCClientID, c.Auth.OIDCClientSecret = "ballet-ui", "ui-secret"
+		c.Auth.PlatformAdmins = []string{"oidc|ola"}
+	})
+	p := NewPage(t, w.URL)
+	p.Open("/signin?next=%2Fprojects%2FACME")
+	p.ClickButton("main", "Sign in with OIDC")
+	p.WaitJS(`location.pathname === "/projects/ACME" && document.body.dataset.ready === "1"`, "the board after the issuer")
+	p.WaitText(`[data-testid="user"]`, "ola")
+	p.Check("board-after-oidc")
+	if st := Eval[int](p, `fetch("/api/v1/session").then(r => r.status)`); st != 200 {
+		t.Fatalf("GET /api/v1/session after the OIDC sign-in: %d, want 200", st)
 	}
 }
 
