@@ -173,6 +173,22 @@ func TestViewerSeesNoEditControls(t *testing.T) {
 	if n := p.Count(`textarea, input:not([type=hidden])`); n != 0 {
 		t.Errorf("a viewer sees %d fields on a ticket", n)
 	}
+	p.Open("/projects/ACME/pipelines")
+	p.WaitJS(`document.querySelector('[data-testid="stages[1].id"]')?.textContent === "approve"`, "the pipeline, read only")
+	for _, b := range []string{"Publish", "Add stage"} {
+		if p.HasButton("", b) {
+			t.Errorf("a viewer sees %s on the pipelines page", b)
+		}
+	}
+	if n := p.Count(`main textarea, main input:not([type=hidden])`); n != 0 {
+		t.Errorf("a viewer sees %d fields on the pipelines page", n)
+	}
+	p.Open("/projects/ACME/settings")
+	for _, b := range []string{"Save settings", "Pause project"} {
+		if p.HasButton("", b) {
+			t.Errorf("a viewer sees %s in the settings", b)
+		}
+	}
 }
 
 // TestCrossOriginWriteChangesNothing: a page served by another origin on
