@@ -30,11 +30,15 @@ need_agents = if [ "$${BALLET_SKIP_AGENTS:-}" != 1 ] && { [ -z "$${BALLET_CLAUDE
 
 # need_chromium checks for the browser the UI tests drive (internal/webui/uitest):
 # $BALLET_CHROMIUM, else Debian's /usr/bin/chromium, which .ci/run installs;
-# a missing one stops make before any test runs. BALLET_SKIP_BROWSER=1 skips
-# the check and the tests that need it.
+# a missing one stops make before any test runs. The tests also run axe-core
+# from web/node_modules, installed here from web/package-lock.json when a fresh
+# clone has none. BALLET_SKIP_BROWSER=1 skips the check and the tests that need it.
 need_chromium = if [ "$${BALLET_SKIP_BROWSER:-}" != 1 ]; then \
 		chromium="$${BALLET_CHROMIUM:-/usr/bin/chromium}"; \
 		command -v "$$chromium" >/dev/null || { echo "make $@: no Chromium at $$chromium (apt-get install chromium, as .ci/run does, or set BALLET_CHROMIUM); BALLET_SKIP_BROWSER=1 make $@ skips the tests that need it" >&2; exit 1; }; \
+		if [ ! -f web/node_modules/axe-core/axe.min.js ]; then \
+			(cd web && npm ci --no-audit --no-fund --loglevel=error) || { echo "make $@: npm ci in web/ failed (the browser tests need axe-core); BALLET_SKIP_BROWSER=1 make $@ skips them" >&2; exit 1; }; \
+		fi; \
 	fi
 
 # Gitea's cold build (~6 min, mostly downloading and compiling its modules)

@@ -157,12 +157,46 @@ func TestMakeTestNeedsChromium(t *testing.T) {
 	}
 }
 
+// TestMakeTestInstallsAxe: the browser tests run axe-core from
+// web/node_modules; on a fresh clone (none there) make test installs it
+// from the lock file before any test runs, and not again once it is there;
+// BALLET_SKIP_BROWSER=1 does not install it.
+func TestMakeTestInstallsAxe(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		noAxe   bool
+		env     []string
+		wantNpm bool
+	}{
+		{name: "fresh clone", noAxe: true, wantNpm: true},
+		{name: "installed", noAxe: false},
+		{name: "skip asked", noAxe: true, env: []string{"BALLET_SKIP_BROWSER=1"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, log, err := runMake(t, "test", fakeScripts{noAxe: c.noAxe}, c.env)
+			if err != nil {
+				t.Fatalf("make test: %v\n%s", err, out)
+			}
+			npm := strings.Index(log, "npm ci")
+			if (npm >= 0) != c.wantNpm {
+				t.Fatalf("npm ci run: %v, want %v:\n%s", npm >= 0, c.wantNpm, log)
+			}
+			if npm >= 0 && (!strings.Contains(log, "npm ci --no-audit --no-fund --loglevel=error in web") || npm > strings.Index(log, "go test")) {
+				t.Errorf("npm ci not run in web/ before the tests:\n%s", log)
+			}
+		})
+	}
+}
+
 // fakeScripts are the bodies of the fake scripts/rqlited.sh and
 // scripts/agent-clis.sh and scripts/gitea.sh runMake writes; "" is one
 // that succeeds (/built/rqlited; /cache/claude and /cache/opencode;
 // /built/gitea).
 type fakeScripts struct {
 	rqlited, agents, gitea string
+	// noAxe leaves web/node_modules out, as in a fresh clone: the fake npm
+	// (which logs "npm ARGS" and installs axe-core) must be run.
+	noAxe bool
 }
 
 // runMake runs `make TARGET` on a copy of the repository's Makefile in a
@@ -204,13 +238,25 @@ func runMake(t *testing.T, target string, scripts fakeScripts, env []string) (ou
 			` gitea=${BALLET_GITEA:-} skip_gitea=${BALLET_SKIP_GITEA:-}` +
 			` chromium=${BALLET_CHROMIUM:-} skip_browser=${BALLET_SKIP_BROWSER:-} " >> ` + logPath + "\n",
 		"bin/chromium": "#!/bin/sh\n",
-		"bench/.keep":  "",
+		"bin/npm": "#!/bin/sh\n" + `echo "npm $* in ${PWD##*/}" >> ` + logPath + "\n" +
+			"mkdir -p node_modules/axe-core && : > node_modules/axe-core/axe.min.js\n",
+		"bench/.keep":      "",
+		"web/package.json": "{}",
 	} {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(p, []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !scripts.noAxe {
+		axe := filepath.Join(dir, "web", "node_modules", "axe-core", "axe.min.js")
+		if err := os.MkdirAll(filepath.Dir(axe), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(axe, nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
