@@ -8,15 +8,14 @@ import (
 	"io"
 	"log/slog"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ballet/ballet/internal/access"
+	"github.com/ballet/ballet/internal/apijson"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/store"
@@ -344,11 +343,9 @@ func (p *plainErrors) finish() {
 	if p.status == 0 {
 		return
 	}
-	code := apperr.Invalid
-	for c, s := range statusOf {
-		if s == p.status {
-			code = c
-		}
+	code, ok := apijson.CodeOf(p.status)
+	if !ok {
+		code = apperr.Invalid
 	}
 	p.Header().Del("X-Content-Type-Options")
 	WriteError(p.ResponseWriter, p.status, code, strings.TrimSpace(p.msg.String()))
@@ -362,7 +359,7 @@ func (a *API) hold(w http.ResponseWriter, hr *http.Request, d time.Duration) err
 	if hr.Body != nil {
 		b, err := io.ReadAll(hr.Body)
 		if err != nil {
-			return decodeError(err, a.maxBody)
+			return apijson.DecodeError(err, a.maxBody)
 		}
 		hr.Body = io.NopCloser(bytes.NewReader(b))
 	}
@@ -446,28 +443,7 @@ func (r *Request) Checked() { r.checked = true }
 func (r *Request) Decode(v any) error {
 	// The body must be JSON whatever Content-Type says (curl -d sends a
 	// form type by default); anything else fails as malformed JSON.
-	return decodeError(strictjson.Read(r.Body, v), r.api.maxBody)
-}
-
-func decodeError(err error, limit int64) error {
-	var (
-		mbe *http.MaxBytesError
-		se  *strictjson.Error
-		ne  net.Error
-	)
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &mbe):
-		return apperr.New(apperr.TooLarge, "request body exceeds %d bytes", limit)
-	case errors.As(err, &ne) && ne.Timeout():
-		return apperr.New(apperr.Timeout, "the request body did not arrive within the server's read timeout")
-	case errors.As(err, &se) && se.Field == "":
-		return apperr.New(apperr.Invalid, "request body %s", se.Message)
-	case errors.As(err, &se):
-		return apperr.Fields([]apperr.FieldError{{Field: se.Field, Message: se.Message}})
-	}
-	return apperr.New(apperr.Invalid, "request body could not be read: %v", err)
+	return apijson.DecodeError(strictjson.Read(r.Body, v), r.api.maxBody)
 }
 
 // Raw reads the raw body of a route with RawBody: another Content-Type
@@ -479,37 +455,14 @@ func (r *Request) Raw() ([]byte, error) {
 	}
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
-		return nil, decodeError(err, r.api.bodyLimit(r.route))
+		return nil, apijson.DecodeError(err, r.api.bodyLimit(r.route))
 	}
 	return b, nil
 }
 
 // QueryInt reads an optional integer query parameter within [min, max].
 func (r *Request) QueryInt(name string, def, min, max int64) (int64, error) {
-	s := r.URL.Query().Get(name)
-	if s == "" {
-		return def, nil
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < min || n > max {
-		return 0, apperr.Fields([]apperr.FieldError{{Field: name, Message: fmt.Sprintf("must be an integer from %d to %d, not %q", min, max, s)}})
-	}
-	return n, nil
-}
-
-var statusOf = map[string]int{
-	apperr.Invalid:         http.StatusBadRequest,
-	apperr.Unauthenticated: http.StatusUnauthorized,
-	apperr.Forbidden:       http.StatusForbidden,
-	apperr.NotFound:        http.StatusNotFound,
-	apperr.Conflict:        http.StatusConflict,
-	apperr.Timeout:         http.StatusRequestTimeout,
-	apperr.NotAllowed:      http.StatusMethodNotAllowed,
-	apperr.TooLarge:        http.StatusRequestEntityTooLarge,
-	apperr.Unsupported:     http.StatusUnsupportedMediaType,
-	apperr.Unprocessable:   http.StatusUnprocessableEntity,
-	apperr.Unavailable:     http.StatusServiceUnavailable,
-	apperr.Internal:        http.StatusInternalServerError,
+	return apijson.QueryInt(r.Request, name, def, min, max)
 }
 
 // writeErr maps an error to its status; only internal errors are logged.
@@ -525,9 +478,5 @@ func (a *API) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 		a.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 		ae = apperr.New(apperr.Internal, "internal error")
 	}
-	status := statusOf[ae.Code]
-	if status == 0 {
-		status = http.StatusInternalServerError
-	}
-	WriteJSON(w, status, ErrorBody{Error: ErrorDetail{Code: ae.Code, Message: ae.Message, Details: ae.Details}})
+	apijson.WriteApp(w, ae)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/ballet/ballet/internal/apijson"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/strictjson"
 	"github.com/ballet/ballet/internal/tenancy"
@@ -55,7 +56,7 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		code := apperr.Code(err)
-		if code == apperr.Internal || statusOf[code] == 0 || statusOf[code] >= 500 || err.Error() == "" {
+		if status, ok := apijson.Status(code); code == apperr.Internal || !ok || status >= 500 || err.Error() == "" {
 			t.Fatalf("body %q: %v (code %s)", b, err, code)
 		}
 	})

@@ -4,7 +4,6 @@ import (
 	"encoding"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/http"
 	"reflect"
 	"regexp"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/access"
+	"github.com/ballet/ballet/internal/apijson"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/event"
@@ -161,7 +161,7 @@ var (
 	actorKinds  = []string{event.ActorHuman, event.ActorService, event.ActorSystem}
 	stageKinds  = []string{pipeline.KindAgent, pipeline.KindHuman, pipeline.KindPlatform}
 	runStatuses = []string{run.StatusQueued, run.StatusRunning, run.StatusSucceeded, run.StatusFailed, run.StatusCancelled}
-	errorCodes  = slices.Sorted(maps.Keys(statusOf)) // every code writeErr answers
+	errorCodes  = apijson.Codes() // every code writeErr answers
 )
 
 // enums are the closed sets of string fields: by Go type, JSON field name.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/ballet/ballet/internal/apijson"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -93,27 +94,16 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 // WriteJSON writes v as JSON with the status.
-func WriteJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-}
+func WriteJSON(w http.ResponseWriter, status int, v any) { apijson.Write(w, status, v) }
 
-// ErrorBody is the one error shape of the API.
-type ErrorBody struct {
-	Error ErrorDetail `json:"error"`
-}
+// ErrorBody is the one error shape of the API (apijson's, shared with the
+// Knowledge service).
+type ErrorBody = apijson.ErrorBody
 
 // ErrorDetail carries a machine code, a message and optional details.
-type ErrorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Details any    `json:"details,omitempty"`
-}
+type ErrorDetail = apijson.ErrorDetail
 
 // WriteError writes the error shape.
 func WriteError(w http.ResponseWriter, status int, code, msg string) {
-	WriteJSON(w, status, ErrorBody{Error: ErrorDetail{Code: code, Message: msg}})
+	apijson.WriteError(w, status, code, msg)
 }

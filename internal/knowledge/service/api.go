@@ -12,11 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"strconv"
 	"strings"
 
+	"github.com/ballet/ballet/internal/apijson"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/knowledge"
@@ -165,50 +164,17 @@ func authorize(p *Principal, org string, perm Perm) error {
 
 // Decode reads a JSON body strictly into v.
 func (r *Request) Decode(v any) error {
-	err := strictjson.Read(r.Body, v)
-	var (
-		mbe *http.MaxBytesError
-		se  *strictjson.Error
-		ne  net.Error
-	)
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &mbe):
-		return apperr.New(apperr.TooLarge, "request body exceeds %d bytes", r.api.MaxBody)
-	case errors.As(err, &ne) && ne.Timeout():
-		return apperr.New(apperr.Timeout, "the request body did not arrive within the server's read timeout")
-	case errors.As(err, &se) && se.Field == "":
-		return apperr.New(apperr.Invalid, "request body %s", se.Message)
-	case errors.As(err, &se):
-		return apperr.Fields([]apperr.FieldError{{Field: se.Field, Message: se.Message}})
-	}
-	return apperr.New(apperr.Invalid, "request body could not be read: %v", err)
+	return apijson.DecodeError(strictjson.Read(r.Body, v), r.api.MaxBody)
 }
 
 // QueryInt reads an optional integer query parameter within [min, max].
 func (r *Request) QueryInt(name string, def, min, max int64) (int64, error) {
-	s := r.URL.Query().Get(name)
-	if s == "" {
-		return def, nil
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < min || n > max {
-		return 0, apperr.Fields([]apperr.FieldError{{Field: name, Message: fmt.Sprintf("must be an integer from %d to %d, not %q", min, max, s)}})
-	}
-	return n, nil
+	return apijson.QueryInt(r.Request, name, def, min, max)
 }
 
 // QueryBool reads an optional boolean query parameter (true or false).
 func (r *Request) QueryBool(name string) (bool, error) {
-	switch s := r.URL.Query().Get(name); s {
-	case "", "false":
-		return false, nil
-	case "true":
-		return true, nil
-	default:
-		return false, apperr.Fields([]apperr.FieldError{{Field: name, Message: fmt.Sprintf("must be true or false, not %q", s)}})
-	}
+	return apijson.QueryBool(r.Request, name)
 }
 
 // Actor is the caller as the log records it.
@@ -216,56 +182,26 @@ func (r *Request) Actor() event.Actor { return r.Principal.Actor() }
 
 // ---- the one error shape (Core's) ----
 
-// ErrorBody is the API's one error shape, as Core's.
-type ErrorBody struct {
-	Error ErrorDetail `json:"error"`
-}
-
-// ErrorDetail carries a machine code, a message and optional details.
-type ErrorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Details any    `json:"details,omitempty"`
-}
-
-var statusOf = map[string]int{
-	apperr.Invalid:         http.StatusBadRequest,
-	apperr.Unauthenticated: http.StatusUnauthorized,
-	apperr.Forbidden:       http.StatusForbidden,
-	apperr.NotFound:        http.StatusNotFound,
-	apperr.Conflict:        http.StatusConflict,
-	apperr.Timeout:         http.StatusRequestTimeout,
-	apperr.TooLarge:        http.StatusRequestEntityTooLarge,
-	apperr.Unprocessable:   http.StatusUnprocessableEntity,
-	apperr.Unavailable:     http.StatusServiceUnavailable,
-	apperr.Internal:        http.StatusInternalServerError,
-}
+// ErrorBody is the API's one error shape, Core's.
+type ErrorBody = apijson.ErrorBody
 
 func (a *API) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *apperr.Error
-	if !errors.As(err, &ae) || statusOf[ae.Code] == 0 || ae.Code == apperr.Internal {
+	if !errors.As(err, &ae) || ae.Code == apperr.Internal {
 		if r.Context().Err() != nil {
 			return // the client went away
 		}
 		a.Log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		writeErr(w, http.StatusInternalServerError, apperr.Internal, "internal error")
-		return
+		ae = apperr.New(apperr.Internal, "internal error")
 	}
-	w.Header().Set("Content-Type", "application/json")
-	writeJSON(w, statusOf[ae.Code], ErrorBody{Error: ErrorDetail{Code: ae.Code, Message: ae.Message, Details: ae.Details}})
+	apijson.WriteApp(w, ae)
 }
 
 func writeErr(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, ErrorBody{Error: ErrorDetail{Code: code, Message: msg}})
+	apijson.WriteError(w, status, code, msg)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { apijson.Write(w, status, v) }
 
 // pathSlug reads an entry slug from the path: one segment, its slashes
 // sent escaped (%2F) — Go's mux matches the escaped path and unescapes the
