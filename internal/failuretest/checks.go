@@ -1031,6 +1031,13 @@ func (s *suite) checkOnGitea(sn snapshot) []string {
 		}
 		f, ok := latest[it.ID]
 		t := giteaTicket{Key: it.Key, Done: ok && f.Status == "done" && it.State == "done"}
+		if ok && f.Status == "waiting" && f.Waiting == "answer" {
+			for _, j := range sn.jobs {
+				if j.Kind == "flow.merge" && flowOfJob(j) == f.ID && s.killedEachAttempt(j) {
+					t.MergeGaveUp = true
+				}
+			}
+		}
 		// What Ballet decided on: the pull request its flow recorded last
 		// (a flow.waiting of the merge stage), or the flow row's.
 		for _, e := range sn.events {
