@@ -36,31 +36,7 @@ func TestClaudeCodeTalksToCoresMCP(t *testing.T) {
 		queueRun(e, "ACME-1")
 		l := runner.MustLease()
 
-		fm := fakemodel.New()
-		srv := httptest.NewServer(fm)
-		t.Cleanup(func() { fm.Close(); srv.Close() })
-		spec := agent.Spec{
-			Session: protocol.Session{
-				Ticket: protocol.Ticket{Key: "ACME-1", Type: "task", Title: "Parser", Description: fakemodel.Marker("read-ticket")},
-				Stage:  protocol.Stage{ID: "implement", Name: "implement", Adapter: protocol.ClaudeCode, Iteration: 1, MaxIterations: 1},
-				MCP:    protocol.MCP{URL: e.URL + "/api/v1/mcp"},
-			},
-			RunToken: l.Token, Workspace: t.TempDir(), Home: t.TempDir(),
-			Environ: []string{"PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "ANTHROPIC_BASE_URL=" + srv.URL,
-				"ANTHROPIC_API_KEY=sk-fake", "CLAUDE_CODE_MAX_RETRIES=1"},
-		}
-		cmd, err := agent.Claude{Command: claude}.Prepare(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute) // a hang guard, not a speed check
-		defer cancel()
-		c := exec.CommandContext(ctx, cmd.Path, cmd.Args...)
-		c.Env, c.Dir = cmd.Env, spec.Workspace
-		out, err := c.CombinedOutput()
-		if err != nil {
-			t.Fatalf("claude: %v\n%s", err, out)
-		}
+		out := runClaude(t, e, claude, l, fakemodel.Marker("read-ticket"))
 		var got struct{ Outcome, Report string }
 		e.Admin(200, "GET", "/api/v1/runs/"+l.ID, nil).JSON(t, &got)
 		if got.Outcome != "done" || !strings.Contains(got.Report, `"key":"ACME-1"`) || !strings.Contains(got.Report, "parses the grammar") {
@@ -85,35 +61,45 @@ func TestClaudeCodeSearchesKnowledge(t *testing.T) {
 		queueRun(e, "ACME-1")
 		l := runner.MustLease()
 
-		fm := fakemodel.New()
-		srv := httptest.NewServer(fm)
-		t.Cleanup(func() { fm.Close(); srv.Close() })
-		spec := agent.Spec{
-			Session: protocol.Session{
-				Ticket: protocol.Ticket{Key: "ACME-1", Type: "task", Title: "Parser", Description: fakemodel.Marker("search-knowledge", "query=every_error")},
-				Stage:  protocol.Stage{ID: "implement", Name: "implement", Adapter: protocol.ClaudeCode, Iteration: 1, MaxIterations: 1},
-				MCP:    protocol.MCP{URL: e.URL + "/api/v1/mcp"},
-			},
-			RunToken: l.Token, Workspace: t.TempDir(), Home: t.TempDir(),
-			Environ: []string{"PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "ANTHROPIC_BASE_URL=" + srv.URL,
-				"ANTHROPIC_API_KEY=sk-fake", "CLAUDE_CODE_MAX_RETRIES=1"},
-		}
-		cmd, err := agent.Claude{Command: claude}.Prepare(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute) // a hang guard, not a speed check
-		defer cancel()
-		c := exec.CommandContext(ctx, cmd.Path, cmd.Args...)
-		c.Env, c.Dir = cmd.Env, spec.Workspace
-		out, err := c.CombinedOutput()
-		if err != nil {
-			t.Fatalf("claude: %v\n%s", err, out)
-		}
+		out := runClaude(t, e, claude, l, fakemodel.Marker("search-knowledge", "query=every_error"))
 		var got struct{ Outcome, Report string }
 		e.Admin(200, "GET", "/api/v1/runs/"+l.ID, nil).JSON(t, &got)
 		if got.Outcome != "done" || !strings.Contains(got.Report, `"slug":"conventions/go"`) {
 			t.Fatalf("the run after the session: %+v\nclaude's output:\n%s", got, out)
 		}
 	})
+}
+
+// runClaude runs the real claude-code CLI, configured by the runner's
+// adapter, for leased run l of ticket ACME-1 against Core's MCP endpoint,
+// the scripted model picking its scenario from description; it returns the
+// CLI's output.
+func runClaude(t *testing.T, e *apitest.Env, claude string, l apitest.LeasedRun, description string) []byte {
+	t.Helper()
+	fm := fakemodel.New()
+	srv := httptest.NewServer(fm)
+	t.Cleanup(func() { fm.Close(); srv.Close() })
+	spec := agent.Spec{
+		Session: protocol.Session{
+			Ticket: protocol.Ticket{Key: "ACME-1", Type: "task", Title: "Parser", Description: description},
+			Stage:  protocol.Stage{ID: "implement", Name: "implement", Adapter: protocol.ClaudeCode, Iteration: 1, MaxIterations: 1},
+			MCP:    protocol.MCP{URL: e.URL + "/api/v1/mcp"},
+		},
+		RunToken: l.Token, Workspace: t.TempDir(), Home: t.TempDir(),
+		Environ: []string{"PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "ANTHROPIC_BASE_URL=" + srv.URL,
+			"ANTHROPIC_API_KEY=sk-fake", "CLAUDE_CODE_MAX_RETRIES=1"},
+	}
+	cmd, err := agent.Claude{Command: claude}.Prepare(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute) // a hang guard, not a speed check
+	defer cancel()
+	c := exec.CommandContext(ctx, cmd.Path, cmd.Args...)
+	c.Env, c.Dir = cmd.Env, spec.Workspace
+	out, err := c.CombinedOutput()
+	if err != nil {
+		t.Fatalf("claude: %v\n%s", err, out)
+	}
+	return out
 }
