@@ -28,7 +28,7 @@ need_agents = if [ "$${BALLET_SKIP_AGENTS:-}" != 1 ] && { [ -z "$${BALLET_CLAUDE
 		export BALLET_CLAUDE="$${given_claude:-$$BALLET_CLAUDE}" BALLET_OPENCODE="$${given_opencode:-$$BALLET_OPENCODE}"; \
 	fi
 
-# need_chromium checks for the browser the UI tests drive (internal/webui/uitest):
+# need_chromium checks for the browser the UI tests drive (internal/testkit/uitest):
 # $BALLET_CHROMIUM, else Debian's /usr/bin/chromium, which .ci/run installs;
 # a missing one stops make before any test runs. The tests also run axe-core
 # from web/node_modules, installed here from web/package-lock.json when a fresh

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/ballet/ballet/internal/rqlitetest"
 	"github.com/ballet/ballet/internal/store/rqlite"
+	"github.com/ballet/ballet/internal/testkit/rqlitetest"
 )
 
 // launched are the rqlite clusters this program started; killAll kills
@@ -28,7 +28,7 @@ func killAll() {
 }
 
 // startCluster starts n rqlited nodes under root with the flags the tests
-// use (internal/rqlitetest), and records the cluster for killAll.
+// use (internal/testkit/rqlitetest), and records the cluster for killAll.
 func startCluster(bin, root string, n int) (*rqlitetest.Cluster, error) {
 	c, err := rqlitetest.Launch(bin, root, n)
 	if err != nil {

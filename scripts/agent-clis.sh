@@ -1,5 +1,5 @@
 #!/bin/sh
-# Installs the agent CLIs the tests drive (package internal/agenttest) at
+# Installs the agent CLIs the tests drive (package internal/testkit/agenttest) at
 # their pinned versions, each into its own folder of a cache outside the
 # repository, and prints their paths as shell assignments:
 #

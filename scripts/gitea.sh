@@ -1,6 +1,6 @@
 #!/bin/sh
 # Prints the path of the Gitea binary that the forge tests use (package
-# internal/giteatest), building it first if it is not cached yet.
+# internal/testkit/giteatest), building it first if it is not cached yet.
 #
 # Gitea v1.26.0 builds from the Go module proxy: the module is downloaded and
 # built inside its folder in the module cache with the sqlite tags (without

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Prints the path of the rqlited binary that the tests use (package
-# internal/rqlitetest), building it first if it is not cached yet.
+# internal/testkit/rqlitetest), building it first if it is not cached yet.
 #
 # `go install github.com/rqlite/rqlite/v8/cmd/rqlited@v8.43.4` does not work
 # through a proxy that refuses to list versions, so the module is downloaded

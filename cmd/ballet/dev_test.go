@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/ballet/ballet/internal/apitest"
 	"github.com/ballet/ballet/internal/fakemodel"
+	"github.com/ballet/ballet/internal/testkit/apitest"
 )
 
 // `ballet dev fake-model` serves the fake model on 127.0.0.1, prints the

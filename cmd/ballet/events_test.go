@@ -13,16 +13,16 @@ import (
 	"testing"
 
 	"github.com/ballet/ballet/internal/access"
-	"github.com/ballet/ballet/internal/apitest"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/config"
 	"github.com/ballet/ballet/internal/core"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/feed"
-	"github.com/ballet/ballet/internal/openapitest"
 	"github.com/ballet/ballet/internal/realtime"
 	"github.com/ballet/ballet/internal/store"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/apitest"
+	"github.com/ballet/ballet/internal/testkit/openapitest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 type syncBuf struct {

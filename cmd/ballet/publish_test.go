@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ballet/ballet/internal/apitest"
 	"github.com/ballet/ballet/internal/pipeline"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/apitest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 // publishRun runs `ballet pipeline publish args…` in-process.

@@ -17,12 +17,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ballet/ballet/internal/apitest"
 	"github.com/ballet/ballet/internal/fault"
 	"github.com/ballet/ballet/internal/forge"
 	"github.com/ballet/ballet/internal/forge/gitforge"
-	"github.com/ballet/ballet/internal/openapitest"
-	"github.com/ballet/ballet/internal/rqlitetest"
+	"github.com/ballet/ballet/internal/testkit/apitest"
+	"github.com/ballet/ballet/internal/testkit/openapitest"
+	"github.com/ballet/ballet/internal/testkit/rqlitetest"
 )
 
 // hangGuard is how long the restart test waits for one thing — Core

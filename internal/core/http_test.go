@@ -13,15 +13,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ballet/ballet/internal/apitest"
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/config"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/realtime"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/store"
-	"github.com/ballet/ballet/internal/store/storetest"
 	"github.com/ballet/ballet/internal/tenancy"
+	"github.com/ballet/ballet/internal/testkit/apitest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 	"github.com/ballet/ballet/internal/tracker"
 )
 

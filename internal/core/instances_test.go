@@ -15,16 +15,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ballet/ballet/internal/apitest"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/config"
 	"github.com/ballet/ballet/internal/core"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/job"
-	"github.com/ballet/ballet/internal/rqlitetest"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/rqlite"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/apitest"
+	"github.com/ballet/ballet/internal/testkit/rqlitetest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 	"github.com/ballet/ballet/internal/transition"
 )
 

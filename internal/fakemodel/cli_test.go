@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/ballet/ballet/internal/fakemodel"
-	"github.com/ballet/ballet/internal/hang"
+	"github.com/ballet/ballet/internal/testkit/hang"
 )
 
 // The real claude-code and opencode CLIs against the fake model and an MCP

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/ballet/ballet/internal/fakemodel"
-	"github.com/ballet/ballet/internal/hang"
+	"github.com/ballet/ballet/internal/testkit/hang"
 )
 
 // These tests speak to the server over HTTP the way the CLIs do (their

@@ -28,9 +28,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/ballet/ballet/internal/agenttest"
 	"github.com/ballet/ballet/internal/fakemodel"
-	"github.com/ballet/ballet/internal/hang"
+	"github.com/ballet/ballet/internal/testkit/agenttest"
+	"github.com/ballet/ballet/internal/testkit/hang"
 )
 
 // This file drives the real CLIs the way docs/agents.md says: a clean

@@ -5,7 +5,7 @@ import (
 
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/store"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 // approvalPipeline ends with a human approval: approving finishes the

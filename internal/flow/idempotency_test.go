@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ballet/ballet/internal/apitest"
 	"github.com/ballet/ballet/internal/config"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/store"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/apitest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 // registry collects the flow engine's handlers so the test can call them

@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ballet/ballet/internal/apitest"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/knowledge/client"
 	"github.com/ballet/ballet/internal/knowledge/client/clientfake"
 	"github.com/ballet/ballet/internal/store"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/apitest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 // knowledgePipeline's one agent stage names two entries: one of the

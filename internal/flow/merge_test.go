@@ -12,7 +12,7 @@ import (
 	"github.com/ballet/ballet/internal/forge"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/store"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 // mergePipeline (ticket type bug): a human approval, then the merge, whose

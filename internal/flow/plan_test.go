@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/ballet/ballet/internal/flow"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 // TestAttentionQueryUsesIndexes keeps reading attention cheap (the

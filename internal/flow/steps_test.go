@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ballet/ballet/internal/apitest"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/store"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/apitest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 // loopPipeline is the tests' main pipeline (ticket type task): an agent

@@ -8,7 +8,7 @@ import (
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/store"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 // TestPauseHoldsTheNextStage: a flow of a paused project waits before it

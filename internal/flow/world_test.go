@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ballet/ballet/internal/apitest"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/forge"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/testkit/apitest"
 	"github.com/ballet/ballet/internal/tracker"
 )
 

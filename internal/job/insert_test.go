@@ -8,7 +8,7 @@ import (
 
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/store"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 // TestInsertFillsTheDefaults: a spec without a due time is due when it is

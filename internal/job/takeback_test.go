@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ballet/ballet/internal/hang"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/store"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/hang"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 // claim marks the jobs of a kind as claimed by owner, attempt attempt, with

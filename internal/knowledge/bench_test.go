@@ -9,7 +9,7 @@ import (
 
 	"github.com/ballet/ballet/internal/knowledge"
 	"github.com/ballet/ballet/internal/store"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 // BenchmarkSave: saves per second, one writer after the other on distinct

@@ -11,7 +11,7 @@ import (
 
 	"github.com/ballet/ballet/internal/knowledge"
 	"github.com/ballet/ballet/internal/store"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 // words of the generated corpus: a team's vocabulary.

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/ballet/ballet/internal/event"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 func TestUnified(t *testing.T) {

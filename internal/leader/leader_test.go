@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/clock"
-	"github.com/ballet/ballet/internal/hang"
 	"github.com/ballet/ballet/internal/leader"
 	"github.com/ballet/ballet/internal/store"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/hang"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 const (

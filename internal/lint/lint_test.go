@@ -11,6 +11,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -265,4 +266,56 @@ func specLiterals(t *testing.T, path string, src []byte) []string {
 		return true
 	})
 	return out
+}
+
+// TestShippedCodeImportsNoKit keeps the test scaffolding out of the product:
+// internal/testkit holds the kits that build worlds for tests (a whole Core
+// API, real rqlite, Gitea, Chromium, the failure suite), and the fakes that
+// stand next to the interface they implement (forge/forgetest,
+// forge/githubfake, knowledge/client/clientfake, runner/sandbox/sandboxtest)
+// are kits too. No non-test file outside the kits imports one, and the
+// binary's whole dependency list (go list -deps ./cmd/ballet) holds none.
+// The benchmark module (bench/) is not shipped and may use them.
+func TestShippedCodeImportsNoKit(t *testing.T) {
+	isKit := func(pkg string) bool {
+		pkg = strings.TrimPrefix(pkg, "github.com/ballet/ballet/")
+		base := pkg[strings.LastIndex(pkg, "/")+1:]
+		return strings.HasPrefix(pkg, "internal/testkit/") || strings.HasSuffix(base, "test") || strings.HasSuffix(base, "fake")
+	}
+	for dir, files := range packages(t) {
+		if isKit(dir) {
+			continue
+		}
+		for _, f := range files {
+			af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range af.Imports {
+				path := strings.Trim(imp.Path.Value, `"`)
+				if strings.HasPrefix(path, "github.com/ballet/ballet/") && isKit(path) {
+					t.Errorf("%s imports the test kit %s: only tests and other kits may", f, path)
+				}
+			}
+		}
+	}
+	cmd := exec.Command("go", "list", "-deps", "./cmd/ballet")
+	cmd.Dir = root(t)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./cmd/ballet: %v", err)
+	}
+	n := 0
+	for _, pkg := range strings.Fields(string(out)) {
+		if !strings.HasPrefix(pkg, "github.com/ballet/ballet/") {
+			continue
+		}
+		n++
+		if isKit(pkg) {
+			t.Errorf("the ballet binary depends on the test kit %s", pkg)
+		}
+	}
+	if n < 20 {
+		t.Fatalf("go list -deps ./cmd/ballet listed %d of Ballet's packages: the check saw nothing", n)
+	}
 }

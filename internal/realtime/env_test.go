@@ -19,9 +19,9 @@ import (
 	"github.com/ballet/ballet/internal/core"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/feed"
-	"github.com/ballet/ballet/internal/openapitest"
 	"github.com/ballet/ballet/internal/realtime"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/testkit/openapitest"
 	"github.com/ballet/ballet/internal/transition"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/ballet/ballet/internal/feed"
 	"github.com/ballet/ballet/internal/realtime"
 	"github.com/ballet/ballet/internal/store"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 // metric reads a counter or gauge from reg (0 when absent).

@@ -9,7 +9,7 @@ import (
 	"github.com/ballet/ballet/internal/feed"
 	"github.com/ballet/ballet/internal/realtime"
 	"github.com/ballet/ballet/internal/store"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 	"github.com/ballet/ballet/internal/transition"
 )
 

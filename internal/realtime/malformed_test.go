@@ -13,7 +13,7 @@ import (
 
 	"github.com/ballet/ballet/internal/feed"
 	"github.com/ballet/ballet/internal/store"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 func rawDial(t *testing.T, url string) *websocket.Conn {

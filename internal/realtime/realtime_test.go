@@ -12,10 +12,10 @@ import (
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/feed"
 	"github.com/ballet/ballet/internal/realtime"
-	"github.com/ballet/ballet/internal/rqlitetest"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/rqlite"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/rqlitetest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 // Subscribers join while writers commit concurrently — the first before

@@ -14,7 +14,7 @@ import (
 	"github.com/ballet/ballet/internal/feed"
 	"github.com/ballet/ballet/internal/realtime"
 	"github.com/ballet/ballet/internal/store"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 // tokenFor issues an API token created by subject (a person) with role in

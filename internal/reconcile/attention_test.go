@@ -8,7 +8,7 @@ import (
 
 	"github.com/ballet/ballet/internal/reconcile"
 	"github.com/ballet/ballet/internal/store"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 // TestNoRunnerAttention: an agent stage whose run no runner leases is

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/ballet/ballet/internal/reconcile"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 // TestQueriesUseIndexes keeps the pass cheap: on SQLite, no query of the

@@ -19,8 +19,8 @@ import (
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/store"
-	"github.com/ballet/ballet/internal/store/storetest"
 	"github.com/ballet/ballet/internal/tenancy"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 	"github.com/ballet/ballet/internal/tracker"
 	"github.com/ballet/ballet/internal/transition"
 )

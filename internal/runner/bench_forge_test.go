@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ballet/ballet/internal/giteatest"
+	"github.com/ballet/ballet/internal/testkit/giteatest"
 )
 
 // BenchmarkMergePollingForADay: a pull request waits a day for a review

@@ -21,15 +21,15 @@ import (
 
 	"code.gitea.io/sdk/gitea"
 
-	"github.com/ballet/ballet/internal/apitest"
 	"github.com/ballet/ballet/internal/fakemodel"
 	"github.com/ballet/ballet/internal/forge"
-	"github.com/ballet/ballet/internal/giteatest"
+	"github.com/ballet/ballet/internal/testkit/apitest"
+	"github.com/ballet/ballet/internal/testkit/giteatest"
 )
 
 // End to end on a real Gitea: a whole Core (apitest.RunOn), the real
 // runner with real claude-code sessions against the fake model, in the
-// real sandbox, and a real Gitea 1.26 (internal/giteatest) holding each
+// real sandbox, and a real Gitea 1.26 (internal/testkit/giteatest) holding each
 // project's repository. Ballet reaches Gitea — Core's forge client and the
 // runner's git — through forgeCalls, a proxy that counts its API calls; the
 // test plays CI and people on Gitea directly.

@@ -10,13 +10,13 @@ import (
 
 	"code.gitea.io/sdk/gitea"
 
-	"github.com/ballet/ballet/internal/apitest"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/config"
-	"github.com/ballet/ballet/internal/giteatest"
-	"github.com/ballet/ballet/internal/hang"
 	"github.com/ballet/ballet/internal/store"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/apitest"
+	"github.com/ballet/ballet/internal/testkit/giteatest"
+	"github.com/ballet/ballet/internal/testkit/hang"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 // The merge stage alone, on a real Gitea, with Core on a fake clock: no

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/ballet/ballet/internal/config"
-	"github.com/ballet/ballet/internal/giteatest"
 	"github.com/ballet/ballet/internal/runner"
+	"github.com/ballet/ballet/internal/testkit/giteatest"
 )
 
 // childEnv runs the test binary as a runner process (a TestMain mode),

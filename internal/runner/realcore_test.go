@@ -12,13 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ballet/ballet/internal/apitest"
 	"github.com/ballet/ballet/internal/config"
 	"github.com/ballet/ballet/internal/fakemodel"
 	"github.com/ballet/ballet/internal/runner"
 	"github.com/ballet/ballet/internal/runner/protocol"
 	"github.com/ballet/ballet/internal/store"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/apitest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 // The runner against the real Core: a whole Core as `ballet serve` runs it

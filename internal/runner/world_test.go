@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ballet/ballet/internal/agenttest"
 	"github.com/ballet/ballet/internal/config"
 	"github.com/ballet/ballet/internal/fakemodel"
 	"github.com/ballet/ballet/internal/runner"
@@ -26,6 +25,7 @@ import (
 	"github.com/ballet/ballet/internal/runner/protocol"
 	"github.com/ballet/ballet/internal/runner/sandbox"
 	"github.com/ballet/ballet/internal/runner/sandbox/sandboxtest"
+	"github.com/ballet/ballet/internal/testkit/agenttest"
 )
 
 // hangGuard bounds every wait on a real process or server: a hang becomes

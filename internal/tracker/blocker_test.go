@@ -9,8 +9,8 @@ import (
 
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/store"
-	"github.com/ballet/ballet/internal/store/storetest"
 	"github.com/ballet/ballet/internal/tenancy"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 func TestBlockers(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/ballet/ballet/internal/forge"
 	"github.com/ballet/ballet/internal/forge/forgetest"
-	"github.com/ballet/ballet/internal/giteatest"
+	"github.com/ballet/ballet/internal/testkit/giteatest"
 )
 
 func TestMain(m *testing.M) { os.Exit(giteatest.Main(m)) }

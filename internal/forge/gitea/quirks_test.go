@@ -13,7 +13,7 @@ import (
 
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/forge"
-	"github.com/ballet/ballet/internal/giteatest"
+	"github.com/ballet/ballet/internal/testkit/giteatest"
 )
 
 // TestBranchProtectionRefusesLikeAPolicy: a protection asking for a status

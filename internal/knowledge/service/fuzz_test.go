@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/ballet/ballet/internal/knowledge"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 // FuzzDecodeBodies sends arbitrary bodies to every route that takes one:

@@ -20,9 +20,9 @@ import (
 	"github.com/ballet/ballet/internal/config"
 	"github.com/ballet/ballet/internal/knowledge"
 	"github.com/ballet/ballet/internal/knowledge/service"
-	"github.com/ballet/ballet/internal/openapitest"
 	"github.com/ballet/ballet/internal/store"
-	"github.com/ballet/ballet/internal/store/storetest"
+	"github.com/ballet/ballet/internal/testkit/openapitest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
 const serviceToken = "svc-0123456789abcdef0123456789abcdef"

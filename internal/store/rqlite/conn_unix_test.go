@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/ballet/ballet/internal/hang"
+	"github.com/ballet/ballet/internal/testkit/hang"
 )
 
 // pending reports how many bytes wait to be read on c (at most one is

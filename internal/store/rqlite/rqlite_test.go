@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ballet/ballet/internal/hang"
-	"github.com/ballet/ballet/internal/rqlitetest"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/testkit/hang"
+	"github.com/ballet/ballet/internal/testkit/rqlitetest"
 )
 
 func open(t *testing.T, urls []string) *Store {

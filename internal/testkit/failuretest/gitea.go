@@ -1,0 +1,419 @@
+package failuretest
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ballet/ballet/internal/forge/gitea"
+	"github.com/ballet/ballet/internal/testkit/giteatest"
+)
+
+// OnGitea is the project whose repository is on a real Gitea (see
+// giteaSide): Ballet opens each ticket's pull request there, reads its
+// state (commit statuses, reviews) and merges it, while the harness kills
+// Core around every one of those calls. The harness plays CI (the required
+// check ciContext) and the reviewer (a second Gitea user with write access);
+// main is protected on Gitea with the same rules, so Gitea itself refuses a
+// premature merge.
+const OnGitea = "GTA"
+
+// giteaTickets is how many tickets project OnGitea gets: enough that every
+// forge call of the merge stage is passed under kills.
+const giteaTickets = 10
+
+// ciContext is the required check the harness reports as CI would.
+const ciContext = "ci"
+
+// giteaCredEnv names the variable in Core's environment holding Ballet's
+// Gitea token (the project's repository.credentials_ref is env:giteaCredEnv).
+const giteaCredEnv = "BALLET_FAILURETEST_GITEA_TOKEN"
+
+// CIFails reports whether the harness's CI fails the first head of a
+// ticket's pull request that it sees (so the merge stage fails and the
+// ticket loops back to implement); every later head passes.
+func CIFails(number int64) bool { return number%5 == 2 }
+
+// The Gitea client's fault points (internal/forge/gitea), around every call
+// of the merge stage.
+var giteaPoints = []string{gitea.FaultCreateBefore, gitea.FaultCreateAfter, gitea.FaultStateAfter, gitea.FaultMergeBefore, gitea.FaultMergeAfter}
+
+// giteaPR is a pull request as Gitea's API answers.
+type giteaPR struct {
+	Number         int    `json:"number"`
+	State          string `json:"state"` // open or closed
+	Merged         bool   `json:"merged"`
+	MergeCommitSHA string `json:"merge_commit_sha"`
+	Body           string `json:"body"`
+	Head           struct {
+		Ref string `json:"ref"`
+		SHA string `json:"sha"`
+	} `json:"head"`
+	Base struct {
+		Ref string `json:"ref"`
+	} `json:"base"`
+}
+
+// key is the ticket of a pull request's head branch ballet/KEY ("" for
+// other branches).
+func (p giteaPR) key() string {
+	k, _ := strings.CutPrefix(p.Head.Ref, "ballet/")
+	if k == p.Head.Ref {
+		return ""
+	}
+	return k
+}
+
+// giteaSide is the suite's repository on Gitea and the people around it:
+// its owner (Ballet's account, whose token Core gets through
+// repository.credentials_ref) and the reviewer (a collaborator with write
+// access, whose approval counts).
+type giteaSide struct {
+	repo     *giteatest.Repo
+	reviewer giteatest.User
+	pushURL  string // the clone URL with the owner's token, for git
+}
+
+// newGiteaSide seeds a repository for one run of the suite on srv: Ballet's
+// account owns it, a reviewer has write access, and main is protected (one
+// approval, ciContext passed) and allows pull requests to be marked merged
+// by hand, as docs/forges.md advises: a merge cut short by a Core kill
+// leaves Gitea's merge commit on main and the pull request open, and Ballet
+// marks it merged.
+func newGiteaSide(t testing.TB, srv *giteatest.Server) (*giteaSide, error) {
+	owner := srv.CreateUser(t, "ballet")
+	g := &giteaSide{repo: srv.CreateRepo(t, owner), reviewer: srv.CreateUser(t, "reviewer")}
+	srv.AddCollaborator(t, g.repo, g.reviewer)
+	g.repo.ProtectBranch(t, "main", []string{ciContext}, 1)
+	g.repo.AllowManualMerge(t)
+	var err error
+	g.pushURL, err = withToken(g.repo.CloneURL, owner.Name, owner.Token)
+	return g, err
+}
+
+// pulls lists every pull request of the repository, open and closed.
+func (g *giteaSide) pulls(t testing.TB) []giteaPR {
+	var out []giteaPR
+	for _, p := range g.repo.ListPulls(t) {
+		pr := giteaPR{Number: int(p.Index), State: string(p.State), Merged: p.HasMerged, Body: p.Body}
+		if p.MergedCommitID != nil {
+			pr.MergeCommitSHA = *p.MergedCommitID
+		}
+		if p.Head != nil {
+			pr.Head.Ref, pr.Head.SHA = p.Head.Ref, p.Head.Sha
+		}
+		if p.Base != nil {
+			pr.Base.Ref = p.Base.Ref
+		}
+		out = append(out, pr)
+	}
+	return out
+}
+
+// mergedOnMain reads main's first-parent history (fetched into work) and
+// counts the merge commits of each ticket's branch: a merge commit's
+// second parent is the head of some pull request of ballet/KEY, or its
+// message names the branch.
+func mergedOnMain(log string, prs []giteaPR) map[string][]string {
+	headKey := map[string]string{}
+	for _, p := range prs {
+		if k := p.key(); k != "" {
+			headKey[p.Head.SHA] = k
+		}
+	}
+	out := map[string][]string{}
+	for _, l := range strings.Split(log, "\n") {
+		parents, subject, _ := strings.Cut(l, "\t")
+		p := strings.Fields(parents)
+		if len(p) != 2 {
+			continue
+		}
+		k := headKey[p[1]]
+		if m := fromBranchRE.FindStringSubmatch(subject); k == "" && m != nil {
+			k = m[1]
+		}
+		if k != "" {
+			out[k] = append(out[k], p[1])
+		}
+	}
+	return out
+}
+
+var fromBranchRE = regexp.MustCompile(`from ballet/(\S+) into`)
+
+// giteaEnd is what Gitea says at the end: every pull request, main's
+// merge commits by ticket (second parents), the branches' heads.
+type giteaEnd struct {
+	prs   []giteaPR
+	main  map[string][]string
+	heads map[string]string
+}
+
+// giteaDone is a ticket of OnGitea as the database says at the end: its
+// flow is done (dbFlow.Status) and the pull request it recorded.
+type giteaTicket struct {
+	Key      string
+	Done     bool
+	Recorded *recordedPR // flows.pull_request, nil when none
+	// MergeGaveUp: its flow waits for a person's answer because its merge
+	// check's job lost each of its attempts to a Core kill
+	// (killedEachAttempt). A merge call cut by one of those kills may have
+	// landed on Gitea (Gitea pushes the base before it marks the pull
+	// request merged, so a cut call can leave the branch in main and the
+	// pull request open); the answer runs the stage again, whose check
+	// finds the head in the base and records the merge. Such a ticket may
+	// be merged once though not done.
+	MergeGaveUp bool
+}
+
+type recordedPR struct {
+	Number  int    `json:"number"`
+	HeadSHA string `json:"head_sha"`
+}
+
+// giteaFigures are the summary's Gitea counts.
+type giteaFigures struct {
+	PRs, Merges, DuplicatePRs, DoubleMerges int
+}
+
+// checkGitea checks what Gitea says against the tickets: per ticket at most
+// one pull request of ballet/KEY (a second is a duplicate) and at most one
+// merge; a done ticket's pull request merged, at the head of its branch and
+// at the head Ballet recorded; no branch merged into main twice, nor merged
+// at all while its ticket is not done.
+func checkGitea(end giteaEnd, tickets []giteaTicket) (giteaFigures, []string) {
+	var fig giteaFigures
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	byKey := map[string][]giteaPR{}
+	for _, p := range end.prs {
+		if k := p.key(); k != "" {
+			byKey[k] = append(byKey[k], p)
+			fig.PRs++
+			if p.Merged {
+				fig.Merges++
+			}
+		}
+	}
+	known := map[string]bool{}
+	for _, t := range tickets {
+		known[t.Key] = true
+		prs := byKey[t.Key]
+		var merged []giteaPR
+		for _, p := range prs {
+			if p.Merged {
+				merged = append(merged, p)
+			}
+		}
+		if len(prs) > 1 {
+			fig.DuplicatePRs += len(prs) - 1
+			bad("DUPLICATE PR: ballet/%s has %d pull requests on Gitea: %v", t.Key, len(prs), numbers(prs))
+		}
+		if len(merged) > 1 {
+			fig.DoubleMerges += len(merged) - 1
+			bad("DOUBLE MERGE: %d pull requests of ballet/%s merged on Gitea: %v", len(merged), t.Key, numbers(merged))
+		}
+		if n := len(end.main[t.Key]); n > 1 {
+			fig.DoubleMerges += n - 1
+			bad("DOUBLE MERGE: ballet/%s merged into main %d times (heads %v)", t.Key, n, end.main[t.Key])
+		}
+		switch {
+		case !t.Done && t.MergeGaveUp && len(merged) <= 1 && len(end.main[t.Key]) <= 1:
+			// merged by a killed attempt, or not at all: the person's answer
+			// finishes it (a second merge is caught above)
+		case !t.Done && (len(merged) > 0 || len(end.main[t.Key]) > 0):
+			bad("%s is not done, but its branch was merged on Gitea (pull requests %v, main's merges of it %v)", t.Key, numbers(merged),
+				end.main[t.Key])
+		case !t.Done:
+		case len(merged) != 1:
+			bad("%s is done, but %d of its %d pull requests on Gitea are merged (want exactly one): %v", t.Key, len(merged), len(prs), numbers(prs))
+		default:
+			p := merged[0]
+			head := end.heads[t.Key]
+			if p.Head.SHA != head || !slices.Equal(end.main[t.Key], []string{head}) {
+				bad("%s is done, but Gitea merged pull request #%d at %s, its branch is at %s and main merged %v: want the branch's head merged once",
+					t.Key, p.Number, p.Head.SHA, head, end.main[t.Key])
+			}
+			if r := t.Recorded; r == nil || r.Number != p.Number || r.HeadSHA != p.Head.SHA {
+				bad("%s is done, but Ballet recorded pull request %+v while Gitea merged #%d at %s", t.Key, r, p.Number, p.Head.SHA)
+			}
+		}
+	}
+	for k := range byKey {
+		if !known[k] {
+			bad("pull requests of ballet/%s on Gitea, which is no ticket of %s: %v", k, OnGitea, numbers(byKey[k]))
+		}
+	}
+	sort.Strings(problems)
+	return fig, problems
+}
+
+func numbers(prs []giteaPR) []string {
+	var out []string
+	for _, p := range prs {
+		st := p.State
+		if p.Merged {
+			st = "merged"
+		}
+		out = append(out, fmt.Sprintf("#%d %s head %s", p.Number, st, p.Head.SHA))
+	}
+	return out
+}
+
+// withToken is a clone URL with a token as its user info, for git.
+func withToken(cloneURL, user, token string) (string, error) {
+	u, err := url.Parse(cloneURL)
+	if err != nil {
+		return "", err
+	}
+	u.User = url.UserPassword(user, token)
+	return u.String(), nil
+}
+
+// forgeFaultWait is how long an armed point of the Gitea client may take
+// to fire: the merge stage checks every 5 s or more.
+const forgeFaultWait = 20 * time.Second
+
+// isForgePoint reports whether an armed fault spec is one of the Gitea
+// client's points.
+func isForgePoint(spec string) bool { return strings.HasPrefix(spec, "gitea.") }
+
+func isMergePoint(spec string) bool { return strings.HasPrefix(spec, "gitea.merge.") }
+
+// pointOf is the point of a fault spec (without its hit count).
+func pointOf(spec string) string {
+	if i := strings.LastIndexByte(spec, ':'); i > 0 {
+		return spec[:i]
+	}
+	return spec
+}
+
+// giteaPlan lists the Gitea client's points to arm, two rounds of each,
+// each armed only when the tickets are where it will be passed soon
+// (forgeReady).
+func (s *suite) giteaPlan() []string {
+	var plan []string
+	for range 2 {
+		for _, p := range giteaPoints {
+			k := 1
+			if p == gitea.FaultStateAfter {
+				k += s.rng.IntN(3)
+			}
+			plan = append(plan, fmt.Sprintf("%s:%d", p, k))
+		}
+	}
+	return plan
+}
+
+// nextForgePoint takes the first point of the plan that is ready to be
+// passed ("" when none is).
+func (s *suite) nextForgePoint() string {
+	for i, p := range s.forgePlan {
+		if s.forgeReady(pointOf(p)) {
+			s.forgePlan = slices.Delete(s.forgePlan, i, i+1)
+			return p
+		}
+	}
+	return ""
+}
+
+// forgeReadyAny reports whether some point of the plan is ready.
+func (s *suite) forgeReadyAny() bool {
+	return slices.ContainsFunc(s.forgePlan, func(p string) bool { return s.forgeReady(pointOf(p)) })
+}
+
+// forgeReady says whether Core will soon pass point, from the last polls:
+// creating a pull request when a ticket verifies or merges without one;
+// reading a state when one is in its merge stage; merging when one waits
+// for nothing but the approval the harness holds back (see mayApprove).
+func (s *suite) forgeReady(point string) bool {
+	for k, f := range s.flows {
+		if projectOf(k) != OnGitea || (f.Status != "running" && f.Status != "waiting") {
+			continue
+		}
+		pr, has := s.prs[k]
+		switch {
+		case strings.HasPrefix(point, "gitea.create_pr."):
+			if (f.Stage == "verify" || f.Stage == "integrate") && !has {
+				return true
+			}
+		case point == gitea.FaultStateAfter:
+			if f.Stage == "integrate" {
+				return true
+			}
+		case strings.HasPrefix(point, "gitea.merge."):
+			if f.Stage == "integrate" && has && pr.State == "open" && s.ciSet[pr.Head.SHA] == "success" && !s.approved[k+"@"+pr.Head.SHA] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// holdsMerges: merge points are still to be armed, so the reviewer
+// approves only while one is armed.
+func (s *suite) holdsMerges() bool {
+	return time.Now().Before(s.forgeUntil) && slices.ContainsFunc(s.forgePlan, isMergePoint)
+}
+
+// mayApprove says whether the reviewer approves a ready pull request now:
+// always once no merge point is left to arm; before, one approval per Core
+// start with a merge point armed, so that Ballet's merge passes it.
+func (s *suite) mayApprove() bool {
+	return !s.holdsMerges() || (isMergePoint(s.core.armed()) && s.approvedArm == 0)
+}
+
+// playForge plays CI and the reviewer on Gitea for the tickets in their
+// merge stage: it reports the required check on each new head of an open
+// pull request (a failure on the first head of a CIFails ticket), and
+// approves a head that passed when mayApprove.
+func (s *suite) playForge(now time.Time) {
+	if now.Sub(s.prsRead) < 300*time.Millisecond {
+		return
+	}
+	prs := s.gitea.pulls(s.t) // Gitea is never killed: an error is the harness's
+	s.prsRead = now
+	latest := map[string]giteaPR{} // the open one, else the newest
+	for _, p := range prs {
+		k := p.key()
+		if k == "" {
+			continue
+		}
+		if cur, ok := latest[k]; !ok || (cur.State != "open" && (p.State == "open" || p.Number > cur.Number)) {
+			latest[k] = p
+		}
+	}
+	s.prs = latest
+	keys := make([]string, 0, len(latest))
+	for k := range latest {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		p, f := latest[k], s.flows[k]
+		if p.State != "open" || f.Stage != "integrate" || (f.Status != "running" && f.Status != "waiting") {
+			continue
+		}
+		sha := p.Head.SHA
+		if _, done := s.ciSet[sha]; !done {
+			state := "success"
+			if CIFails(s.byKey[k].Number) && s.ciFailedIter[k] == 0 {
+				state, s.ciFailedIter[k] = "failure", f.Iteration
+			}
+			s.gitea.repo.SetStatus(s.t, sha, ciContext, state)
+			s.ciSet[sha] = state
+			s.logf("gitea: CI %s on %s (pull request #%d, head %s, iteration %d)", state, k, p.Number, sha, f.Iteration)
+		}
+		if s.ciSet[sha] == "success" && !s.approved[k+"@"+sha] && s.mayApprove() {
+			s.gitea.repo.Review(s.t, p.Number, s.gitea.reviewer, giteatest.Approve, "approved by the failure suite")
+			s.approved[k+"@"+sha] = true
+			s.approvedArm++
+			s.logf("gitea: approved %s (pull request #%d, head %s) with %q armed", k, p.Number, sha, s.core.armed())
+		}
+	}
+}
