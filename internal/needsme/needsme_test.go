@@ -277,14 +277,24 @@ func TestTruncatedKeepsTheOldest(t *testing.T) {
 				t.Errorf("limit %d: %v (truncated %v), want the %d oldest %v (truncated %v)", limit, got, l.Truncated, n, all[:n], limit < len(all))
 			}
 		}
-		// Ties: the same age, by ticket key.
-		w2 := newWorld(t, s)
-		w2.orgs, w2.projects, w2.projOrg = w.orgs, w.projects, w.projOrg
-		w2.n = w.n
-		a := w2.question("ACME", "tie a", 0, true, false)
-		b, _ := w2.flow("ACME", "triage", flow.StatusWaiting, flow.WaitApproval, 0, "")
-		if got := keys(w.list(platform, 2)); !slices.Equal(got, []string{"question " + a, "approval " + b}) {
-			t.Errorf("a tie at the same age: %v, want by ticket key", got)
+		// Twelve of the same age, older than the rest: by project key,
+		// then ticket number (TIE-2 before TIE-10), whichever query they
+		// come from.
+		w.project("acme", "TIE")
+		var ties []string
+		for i := 1; i <= 12; i++ {
+			if i%2 == 1 {
+				ties = append(ties, "question "+w.question("TIE", "tie", -5, true, false))
+			} else {
+				k, _ := w.flow("TIE", "triage", flow.StatusWaiting, flow.WaitApproval, -5, "")
+				ties = append(ties, "approval "+k)
+			}
+		}
+		if got := keys(w.list(platform, 5)); !slices.Equal(got, ties[:5]) {
+			t.Errorf("ties at the same age, limit 5: %v, want %v", got, ties[:5])
+		}
+		if got := keys(w.list(platform, 12)); !slices.Equal(got, ties) {
+			t.Errorf("ties at the same age, limit 12: %v, want %v", got, ties)
 		}
 	})
 }
