@@ -2,6 +2,7 @@ package needsme_test
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -234,6 +235,10 @@ func TestEveryKindOldestFirst(t *testing.T) {
 		details := map[string]string{}
 		for _, e := range l.Items {
 			details[e.Kind] = e.Detail
+		}
+		// needsme.Kinds (the API document's enum) is every kind there is.
+		if got, want := slices.Sorted(maps.Keys(details)), slices.Sorted(slices.Values(needsme.Kinds)); !slices.Equal(got, want) {
+			t.Errorf("kinds listed %v, needsme.Kinds %v", got, want)
 		}
 		for kind, want := range map[string]string{
 			needsme.KindApproval: "Stage triage waits for an approval",
