@@ -198,3 +198,16 @@ func (l *limited) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// IsAncestor reports whether commit a is contained in commit b, in the
+// repository whose git directory is gitDir.
+func (r Runner) IsAncestor(ctx context.Context, gitDir, a, b string) (bool, error) {
+	_, err := r.Run(ctx, Cmd{Args: []string{"--git-dir=" + gitDir, "merge-base", "--is-ancestor", "--end-of-options", a, b}})
+	switch {
+	case err == nil:
+		return true, nil
+	case ExitCode(err) == 1:
+		return false, nil
+	}
+	return false, err
+}

@@ -225,14 +225,7 @@ func (f *Forge) isAncestor(ctx context.Context, dir, sha, target string) (bool, 
 	if have, err := f.hasCommit(ctx, dir, sha); err != nil || !have {
 		return false, err
 	}
-	_, err := f.git(ctx, "--git-dir="+dir, "merge-base", "--is-ancestor", sha, target)
-	switch {
-	case err == nil:
-		return true, nil
-	case exitCode(err) == 1:
-		return false, nil
-	}
-	return false, err
+	return f.runner().IsAncestor(ctx, dir, sha, target)
 }
 
 func (f *Forge) hasCommit(ctx context.Context, dir, sha string) (bool, error) {

@@ -638,14 +638,7 @@ var shaRE = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 
 // isAncestor reports whether commit a is contained in commit b.
 func (m *Manager) isAncestor(ctx context.Context, gitDir, a, b string) (bool, error) {
-	_, err := m.git(ctx, gitCmd{args: []string{"--git-dir=" + gitDir, "merge-base", "--is-ancestor", "--end-of-options", a, b}})
-	switch {
-	case err == nil:
-		return true, nil
-	case exitCode(err) == 1:
-		return false, nil
-	}
-	return false, err
+	return m.runner().IsAncestor(ctx, gitDir, a, b)
 }
 
 // mirror returns the bare mirror of url under the runner's folder, created
