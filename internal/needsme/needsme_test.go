@@ -345,3 +345,74 @@ func TestOnlyWhatTheCallerMayRead(t *testing.T) {
 		}
 	})
 }
+
+// TestTruncatedWhenOneQueryHasEveryRow: when every wait is a question (or
+// every one a flow), that one query alone holds more rows than the limit:
+// the list still has the limit's oldest and says it is truncated; at
+// exactly the limit it is whole.
+func TestTruncatedWhenOneQueryHasEveryRow(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		w := newWorld(t, s)
+		w.org("acme")
+		w.project("acme", "QS")
+		w.project("acme", "FS")
+		var qs, fs []string
+		for m := range 4 {
+			qs = append(qs, "question "+w.question("QS", fmt.Sprintf("q%d", m), m, true, false))
+		}
+		for m := range 4 {
+			k, _ := w.flow("FS", "triage", flow.StatusWaiting, flow.WaitApproval, 10+m, "")
+			fs = append(fs, "approval "+k)
+		}
+		ann := principal{sub: "ann"}
+		w.member("acme", "QS", "ann", "viewer")
+		for _, c := range []struct {
+			name string
+			p    access.Principal
+			want []string
+		}{{"questions", ann, qs}, {"flows", principal{sub: "fay"}, fs}} {
+			if c.name == "flows" {
+				w.member("acme", "FS", "fay", "viewer")
+			}
+			if l := w.list(c.p, 3); !slices.Equal(keys(l), c.want[:3]) || !l.Truncated {
+				t.Errorf("%s, limit 3: %v (truncated %v), want %v truncated", c.name, keys(l), l.Truncated, c.want[:3])
+			}
+			if l := w.list(c.p, 4); !slices.Equal(keys(l), c.want) || l.Truncated {
+				t.Errorf("%s, limit 4: %v (truncated %v), want %v whole", c.name, keys(l), l.Truncated, c.want)
+			}
+		}
+	})
+}
+
+// TestFinishedFlowsDoNotWaitWhateverTheirWait: a flow that is done, failed
+// or stopped is not listed even if its last wait (approval, review, merge)
+// is still on its row.
+func TestFinishedFlowsDoNotWaitWhateverTheirWait(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		w := newWorld(t, s)
+		w.org("acme")
+		w.project("acme", "ACME")
+		for _, st := range []string{flow.StatusDone, flow.StatusFailed, flow.StatusStopped, flow.StatusRunning} {
+			w.flow("ACME", "triage", st, flow.WaitApproval, 1, "")
+			w.flow("ACME", "merge", st, flow.WaitMerge, 1, "")
+		}
+		if l := w.list(platform, 10); len(l.Items) != 0 {
+			t.Errorf("finished or running flows listed: %v", keys(l))
+		}
+	})
+}
+
+// TestAQuestionOfExactly200CharactersIsWhole: the detail cuts a question's
+// first line after 200 characters; one of exactly 200 is whole, without "…".
+func TestAQuestionOfExactly200CharactersIsWhole(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		w := newWorld(t, s)
+		w.org("acme")
+		w.project("acme", "ACME")
+		text := strings.Repeat("é", 200)
+		w.question("ACME", text, 1, true, false)
+		if l := w.list(platform, 10); len(l.Items) != 1 || l.Items[0].Detail != "Blocking question: "+text {
+			t.Errorf("a question of 200 characters: %+v", l.Items)
+		}
+	})
+}
