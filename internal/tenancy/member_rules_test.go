@@ -219,3 +219,50 @@ func TestOrganizationInputIsChecked(t *testing.T) {
 		}
 	})
 }
+
+// TestFindOrganizationFindsThatOneOrNone: an organization is found by its
+// slug or its id, never another one; an unknown reference is not found
+// while others exist; a listed organization has its times.
+func TestFindOrganizationFindsThatOneOrNone(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, st store.Store) {
+		w := newWorld(t, st)
+		ctx := context.Background()
+		globex, err := w.svc.CreateOrganization(ctx, alice, OrganizationInput{Slug: "globex", Name: "Globex"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ref := range []string{"globex", globex.ID} {
+			if o, err := w.svc.FindOrganization(ctx, ref); err != nil || o.ID != globex.ID || o.CreatedAt.IsZero() || !o.UpdatedAt.Equal(globex.UpdatedAt) {
+				t.Errorf("find %s: %+v %v, want globex", ref, o, err)
+			}
+		}
+		if o, err := w.svc.FindOrganization(ctx, "acme"); err != nil || o.ID != w.org.ID {
+			t.Errorf("find acme: %+v %v", o, err)
+		}
+		if o, err := w.svc.FindOrganization(ctx, "nope"); apperr.Code(err) != apperr.NotFound {
+			t.Errorf("find an unknown organization: %+v %v, want not found", o, err)
+		}
+	})
+}
+
+// TestEveryPlatformPauseMovesItsVersionByOne: pausing and resuming each
+// move the platform's version by one, as GetPlatform reads it.
+func TestEveryPlatformPauseMovesItsVersionByOne(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, st store.Store) {
+		w := newWorld(t, st)
+		ctx := context.Background()
+		p0, err := w.svc.GetPlatform(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, paused := range []bool{true, false, true} {
+			if _, err := w.svc.SetPlatformPaused(ctx, alice, paused); err != nil {
+				t.Fatal(err)
+			}
+			p, err := w.svc.GetPlatform(ctx)
+			if err != nil || p.Paused != paused || p.Version != p0.Version+int64(i+1) {
+				t.Errorf("after step %d: %+v %v, want paused %v version %d", i, p, err, paused, p0.Version+int64(i+1))
+			}
+		}
+	})
+}
