@@ -31,6 +31,10 @@ func TestTokenInputIsChecked(t *testing.T) {
 		{"a runner token with a role", TokenInput{Name: "r", Kind: KindRunner, Role: "admin"}, "role"},
 		{"33 scopes", api("s", make([]string, 33)...), "at most 32 scopes"},
 		{"a scope twice", api("s", string(access.TrackerRead), string(access.TrackerRead)), "listed twice"},
+		{"a runner token with another scope", TokenInput{Name: "r", Kind: KindRunner, Scopes: []string{string(access.TrackerRead)}}, "only scope"},
+		{"a runner token with its scope", TokenInput{Name: "r", Kind: KindRunner, Scopes: []string{ScopeRunner}}, ""},
+		{"platform.admin on a member token", api("s", string(access.PlatformAdmin)), "platform_admin tokens only"},
+		{"platform.admin on a platform_admin token", TokenInput{Name: "p", Role: RolePlatformAdmin, Scopes: []string{string(access.PlatformAdmin)}}, ""},
 		{"an unknown scope", api("s", "nope"), strings.Join([]string{string(access.Scoped[0]), string(access.Scoped[1])}, ", ")},
 	} {
 		_, err := c.in.validate()
