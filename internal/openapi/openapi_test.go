@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/ballet/ballet/internal/strictjson"
-	)
+)
 
 type inner struct {
 	A string `json:"a"`
