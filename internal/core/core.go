@@ -186,7 +186,7 @@ func New(o Options) (*Core, error) {
 	}, c.ID, job.NewMetrics(reg))
 	reg.MustRegister(job.NewQueueCollector(st))
 	c.Feed = feed.New(st, clk, log.With("component", "feed"), feed.Config{Interval: cfg.Events.TailInterval.Duration})
-	c.Applier = &transition.Applier{Store: st, Clock: clk}
+	c.Applier = &transition.Applier{Store: st, Clock: clk, MaxAttempts: cfg.Jobs.MaxAttempts}
 
 	// The domains. The flow engine's hooks into tenancy and the tracker
 	// are pure, so they are given here, before the engine itself.
@@ -219,7 +219,7 @@ func New(o Options) (*Core, error) {
 	})
 	c.Reconciler = reconcile.New(st, clk, log.With("component", "reconciler"), c.Flows, c.Runs, reconcile.Config{
 		Interval: cfg.Reconciler.Interval.Duration, Slack: cfg.Reconciler.Slack.Duration,
-		Release: c.Flows.Release, Metrics: reconcile.NewMetrics(reg), WakeJobs: c.Jobs.Notify,
+		Release: c.Flows.Release, Metrics: reconcile.NewMetrics(reg), WakeJobs: c.Jobs.Notify, MaxAttempts: cfg.Jobs.MaxAttempts,
 	})
 	c.leading = func() bool { return true }
 	if st.Engine() == "rqlite" {

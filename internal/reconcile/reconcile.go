@@ -84,6 +84,9 @@ type Config struct {
 	// to wait is gone (flow.Service.Release: it re-checks both, and reports
 	// whether it released). Nil skips rule 5.
 	Release func(ctx context.Context, flowID string) (bool, error)
+	// MaxAttempts is how often a step queued again runs before it is dead
+	// ([jobs] max_attempts; job.DefaultMaxAttempts when ≤ 0).
+	MaxAttempts int
 	// Metrics records repairs and pass durations; nil records nothing.
 	Metrics *Metrics
 	// WakeJobs is called after a lost step was queued again (the job
