@@ -290,6 +290,10 @@ type Runs struct {
 	// LogLimit is how many bytes of a run's session output Core keeps
 	// (8 MiB); the rest is dropped and the truncation marked.
 	LogLimit int64 `toml:"log_limit"`
+	// RunnerRetention: a runner not seen for longer is removed by the
+	// reconciler (event runner.removed) (24h); one that comes back
+	// registers again.
+	RunnerRetention Duration `toml:"runner_retention"`
 }
 
 // DefaultLogLimit is [runs] log_limit's default.
@@ -358,8 +362,9 @@ func Default() Config {
 		Reconciler: Reconciler{Interval: Duration{time.Minute}, Slack: Duration{5 * time.Minute}},
 		Leader:     Leader{TTL: Duration{15 * time.Second}, Renew: Duration{5 * time.Second}},
 		Scheduler:  Scheduler{Interval: Duration{10 * time.Second}},
-		Runs:       Runs{Grace: Duration{2 * time.Minute}, UnclaimedAfter: Duration{2 * time.Minute}, LogLimit: DefaultLogLimit},
-		Budgets:    Budgets{Timezone: "UTC"},
+		Runs: Runs{Grace: Duration{2 * time.Minute}, UnclaimedAfter: Duration{2 * time.Minute}, LogLimit: DefaultLogLimit,
+			RunnerRetention: Duration{24 * time.Hour}},
+		Budgets: Budgets{Timezone: "UTC"},
 		Events: Events{TailInterval: Duration{200 * time.Millisecond}, AuthRecheck: Duration{time.Minute},
 			PingInterval: Duration{30 * time.Second}, PingTimeout: Duration{10 * time.Second}},
 		Auth: Auth{PlatformAdmins: []string{}, SessionTTL: Duration{12 * time.Hour}},

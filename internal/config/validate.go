@@ -153,6 +153,11 @@ func (r Runs) validate(p *problems) {
 	if r.LogLimit < 1024 || r.LogLimit > 1<<30 {
 		p.bad("log_limit", "%d is outside 1024 … 1073741824 (bytes)", r.LogLimit)
 	}
+	if d := r.RunnerRetention.Duration; d < time.Hour || d > 365*24*time.Hour {
+		p.bad("runner_retention", "%s is outside 1h … 8760h", r.RunnerRetention)
+	} else if d <= r.Grace.Duration {
+		p.bad("runner_retention", "%s must be longer than runs.grace (%s)", r.RunnerRetention, r.Grace)
+	}
 }
 
 func (b Budgets) validate(p *problems) {

@@ -220,6 +220,7 @@ func New(o Options) (*Core, error) {
 	c.Reconciler = reconcile.New(st, clk, log.With("component", "reconciler"), c.Flows, c.Runs, reconcile.Config{
 		Interval: cfg.Reconciler.Interval.Duration, Slack: cfg.Reconciler.Slack.Duration,
 		Release: c.Flows.Release, Metrics: reconcile.NewMetrics(reg), WakeJobs: c.Jobs.Notify, MaxAttempts: cfg.Jobs.MaxAttempts,
+		RunnerRetention: cfg.Runs.RunnerRetention.Duration,
 	})
 	c.leading = func() bool { return true }
 	if st.Engine() == "rqlite" {
@@ -250,6 +251,7 @@ func New(o Options) (*Core, error) {
 	c.API.Add((&server.Pipelines{V: c.Pipelines}).Routes()...)
 	c.API.Add((&server.Items{T: c.Tracker, Flows: c.Flows}).Routes()...)
 	c.API.Add((&server.Tokens{S: tokens}).Routes()...)
+	c.API.Add((&server.History{Store: st, Tokens: tokens}).Routes()...)
 	browser := &auth.Sessions{Auth: c.Auth, Applier: c.Applier, TTL: cfg.Auth.SessionTTL.Duration}
 	c.API.Add((&server.Session{S: browser}).Routes()...)
 	if cfg.Auth.OIDCClientID != "" {
