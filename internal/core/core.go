@@ -203,7 +203,7 @@ func New(o Options) (*Core, error) {
 
 	// The flow engine, its job handlers and its metrics.
 	c.Flows = &flow.Service{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "flow"),
-		Tenancy: c.Tenancy, Tracker: c.Tracker, Pipelines: c.Pipelines, Runs: c.Runs, Forges: forges(cfg.Storage.Path, clk),
+		Tenancy: c.Tenancy, Tracker: c.Tracker, Pipelines: c.Pipelines, Runs: c.Runs, Forges: Forges(filepath.Join(filepath.Dir(cfg.Storage.Path), "git-cache"), clk),
 		Budget: &budget.Service{Store: st, Clock: clk, Location: loc}, UnclaimedAfter: cfg.Runs.UnclaimedAfter.Duration,
 		RunnerGrace: cfg.Runs.Grace.Duration, Knowledge: c.Knowledge, KnowledgeWait: cfg.Knowledge.Wait.Duration}
 	if gitforge.TestBuild {
@@ -307,14 +307,14 @@ func bootstrapToken(cfg config.Auth, dbPath string, log *slog.Logger) (string, e
 	return token, nil
 }
 
-// forges returns the forge of each repository kind: plain git keeps its
-// mirrors in git-cache next to the SQLite database; Gitea and GitHub are
+// Forges returns the forge of each repository kind (forge.Kinds): plain
+// git keeps its mirrors in gitCache (Core's: git-cache next to the SQLite
+// database); Gitea and GitHub are
 // API clients, one each (the Gitea client remembers which pull requests it
 // saw unmergeable), reading credentials from Core's environment
 // (repository.credentials_ref env:NAME) at every call, so a rotated secret
 // is used at once.
-func forges(dbPath string, clk clock.Clock) flow.Forges {
-	gitCache := filepath.Join(filepath.Dir(dbPath), "git-cache")
+func Forges(gitCache string, clk clock.Clock) flow.Forges {
 	byKind := map[string]forge.Forge{
 		forge.KindGit:    gitforge.ForBuild(gitCache),
 		forge.KindGitea:  gitea.New(gitea.Options{Clock: clk}),
