@@ -10,6 +10,7 @@ import (
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/tenancy"
 )
 
 // History serves the histories of the entities that are neither items nor
@@ -32,8 +33,8 @@ func (h *History) Routes() []*Route {
 		{Method: "GET", Path: "/api/v1/orgs/{org}/events", Perm: access.MemberManage,
 			Summary:  "An organization's own history: the events of no project (the organization, its members, its tokens) in seq order (after, limit 1–1000)",
 			Response: EventPage{}, Handle: h.orgEvents},
-		{Method: "GET", Path: "/api/v1/platform/events", Perm: access.PlatformAdmin,
-			Summary:  "The platform's history: the events of no organization (the kill switch and limit, runners, browser sessions, platform tokens) in seq order (after, limit 1–1000)",
+		{Method: "GET", Path: "/api/v1/platform/events", Perm: access.Authenticated,
+			Summary:  "The platform's history in seq order (after, limit 1–1000): the kill switch and limit for everyone who can read the platform; platform admins also read the other events of no organization (runners, browser sessions, platform tokens)",
 			Response: EventPage{}, Handle: h.platformEvents},
 		{Method: "GET", Path: "/api/v1/runners/{runner}/events", Perm: access.PlatformAdmin,
 			Summary:  "A runner's history (registered, updated, removed), also after its removal, in seq order (after, limit 1–1000)",
@@ -52,11 +53,17 @@ func (h *History) orgEvents(r *Request) (any, error) {
 	return h.list(r, event.Filter{OrganizationID: o.ID, OrganizationOnly: true})
 }
 
+// platformEvents reads the platform's history with the authorization of
+// each entity in it: the platform itself (the kill switch, the limit) is
+// everyone's to read, as GET /api/v1/platform is; runners, browser sessions
+// and platform tokens are the platform admins'.
 func (h *History) platformEvents(r *Request) (any, error) {
-	if err := r.Check("", ""); err != nil {
-		return nil, err
+	r.Checked()
+	f := event.Filter{PlatformOnly: true}
+	if !r.Principal.PlatformAdmin {
+		f.EntityType = event.EntityOf[tenancy.PlatformPaused]()
 	}
-	return h.list(r, event.Filter{PlatformOnly: true})
+	return h.list(r, f)
 }
 
 func (h *History) runnerEvents(r *Request) (any, error) {

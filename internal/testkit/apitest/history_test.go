@@ -11,6 +11,7 @@ import (
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/server"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/testkit/apitest"
 	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
@@ -194,4 +195,42 @@ func writeEveryEventType(t *testing.T, w *flowWorld) {
 	if _, err := w.Core.Runs.RemoveGoneRunners(ctx, time.Now().Add(day), day); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestPlatformHistoryKeepsEachEntitysAuthorization: the platform's history
+// has the kill switch for everyone who can read the platform, but a
+// runner's registration, a browser session and a platform token only for
+// platform admins (for anyone else they are not there at all).
+func TestPlatformHistoryKeepsEachEntitysAuthorization(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		e := apitest.New(t, s)
+		member := e.RoleToken(e.Org("acme"), "member")
+		e.NewRunner("r1")
+		var tk struct{ Token string }
+		e.Admin(201, "POST", "/api/v1/tokens", map[string]any{"name": "platform", "role": "platform_admin"}).JSON(t, &tk)
+		b := e.Browser("")
+		b.SignIn(tk.Token)
+		e.Admin(200, "POST", "/api/v1/platform/pause", nil)
+		e.Admin(200, "POST", "/api/v1/platform/resume", nil)
+		types := func(token string) []string {
+			t.Helper()
+			var page server.EventPage
+			e.Must(200, token, "GET", "/api/v1/platform/events", nil).JSON(t, &page)
+			var out []string
+			for _, ev := range page.Events {
+				out = append(out, ev.Type)
+			}
+			slices.Sort(out)
+			return slices.Compact(out)
+		}
+		if got, want := types(member), []string{"platform.paused", "platform.resumed"}; !slices.Equal(got, want) {
+			t.Errorf("a member reads %v in the platform's history, want %v", got, want)
+		}
+		got := types(tk.Token)
+		for _, want := range []string{"platform.paused", "runner.registered", "session.started", "token.created"} {
+			if !slices.Contains(got, want) {
+				t.Errorf("a platform admin reads %v in the platform's history, without %s", got, want)
+			}
+		}
+	})
 }
