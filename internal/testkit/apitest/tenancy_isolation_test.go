@@ -37,6 +37,7 @@ type tenant struct {
 	live                apitest.LeasedRun // a running run (its token for MCP)
 	inputTokens         int64
 	entryIDs, tokenIDs  []string
+	runner              string // the shared runner's id
 	runIDs, questionIDs []string
 }
 
@@ -149,6 +150,14 @@ var coreReads = map[string]tenancyRead{
 	"GET /api/v1/platform": {path: fixedPath("/api/v1/platform"), neutral: "the platform's switches, no organization's"},
 	"GET /api/v1/runners": {path: fixedPath("/api/v1/runners"),
 		neutral: "runners are the platform's, shared by every organization: none is a tenant's row"},
+	"GET /api/v1/orgs/{org}/events": {path: func(t *tenant) string { return "/api/v1/orgs/" + t.slug + "/events?limit=1000" }},
+	"GET /api/v1/platform/events": {path: fixedPath("/api/v1/platform/events?limit=1000"),
+		neutral: "the platform's history (its switches): no organization's row"},
+	"GET /api/v1/runners/{runner}/events": {path: func(t *tenant) string { return "/api/v1/runners/" + t.runner + "/events?limit=1000" },
+		token:   func(*tenant) string { return apitest.BootstrapToken },
+		neutral: "the shared runner's history, read by the platform admin: the platform's, no organization's"},
+	"GET /api/v1/tokens/{id}/events": {path: func(t *tenant) string { return "/api/v1/tokens/" + t.tokenIDs[0] + "/events?limit=1000" },
+		token: func(*tenant) string { return apitest.BootstrapToken }},
 }
 
 // knowledgeReads has an entry for every GET route of the Knowledge
@@ -239,6 +248,7 @@ func (w *tenancyWorld) seed(ten *tenant) {
 	t, m := w.T, ten.marker
 	repo := apitest.NewGitRepo(t)
 	ten.orgID = w.Org(ten.slug)
+	ten.runner = w.runner.ID
 	var p struct{ ID string }
 	w.Admin(201, "POST", "/api/v1/orgs/"+ten.slug+"/projects", map[string]any{"key": ten.key, "name": "Project " + m,
 		"repository": map[string]any{"forge": "git", "url": repo.Bare, "default_branch": "main"}}).JSON(t, &p)
