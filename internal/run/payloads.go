@@ -81,3 +81,12 @@ type RunnerUpdated struct {
 	Draining bool   `json:"draining"`
 	Problem  string `json:"problem"`
 }
+
+// RunUsageRecorded is the payload of run.usage_recorded: the run's runner
+// reported usage beyond what was recorded (POST /runs/{run}/usage, or a
+// finish of a run that had ended already). Usage is the run's new total;
+// Status the run's status then.
+type RunUsageRecorded struct {
+	Status string `json:"status"`
+	Usage  Usage  `json:"usage"`
+}
