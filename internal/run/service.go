@@ -180,4 +180,3 @@ func (s *Service) ForFlowStep(ctx context.Context, flowID string, step int) (Run
 func (s *Service) List(ctx context.Context, itemID string) ([]Run, error) {
 	return queryRuns(ctx, s.store, `r.item_id = ? ORDER BY r.created_at, r.id`, itemID)
 }
-

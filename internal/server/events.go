@@ -56,6 +56,7 @@ var EventPayloads = map[string]any{
 	"run.reported":         run.RunReported{},
 	"run.question_asked":   run.RunQuestionAsked{},
 	"run.finished":         run.RunFinished{},
+	"run.usage_recorded":   run.RunUsageRecorded{},
 	"run.cancelled":        run.RunCancelled{},
 	"run.cancel_requested": run.RunCancelRequested{},
 
