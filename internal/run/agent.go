@@ -88,7 +88,7 @@ func (s *Service) Report(ctx context.Context, runID string, in ReportInput) (Run
 		now := s.now()
 		out.Outcome, out.Report, out.UpdatedAt, out.Version = in.Outcome, in.Summary, now, r.Version+1
 		return &transition.Transition{
-			Events: []event.Event{newEvent(r, actorOf(r.ID), "reported", RunReported{Outcome: in.Outcome, Summary: in.Summary})},
+			Events: []event.Event{newEvent(r, actorOf(r.ID), RunReported{Outcome: in.Outcome, Summary: in.Summary})},
 			Guarded: []store.Statement{store.Stmt(`UPDATE runs SET outcome = ?, report = ?, updated_at = ?, version = version + 1
 WHERE id = ? AND version = ? AND status = 'running' AND cancel_requested = 0 AND outcome IS NULL`, in.Outcome, in.Summary, now.UnixMilli(), r.ID, r.Version)},
 		}, nil
@@ -127,7 +127,7 @@ func (s *Service) AskQuestion(ctx context.Context, runID, text string, blocking 
 		}
 		now := s.now()
 		return &transition.Transition{
-			Events: []event.Event{newEvent(r, actorOf(r.ID), "question_asked", RunQuestionAsked{Text: text, Blocking: true})},
+			Events: []event.Event{newEvent(r, actorOf(r.ID), RunQuestionAsked{Text: text, Blocking: true})},
 			Guarded: []store.Statement{store.Stmt(`UPDATE runs SET blocking_question = 1, updated_at = ?, version = version + 1
 WHERE id = ? AND version = ? AND status = 'running'`, now.UnixMilli(), r.ID, r.Version)},
 		}, nil

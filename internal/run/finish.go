@@ -164,7 +164,7 @@ func (s *Service) usageTransition(r Run, actor event.Actor, u Usage, out *Run) *
 	at := now.UnixMilli()
 	out.Usage, out.UpdatedAt, out.Version = next, now, r.Version+1
 	return &transition.Transition{
-		Events: []event.Event{newEvent(r, actor, "usage_recorded", RunUsageRecorded{Status: r.Status, Usage: next})},
+		Events: []event.Event{newEvent(r, actor, RunUsageRecorded{Status: r.Status, Usage: next})},
 		Guarded: []store.Statement{store.Stmt(`UPDATE runs SET input_tokens = ?, output_tokens = ?, cache_read_tokens = ?, cache_write_tokens = ?,
 cost_micros = ?, updated_at = ?, version = version + 1 WHERE id = ? AND version = ?`,
 			next.InputTokens, next.OutputTokens, next.CacheReadTokens, next.CacheWriteTokens, toMicros(next.CostUSD), at, r.ID, r.Version)},
@@ -198,7 +198,7 @@ WHERE id = ? AND version = ? AND status = 'running'`,
 	*out = r
 	out.Status, out.ExitStatus, out.Error, out.Usage, out.FinishedAt, out.UpdatedAt, out.Version = status, exit, errText, usage, &now, now, r.Version+1
 	t := &transition.Transition{
-		Events: []event.Event{newEvent(r, actor, "finished", RunFinished{Status: status, Outcome: r.Outcome,
+		Events: []event.Event{newEvent(r, actor, RunFinished{Status: status, Outcome: r.Outcome,
 			ExitStatus: exit, Error: errText, Usage: usage, BlockingQuestion: r.BlockingQuestion})},
 		Guarded: []store.Statement{update},
 		Jobs:    s.finished(*out),

@@ -139,7 +139,7 @@ func (s *Service) leaseOnce(ctx context.Context, c RunnerCaller, rn Runner, adap
 			exp := now.Add(RunTokenTTL)
 			secret, tok, issue := auth.Issue(c.Actor, auth.KindRun, "run "+r.ID, r.OrganizationID, "", []string{scopeOf(r.ID)}, &exp, now)
 			at := now.UnixMilli()
-			started := newEvent(r, c.Actor, "started", RunStarted{RunnerID: rn.ID, Runner: rn.Name, TokenID: tok.ID,
+			started := newEvent(r, c.Actor, RunStarted{RunnerID: rn.ID, Runner: rn.Name, TokenID: tok.ID,
 				Stage: r.Stage, Step: r.Step})
 			t := &transition.Transition{
 				Events: []event.Event{started},
@@ -181,7 +181,7 @@ func (s *Service) failQueued(r Run, reason string, now time.Time) *transition.Tr
 	version := r.Version
 	r.Status, r.Error, r.FinishedAt, r.UpdatedAt, r.Version = StatusFailed, reason, &now, now, r.Version+1
 	return &transition.Transition{
-		Events: []event.Event{newEvent(r, event.System, "finished", RunFinished{Status: StatusFailed, Error: reason})},
+		Events: []event.Event{newEvent(r, event.System, RunFinished{Status: StatusFailed, Error: reason})},
 		Guarded: []store.Statement{store.Stmt(`UPDATE runs SET status = 'failed', error = ?, finished_at = ?, updated_at = ?, version = version + 1
 WHERE id = ? AND version = ? AND status = 'queued'`, reason, at, at, r.ID, version)},
 		Jobs: s.finished(r),
