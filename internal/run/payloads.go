@@ -11,7 +11,7 @@ import (
 
 // Events are the payload types of the events the run domain writes.
 var Events = []event.Payload{RunCreated{}, RunStarted{}, RunReported{}, RunQuestionAsked{}, RunFinished{}, RunCancelled{},
-	RunCancelRequested{}, RunnerRegistered{}, RunnerUpdated{}, RunnerRemoved{}}
+	RunCancelRequested{}, RunUsageRecorded{}, RunnerRegistered{}, RunnerUpdated{}, RunnerRemoved{}}
 
 func (RunCreated) EventType() string         { return "run.created" }
 func (RunStarted) EventType() string         { return "run.started" }
@@ -20,6 +20,7 @@ func (RunQuestionAsked) EventType() string   { return "run.question_asked" }
 func (RunFinished) EventType() string        { return "run.finished" }
 func (RunCancelled) EventType() string       { return "run.cancelled" }
 func (RunCancelRequested) EventType() string { return "run.cancel_requested" }
+func (RunUsageRecorded) EventType() string   { return "run.usage_recorded" }
 func (RunnerRegistered) EventType() string   { return "runner.registered" }
 func (RunnerUpdated) EventType() string      { return "runner.updated" }
 func (RunnerRemoved) EventType() string      { return "runner.removed" }
@@ -101,6 +102,15 @@ type RunnerRegistered struct {
 type RunnerUpdated struct {
 	Draining bool   `json:"draining"`
 	Problem  string `json:"problem"`
+}
+
+// RunUsageRecorded is the payload of run.usage_recorded: the run's runner
+// reported usage beyond what was recorded (POST /runs/{run}/usage, or a
+// finish of a run that had ended already). Usage is the run's new total;
+// Status the run's status then.
+type RunUsageRecorded struct {
+	Status string `json:"status"`
+	Usage  Usage  `json:"usage"`
 }
 
 // RunnerRemoved is the payload of runner.removed: the reconciler removed a
