@@ -17,6 +17,7 @@ import (
 	"github.com/ballet/ballet/internal/runner"
 	"github.com/ballet/ballet/internal/runner/protocol"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/testkit/agenttest"
 	"github.com/ballet/ballet/internal/testkit/apitest"
 	"github.com/ballet/ballet/internal/testkit/storetest"
 )
@@ -301,6 +302,7 @@ func TestRealCore(t *testing.T) {
 	for _, cli := range bothCLIs {
 		t.Run("done/"+cli, func(t *testing.T) {
 			t.Parallel()
+			agenttest.ByName(cli).Path(t)
 			w := w.in(t)
 			tag := "done-" + cli
 			key := w.ticket(pipelineOf(cli), fakemodel.Marker("report-done", "content="+tag, "tag="+tag))
@@ -364,6 +366,7 @@ func TestRealCore(t *testing.T) {
 	for _, cli := range bothCLIs {
 		t.Run("question/"+cli, func(t *testing.T) {
 			t.Parallel()
+			agenttest.ByName(cli).Path(t)
 			w := w.in(t)
 			tag := "question-" + cli
 			key := w.ticket(pipelineOf(cli), fakemodel.Marker("ask", "question=Which_colour?", "answer=teal", "tag="+tag))
