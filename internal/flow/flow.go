@@ -267,6 +267,13 @@ func (s *Service) Start(ctx context.Context, actor event.Actor, itemRef string) 
 		if it.State != "ready" {
 			return nil, apperr.New(apperr.Conflict, "%s is %s: only a ready ticket can start", it.Key, it.State)
 		}
+		open, err := s.Tracker.OpenBlockers(ctx, it)
+		if err != nil {
+			return nil, err
+		}
+		if err := blockedStart(it.Key, open); err != nil {
+			return nil, err
+		}
 		p, err := s.Tenancy.FindProject(ctx, it.ProjectID)
 		if err != nil {
 			return nil, err
@@ -294,7 +301,7 @@ func (s *Service) Start(ctx context.Context, actor event.Actor, itemRef string) 
 		}
 		t := &transition.Transition{Events: []event.Event{flowEvent(actor, f, &FlowStarted{Ticket: it.Key, Pipeline: pv.Name, PipelineVersion: pv.Version})}}
 		return t.Add(move, transition.Transition{
-			Guarded: []store.Statement{store.Stmt(`INSERT INTO flows (id, organization_id, project_id, item_id, pipeline, pipeline_version, definition,
+			Guarded: []store.Statement{tracker.Unblocked(it), store.Stmt(`INSERT INTO flows (id, organization_id, project_id, item_id, pipeline, pipeline_version, definition,
 stage, iteration, max_iterations, step, status, waiting, run_id, outcome, report, outcome_stage, pull_request, started_at, updated_at,
 finished_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, 1, 'running', NULL, NULL, NULL, NULL, NULL, NULL, ?, ?, NULL, 1) ON CONFLICT DO NOTHING`,
 				f.ID, f.OrganizationID, f.ProjectID, f.ItemID, f.Pipeline, f.PipelineVersion, string(def), f.Stage, f.MaxIterations,
@@ -303,6 +310,20 @@ finished_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, 1, 'running', NULL, 
 		}), nil
 	})
 	return out, err
+}
+
+// blockedStart refuses to start a ticket that items still block (it or
+// its epic), naming each and its state: the scheduler would not start it
+// either.
+func blockedStart(key string, open []tracker.OpenBlocker) error {
+	if len(open) == 0 {
+		return nil
+	}
+	names := make([]string, len(open))
+	for i, b := range open {
+		names[i] = b.Key + " (" + b.State + ")"
+	}
+	return apperr.New(apperr.Conflict, "%s is blocked by %s: it can start once each is done or cancelled", key, strings.Join(names, ", "))
 }
 
 // ListFilter selects flows of a project.

@@ -56,7 +56,7 @@ func (h *Flows) Routes() []*Route {
 		{Method: "GET", Path: "/api/v1/items/{item}/flow", Perm: access.TrackerRead, Summary: "The ticket's flow (404 before it started)",
 			Response: FlowView{}, Handle: h.get},
 		{Method: "POST", Path: "/api/v1/items/{item}/flow/start", Perm: access.RunManage,
-			Summary: "Start the pipeline of a ready ticket (409 when it is not ready or its flow is still active)", Response: FlowView{}, Handle: h.start},
+			Summary: "Start the pipeline of a ready ticket (409 when it is not ready, its flow is still active, or an open item blocks it or its epic, naming each)", Response: FlowView{}, Handle: h.start},
 		{Method: "POST", Path: "/api/v1/items/{item}/flow/approve", Perm: access.TrackerWrite,
 			Summary: "Approve the human stage the flow waits on (409 when it does not wait for an approval)", Request: Decision{}, OptionalBody: true, Response: FlowView{}, Handle: h.decide(true)},
 		{Method: "POST", Path: "/api/v1/items/{item}/flow/reject", Perm: access.TrackerWrite,

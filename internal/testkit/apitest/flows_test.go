@@ -385,3 +385,50 @@ func TestFlowRunsOnThePinnedVersion(t *testing.T) {
 		}
 	})
 }
+
+// TestStartRefusesABlockedTicket: starting a ready ticket that an open item
+// blocks, directly or through its epic, is a 409 naming each blocker and
+// its state, and changes nothing; once none is open (removed, done or
+// cancelled) it starts.
+func TestStartRefusesABlockedTicket(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		e := apitest.New(t, s)
+		e.Org("acme")
+		e.Project("acme", "ACME")
+		create := func(body map[string]any) string {
+			var it struct{ Key string }
+			e.Admin(201, "POST", "/api/v1/projects/ACME/items", body).JSON(t, &it)
+			return it.Key
+		}
+		epic := create(map[string]any{"type": "epic", "title": "E"})
+		key := create(map[string]any{"type": "task", "title": "A", "epic": epic, "acceptance_criteria": "it works", "state": "ready"})
+		own := create(map[string]any{"type": "task", "title": "B"})
+		epics := create(map[string]any{"type": "task", "title": "C", "state": "ready"})
+		e.Admin(201, "POST", "/api/v1/items/"+key+"/blockers/"+own, nil)
+		e.Admin(201, "POST", "/api/v1/items/"+epic+"/blockers/"+epics, nil)
+		var before struct{ Version int64 }
+		e.Admin(200, "GET", "/api/v1/items/"+key, nil).JSON(t, &before)
+		var refused struct{ Error struct{ Code, Message string } }
+		e.Admin(409, "POST", "/api/v1/items/"+key+"/flow/start", nil).JSON(t, &refused)
+		want := key + " is blocked by " + own + " (backlog), " + epics + " (ready)"
+		if refused.Error.Code != "conflict" || !strings.Contains(refused.Error.Message, want) {
+			t.Fatalf("refusal %+v, want a conflict saying %q", refused.Error, want)
+		}
+		var after struct {
+			State   string
+			Version int64
+		}
+		e.Admin(200, "GET", "/api/v1/items/"+key, nil).JSON(t, &after)
+		if after.State != "ready" || after.Version != before.Version {
+			t.Fatalf("after the refusal the ticket is %+v", after)
+		}
+		e.Admin(404, "GET", "/api/v1/items/"+key+"/flow", nil)
+
+		e.Admin(204, "DELETE", "/api/v1/items/"+key+"/blockers/"+own, nil)
+		e.Admin(409, "POST", "/api/v1/items/"+key+"/flow/start", nil) // its epic's blocker is still open
+		var bl struct{ Version int64 }
+		e.Admin(200, "GET", "/api/v1/items/"+epics, nil).JSON(t, &bl)
+		e.Admin(200, "PATCH", "/api/v1/items/"+epics, map[string]any{"version": bl.Version, "state": "cancelled"})
+		e.Admin(200, "POST", "/api/v1/items/"+key+"/flow/start", nil)
+	})
+}
