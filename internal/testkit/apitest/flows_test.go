@@ -408,7 +408,9 @@ func TestStartRefusesABlockedTicket(t *testing.T) {
 		e.Admin(201, "POST", "/api/v1/items/"+epic+"/blockers/"+epics, nil)
 		var before struct{ Version int64 }
 		e.Admin(200, "GET", "/api/v1/items/"+key, nil).JSON(t, &before)
-		var refused struct{ Error struct{ Code, Message string } }
+		var refused struct {
+			Error struct{ Code, Message string }
+		}
 		e.Admin(409, "POST", "/api/v1/items/"+key+"/flow/start", nil).JSON(t, &refused)
 		want := key + " is blocked by " + own + " (backlog), " + epics + " (ready)"
 		if refused.Error.Code != "conflict" || !strings.Contains(refused.Error.Message, want) {
