@@ -434,3 +434,41 @@ func TestUpReportsAChildDyingAtStart(t *testing.T) {
 		}
 	}
 }
+
+// A second ballet up in another folder, on the ports of one that is up,
+// fails first: exit 1 with the busy port and the key that moves it named,
+// no child started (so no runner blaming its sandbox), nothing written
+// into its folder (no bootstrap token), and the first one unharmed.
+func TestUpSecondInAnotherFolderFailsFirst(t *testing.T) {
+	t.Parallel()
+	first := startUp(t, "")
+	first.line(`^ballet up: Ballet is up`)
+	dir := upConfig(t, first.addr, first.kaddr, "")
+	code, out := runUpToEnd(t, dir)
+	if code != 1 {
+		t.Errorf("exit %d, want 1:\n%s", code, out)
+	}
+	_, port, _ := net.SplitHostPort(first.addr)
+	for _, w := range []string{"ballet up: refusing to start: port " + port + " (Core, " + first.addr + ") is already in use", "[http] addr in ballet.toml"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("the output lacks %q:\n%s", w, out)
+		}
+	}
+	for _, no := range []string{"Ballet is up", "started (pid", "runner |", "bubblewrap", "bwrap"} {
+		if strings.Contains(out, no) {
+			t.Errorf("the output has %q:\n%s", no, out)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() != "ballet.toml" && e.Name() != "knowledge.toml" {
+			t.Errorf("ballet up wrote %s into its folder though it refused to start", e.Name())
+		}
+	}
+	if st := getJSON(t, "http://"+first.addr+"/readyz", "", nil); st != 200 {
+		t.Errorf("the first ballet up's Core after the second's attempt: /readyz %d", st)
+	}
+}
