@@ -2,6 +2,7 @@ package flow
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -43,10 +44,14 @@ type Flow struct {
 	Report          string
 	OutcomeStage    string // the stage that reported Outcome and Report
 	PullRequest     *forge.PullRequest
-	StartedAt       time.Time
-	UpdatedAt       time.Time
-	FinishedAt      *time.Time
-	Version         int64
+	// BranchAhead is how many commits the ticket's branch had ahead of the
+	// default branch after the latest agent stage, as its runner reported
+	// (nil: not known yet).
+	BranchAhead *int
+	StartedAt   time.Time
+	UpdatedAt   time.Time
+	FinishedAt  *time.Time
+	Version     int64
 	// Attention is what the flow needs from a person that its status and
 	// waiting do not say ("" or one of Attentions), derived when it is read.
 	Attention string
@@ -95,7 +100,7 @@ var System = event.Actor{Kind: event.ActorSystem, Sub: "flow"}
 // flowColumns are a flow's own columns: what a step reads of the row it
 // changes.
 const flowColumns = `id, organization_id, project_id, item_id, pipeline, pipeline_version, definition, stage, iteration, max_iterations, step,
-status, COALESCE(waiting, ''), COALESCE(run_id, ''), COALESCE(outcome, ''), COALESCE(report, ''), COALESCE(outcome_stage, ''), COALESCE(pull_request, ''), started_at, updated_at, COALESCE(finished_at, 0), version`
+status, COALESCE(waiting, ''), COALESCE(run_id, ''), COALESCE(outcome, ''), COALESCE(report, ''), COALESCE(outcome_stage, ''), COALESCE(pull_request, ''), started_at, updated_at, COALESCE(finished_at, 0), version, branch_ahead`
 
 // attendedColumns are flowColumns and what attention is derived from (the
 // queued run's age, the capable runners' last heartbeat, the reconciler's
@@ -125,8 +130,9 @@ func (s *Service) scanAttended(rows *store.Rows, i int) (Flow, error) {
 func scanInto(rows *store.Rows, i int, f *Flow, extra ...any) error {
 	var def, pr string
 	var started, updated, finished int64
+	var ahead sql.NullInt64
 	dest := append([]any{&f.ID, &f.OrganizationID, &f.ProjectID, &f.ItemID, &f.Pipeline, &f.PipelineVersion, &def, &f.Stage, &f.Iteration,
-		&f.MaxIterations, &f.Step, &f.Status, &f.Waiting, &f.RunID, &f.Outcome, &f.Report, &f.OutcomeStage, &pr, &started, &updated, &finished, &f.Version},
+		&f.MaxIterations, &f.Step, &f.Status, &f.Waiting, &f.RunID, &f.Outcome, &f.Report, &f.OutcomeStage, &pr, &started, &updated, &finished, &f.Version, &ahead},
 		extra...)
 	if err := rows.Scan(i, dest...); err != nil {
 		return fmt.Errorf("scan flow: %w", err)
@@ -139,6 +145,10 @@ func scanInto(rows *store.Rows, i int, f *Flow, extra ...any) error {
 	}
 	if err := json.Unmarshal([]byte(def), &f.Definition); err != nil {
 		return fmt.Errorf("flow %s definition: %w", f.ID, err)
+	}
+	if ahead.Valid {
+		n := int(ahead.Int64)
+		f.BranchAhead = &n
 	}
 	f.StartedAt, f.UpdatedAt = time.UnixMilli(started).UTC(), time.UnixMilli(updated).UTC()
 	if finished != 0 {
@@ -242,7 +252,10 @@ func (s *Service) now() time.Time { return s.Clock.Now().Truncate(time.Milliseco
 
 // update returns the guarded statement writing next over f (as read).
 func update(f, next Flow, now time.Time) store.Statement {
-	var finished, pr any
+	var finished, pr, ahead any
+	if next.BranchAhead != nil {
+		ahead = *next.BranchAhead
+	}
 	if next.FinishedAt != nil {
 		finished = next.FinishedAt.UnixMilli()
 	}
@@ -251,9 +264,9 @@ func update(f, next Flow, now time.Time) store.Statement {
 		pr = string(b)
 	}
 	return store.Stmt(`UPDATE flows SET stage = ?, iteration = ?, step = ?, status = ?, waiting = ?, run_id = ?, outcome = ?, report = ?,
-outcome_stage = ?, pull_request = ?, updated_at = ?, finished_at = ?, version = version + 1 WHERE id = ? AND version = ?`,
+outcome_stage = ?, pull_request = ?, branch_ahead = ?, updated_at = ?, finished_at = ?, version = version + 1 WHERE id = ? AND version = ?`,
 		next.Stage, next.Iteration, next.Step, next.Status, nullable(next.Waiting), nullable(next.RunID), nullable(next.Outcome),
-		nullable(next.Report), nullable(next.OutcomeStage), pr, now.UnixMilli(), finished, f.ID, f.Version)
+		nullable(next.Report), nullable(next.OutcomeStage), pr, ahead, now.UnixMilli(), finished, f.ID, f.Version)
 }
 
 // Unchanged is the SQL condition that flow f is still at the version read

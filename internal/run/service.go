@@ -525,7 +525,13 @@ type FinishInput struct {
 	ExitStatus *int // required
 	Usage      *Usage
 	Error      string
+	// BranchAhead: the commits the ticket's branch has ahead of the
+	// default branch after the session (nil: not known).
+	BranchAhead *int
 }
+
+// MaxBranchAhead bounds a reported branch_ahead.
+const MaxBranchAhead = 1_000_000
 
 func (in FinishInput) validate() error {
 	var v apperr.Validator
@@ -541,6 +547,9 @@ func (in FinishInput) validate() error {
 		v.Check(!math.IsNaN(u.CostUSD) && u.CostUSD >= 0 && u.CostUSD <= MaxCostUSD, "usage.cost_usd", "must be a number from 0 to %g", float64(MaxCostUSD))
 	}
 	validateText(&v, "error", in.Error, MaxError, false)
+	if in.BranchAhead != nil {
+		v.Check(*in.BranchAhead >= 0 && *in.BranchAhead <= MaxBranchAhead, "branch_ahead", "must be a whole number from 0 to %d", MaxBranchAhead)
+	}
 	return v.Err()
 }
 
@@ -600,6 +609,7 @@ func (s *Service) Finish(ctx context.Context, p *auth.Principal, runID string, i
 			return nil, apperr.New(apperr.Conflict, "run %s is %s: only a running run finishes", r.ID, r.Status)
 		}
 		status, errText := finalStatus(r, *in.ExitStatus, in.Error)
+		r.BranchAhead = in.BranchAhead
 		return s.finishTransition(ctx, r, actorOf(r.ID), status, in.ExitStatus, errText, usage, false, false, &out)
 	})
 	if err != nil {
@@ -624,10 +634,10 @@ func (s *Service) finishTransition(ctx context.Context, r Run, actor event.Actor
 		exitArg = *exit
 	}
 	update := store.Stmt(`UPDATE runs SET status = ?, exit_status = ?, error = ?, input_tokens = ?, output_tokens = ?,
-cache_read_tokens = ?, cache_write_tokens = ?, cost_micros = ?, finished_at = ?, updated_at = ?, version = version + 1
+cache_read_tokens = ?, cache_write_tokens = ?, cost_micros = ?, branch_ahead = ?, finished_at = ?, updated_at = ?, version = version + 1
 WHERE id = ? AND version = ? AND status = 'running'`,
 		status, exitArg, nullable(errText), usage.InputTokens, usage.OutputTokens, usage.CacheReadTokens, usage.CacheWriteTokens,
-		toMicros(usage.CostUSD), at, at, r.ID, r.Version)
+		toMicros(usage.CostUSD), nullableInt(r.BranchAhead), at, at, r.ID, r.Version)
 	if silent && r.HeartbeatAt != nil {
 		update.SQL += ` AND heartbeat_at = ?`
 		update.Args = append(update.Args, r.HeartbeatAt.UnixMilli())

@@ -434,3 +434,42 @@ func TestStartRefusesABlockedTicket(t *testing.T) {
 		e.Admin(200, "POST", "/api/v1/items/"+key+"/flow/start", nil)
 	})
 }
+
+// TestNothingToApprove: a runner reports how many commits the ticket's
+// branch has ahead of the default branch after a stage (bounded: 400
+// beyond). With none, the stage's report says so and the human stage that
+// follows shows nothing_to_approve (branch_ahead 0); with some, neither.
+func TestNothingToApprove(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		w := newFlowWorld(t, s)
+		w.Admin(200, "PUT", "/api/v1/projects/ACME/pipelines/task", map[string]any{"version": 0, "definition": map[string]any{
+			"stages": []any{
+				map[string]any{"id": "implement", "kind": "agent"},
+				map[string]any{"id": "approve", "kind": "human"},
+			}}})
+		pass := func(ahead int) map[string]any {
+			key := w.ticket("task")
+			w.Admin(200, "POST", "/api/v1/items/"+key+"/flow/start", nil)
+			r := w.leaseStage(key, "implement", 1)
+			w.Must(200, r.Token, "POST", "/api/v1/runs/"+r.ID+"/report", map[string]any{"outcome": "done", "summary": "Wrote it."})
+			for _, bad := range []int{-1, 1_000_001} {
+				resp := w.Do(r.Token, "POST", "/api/v1/runs/"+r.ID+"/finish", map[string]any{"exit_status": 0, "branch_ahead": bad})
+				if resp.Status != 400 || !strings.Contains(string(resp.Body), "branch_ahead") {
+					t.Fatalf("finish with branch_ahead %d: %d %s", bad, resp.Status, resp.Body)
+				}
+			}
+			w.Must(200, r.Token, "POST", "/api/v1/runs/"+r.ID+"/finish", map[string]any{"exit_status": 0, "branch_ahead": ahead})
+			w.await(key, "approval", func(f flowView) bool { return f.Waiting == "approval" })
+			return w.Admin(200, "GET", "/api/v1/items/"+key+"/flow", nil).Map(t)
+		}
+		f := pass(0)
+		if f["nothing_to_approve"] != true || f["branch_ahead"] != 0.0 ||
+			!strings.HasPrefix(f["report"].(string), "Wrote it.\n\nBallet: after this stage the branch ballet/ACME-1 has no commit ahead of the default branch") {
+			t.Fatalf("after a stage that left nothing: %v", f)
+		}
+		f = pass(2)
+		if _, ok := f["nothing_to_approve"]; ok || f["branch_ahead"] != 2.0 || f["report"] != "Wrote it." {
+			t.Fatalf("after a stage that left 2 commits: %v", f)
+		}
+	})
+}
