@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ballet/ballet/internal/testkit/procgroup"
+	"github.com/ballet/ballet/internal/testkit/orphan"
 )
 
 // orphanEnv makes this test binary a process that starts a Gitea, prints
@@ -84,7 +84,7 @@ func TestSeed(t *testing.T) {
 // -timeout) runs no cleanup; its Gitea must not outlive it.
 func TestServerDiesWithItsTest(t *testing.T) {
 	bin := Binary(t)
-	procgroup.DiesWithItsTest(t, "gitea", orphanEnv+"="+t.TempDir(), BinaryEnv+"="+bin)
+	orphan.DiesWithItsTest(t, "gitea", orphanEnv+"="+t.TempDir(), BinaryEnv+"="+bin)
 }
 
 // TestBinary: a missing binary, and a build without its -static folder

@@ -23,11 +23,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ballet/ballet/internal/procgroup"
 	"github.com/ballet/ballet/internal/testkit/parts"
-	"github.com/ballet/ballet/internal/testkit/procgroup"
 )
 
 // Version is the rqlite release the tests run against.
@@ -317,7 +318,7 @@ func (c *Cluster) spawnLocked(nd *Node) error {
 	cmd := exec.Command(c.bin, args...)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	procgroup.Own(cmd)
+	procgroup.Own(cmd, syscall.SIGKILL)
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return err
