@@ -3,8 +3,9 @@
 # tests drive, builds (or reuses) the pinned Gitea the forge tests run, runs
 # every test on SQLite and rqlite, and a short fuzz.
 # A part that cannot be built or installed fails the run; the tests that
-# need it are skipped only when asked: BALLET_SKIP_RQLITE=1,
-# BALLET_SKIP_AGENTS=1, BALLET_SKIP_GITEA=1 and BALLET_SKIP_BROWSER=1 make test.
+# need it are skipped when asked: BALLET_SKIP_RQLITE=1, BALLET_SKIP_AGENTS=1,
+# BALLET_SKIP_GITEA=1 and BALLET_SKIP_BROWSER=1 make test. Every skip is
+# counted in the summary line printed at the end (docs/testing.md).
 SHELL := /bin/bash
 
 .PHONY: test vet fuzz run bench mutation webui webui-check webui-size
@@ -54,7 +55,14 @@ gitea_wait = if [ -n "$$gitea_pid" ]; then \
 	fi; rm -f "$$gitea_out"
 
 # The failure suite's summary lines are printed after the run (go test hides
-# the output of packages that pass).
+# the output of packages that pass), then the skips' (internal/testkit/parts:
+# a part missing outside CI, or a BALLET_SKIP_… ask): "skipped for missing
+# parts: gitea=N …" or "none".
+skip_summary = count() { awk -F'\t' -v k="$$1" '$$1 == k { print $$2 }' "$$skips" | sort | uniq -c | awk '{ printf "%s%s=%s", s, $$2, $$1; s = " " }'; }; \
+	missing=$$(count missing); asked=$$(count asked); \
+	echo "skipped for missing parts: $${missing:-none}"; \
+	if [ -n "$$asked" ]; then echo "skipped on request: $$asked"; fi
+
 test:
 	@$(gitea_start); \
 	if [ "$${BALLET_SKIP_RQLITE:-}" != 1 ]; then $(need_rqlited); fi; \
@@ -62,7 +70,9 @@ test:
 	$(need_chromium); \
 	$(MAKE) --no-print-directory vet || exit 1; \
 	$(gitea_wait); \
-	sum=$$(mktemp); BALLET_FAILURETEST_SUMMARY=$$sum go test -count=1 -timeout 25m ./...; rc=$$?; cat $$sum; rm -f $$sum; exit $$rc
+	sum=$$(mktemp); skips=$$(mktemp); \
+	BALLET_FAILURETEST_SUMMARY=$$sum BALLET_SKIP_SUMMARY=$$skips go test -count=1 -timeout 25m ./...; rc=$$?; \
+	cat $$sum; $(skip_summary); rm -f $$sum $$skips; exit $$rc
 	$(MAKE) fuzz
 
 vet:

@@ -8,7 +8,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -37,18 +36,27 @@ defaults). Core and Knowledge share a service credential: [knowledge]
 service_token or BALLET_KNOWLEDGE_TOKEN, else one generated for this run. It creates a runner token for the runner with the
 platform-admin bootstrap token, and prints where that token is.
 
+Before it starts or writes anything it checks every port it will use
+(Core's [http] addr, the Knowledge service's [http] addr) and the model
+URLs in its environment (ANTHROPIC_BASE_URL, OPENAI_BASE_URL): a port that
+is taken, or a model URL on one of those ports, is refused with the port and
+the key that moves it. It prints "Ballet is up" once every child answered:
+Core and Knowledge their /readyz, the runner its registration with Core. A
+child that stops before that stops ballet up, with the child's exit and
+last line.
+
 The runner's lines are prefixed "runner |", Core's "core |". Ballet is up
 even when the runner cannot run sessions (no agent CLI, no bubblewrap): the
 runner then says why at start, registers with Core to show it, and leases
-nothing; if it stops, Core keeps running.
+nothing; if it stops later, Core keeps running.
 
 SIGINT or SIGTERM stops both: the runner first (it drains its sessions for
 [runner] drain; a second signal stops them at once), then Core. When Core
 exits, the runner is stopped too. 'ballet serve' and 'ballet runner' remain
 for real deployments.
 
-Exit status: 0 after a stop, 1 when Core cannot start or fails, 2 for a
-usage or configuration error.
+Exit status: 0 after a stop, 1 when a port clashes, a child cannot start
+or Core fails, 2 for a usage or configuration error.
 `
 
 // upReady bounds the wait for Core's first /readyz.
@@ -84,12 +92,37 @@ func upCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "ballet up:", err)
 		return 1
 	}
-	// The bootstrap token first, by Core's own rule: Core reads the same.
-	tokenFile := cfg.BootstrapTokenPath()
-	bootstrap, _, err := auth.Bootstrap(cfg.Auth.BootstrapToken, tokenFile)
+	// The service credential Core and Knowledge share: configured, or made
+	// for this run; handed to both in their environment, never printed.
+	serviceToken, err := cfg.KnowledgeToken(os.LookupEnv)
 	if err != nil {
 		fmt.Fprintln(stderr, "ballet up:", err)
+		return 2
+	}
+	kcfg, err := config.LoadKnowledge(*kpath)
+	if err != nil {
+		fmt.Fprintln(stderr, "ballet up: the Knowledge service's configuration:", err)
+		return 2
+	}
+	// Every port is checked before anything starts or is written (the
+	// bootstrap token included): a clash is refused, naming the port and
+	// the key that moves it.
+	if err := checkPorts(upPorts(cfg, kcfg, *path, *kpath), map[string]string{
+		"ANTHROPIC_BASE_URL": os.Getenv("ANTHROPIC_BASE_URL"), "OPENAI_BASE_URL": os.Getenv("OPENAI_BASE_URL"),
+		"[adapters.opencode] base_url": cfg.Adapters.OpenCode.BaseURL,
+	}); err != nil {
+		fmt.Fprintln(stderr, "ballet up: refusing to start:", err)
 		return 1
+	}
+	if serviceToken == "" {
+		b := make([]byte, 32)
+		rand.Read(b) // never fails (crypto/rand, Go 1.24+)
+		serviceToken = hex.EncodeToString(b)
+	}
+	// Core must find the service where it listens.
+	if want := "http://" + kcfg.HTTP.Addr; strings.TrimRight(cfg.Knowledge.URL, "/") != want {
+		fmt.Fprintf(stderr, "ballet up: warning: Core's [knowledge] url is %s but the Knowledge service listens on %s: set [knowledge] url = %q in %s for Core to reach it\n",
+			cfg.Knowledge.URL, kcfg.HTTP.Addr, want, cmp.Or(*path, "Core's configuration"))
 	}
 	out := &prefixer{w: stderr}
 	sig := make(chan os.Signal, 2)
@@ -100,28 +133,6 @@ func upCmd(args []string, stdout, stderr io.Writer) int {
 	if *path != "" {
 		configArgs = []string{"--config", *path}
 	}
-	// The service credential Core and Knowledge share: configured, or made
-	// for this run; handed to both in their environment, never printed.
-	serviceToken, err := cfg.KnowledgeToken(os.LookupEnv)
-	if err != nil {
-		fmt.Fprintln(stderr, "ballet up:", err)
-		return 2
-	}
-	if serviceToken == "" {
-		b := make([]byte, 32)
-		rand.Read(b) // never fails (crypto/rand, Go 1.24+)
-		serviceToken = hex.EncodeToString(b)
-	}
-	// Core must find the service where it listens.
-	kcfg, err := config.LoadKnowledge(*kpath)
-	if err != nil {
-		fmt.Fprintln(stderr, "ballet up: the Knowledge service's configuration:", err)
-		return 2
-	}
-	if want := "http://" + kcfg.HTTP.Addr; strings.TrimRight(cfg.Knowledge.URL, "/") != want {
-		fmt.Fprintf(stderr, "ballet up: warning: Core's [knowledge] url is %s but the Knowledge service listens on %s: set [knowledge] url = %q in %s for Core to reach it\n",
-			cfg.Knowledge.URL, kcfg.HTTP.Addr, want, cmp.Or(*path, "Core's configuration"))
-	}
 	childEnv := append(os.Environ(), config.KnowledgeEnvToken+"="+serviceToken)
 	core, err := startChild(self, append([]string{"serve"}, configArgs...), childEnv, out.prefix("core | "))
 	if err != nil {
@@ -130,52 +141,73 @@ func upCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "ballet up: Core started (pid %d) on %s\n", core.cmd.Process.Pid, base)
 	ctx, cancel := context.WithTimeout(context.Background(), upReady)
-	err = waitReady(ctx, base, core, sig)
-	cancel()
+	defer cancel()
+	err = waitHealthy(ctx, "Core", core, sig, func() (bool, error) { return answers(base + "/readyz"), nil })
 	if err != nil {
 		fmt.Fprintln(stderr, "ballet up:", err)
-		return core.stop()
+		core.stop()
+		return 1
+	}
+	// The bootstrap token, by Core's own rule: the one Core wrote or read.
+	tokenFile := cfg.BootstrapTokenPath()
+	bootstrap, _, err := auth.Bootstrap(cfg.Auth.BootstrapToken, tokenFile)
+	if err != nil {
+		fmt.Fprintln(stderr, "ballet up:", err)
+		core.stop()
+		return 1
 	}
 	api := &upAPI{base: base, token: bootstrap}
+	var run, know *child
+	var tokenID string
+	// fail stops what started, in order, and revokes the runner's token.
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(stderr, "ballet up: "+format+"; stopping\n", args...)
+		if run != nil {
+			run.stop()
+		}
+		if tokenID != "" {
+			_ = api.revoke(tokenID)
+		}
+		if know != nil {
+			know.stop()
+		}
+		core.stop()
+		return 1
+	}
 	runnerToken, tokenID, err := api.runnerToken()
 	if err != nil {
-		fmt.Fprintf(stderr, "ballet up: creating the runner's token: %v; Core keeps running without a runner\n", err)
+		return fail("creating the runner's token: %v", err)
 	}
-	var run *child
-	if err == nil {
-		env := append(os.Environ(), EnvRunnerToken+"="+runnerToken)
-		run, err = startChild(self, append(append([]string{"runner"}, configArgs...), "--server", base, "--keep-going"), env, out.prefix("runner | "))
-		if err != nil {
-			fmt.Fprintf(stderr, "ballet up: starting the runner: %v; Core keeps running without a runner\n", err)
-		} else {
-			fmt.Fprintf(stderr, "ballet up: runner started (pid %d)\n", run.cmd.Process.Pid)
-		}
+	env := append(os.Environ(), EnvRunnerToken+"="+runnerToken)
+	run, err = startChild(self, append(append([]string{"runner"}, configArgs...), "--server", base, "--keep-going"), env, out.prefix("runner | "))
+	if err != nil {
+		return fail("starting the runner: %v", err)
 	}
+	fmt.Fprintf(stderr, "ballet up: runner started (pid %d)\n", run.cmd.Process.Pid)
 	kargs := []string{"knowledge", "--core", base}
 	if *kpath != "" {
 		kargs = append(kargs, "--config", *kpath)
 	}
-	know, err := startChild(self, kargs, childEnv, out.prefix("knowledge | "))
+	know, err = startChild(self, kargs, childEnv, out.prefix("knowledge | "))
 	if err != nil {
-		fmt.Fprintf(stderr, "ballet up: starting the Knowledge service: %v; Core keeps running without it\n", err)
-	} else {
-		fmt.Fprintf(stderr, "ballet up: Knowledge service started (pid %d)\n", know.cmd.Process.Pid)
+		return fail("starting the Knowledge service: %v", err)
 	}
-	var knowDone <-chan struct{}
-	if know != nil {
-		knowDone = know.done
+	fmt.Fprintf(stderr, "ballet up: Knowledge service started (pid %d)\n", know.cmd.Process.Pid)
+	// Ballet is up once every child answered: Knowledge its /readyz, the
+	// runner its registration with Core (with or without a problem).
+	if err := waitHealthy(ctx, "the Knowledge service", know, sig, func() (bool, error) {
+		return answers("http://" + kcfg.HTTP.Addr + "/readyz"), nil
+	}); err != nil {
+		return fail("%v", err)
 	}
-	stopKnowledge := func() {
-		if know != nil {
-			know.stop()
-		}
+	if err := waitHealthy(ctx, "the runner", run, sig, func() (bool, error) { return api.registered(tokenID) }); err != nil {
+		return fail("%v", err)
 	}
+	knowDone := know.done
+	stopKnowledge := func() { know.stop() }
 	fmt.Fprintf(stderr, "ballet up: Ballet is up: %s/api/v1 (bootstrap token in %s). Ctrl-C stops it.\n", base, tokenFile)
 
-	var runnerDone <-chan struct{}
-	if run != nil {
-		runnerDone = run.done
-	}
+	runnerDone := run.done
 	for {
 		select {
 		case <-knowDone:
@@ -186,9 +218,7 @@ func upCmd(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "ballet up: the runner stopped (%s); Core keeps running\n", run.state())
 		case <-core.done:
 			fmt.Fprintf(stderr, "ballet up: Core stopped (%s); stopping the runner and the Knowledge service\n", core.state())
-			if run != nil {
-				run.stop()
-			}
+			run.stop()
 			stopKnowledge()
 			if core.exitCode() != 0 {
 				return 1
@@ -196,18 +226,14 @@ func upCmd(args []string, stdout, stderr io.Writer) int {
 			return 0
 		case <-sig:
 			fmt.Fprintln(stderr, "ballet up: stopping the runner, then the Knowledge service and Core (a second signal stops the runner's sessions at once)")
-			if run != nil {
-				go func() {
-					if _, ok := <-sig; ok {
-						run.signal(syscall.SIGTERM)
-					}
-				}()
-				run.stop()
-				if tokenID != "" {
-					if err := api.revoke(tokenID); err != nil {
-						fmt.Fprintf(stderr, "ballet up: revoking the runner's token: %v\n", err)
-					}
+			go func() {
+				if _, ok := <-sig; ok {
+					run.signal(syscall.SIGTERM)
 				}
+			}()
+			run.stop()
+			if err := api.revoke(tokenID); err != nil {
+				fmt.Fprintf(stderr, "ballet up: revoking the runner's token: %v\n", err)
 			}
 			stopKnowledge()
 			return core.stop()
@@ -221,6 +247,9 @@ type child struct {
 	done chan struct{} // closed once it exited and its output is read
 	err  error
 	out  sync.WaitGroup
+
+	mu   sync.Mutex
+	last string // its last line of output: why it stopped, when it says
 }
 
 // startChild starts self with args in its own process group (a terminal's
@@ -250,6 +279,11 @@ func startChild(self string, args, env []string, w io.Writer) (*child, error) {
 			sc.Buffer(make([]byte, 64<<10), 1<<20)
 			for sc.Scan() {
 				_, _ = w.Write(append(sc.Bytes(), '\n'))
+				if line := strings.TrimSpace(sc.Text()); line != "" {
+					c.mu.Lock()
+					c.last = line
+					c.mu.Unlock()
+				}
 			}
 		}()
 	}
@@ -285,30 +319,55 @@ func (c *child) state() string {
 	return "exit status 0"
 }
 
-// waitReady waits until Core answers /readyz, Core exits, a signal comes or
-// ctx ends.
-func waitReady(ctx context.Context, base string, core *child, sig <-chan os.Signal) error {
-	hc := &http.Client{Timeout: 5 * time.Second}
+// cause is how the child ended and the last line it printed, which says
+// why when it failed.
+func (c *child) cause() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last == "" {
+		return c.state()
+	}
+	return c.state() + "; its last words: " + c.last
+}
+
+// waitHealthy waits until healthy answers true: it fails when the child
+// exits first (with its real cause: its exit and its last line), a signal
+// comes or ctx ends.
+func waitHealthy(ctx context.Context, who string, c *child, sig <-chan os.Signal, healthy func() (bool, error)) error {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
+	var last error
 	for {
-		resp, err := hc.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		ok, err := healthy()
+		if ok {
+			return nil
+		}
+		if err != nil {
+			last = err
 		}
 		select {
-		case <-core.done:
-			return fmt.Errorf("Core stopped before it was ready (%s)", core.state())
+		case <-c.done:
+			return fmt.Errorf("%s stopped before it was ready (%s)", who, c.cause())
 		case <-sig:
-			return errors.New("stopped before Core was ready")
+			return fmt.Errorf("stopped before %s was ready", who)
 		case <-ctx.Done():
-			return fmt.Errorf("Core was not ready within %s", upReady)
+			if last != nil {
+				return fmt.Errorf("%s was not ready within %s: %v", who, upReady, last)
+			}
+			return fmt.Errorf("%s was not ready within %s", who, upReady)
 		case <-tick.C:
 		}
 	}
+}
+
+// answers tells whether url answers 200.
+func answers(url string) bool {
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(url)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 // upAPI is the bit of Core's API ballet up calls.
@@ -328,6 +387,24 @@ func (a *upAPI) runnerToken() (secret, id string, err error) {
 		return "", "", err
 	}
 	return created.Token, created.ID, nil
+}
+
+// registered tells whether the runner of token id registered with Core.
+func (a *upAPI) registered(id string) (bool, error) {
+	var list struct {
+		Runners []struct {
+			TokenID string `json:"token_id"`
+		} `json:"runners"`
+	}
+	if err := a.do("GET", "/api/v1/runners", nil, http.StatusOK, &list); err != nil {
+		return false, err
+	}
+	for _, r := range list.Runners {
+		if r.TokenID == id {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func (a *upAPI) revoke(id string) error {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -299,5 +300,175 @@ func TestRunnerRefusesToStart(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// upConfig writes ballet.toml and knowledge.toml into a fresh folder, with
+// Core on addr and Knowledge on kaddr, and returns the folder.
+func upConfig(t *testing.T, addr, kaddr, kmore string) string {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("[http]\naddr = %q\n[knowledge]\nurl = %q\n[runner]\ndrain = \"2s\"\n[adapters.claude-code]\ncommand = %q\n[adapters.opencode]\ncommand = %q\n",
+		addr, "http://"+kaddr, filepath.Join(dir, "no-claude"), filepath.Join(dir, "no-opencode"))
+	if err := os.WriteFile(filepath.Join(dir, "ballet.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "knowledge.toml"), []byte(fmt.Sprintf("[http]\naddr = %q\n%s", kaddr, kmore)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// runUpToEnd runs ballet up in dir until it exits by itself (a hang guard
+// kills it) and returns its exit code and output.
+func runUpToEnd(t *testing.T, dir string, env ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(binary, "up", "--config", "ballet.toml", "--knowledge-config", "knowledge.toml")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(upGuard):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("ballet up did not exit by itself:\n%s", out.String())
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String()
+}
+
+// A port ballet up will use that another process holds (a first ballet up,
+// a fake model on Knowledge's port), or a model URL on one of its ports,
+// is refused before anything starts or is written: exit 1, the port and
+// the key that moves it named, no "Ballet is up", no bootstrap token.
+func TestUpRefusesAPortClashBeforeAnything(t *testing.T) {
+	t.Parallel()
+	hold := func(t *testing.T) (string, func()) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Addr().String(), func() { l.Close() }
+	}
+	for _, c := range []struct {
+		name  string
+		setup func(t *testing.T) (dir string, env []string)
+		wants []string
+	}{
+		{"Core's port taken", func(t *testing.T) (string, []string) {
+			busy, release := hold(t)
+			t.Cleanup(release)
+			return upConfig(t, busy, freeAddr(t), ""), nil
+		}, []string{"(Core,", "already in use", "[http] addr in ballet.toml"}},
+		{"Knowledge's port taken", func(t *testing.T) (string, []string) {
+			busy, release := hold(t)
+			t.Cleanup(release)
+			return upConfig(t, freeAddr(t), busy, ""), nil
+		}, []string{"(the Knowledge service,", "already in use", "[http] addr in knowledge.toml"}},
+		{"the model URL on Knowledge's port", func(t *testing.T) (string, []string) {
+			k := freeAddr(t)
+			return upConfig(t, freeAddr(t), k, ""), []string{"ANTHROPIC_BASE_URL=http://" + k}
+		}, []string{"ANTHROPIC_BASE_URL (http://", "which the Knowledge service will listen on", "[http] addr in knowledge.toml"}},
+		{"Core and Knowledge on one port", func(t *testing.T) (string, []string) {
+			a := freeAddr(t)
+			return upConfig(t, a, a, ""), nil
+		}, []string{"Core and the Knowledge service are both configured on port"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, env := c.setup(t)
+			code, out := runUpToEnd(t, dir, env...)
+			if code != 1 {
+				t.Errorf("exit %d, want 1:\n%s", code, out)
+			}
+			for _, w := range append(c.wants, "ballet up: refusing to start: ") {
+				if !strings.Contains(out, w) {
+					t.Errorf("the output lacks %q:\n%s", w, out)
+				}
+			}
+			for _, no := range []string{"Ballet is up", "Core started"} {
+				if strings.Contains(out, no) {
+					t.Errorf("the output has %q:\n%s", no, out)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(dir, "data")); !os.IsNotExist(err) {
+				t.Errorf("ballet up wrote into the folder (data: %v) though it refused to start", err)
+			}
+		})
+	}
+}
+
+// A child that dies at start stops ballet up before "Ballet is up", with
+// the child's own words (here the Knowledge service, whose database
+// cannot be opened), and nothing outlives it.
+func TestUpReportsAChildDyingAtStart(t *testing.T) {
+	t.Parallel()
+	dir := upConfig(t, freeAddr(t), freeAddr(t), "[storage]\npath = \"/proc/no-such/knowledge.db\"\n")
+	code, out := runUpToEnd(t, dir)
+	if code != 1 {
+		t.Errorf("exit %d, want 1:\n%s", code, out)
+	}
+	if strings.Contains(out, "Ballet is up") {
+		t.Errorf("Ballet is up though the Knowledge service died:\n%s", out)
+	}
+	if !regexp.MustCompile(`ballet up: the Knowledge service stopped before it was ready \(exit status 1; its last words: .*knowledge\.db`).MatchString(out) {
+		t.Errorf("the Knowledge service's death is not reported with its cause:\n%s", out)
+	}
+	for _, name := range []string{"Core", "runner", "Knowledge service"} {
+		if m := regexp.MustCompile(name + ` started \(pid (\d+)\)`).FindStringSubmatch(out); m != nil {
+			if pid, _ := strconv.Atoi(m[1]); alive(pid) {
+				t.Errorf("the %s (pid %d) outlived ballet up", name, pid)
+			}
+		}
+	}
+}
+
+// A second ballet up in another folder, on the ports of one that is up,
+// fails first: exit 1 with the busy port and the key that moves it named,
+// no child started (so no runner blaming its sandbox), nothing written
+// into its folder (no bootstrap token), and the first one unharmed.
+func TestUpSecondInAnotherFolderFailsFirst(t *testing.T) {
+	t.Parallel()
+	first := startUp(t, "")
+	first.line(`^ballet up: Ballet is up`)
+	dir := upConfig(t, first.addr, first.kaddr, "")
+	code, out := runUpToEnd(t, dir)
+	if code != 1 {
+		t.Errorf("exit %d, want 1:\n%s", code, out)
+	}
+	_, port, _ := net.SplitHostPort(first.addr)
+	for _, w := range []string{"ballet up: refusing to start: port " + port + " (Core, " + first.addr + ") is already in use", "[http] addr in ballet.toml"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("the output lacks %q:\n%s", w, out)
+		}
+	}
+	for _, no := range []string{"Ballet is up", "started (pid", "runner |", "bubblewrap", "bwrap"} {
+		if strings.Contains(out, no) {
+			t.Errorf("the output has %q:\n%s", no, out)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() != "ballet.toml" && e.Name() != "knowledge.toml" {
+			t.Errorf("ballet up wrote %s into its folder though it refused to start", e.Name())
+		}
+	}
+	if st := getJSON(t, "http://"+first.addr+"/readyz", "", nil); st != 200 {
+		t.Errorf("the first ballet up's Core after the second's attempt: /readyz %d", st)
 	}
 }

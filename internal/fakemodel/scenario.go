@@ -2,6 +2,7 @@ package fakemodel
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -102,9 +103,24 @@ func callMCP(c *Conversation, tool string, input any) (Turn, error) {
 	return Turn{Calls: []Call{call}}, nil
 }
 
+// ticketRE finds the ticket a Ballet session works on in its prompt
+// (runner/agent's PromptTemplate opens with it).
+var ticketRE = regexp.MustCompile(`working for Ballet on ticket ([A-Z][A-Z0-9_]*-[0-9]+):`)
+
 // writeFile writes the marker's file (default hello.txt) with its content.
+// Played without a marker (the default scenario) in a Ballet session, it
+// writes hello-<KEY>.txt saying the ticket's key instead: each ticket then
+// adds something of its own to its branch (the same hello.txt again would
+// leave the second ticket's branch with nothing to review or merge), and
+// two tickets' branches do not clash on one file.
 func writeFile(c *Conversation) (Turn, error) {
-	call, err := c.Write(c.Param("file", "hello.txt"), c.Param("content", "hello from the fake model")+"\n")
+	file, content := "hello.txt", "hello from the fake model"
+	if name, _ := c.marker(); name == "" {
+		if m := ticketRE.FindStringSubmatch(c.Prompt()); m != nil {
+			file, content = "hello-"+m[1]+".txt", "hello from the fake model for "+m[1]
+		}
+	}
+	call, err := c.Write(c.Param("file", file), c.Param("content", content)+"\n")
 	if err != nil {
 		return Turn{}, err
 	}
@@ -114,7 +130,7 @@ func writeFile(c *Conversation) (Turn, error) {
 // Scenarios returns every scenario by name.
 func Scenarios() map[string]Scenario {
 	list := []Scenario{
-		{Name: "report-done", Doc: "writes hello.txt (file=, content=), reports done, ends",
+		{Name: "report-done", Doc: "writes hello.txt (file=, content=; played without a marker on a Ballet ticket: hello-<KEY>.txt), reports done, ends",
 			Next: script(writeFile, report("done", "Wrote the file."), say("Done."))},
 		{Name: "report-failed", Doc: "reports failed, ends",
 			Next: script(report("failed", "The tests do not pass and I cannot fix them."), say("I could not do it."))},

@@ -2,6 +2,7 @@ package flow
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -43,10 +44,14 @@ type Flow struct {
 	Report          string
 	OutcomeStage    string // the stage that reported Outcome and Report
 	PullRequest     *forge.PullRequest
-	StartedAt       time.Time
-	UpdatedAt       time.Time
-	FinishedAt      *time.Time
-	Version         int64
+	// BranchAhead is how many commits the ticket's branch had ahead of the
+	// default branch after the latest agent stage, as its runner reported
+	// (nil: not known yet).
+	BranchAhead *int
+	StartedAt   time.Time
+	UpdatedAt   time.Time
+	FinishedAt  *time.Time
+	Version     int64
 	// Attention is what the flow needs from a person that its status and
 	// waiting do not say ("" or one of Attentions), derived when it is read.
 	Attention string
@@ -95,7 +100,7 @@ var System = event.Actor{Kind: event.ActorSystem, Sub: "flow"}
 // flowColumns are a flow's own columns: what a step reads of the row it
 // changes.
 const flowColumns = `id, organization_id, project_id, item_id, pipeline, pipeline_version, definition, stage, iteration, max_iterations, step,
-status, COALESCE(waiting, ''), COALESCE(run_id, ''), COALESCE(outcome, ''), COALESCE(report, ''), COALESCE(outcome_stage, ''), COALESCE(pull_request, ''), started_at, updated_at, COALESCE(finished_at, 0), version`
+status, COALESCE(waiting, ''), COALESCE(run_id, ''), COALESCE(outcome, ''), COALESCE(report, ''), COALESCE(outcome_stage, ''), COALESCE(pull_request, ''), started_at, updated_at, COALESCE(finished_at, 0), version, branch_ahead`
 
 // attendedColumns are flowColumns and what attention is derived from (the
 // queued run's age, the capable runners' last heartbeat, the reconciler's
@@ -125,8 +130,9 @@ func (s *Service) scanAttended(rows *store.Rows, i int) (Flow, error) {
 func scanInto(rows *store.Rows, i int, f *Flow, extra ...any) error {
 	var def, pr string
 	var started, updated, finished int64
+	var ahead sql.NullInt64
 	dest := append([]any{&f.ID, &f.OrganizationID, &f.ProjectID, &f.ItemID, &f.Pipeline, &f.PipelineVersion, &def, &f.Stage, &f.Iteration,
-		&f.MaxIterations, &f.Step, &f.Status, &f.Waiting, &f.RunID, &f.Outcome, &f.Report, &f.OutcomeStage, &pr, &started, &updated, &finished, &f.Version},
+		&f.MaxIterations, &f.Step, &f.Status, &f.Waiting, &f.RunID, &f.Outcome, &f.Report, &f.OutcomeStage, &pr, &started, &updated, &finished, &f.Version, &ahead},
 		extra...)
 	if err := rows.Scan(i, dest...); err != nil {
 		return fmt.Errorf("scan flow: %w", err)
@@ -139,6 +145,10 @@ func scanInto(rows *store.Rows, i int, f *Flow, extra ...any) error {
 	}
 	if err := json.Unmarshal([]byte(def), &f.Definition); err != nil {
 		return fmt.Errorf("flow %s definition: %w", f.ID, err)
+	}
+	if ahead.Valid {
+		n := int(ahead.Int64)
+		f.BranchAhead = &n
 	}
 	f.StartedAt, f.UpdatedAt = time.UnixMilli(started).UTC(), time.UnixMilli(updated).UTC()
 	if finished != 0 {
@@ -242,7 +252,10 @@ func (s *Service) now() time.Time { return s.Clock.Now().Truncate(time.Milliseco
 
 // update returns the guarded statement writing next over f (as read).
 func update(f, next Flow, now time.Time) store.Statement {
-	var finished, pr any
+	var finished, pr, ahead any
+	if next.BranchAhead != nil {
+		ahead = *next.BranchAhead
+	}
 	if next.FinishedAt != nil {
 		finished = next.FinishedAt.UnixMilli()
 	}
@@ -251,9 +264,9 @@ func update(f, next Flow, now time.Time) store.Statement {
 		pr = string(b)
 	}
 	return store.Stmt(`UPDATE flows SET stage = ?, iteration = ?, step = ?, status = ?, waiting = ?, run_id = ?, outcome = ?, report = ?,
-outcome_stage = ?, pull_request = ?, updated_at = ?, finished_at = ?, version = version + 1 WHERE id = ? AND version = ?`,
+outcome_stage = ?, pull_request = ?, branch_ahead = ?, updated_at = ?, finished_at = ?, version = version + 1 WHERE id = ? AND version = ?`,
 		next.Stage, next.Iteration, next.Step, next.Status, nullable(next.Waiting), nullable(next.RunID), nullable(next.Outcome),
-		nullable(next.Report), nullable(next.OutcomeStage), pr, now.UnixMilli(), finished, f.ID, f.Version)
+		nullable(next.Report), nullable(next.OutcomeStage), pr, ahead, now.UnixMilli(), finished, f.ID, f.Version)
 }
 
 // Unchanged is the SQL condition that flow f is still at the version read
@@ -303,6 +316,13 @@ func (s *Service) Start(ctx context.Context, actor event.Actor, itemRef string) 
 		if it.State != "ready" {
 			return nil, apperr.New(apperr.Conflict, "%s is %s: only a ready ticket can start", it.Key, it.State)
 		}
+		open, err := s.Tracker.OpenBlockers(ctx, it)
+		if err != nil {
+			return nil, err
+		}
+		if err := blockedStart(it.Key, open); err != nil {
+			return nil, err
+		}
 		p, err := s.Tenancy.FindProject(ctx, it.ProjectID)
 		if err != nil {
 			return nil, err
@@ -330,7 +350,7 @@ func (s *Service) Start(ctx context.Context, actor event.Actor, itemRef string) 
 		}
 		t := &transition.Transition{Events: []event.Event{flowEvent(actor, f, &FlowStarted{Ticket: it.Key, Pipeline: pv.Name, PipelineVersion: pv.Version})}}
 		return t.Add(move, transition.Transition{
-			Guarded: []store.Statement{store.Stmt(`INSERT INTO flows (id, organization_id, project_id, item_id, pipeline, pipeline_version, definition,
+			Guarded: []store.Statement{tracker.Unblocked(it), store.Stmt(`INSERT INTO flows (id, organization_id, project_id, item_id, pipeline, pipeline_version, definition,
 stage, iteration, max_iterations, step, status, waiting, run_id, outcome, report, outcome_stage, pull_request, started_at, updated_at,
 finished_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, 1, 'running', NULL, NULL, NULL, NULL, NULL, NULL, ?, ?, NULL, 1) ON CONFLICT DO NOTHING`,
 				f.ID, f.OrganizationID, f.ProjectID, f.ItemID, f.Pipeline, f.PipelineVersion, string(def), f.Stage, f.MaxIterations,
@@ -339,6 +359,20 @@ finished_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, 1, 'running', NULL, 
 		}), nil
 	})
 	return out, err
+}
+
+// blockedStart refuses to start a ticket that items still block (it or
+// its epic), naming each and its state: the scheduler would not start it
+// either.
+func blockedStart(key string, open []tracker.OpenBlocker) error {
+	if len(open) == 0 {
+		return nil
+	}
+	names := make([]string, len(open))
+	for i, b := range open {
+		names[i] = b.Key + " (" + b.State + ")"
+	}
+	return apperr.New(apperr.Conflict, "%s is blocked by %s: it can start once each is done or cancelled", key, strings.Join(names, ", "))
 }
 
 // ListFilter selects flows of a project.

@@ -68,5 +68,25 @@ func (s *Service) runFinished(ctx context.Context, f Flow, it tracker.Item, runI
 			}
 		}
 	}
+	if r.BranchAhead != nil {
+		// What the runner found goes into the flow's row (advance writes
+		// f's fields) and, when the branch holds nothing, into the report.
+		f.BranchAhead = r.BranchAhead
+		report = NothingAheadNote(report, it.Key, *r.BranchAhead)
+	}
 	return s.advance(ctx, System, f, it, outcome, report, now)
+}
+
+// NothingAheadNote adds to a stage's report that the ticket's branch has no
+// commit ahead of the default branch after it (ahead = 0): there is nothing
+// to review, approve or merge. Other counts leave the report as it is.
+func NothingAheadNote(report, ticket string, ahead int) string {
+	if ahead != 0 {
+		return report
+	}
+	note := "Ballet: after this stage the branch ballet/" + ticket + " has no commit ahead of the default branch: there is nothing to review, approve or merge."
+	if report == "" {
+		return note
+	}
+	return report + "\n\n" + note
 }

@@ -188,12 +188,46 @@ func TestMakeTestInstallsAxe(t *testing.T) {
 	}
 }
 
+// TestMakeTestPrintsTheSkips: make test counts every skip the test
+// binaries record (a part missing outside CI, a BALLET_SKIP_… ask) and
+// prints them per part at the end, "none" when nothing was skipped.
+func TestMakeTestPrintsTheSkips(t *testing.T) {
+	for _, c := range []struct {
+		name, skips string
+		want        []string
+		not         string
+	}{
+		{name: "none", want: []string{"skipped for missing parts: none"}, not: "skipped on request"},
+		{name: "some", skips: `missing\tgitea\tTestA\tnot found\nmissing\topencode\tTestB/opencode\tno executable\n` +
+			`missing\tgitea\tTestC\tno -static\nasked\tchromium\tTestD\tBALLET_SKIP_BROWSER=1\n`,
+			want: []string{"skipped for missing parts: gitea=2 opencode=1", "skipped on request: chromium=1"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, _, err := runMake(t, "test", fakeScripts{skips: c.skips}, nil)
+			if err != nil {
+				t.Fatalf("make test: %v\n%s", err, out)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(out, w+"\n") {
+					t.Errorf("make test's output lacks %q:\n%s", w, out)
+				}
+			}
+			if c.not != "" && strings.Contains(out, c.not) {
+				t.Errorf("make test's output has %q:\n%s", c.not, out)
+			}
+		})
+	}
+}
+
 // fakeScripts are the bodies of the fake scripts/rqlited.sh and
 // scripts/agent-clis.sh and scripts/gitea.sh runMake writes; "" is one
 // that succeeds (/built/rqlited; /cache/claude and /cache/opencode;
 // /built/gitea).
 type fakeScripts struct {
 	rqlited, agents, gitea string
+	// skips are the lines the fake go test writes into $BALLET_SKIP_SUMMARY
+	// (printf format).
+	skips string
 	// noAxe leaves web/node_modules out, as in a fresh clone: the fake npm
 	// (which logs "npm ARGS" and installs axe-core) must be run.
 	noAxe bool
@@ -236,7 +270,9 @@ func runMake(t *testing.T, target string, scripts fakeScripts, env []string) (ou
 		"bin/go": "#!/bin/sh\n" + `echo "go $* rqlited=${BALLET_RQLITED:-} skip_rqlite=${BALLET_SKIP_RQLITE:-}` +
 			` claude=${BALLET_CLAUDE:-} opencode=${BALLET_OPENCODE:-} skip_agents=${BALLET_SKIP_AGENTS:-}` +
 			` gitea=${BALLET_GITEA:-} skip_gitea=${BALLET_SKIP_GITEA:-}` +
-			` chromium=${BALLET_CHROMIUM:-} skip_browser=${BALLET_SKIP_BROWSER:-} " >> ` + logPath + "\n",
+			` chromium=${BALLET_CHROMIUM:-} skip_browser=${BALLET_SKIP_BROWSER:-} " >> ` + logPath + "\n" +
+			// the test binaries' skips (internal/testkit/parts), as a go test run counts them
+			`if [ "$1" = test ] && [ -n "${BALLET_SKIP_SUMMARY:-}" ]; then printf '` + scripts.skips + `' >> "$BALLET_SKIP_SUMMARY"; fi` + "\n",
 		"bin/chromium": "#!/bin/sh\n",
 		"bin/npm": "#!/bin/sh\n" + `echo "npm $* in ${PWD##*/}" >> ` + logPath + "\n" +
 			"mkdir -p node_modules/axe-core && : > node_modules/axe-core/axe.min.js\n",

@@ -45,7 +45,13 @@ type FinishInput struct {
 	ExitStatus *int // required
 	Usage      *Usage
 	Error      string
+	// BranchAhead: the commits the ticket's branch has ahead of the
+	// default branch after the session (nil: not known).
+	BranchAhead *int
 }
+
+// MaxBranchAhead bounds a reported branch_ahead.
+const MaxBranchAhead = 1_000_000
 
 func (in FinishInput) validate() error {
 	var v apperr.Validator
@@ -57,6 +63,9 @@ func (in FinishInput) validate() error {
 		validateUsage(&v, "usage.", *u)
 	}
 	validateText(&v, "error", in.Error, MaxError, false)
+	if in.BranchAhead != nil {
+		v.Check(*in.BranchAhead >= 0 && *in.BranchAhead <= MaxBranchAhead, "branch_ahead", "must be a whole number from 0 to %d", MaxBranchAhead)
+	}
 	return v.Err()
 }
 
@@ -114,6 +123,7 @@ func (s *Service) Finish(ctx context.Context, actor event.Actor, runID string, i
 			return nil, apperr.New(apperr.Conflict, "run %s is %s: only a running run finishes", r.ID, r.Status)
 		}
 		status, errText := finalStatus(r, *in.ExitStatus, in.Error)
+		r.BranchAhead = in.BranchAhead
 		return s.finishTransition(ctx, r, actor, status, in.ExitStatus, errText, merged(r.Usage, usage), false, true, &out)
 	})
 	if err != nil {
@@ -187,10 +197,10 @@ func (s *Service) finishTransition(ctx context.Context, r Run, actor event.Actor
 		exitArg = *exit
 	}
 	update := store.Stmt(`UPDATE runs SET status = ?, exit_status = ?, error = ?, input_tokens = ?, output_tokens = ?,
-cache_read_tokens = ?, cache_write_tokens = ?, cost_micros = ?, finished_at = ?, updated_at = ?, version = version + 1
+cache_read_tokens = ?, cache_write_tokens = ?, cost_micros = ?, branch_ahead = ?, finished_at = ?, updated_at = ?, version = version + 1
 WHERE id = ? AND version = ? AND status = 'running'`,
 		status, exitArg, nullable(errText), usage.InputTokens, usage.OutputTokens, usage.CacheReadTokens, usage.CacheWriteTokens,
-		toMicros(usage.CostUSD), at, at, r.ID, r.Version)
+		toMicros(usage.CostUSD), nullableInt(r.BranchAhead), at, at, r.ID, r.Version)
 	if silent && r.HeartbeatAt != nil {
 		update.SQL += ` AND heartbeat_at = ?`
 		update.Args = append(update.Args, r.HeartbeatAt.UnixMilli())

@@ -93,13 +93,17 @@ type Run struct {
 	ExitStatus       *int            `json:"exit_status"`
 	Error            string          `json:"error"`
 	Usage            Usage           `json:"usage"`
-	CancelRequested  bool            `json:"cancel_requested"`
-	CreatedAt        time.Time       `json:"created_at"`
-	StartedAt        *time.Time      `json:"started_at,omitempty"`
-	HeartbeatAt      *time.Time      `json:"heartbeat_at,omitempty"`
-	FinishedAt       *time.Time      `json:"finished_at,omitempty"`
-	UpdatedAt        time.Time       `json:"updated_at"`
-	Version          int64           `json:"version"`
+	// BranchAhead is how many commits the ticket's branch had ahead of the
+	// default branch once the session's work was pushed, as its runner
+	// reported (nil: not reported).
+	BranchAhead     *int       `json:"branch_ahead,omitempty"`
+	CancelRequested bool       `json:"cancel_requested"`
+	CreatedAt       time.Time  `json:"created_at"`
+	StartedAt       *time.Time `json:"started_at,omitempty"`
+	HeartbeatAt     *time.Time `json:"heartbeat_at,omitempty"`
+	FinishedAt      *time.Time `json:"finished_at,omitempty"`
+	UpdatedAt       time.Time  `json:"updated_at"`
+	Version         int64      `json:"version"`
 }
 
 // IsFinal reports whether status is final: succeeded, failed or cancelled.
@@ -190,6 +194,13 @@ WHERE id = ? AND version = ? AND status = 'running'`, nullable(reason), at, r.ID
 	return transition.Transition{}, false
 }
 
+func nullableInt(n *int) any {
+	if n == nil {
+		return nil
+	}
+	return *n
+}
+
 func nullable(s string) any {
 	if s == "" {
 		return nil
@@ -200,7 +211,7 @@ func nullable(s string) any {
 const runColumns = `r.id, r.organization_id, r.project_id, r.item_id, i.key, r.flow_id, r.stage, r.iteration, r.step, r.adapter, r.model,
 r.instructions, r.skills, r.artifacts, r.status, COALESCE(r.runner_id, ''), COALESCE(r.token_id, ''), COALESCE(r.outcome, ''),
 COALESCE(r.report, ''), r.blocking_question, r.exit_status, COALESCE(r.error, ''), r.input_tokens, r.output_tokens,
-r.cache_read_tokens, r.cache_write_tokens, r.cost_micros,
+r.cache_read_tokens, r.cache_write_tokens, r.cost_micros, r.branch_ahead,
 r.cancel_requested, r.created_at, COALESCE(r.started_at, 0), COALESCE(r.heartbeat_at, 0), COALESCE(r.finished_at, 0),
 r.updated_at, r.version`
 
@@ -209,12 +220,12 @@ const runFrom = ` FROM runs r JOIN items i ON i.id = r.item_id`
 func scanRun(rows *store.Rows, i int) (Run, error) {
 	var r Run
 	var skills string
-	var exit sql.NullInt64
+	var exit, ahead sql.NullInt64
 	var cost, created, started, heartbeat, finished, updated int64
 	if err := rows.Scan(i, &r.ID, &r.OrganizationID, &r.ProjectID, &r.ItemID, &r.Item, &r.FlowID, &r.Stage, &r.Iteration, &r.Step,
 		&r.Adapter, &r.Model, &r.Instructions, &skills, &r.Artifacts, &r.Status, &r.RunnerID, &r.TokenID, &r.Outcome, &r.Report,
 		&r.BlockingQuestion, &exit, &r.Error, &r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CacheReadTokens,
-		&r.Usage.CacheWriteTokens, &cost, &r.CancelRequested,
+		&r.Usage.CacheWriteTokens, &cost, &ahead, &r.CancelRequested,
 		&created, &started, &heartbeat, &finished, &updated, &r.Version); err != nil {
 		return r, fmt.Errorf("scan run: %w", err)
 	}
@@ -227,6 +238,10 @@ func scanRun(rows *store.Rows, i int) (Run, error) {
 	if exit.Valid {
 		n := int(exit.Int64)
 		r.ExitStatus = &n
+	}
+	if ahead.Valid {
+		n := int(ahead.Int64)
+		r.BranchAhead = &n
 	}
 	r.Usage.CostUSD = fromMicros(cost)
 	r.CreatedAt, r.UpdatedAt = store.Time(created), store.Time(updated)

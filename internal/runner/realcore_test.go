@@ -17,6 +17,7 @@ import (
 	"github.com/ballet/ballet/internal/runner"
 	"github.com/ballet/ballet/internal/runner/protocol"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/testkit/agenttest"
 	"github.com/ballet/ballet/internal/testkit/apitest"
 	"github.com/ballet/ballet/internal/testkit/storetest"
 )
@@ -301,6 +302,7 @@ func TestRealCore(t *testing.T) {
 	for _, cli := range bothCLIs {
 		t.Run("done/"+cli, func(t *testing.T) {
 			t.Parallel()
+			agenttest.ByName(cli).Path(t)
 			w := w.in(t)
 			tag := "done-" + cli
 			key := w.ticket(pipelineOf(cli), fakemodel.Marker("report-done", "content="+tag, "tag="+tag))
@@ -364,6 +366,7 @@ func TestRealCore(t *testing.T) {
 	for _, cli := range bothCLIs {
 		t.Run("question/"+cli, func(t *testing.T) {
 			t.Parallel()
+			agenttest.ByName(cli).Path(t)
 			w := w.in(t)
 			tag := "question-" + cli
 			key := w.ticket(pipelineOf(cli), fakemodel.Marker("ask", "question=Which_colour?", "answer=teal", "tag="+tag))
@@ -603,7 +606,7 @@ func roundMicro(usd float64) float64 { return math.Round(usd*1e6) / 1e6 }
 // TestTemplatePipelineRealSessions takes a ticket through Ballet's
 // template pipeline — implement → review → verify → integrate — on SQLite
 // and on rqlite, each agent stage a real claude-code session against the
-// fake model (its default scenario: write hello.txt, report done): the
+// fake model (its default scenario: write hello-<KEY>.txt, report done): the
 // implement session's change is pushed to ballet/<KEY>, the later stages
 // change nothing and push nothing, the merge stage waits for a person,
 // who merges the plain-git branch; the ticket ends done. Each run carries
@@ -621,8 +624,8 @@ func TestTemplatePipelineRealSessions(t *testing.T) {
 		}
 		branch := "ballet/" + key
 		head := w.remote.ref("refs/heads/" + branch)
-		if got := w.remote.show(head, "hello.txt"); got != "hello from the fake model\n" {
-			t.Fatalf("hello.txt on %s: %q", branch, got)
+		if got := w.remote.show(head, "hello-"+key+".txt"); got != "hello from the fake model for "+key+"\n" {
+			t.Fatalf("hello-%s.txt on %s: %q", key, branch, got)
 		}
 		if n := git(t, w.remote.work, "--git-dir="+w.remote.url, "rev-list", "--count", "main.."+head); n != "1" {
 			t.Errorf("%s has %s commits beyond main; want the implement session's one", branch, n)

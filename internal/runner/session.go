@@ -71,6 +71,7 @@ type ending struct {
 	usage *protocol.Usage
 	err   []string
 	ws    *workspace.Workspace
+	ahead *int // commits of the branch ahead of the default branch after the session (nil: not known)
 }
 
 func (e *ending) fail(format string, args ...any) {
@@ -291,12 +292,21 @@ func (s *session) ended(ctx context.Context, e *ending, res proc.Result, out age
 
 	if clean && out.Report != nil {
 		p, err := ws.Publish(ctx, out.Report.Summary)
+		if err == nil {
+			// What the branch holds now: Core tells a stage that left
+			// nothing to review from one that did.
+			if n, aerr := ws.Ahead(ctx, p); aerr != nil {
+				s.log.Warn("counting the branch's commits ahead of the default branch", "err", aerr)
+			} else {
+				e.ahead = &n
+			}
+		}
 		switch {
 		case err == nil && p.Pushed:
-			s.log.Info("pushed the agent's work", "branch", ws.Branch, "commit", p.Commit)
+			s.log.Info("pushed the agent's work", "branch", ws.Branch, "commit", p.Commit, "ahead", *or0(e.ahead))
 			return
 		case err == nil:
-			s.log.Info("the agent changed nothing: nothing pushed")
+			s.log.Info("the agent changed nothing: nothing pushed", "ahead", *or0(e.ahead))
 			return
 		}
 		// The work could not be pushed: the session has not succeeded.
@@ -316,7 +326,7 @@ func (s *session) ended(ctx context.Context, e *ending, res proc.Result, out age
 // unreachable; ok is false when Core never took it.
 func (s *session) finish(life context.Context, e *ending) (protocol.Run, bool) {
 	r, l := s.r, s.lease
-	f := protocol.Finish{ExitStatus: e.exit, Usage: e.usage, Error: errorText(e.err)}
+	f := protocol.Finish{ExitStatus: e.exit, Usage: e.usage, Error: errorText(e.err), BranchAhead: e.ahead}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(life))
 	defer cancel()
 	deadline := r.clock.Now().Add(r.timing.FinishFor)
@@ -431,4 +441,12 @@ func installRoot(exe string) []string {
 		return []string{d}
 	}
 	return nil
+}
+
+// or0 is n, or a pointer to 0 when n is nil (for logs).
+func or0(n *int) *int {
+	if n == nil {
+		return new(int)
+	}
+	return n
 }

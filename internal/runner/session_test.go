@@ -35,7 +35,7 @@ func TestReportDone(t *testing.T) {
 		t.Run(cli, func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t)
-			w.start(w.options())
+			w.start(w.options(cli))
 			ss := w.session(fakemodel.Marker("report-done", "content=health-check"))
 			ss.Stage.Adapter = cli
 			run := w.core.enqueue(ss)
@@ -111,7 +111,7 @@ func TestQuestionThenAnswer(t *testing.T) {
 		t.Run(cli, func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t)
-			w.start(w.options())
+			w.start(w.options(cli))
 			ss := w.session(fakemodel.Marker("ask", "question=Which_colour?", "answer=teal"))
 			ss.Stage.Adapter = cli
 			first := w.core.finished(w.core.enqueue(ss))
@@ -139,7 +139,7 @@ func TestNoReport(t *testing.T) {
 		t.Run(cli, func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t)
-			w.start(w.options())
+			w.start(w.options(cli))
 			ss := w.session(fakemodel.Marker("no-report"))
 			ss.Stage.Adapter = cli
 			got := w.core.over(w.core.enqueue(ss))
@@ -172,7 +172,7 @@ func TestAPIError(t *testing.T) {
 		t.Run(c.cli, func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t)
-			w.start(w.options())
+			w.start(w.options(c.cli))
 			ss := w.session(fakemodel.Marker("api-error", "status=529", "type=overloaded_error"))
 			ss.Stage.Adapter = c.cli
 			got := w.core.finished(w.core.enqueue(ss))
@@ -257,7 +257,7 @@ func TestCancelMidRun(t *testing.T) {
 		t.Run(cli, func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t)
-			w.start(w.options())
+			w.start(w.options(cli))
 			ss := w.session(fakemodel.Marker("slow-work", "steps=3", "sleep=600"))
 			ss.Stage.Adapter = cli
 			run := w.core.enqueue(ss)

@@ -84,18 +84,33 @@ func newWorld(t testing.TB) *world {
 	return w
 }
 
-// options are a runner's options in this world: bwrap, both CLIs against
-// the fake model, quick timing.
-func (w *world) options() runner.Options {
+// options are a runner's options in this world: bwrap, the CLIs against
+// the fake model, quick timing. The CLIs named (claude-code when none is)
+// are needed: a missing one ends the test (package parts: a failure under
+// CI=true, a counted skip elsewhere); the other is configured when it is
+// there, so that a test of claude-code never needs opencode.
+func (w *world) options(clis ...string) runner.Options {
 	w.t.Helper()
 	needBwrap(w.t)
+	if len(clis) == 0 {
+		clis = []string{protocol.ClaudeCode}
+	}
+	path := func(cli string, c agenttest.CLI) string {
+		if slices.Contains(clis, cli) {
+			return c.Path(w.t)
+		}
+		if p := c.Present(); p != "" {
+			return p
+		}
+		return filepath.Join(w.root, "no-"+c.Bin) // not offered
+	}
 	cfg := config.Default()
 	cfg.Runner.Server = w.core.URL
 	cfg.Runner.Workdir = filepath.Join(w.root, "runner")
 	cfg.Runner.PassEnv = []string{"CLAUDE_CODE_MAX_RETRIES"}
 	cfg.Runner.Watchdog = config.Duration{Duration: 2 * time.Minute}
-	cfg.Adapters.ClaudeCode.Command = agenttest.Claude(w.t)
-	cfg.Adapters.OpenCode = config.OpenCode{Command: agenttest.OpenCode(w.t), Model: model, Provider: "openai", BaseURL: w.fmURL + "/v1",
+	cfg.Adapters.ClaudeCode.Command = path(protocol.ClaudeCode, agenttest.ClaudeCLI)
+	cfg.Adapters.OpenCode = config.OpenCode{Command: path(protocol.OpenCode, agenttest.OpenCodeCLI), Model: model, Provider: "openai", BaseURL: w.fmURL + "/v1",
 		Prices: config.Prices{Input: priceIn, Output: priceOut, CacheRead: priceCacheRead, CacheWrite: priceCacheWrite}}
 	return runner.Options{
 		Config: cfg.Runner, Adapters: cfg.Adapters, Token: w.core.runnerToken, Version: "test",

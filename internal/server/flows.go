@@ -33,9 +33,16 @@ type FlowView struct {
 	Outcome         string      `json:"outcome,omitempty"`
 	Report          string      `json:"report,omitempty"`
 	Attention       string      `json:"attention,omitempty"` // see FlowView's doc
-	StartedAt       time.Time   `json:"started_at"`
-	UpdatedAt       time.Time   `json:"updated_at"`
-	Version         int64       `json:"version"`
+	// BranchAhead: the commits the ticket's branch had ahead of the default
+	// branch after the latest agent stage (omitted: not known yet).
+	BranchAhead *int `json:"branch_ahead,omitempty"`
+	// NothingToApprove: the flow waits for an approval on a branch with no
+	// commit ahead of the default branch (the UI shows "nothing to
+	// approve" instead of Approve).
+	NothingToApprove bool      `json:"nothing_to_approve,omitempty"`
+	StartedAt        time.Time `json:"started_at"`
+	UpdatedAt        time.Time `json:"updated_at"`
+	Version          int64     `json:"version"`
 }
 
 // StageView is one stage of the pinned pipeline.
@@ -56,7 +63,7 @@ func (h *Flows) Routes() []*Route {
 		{Method: "GET", Path: "/api/v1/items/{item}/flow", Perm: access.TrackerRead, Summary: "The ticket's flow (404 before it started)",
 			Response: FlowView{}, Handle: h.get},
 		{Method: "POST", Path: "/api/v1/items/{item}/flow/start", Perm: access.RunManage,
-			Summary: "Start the pipeline of a ready ticket (409 when it is not ready or its flow is still active)", Response: FlowView{}, Handle: h.start},
+			Summary: "Start the pipeline of a ready ticket (409 when it is not ready, its flow is still active, or an open item blocks it or its epic, naming each)", Response: FlowView{}, Handle: h.start},
 		{Method: "POST", Path: "/api/v1/items/{item}/flow/approve", Perm: access.TrackerWrite,
 			Summary: "Approve the human stage the flow waits on (409 when it does not wait for an approval)", Request: Decision{}, OptionalBody: true, Response: FlowView{}, Handle: h.decide(true)},
 		{Method: "POST", Path: "/api/v1/items/{item}/flow/reject", Perm: access.TrackerWrite,
@@ -68,7 +75,8 @@ func (h *Flows) Routes() []*Route {
 func View(it tracker.Item, f flow.Flow) FlowView {
 	v := FlowView{Ticket: it.Key, Pipeline: f.Pipeline, PipelineVersion: f.PipelineVersion, Stages: []StageView{}, Stage: f.Stage,
 		Iteration: f.Iteration, MaxIterations: f.MaxIterations, Status: f.Status, Waiting: f.Waiting, Run: f.RunID,
-		Outcome: f.Outcome, Report: f.Report, Attention: f.Attention, StartedAt: f.StartedAt, UpdatedAt: f.UpdatedAt, Version: f.Version}
+		Outcome: f.Outcome, Report: f.Report, Attention: f.Attention, BranchAhead: f.BranchAhead, StartedAt: f.StartedAt, UpdatedAt: f.UpdatedAt, Version: f.Version}
+	v.NothingToApprove = f.Status == flow.StatusWaiting && f.Waiting == flow.WaitApproval && f.BranchAhead != nil && *f.BranchAhead == 0
 	for _, s := range f.Definition.Stages {
 		v.Stages = append(v.Stages, StageView{ID: s.ID, Name: s.Name, Kind: s.Kind})
 	}

@@ -77,6 +77,9 @@ type FinishIn struct {
 	ExitStatus *int       `json:"exit_status"` // required
 	Usage      *run.Usage `json:"usage,omitempty"`
 	Error      string     `json:"error,omitempty"`
+	// BranchAhead: the commits the ticket's branch has ahead of the
+	// default branch after the session (0 … 1000000; absent: not known).
+	BranchAhead *int `json:"branch_ahead,omitempty"`
 }
 
 // RunList is the body of GET /items/{item}/runs.

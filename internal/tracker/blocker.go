@@ -239,3 +239,54 @@ func (rd blockerReads) remove(actor event.Actor) (*transition.Transition, error)
 			store.Stmt(`DELETE FROM blockers WHERE item_id = ? AND blocker_id = ?`, it.ID, bl.ID)},
 	}, nil
 }
+
+// OpenBlocker is an item that blocks a ticket (or its epic) and is neither
+// done nor cancelled.
+type OpenBlocker struct {
+	Key   string `json:"key"`
+	State string `json:"state"`
+}
+
+// openBlockersOf is the condition "an item blocking ? or ? (the ticket, its
+// epic) is neither done nor cancelled" over blockers b joined to the
+// blocking items k: the scheduler's rule for a runnable ticket.
+const openBlockersOf = `FROM blockers b JOIN items k ON k.id = b.blocker_id
+WHERE b.item_id IN (?, ?) AND k.state NOT IN ('` + StateDone + `', '` + StateCancelled + `')`
+
+// blockedIDs are the ids whose blockers keep it from starting: its own and
+// its epic's.
+func blockedIDs(it Item) (string, string) {
+	if it.EpicID != nil {
+		return it.ID, *it.EpicID
+	}
+	return it.ID, it.ID
+}
+
+// OpenBlockers returns the items that keep it from starting: those that
+// block it or its epic and are neither done nor cancelled, by number.
+func (s *Service) OpenBlockers(ctx context.Context, it Item) ([]OpenBlocker, error) {
+	self, epic := blockedIDs(it)
+	rows, err := s.Store.Query(ctx, `SELECT DISTINCT k.key, k.number, k.state `+openBlockersOf+` ORDER BY k.number, k.key`, self, epic)
+	if err != nil {
+		return nil, fmt.Errorf("read open blockers: %w", err)
+	}
+	out := make([]OpenBlocker, 0, rows.Len())
+	for i := range rows.Len() {
+		var b OpenBlocker
+		var n int64
+		if err := rows.Scan(i, &b.Key, &n, &b.State); err != nil {
+			return nil, fmt.Errorf("read open blockers: %w", err)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// Unblocked is the guarded statement of a start decided on "nothing blocks
+// it": it changes its row (and nothing in it) only while no item blocking
+// it or its epic is open, so that a blocker added, or reopened, between the
+// read and the write makes the start lose its race and decide again.
+func Unblocked(it Item) store.Statement {
+	self, epic := blockedIDs(it)
+	return store.Stmt(`UPDATE items SET version = version WHERE id = ? AND NOT EXISTS (SELECT 1 `+openBlockersOf+`)`, it.ID, self, epic)
+}

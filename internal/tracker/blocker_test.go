@@ -177,3 +177,52 @@ func TestConcurrentCycleOfThree(t *testing.T) {
 		}
 	})
 }
+
+// TestOpenBlockersKeepATicketFromStarting: a ticket's open blockers are the
+// items blocking it or its epic that are neither done nor cancelled, by
+// number, and the start's guard (Unblocked) changes no row while there is
+// one, so that a blocker added after a start read none makes it lose its
+// race.
+func TestOpenBlockersKeepATicketFromStarting(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, st store.Store) {
+		w := newItemWorld(t, st)
+		ctx := context.Background()
+		epic := w.item("epic", "E")
+		a := w.item("task", "A", func(in *ItemInput) { in.Epic = epic.Key })
+		b, c, d := w.item("task", "B"), w.item("task", "C"), w.item("task", "D")
+		check := func(name, want string, wantRows int64) {
+			t.Helper()
+			open, err := w.svc.OpenBlockers(ctx, w.get(a.ID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(open); got != want {
+				t.Errorf("%s: open blockers %s, want %s", name, got, want)
+			}
+			res, err := st.Exec(ctx, Unblocked(w.get(a.ID)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res[0].RowsAffected != wantRows {
+				t.Errorf("%s: the start's guard changed %d rows, want %d", name, res[0].RowsAffected, wantRows)
+			}
+		}
+		check("none", "[]", 1)
+		for _, pair := range [][2]Item{{a, c}, {epic, b}, {epic, d}} {
+			if _, err := w.svc.AddBlocker(ctx, itemAlice, pair[0].ID, pair[1].ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check("its own and its epic's", "[{ACME-3 backlog} {ACME-4 backlog} {ACME-5 backlog}]", 0)
+		for st2, it := range map[string]Item{StateDone: b, StateCancelled: d} {
+			if _, err := st.Exec(ctx, store.Stmt(`UPDATE items SET state = ? WHERE id = ?`, st2, it.ID)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check("done and cancelled ones do not count", "[{ACME-4 backlog}]", 0)
+		if err := w.svc.RemoveBlocker(ctx, itemAlice, a.ID, c.ID); err != nil {
+			t.Fatal(err)
+		}
+		check("removed", "[]", 1)
+	})
+}

@@ -174,6 +174,11 @@ export interface Flow {
   outcome?: string;
   report?: string;
   attention?: string;
+  // branch_ahead: commits the ticket's branch had ahead of its base after
+  // the last agent stage (absent: not known); nothing_to_approve: it waits
+  // for an approval on a branch with none.
+  branch_ahead?: number;
+  nothing_to_approve?: boolean;
   started_at: string;
   updated_at: string;
   version: number;
@@ -314,3 +319,31 @@ export async function permissions(project: string): Promise<Set<string>> {
   const p = await get<{ permissions: string[] }>(`/api/v1/projects/${enc(project)}/permissions`);
   return new Set(p.permissions);
 }
+
+// --- A ticket's calls (the ticket page's; docs/api.md) ---
+
+const itemPath = (key: string) => `/api/v1/items/${enc(key)}`;
+
+export const tickets = {
+  get: (key: string) => get<Item>(itemPath(key)),
+  // flow is the ticket's flow; null when it never started (404).
+  flow: (key: string) =>
+    get<Flow>(itemPath(key) + "/flow").catch((e) => {
+      if (e instanceof ApiError && e.status === 404) return null;
+      throw e;
+    }),
+  questions: (key: string) => get<{ questions: Question[] }>(itemPath(key) + "/questions").then((r) => r.questions),
+  runs: (key: string) => get<{ runs: Run[] }>(itemPath(key) + "/runs").then((r) => r.runs),
+  move: (it: Item, state: string) => patch<Item>(itemPath(it.key), { version: it.version, state }),
+  start: (key: string) => post<Flow>(itemPath(key) + "/flow/start"),
+  decide: (key: string, verb: "approve" | "reject", comment: string) =>
+    post<Flow>(itemPath(key) + "/flow/" + verb, comment.trim() ? { comment } : undefined),
+  addBlocker: (key: string, blocker: string) => post<unknown>(itemPath(key) + "/blockers/" + enc(blocker)),
+  removeBlocker: (key: string, blocker: string) => del<void>(itemPath(key) + "/blockers/" + enc(blocker)),
+  ask: (key: string, text: string, blocking: boolean) => post<Question>(itemPath(key) + "/questions", { text, blocking }),
+  answer: (question: string, answer: string) => post<Question>(`/api/v1/questions/${enc(question)}/answer`, { answer }),
+  log: (run: string, offset: number) => get<LogChunk>(`/api/v1/runs/${enc(run)}/log?offset=${offset}`),
+};
+
+// setKillSwitch pulls (on) or releases the platform's kill switch.
+export const setKillSwitch = (on: boolean) => post<Platform>(`/api/v1/platform/${on ? "pause" : "resume"}`);

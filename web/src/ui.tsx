@@ -1,6 +1,6 @@
 // Small pieces the pages share.
 import type { ComponentChildren } from "preact";
-import { useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import type { ItemFlow } from "./api";
 
 // Alert shows an error with the API's message (role="alert" for the tests and screen readers).
@@ -132,4 +132,60 @@ export function Disclosure({ summary, children }: { summary: string; children: C
       {open && children}
     </details>
   );
+}
+
+export interface ConfirmOptions {
+  title: string; // the question, as the dialog's heading
+  body: string; // what will happen
+  confirm: string; // the button that does it
+  keep: string; // the button that leaves things as they are (Escape does too)
+  danger?: boolean;
+}
+
+// useConfirm asks before an action that cannot be taken back: ask(opts)
+// opens a modal dialog (a native <dialog>: focus moves into it and stays,
+// Escape closes it, the page behind is inert) on the button that leaves
+// things as they are, and resolves true only when the person confirms.
+// Focus goes back to what had it. Render the element it returns.
+export function useConfirm(): [(o: ConfirmOptions) => Promise<boolean>, ComponentChildren] {
+  const [open, setOpen] = useState<{ o: ConfirmOptions; resolve: (ok: boolean) => void; back: HTMLElement | null } | null>(null);
+  const ref = useRef<HTMLDialogElement>(null);
+  useEffect(() => {
+    const d = ref.current;
+    if (open && d && !d.open) d.showModal();
+  }, [open]);
+  const close = (ok: boolean) => {
+    if (!open) return;
+    ref.current?.close();
+    open.resolve(ok);
+    open.back?.focus();
+    setOpen(null);
+  };
+  const ask = (o: ConfirmOptions) =>
+    new Promise<boolean>((resolve) => setOpen({ o, resolve, back: document.activeElement as HTMLElement | null }));
+  const el = open && (
+    <dialog
+      ref={ref}
+      class="confirm"
+      aria-labelledby="confirm-title"
+      aria-describedby="confirm-body"
+      data-testid="confirm"
+      onCancel={(e) => {
+        e.preventDefault();
+        close(false);
+      }}
+    >
+      <h2 id="confirm-title">{open.o.title}</h2>
+      <p id="confirm-body">{open.o.body}</p>
+      <div class="actions">
+        <button type="button" class="secondary" autofocus onClick={() => close(false)}>
+          {open.o.keep}
+        </button>
+        <button type="button" class={open.o.danger ? "danger" : ""} onClick={() => close(true)}>
+          {open.o.confirm}
+        </button>
+      </div>
+    </dialog>
+  );
+  return [ask, el];
 }

@@ -211,6 +211,10 @@ type Finish struct {
 	ExitStatus int    `json:"exit_status"`
 	Usage      *Usage `json:"usage,omitempty"`
 	Error      string `json:"error,omitempty"`
+	// BranchAhead is how many commits the ticket's branch has ahead of the
+	// default branch after the session's work was pushed (0: nothing to
+	// review; nil: not known, as when the workspace could not be read).
+	BranchAhead *int `json:"branch_ahead,omitempty"`
 }
 
 // LogAnswer is Core's answer to a log chunk.

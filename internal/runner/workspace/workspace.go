@@ -52,6 +52,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -176,6 +177,9 @@ type Workspace struct {
 	Base string
 	// Continued is set when the branch existed on the remote.
 	Continued bool
+	// DefaultHead is the default branch's head on the remote when the
+	// workspace was made.
+	DefaultHead string
 	// Restored, when set, describes the checkpoint whose work was put back
 	// into the working tree (as uncommitted changes): the session's prompt
 	// should say so.
@@ -275,7 +279,7 @@ func (w *Workspace) fetch(ctx context.Context) (apply string, err error) {
 	if _, err := w.m.git(ctx, gitCmd{args: []string{"--git-dir=" + w.mirror, "symbolic-ref", "HEAD", defRef}}); err != nil {
 		return "", err
 	}
-	w.Base, w.Continued = heads[defRef], false
+	w.Base, w.Continued, w.DefaultHead = heads[defRef], false, heads[defRef]
 	if sha, ok := heads[branchRef]; ok {
 		w.Base, w.Continued = sha, true
 	}
@@ -490,6 +494,29 @@ func (w *Workspace) Publish(ctx context.Context, summary string) (Published, err
 	}
 	w.lastTree = tree
 	return Published{Commit: commit, Pushed: true}, nil
+}
+
+// Ahead counts the commits the branch has ahead of the default branch
+// (as it was when the workspace was made) after Publish did p: its pushed
+// commit, else the head the branch had on the remote; 0 when the branch
+// does not exist there.
+func (w *Workspace) Ahead(ctx context.Context, p Published) (int, error) {
+	head := p.Commit
+	if head == "" && w.Continued {
+		head = w.Base
+	}
+	if head == "" {
+		return 0, nil
+	}
+	out, err := w.m.git(ctx, gitCmd{args: []string{"--git-dir=" + w.gitDir, "rev-list", "--count", "--end-of-options", w.DefaultHead + ".." + head}})
+	if err != nil {
+		return 0, fmt.Errorf("workspace: counting the commits of %s ahead of %s: %w", w.Branch, w.spec.Remote.DefaultBranch, err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil {
+		return 0, fmt.Errorf("workspace: rev-list --count said %q", out)
+	}
+	return n, nil
 }
 
 // DropCheckpoint deletes the stage's checkpoint from the remote (the stage

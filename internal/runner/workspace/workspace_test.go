@@ -460,3 +460,43 @@ func TestMirrorShared(t *testing.T) {
 		t.Errorf("the run's folder is still there: %v", err)
 	}
 }
+
+// TestAhead: after Publish the branch's commits ahead of the default branch
+// are counted: 0 when nothing was pushed and the branch does not exist, 1
+// after a first publish, and the continued branch's own count when a later
+// session changed nothing (its commits are still there to review).
+func TestAhead(t *testing.T) {
+	t.Parallel()
+	r := newRemote(t)
+	ctx := context.Background()
+	count := func(w *Workspace, p Published) int {
+		t.Helper()
+		n, err := w.Ahead(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	w := prepare(t, &Manager{Dir: t.TempDir()}, spec(r, "run-1", "implement"))
+	p, err := w.Publish(ctx, "nothing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(w, p); n != 0 {
+		t.Fatalf("nothing pushed, no branch: %d ahead, want 0", n)
+	}
+	writeFile(t, filepath.Join(w.Dir, "a.txt"), "a\n")
+	if p, err = w.Publish(ctx, "done"); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(w, p); n != 1 {
+		t.Fatalf("after a publish: %d ahead, want 1", n)
+	}
+	w2 := prepare(t, &Manager{Dir: t.TempDir()}, spec(r, "run-2", "review"))
+	if p, err = w2.Publish(ctx, "looks fine"); err != nil || p.Pushed {
+		t.Fatalf("%+v %v", p, err)
+	}
+	if n := count(w2, p); n != 1 {
+		t.Fatalf("a review that changed nothing on a branch with 1 commit: %d ahead, want 1", n)
+	}
+}

@@ -3,8 +3,10 @@
 // cache folder (make test runs it and passes the paths in BALLET_CLAUDE
 // and BALLET_OPENCODE).
 //
-// A missing or wrong CLI fails the test, naming how to install it; the
-// tests that need the CLIs are skipped only when a developer asks with
+// Each CLI is needed on its own: a test of claude-code does not need
+// opencode. A missing or wrong CLI fails the test under CI=true, naming how
+// to install it, and is a counted skip otherwise (package parts); the tests
+// that need the CLIs are also skipped when a developer asks with
 // BALLET_SKIP_AGENTS=1.
 package agenttest
 
@@ -18,6 +20,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ballet/ballet/internal/testkit/parts"
 )
 
 // The pinned versions.
@@ -27,7 +31,7 @@ const (
 )
 
 // SkipEnv is the environment variable a developer sets to 1 to skip every
-// test that needs an agent CLI. Nothing else skips them.
+// test that needs an agent CLI.
 const SkipEnv = "BALLET_SKIP_AGENTS"
 
 // CLI is one pinned agent CLI.
@@ -44,6 +48,29 @@ var (
 	ClaudeCLI   = CLI{Name: "claude-code", Package: "@anthropic-ai/claude-code", Version: ClaudeVersion, Bin: "claude", Env: "BALLET_CLAUDE"}
 	OpenCodeCLI = CLI{Name: "opencode", Package: "opencode-ai", Version: OpenCodeVersion, Bin: "opencode", Env: "BALLET_OPENCODE"}
 )
+
+// ByName returns the CLI of an adapter's name (claude-code, opencode).
+func ByName(name string) CLI {
+	if name == OpenCodeCLI.Name {
+		return OpenCodeCLI
+	}
+	return ClaudeCLI
+}
+
+// Present returns the CLI's executable when it is there at the pinned
+// version and BALLET_SKIP_AGENTS is not 1, else "", without ending any
+// test: for a harness that offers whatever CLIs exist while each test
+// needs its own with Path.
+func (c CLI) Present() string {
+	if os.Getenv(SkipEnv) == "1" {
+		return ""
+	}
+	path, err := c.find()
+	if err != nil {
+		return ""
+	}
+	return path
+}
 
 // Claude returns the path of the claude executable (see CLI.Path).
 func Claude(t testing.TB) string { t.Helper(); return ClaudeCLI.Path(t) }
@@ -68,19 +95,14 @@ func (c CLI) DefaultPath() (string, error) {
 // Path returns the CLI's executable: $ENV if set, else DefaultPath. It
 // checks once per process that it runs and reports the pinned version.
 // When BALLET_SKIP_AGENTS=1 the test is skipped; otherwise a missing or
-// wrong CLI fails it.
+// wrong CLI fails it under CI=true and skips it elsewhere, counted under
+// the CLI's own name (package parts).
 func (c CLI) Path(t testing.TB) string {
 	t.Helper()
-	switch v := os.Getenv(SkipEnv); v {
-	case "1":
-		t.Skipf("agenttest: %s=1: the tests that need the agent CLIs are skipped", SkipEnv)
-	case "", "0":
-	default:
-		t.Fatalf("agenttest: %s=%q: set it to 1 to skip the tests that need the agent CLIs, or leave it unset", SkipEnv, v)
-	}
+	parts.Asked(t, c.Name, SkipEnv)
 	path, err := c.find()
 	if err != nil {
-		t.Fatalf("agenttest: %v", err)
+		parts.Missing(t, c.Name, fmt.Errorf("agenttest: %w", err))
 	}
 	return path
 }

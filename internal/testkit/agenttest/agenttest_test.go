@@ -17,7 +17,8 @@ type fakeTB struct {
 
 type stopped struct{}
 
-func (f *fakeTB) Helper() {}
+func (f *fakeTB) Helper()      {}
+func (f *fakeTB) Name() string { return "TestFake" }
 func (f *fakeTB) Fatalf(format string, args ...any) {
 	f.fatal = fmt.Sprintf(format, args...)
 	panic(stopped{})
@@ -72,6 +73,8 @@ func TestPath(t *testing.T) {
 			wantFatal: `--version says "1.2.30", want 1.2.3`},
 		{name: "missing", env: map[string]string{"AGENTTEST_DEMO": filepath.Join(dir, "nothing")},
 			wantFatal: "no executable at " + filepath.Join(dir, "nothing") + ": install it with scripts/agent-clis.sh"},
+		{name: "missing, not CI", env: map[string]string{"AGENTTEST_DEMO": filepath.Join(dir, "nothing"), "CI": ""},
+			wantSkip: "demo is missing"},
 		{name: "cache", env: map[string]string{"AGENTTEST_DEMO": "", "XDG_CACHE_HOME": dir},
 			wantFatal: "no executable at " + filepath.Join(dir, "ballet", "agent-clis", "demo-1.2.3", "node_modules", ".bin", "demo")},
 		{name: "skip asked", env: map[string]string{"AGENTTEST_DEMO": filepath.Join(dir, "nothing"), SkipEnv: "1"},
@@ -81,6 +84,7 @@ func TestPath(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Setenv(SkipEnv, "")
+			t.Setenv("CI", "true")
 			for k, v := range c.env {
 				t.Setenv(k, v)
 			}

@@ -385,3 +385,91 @@ func TestFlowRunsOnThePinnedVersion(t *testing.T) {
 		}
 	})
 }
+
+// TestStartRefusesABlockedTicket: starting a ready ticket that an open item
+// blocks, directly or through its epic, is a 409 naming each blocker and
+// its state, and changes nothing; once none is open (removed, done or
+// cancelled) it starts.
+func TestStartRefusesABlockedTicket(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		e := apitest.New(t, s)
+		e.Org("acme")
+		e.Project("acme", "ACME")
+		create := func(body map[string]any) string {
+			var it struct{ Key string }
+			e.Admin(201, "POST", "/api/v1/projects/ACME/items", body).JSON(t, &it)
+			return it.Key
+		}
+		epic := create(map[string]any{"type": "epic", "title": "E"})
+		key := create(map[string]any{"type": "task", "title": "A", "epic": epic, "acceptance_criteria": "it works", "state": "ready"})
+		own := create(map[string]any{"type": "task", "title": "B"})
+		epics := create(map[string]any{"type": "task", "title": "C", "state": "ready"})
+		e.Admin(201, "POST", "/api/v1/items/"+key+"/blockers/"+own, nil)
+		e.Admin(201, "POST", "/api/v1/items/"+epic+"/blockers/"+epics, nil)
+		var before struct{ Version int64 }
+		e.Admin(200, "GET", "/api/v1/items/"+key, nil).JSON(t, &before)
+		var refused struct {
+			Error struct{ Code, Message string }
+		}
+		e.Admin(409, "POST", "/api/v1/items/"+key+"/flow/start", nil).JSON(t, &refused)
+		want := key + " is blocked by " + own + " (backlog), " + epics + " (ready)"
+		if refused.Error.Code != "conflict" || !strings.Contains(refused.Error.Message, want) {
+			t.Fatalf("refusal %+v, want a conflict saying %q", refused.Error, want)
+		}
+		var after struct {
+			State   string
+			Version int64
+		}
+		e.Admin(200, "GET", "/api/v1/items/"+key, nil).JSON(t, &after)
+		if after.State != "ready" || after.Version != before.Version {
+			t.Fatalf("after the refusal the ticket is %+v", after)
+		}
+		e.Admin(404, "GET", "/api/v1/items/"+key+"/flow", nil)
+
+		e.Admin(204, "DELETE", "/api/v1/items/"+key+"/blockers/"+own, nil)
+		e.Admin(409, "POST", "/api/v1/items/"+key+"/flow/start", nil) // its epic's blocker is still open
+		var bl struct{ Version int64 }
+		e.Admin(200, "GET", "/api/v1/items/"+epics, nil).JSON(t, &bl)
+		e.Admin(200, "PATCH", "/api/v1/items/"+epics, map[string]any{"version": bl.Version, "state": "cancelled"})
+		e.Admin(200, "POST", "/api/v1/items/"+key+"/flow/start", nil)
+	})
+}
+
+// TestNothingToApprove: a runner reports how many commits the ticket's
+// branch has ahead of the default branch after a stage (bounded: 400
+// beyond). With none, the stage's report says so and the human stage that
+// follows shows nothing_to_approve (branch_ahead 0); with some, neither.
+func TestNothingToApprove(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		w := newFlowWorld(t, s)
+		w.Admin(200, "PUT", "/api/v1/projects/ACME/pipelines/task", map[string]any{"version": 0, "definition": map[string]any{
+			"stages": []any{
+				map[string]any{"id": "implement", "kind": "agent"},
+				map[string]any{"id": "approve", "kind": "human"},
+			}}})
+		pass := func(ahead int) map[string]any {
+			key := w.ticket("task")
+			w.Admin(200, "POST", "/api/v1/items/"+key+"/flow/start", nil)
+			r := w.leaseStage(key, "implement", 1)
+			w.Must(200, r.Token, "POST", "/api/v1/runs/"+r.ID+"/report", map[string]any{"outcome": "done", "summary": "Wrote it."})
+			for _, bad := range []int{-1, 1_000_001} {
+				resp := w.Do(r.Token, "POST", "/api/v1/runs/"+r.ID+"/finish", map[string]any{"exit_status": 0, "branch_ahead": bad})
+				if resp.Status != 400 || !strings.Contains(string(resp.Body), "branch_ahead") {
+					t.Fatalf("finish with branch_ahead %d: %d %s", bad, resp.Status, resp.Body)
+				}
+			}
+			w.Must(200, r.Token, "POST", "/api/v1/runs/"+r.ID+"/finish", map[string]any{"exit_status": 0, "branch_ahead": ahead})
+			w.await(key, "approval", func(f flowView) bool { return f.Waiting == "approval" })
+			return w.Admin(200, "GET", "/api/v1/items/"+key+"/flow", nil).Map(t)
+		}
+		f := pass(0)
+		if f["nothing_to_approve"] != true || f["branch_ahead"] != 0.0 ||
+			!strings.HasPrefix(f["report"].(string), "Wrote it.\n\nBallet: after this stage the branch ballet/ACME-1 has no commit ahead of the default branch") {
+			t.Fatalf("after a stage that left nothing: %v", f)
+		}
+		f = pass(2)
+		if _, ok := f["nothing_to_approve"]; ok || f["branch_ahead"] != 2.0 || f["report"] != "Wrote it." {
+			t.Fatalf("after a stage that left 2 commits: %v", f)
+		}
+	})
+}

@@ -11,9 +11,11 @@
 // orphans), and prints its log tail when a test using it failed.
 //
 // The binary is $BALLET_GITEA, else the cached
-// ${XDG_CACHE_HOME:-~/.cache}/ballet/bin/gitea-v1.26.0. BALLET_SKIP_GITEA=1
-// skips the tests that need it; a missing binary fails them with CI=true and
-// skips them otherwise.
+// ${XDG_CACHE_HOME:-~/.cache}/ballet/bin/gitea-v1.26.0, with its options
+// and templates in the folder beside it named like it plus -static.
+// BALLET_SKIP_GITEA=1 skips the tests that need it; a missing binary, or one
+// without its -static folder, fails them under CI=true and is a counted skip
+// otherwise (package parts).
 package giteatest
 
 import (
@@ -41,6 +43,7 @@ import (
 
 	"github.com/ballet/ballet/internal/gitexec"
 	"github.com/ballet/ballet/internal/procgroup"
+	"github.com/ballet/ballet/internal/testkit/parts"
 )
 
 // Version is the Gitea release the tests run against.
@@ -62,30 +65,18 @@ const (
 )
 
 // Binary returns the Gitea binary's path (package doc), skipping or failing
-// the test when there is none.
+// the test when there is none (package parts).
 func Binary(t testing.TB) string {
 	t.Helper()
+	parts.Asked(t, parts.Gitea, SkipEnv)
 	path, err := binary()
-	if err == nil {
-		return path
+	if err != nil {
+		parts.Missing(t, parts.Gitea, fmt.Errorf("giteatest: %w", err))
 	}
-	if errors.Is(err, errSkip) || os.Getenv("CI") != "true" {
-		t.Skipf("giteatest: %v", err)
-	}
-	t.Fatalf("giteatest: %v", err)
-	return ""
+	return path
 }
 
-var errSkip = errors.New("skipped")
-
 func binary() (string, error) {
-	switch v := os.Getenv(SkipEnv); v {
-	case "1":
-		return "", fmt.Errorf("%w: %s=1: the tests that need Gitea are skipped", errSkip, SkipEnv)
-	case "", "0":
-	default:
-		return "", fmt.Errorf("%s=%q: set it to 1 to skip the tests that need Gitea, or leave it unset", SkipEnv, v)
-	}
 	path := os.Getenv(BinaryEnv)
 	if path == "" {
 		cache := os.Getenv("XDG_CACHE_HOME")

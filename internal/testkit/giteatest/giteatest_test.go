@@ -3,6 +3,8 @@ package giteatest
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -85,25 +87,61 @@ func TestServerDiesWithItsTest(t *testing.T) {
 	orphan.DiesWithItsTest(t, "gitea", orphanEnv+"="+t.TempDir(), BinaryEnv+"="+bin)
 }
 
-// TestBinary: BALLET_SKIP_GITEA=1 skips; a missing binary skips, or fails
-// with CI=true.
+// TestBinary: a missing binary, and a build without its -static folder
+// (BALLET_GITEA pointing at a bare binary), are missing parts: an error
+// naming the path and how to build it (package parts then fails the test
+// under CI=true and counts a skip elsewhere).
 func TestBinary(t *testing.T) {
+	bare := filepath.Join(t.TempDir(), "gitea")
+	if err := os.WriteFile(bare, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
-		skip, bin, ci string
-		wantErr       string
-		wantSkip      bool
+		bin     string
+		wantErr string
 	}{
-		{skip: "1", bin: "/nonexistent", wantErr: "BALLET_SKIP_GITEA=1", wantSkip: true},
-		{skip: "yes", wantErr: `BALLET_SKIP_GITEA="yes": set it to 1`},
 		{bin: "/nonexistent/gitea", wantErr: "not found at /nonexistent/gitea: build it with scripts/gitea.sh"},
+		{bin: bare, wantErr: "its options and templates are not at " + bare + "-static: build it with scripts/gitea.sh"},
 	} {
-		t.Setenv(SkipEnv, c.skip)
 		t.Setenv(BinaryEnv, c.bin)
 		_, err := binary()
 		if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 			t.Errorf("%+v: %v, want %q", c, err, c.wantErr)
 		}
 	}
+	// Through Binary: a failure under CI=true, a skip elsewhere.
+	for _, ci := range []string{"true", ""} {
+		t.Setenv("CI", ci)
+		t.Setenv(SkipEnv, "")
+		t.Setenv(BinaryEnv, bare)
+		var fatal, skip string
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			Binary(&endTB{TB: t, fatal: &fatal, skip: &skip})
+		}()
+		<-done
+		if (ci == "true") != (fatal != "") || (ci == "true") == (skip != "") {
+			t.Errorf("CI=%q, Gitea without -static: fatal %q, skip %q", ci, fatal, skip)
+		}
+	}
+}
+
+// endTB records how a kit ended a test; Fatalf and Skipf end its
+// goroutine as the testing package would.
+type endTB struct {
+	testing.TB
+	fatal, skip *string
+}
+
+func (e *endTB) Helper() {}
+func (e *endTB) Fatalf(format string, args ...any) {
+	*e.fatal = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+func (e *endTB) Skipf(format string, args ...any) {
+	*e.skip = fmt.Sprintf(format, args...)
+	runtime.Goexit()
 }
 
 // BenchmarkStart measures a server's start: configuration, migration, the

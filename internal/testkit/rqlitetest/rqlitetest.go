@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/procgroup"
+	"github.com/ballet/ballet/internal/testkit/parts"
 )
 
 // Version is the rqlite release the tests run against.
@@ -52,23 +53,16 @@ var nodeFlags = []string{
 }
 
 // SkipEnv is the environment variable a developer sets to 1 to skip every
-// test that needs rqlited. Nothing else skips them: without it, a missing
-// binary fails the test.
+// test that needs rqlited.
 const SkipEnv = "BALLET_SKIP_RQLITE"
 
 // Binary returns the rqlited path: $BALLET_RQLITED if set, else
 // ${XDG_CACHE_HOME:-~/.cache}/ballet/bin/rqlited-v8.43.4. The test is
-// skipped only when BALLET_SKIP_RQLITE=1 asks for it; a missing binary
-// fails it.
+// skipped when BALLET_SKIP_RQLITE=1 asks for it; a missing binary fails it
+// under CI=true and is a counted skip otherwise (package parts).
 func Binary(t testing.TB) string {
 	t.Helper()
-	switch v := os.Getenv(SkipEnv); v {
-	case "1":
-		t.Skipf("rqlitetest: %s=1: the tests that need rqlite are skipped", SkipEnv)
-	case "", "0":
-	default:
-		t.Fatalf("rqlitetest: %s=%q: set it to 1 to skip the tests that need rqlite, or leave it unset", SkipEnv, v)
-	}
+	parts.Asked(t, parts.Rqlite, SkipEnv)
 	path := os.Getenv("BALLET_RQLITED")
 	if path == "" {
 		cache := os.Getenv("XDG_CACHE_HOME")
@@ -82,10 +76,10 @@ func Binary(t testing.TB) string {
 		path = filepath.Join(cache, "ballet", "bin", "rqlited-"+Version)
 	}
 	if fi, err := os.Stat(path); err != nil || fi.IsDir() {
-		t.Fatalf("rqlitetest: rqlited %s not found at %s: build it with scripts/rqlited.sh "+
+		parts.Missing(t, parts.Rqlite, fmt.Errorf("rqlitetest: rqlited %s not found at %s: build it with scripts/rqlited.sh "+
 			"(go mod download github.com/rqlite/rqlite/v8@%s, then CGO_ENABLED=1 go build ./cmd/rqlited "+
 			"inside that module's folder in the module cache) or set BALLET_RQLITED; "+
-			"%s=1 skips the tests that need it", Version, path, Version, SkipEnv)
+			"%s=1 skips the tests that need it", Version, path, Version, SkipEnv))
 	}
 	return path
 }

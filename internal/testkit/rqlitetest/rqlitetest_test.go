@@ -59,7 +59,8 @@ func TestThreeNodesKillRestart(t *testing.T) {
 	}
 }
 
-// TestBinaryFailsUnlessSkipAsked: a missing rqlited fails the test; only
+// TestBinaryFailsUnlessSkipAsked: a missing rqlited fails the test under
+// CI=true and skips it elsewhere (counted, package parts);
 // BALLET_SKIP_RQLITE=1 skips, and then even when the binary exists.
 func TestBinaryFailsUnlessSkipAsked(t *testing.T) {
 	present := filepath.Join(t.TempDir(), "rqlited")
@@ -67,20 +68,21 @@ func TestBinaryFailsUnlessSkipAsked(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		bin, skipEnv   string
-		path           string // returned
-		fatal, skipped string // substrings of the message, "" if none
+		bin, skipEnv, ci string
+		path             string // returned
+		fatal, skipped   string // substrings of the message, "" if none
 	}{
-		{bin: "/nonexistent/rqlited", fatal: "not found at /nonexistent/rqlited"},
-		{bin: "/nonexistent/rqlited", skipEnv: "0", fatal: "BALLET_SKIP_RQLITE=1 skips"},
+		{bin: "/nonexistent/rqlited", ci: "true", fatal: "not found at /nonexistent/rqlited"},
+		{bin: "/nonexistent/rqlited", skipEnv: "0", ci: "true", fatal: "BALLET_SKIP_RQLITE=1 skips"},
+		{bin: "/nonexistent/rqlited", skipped: "not found at /nonexistent/rqlited"},
 		{bin: "/nonexistent/rqlited", skipEnv: "1", skipped: "BALLET_SKIP_RQLITE=1"},
-		{bin: present, skipEnv: "1", skipped: "the tests that need rqlite are skipped"},
+		{bin: present, skipEnv: "1", skipped: "the tests that need rqlited are skipped"},
 		{bin: present, path: present},
 		{bin: present, skipEnv: "yes", fatal: `BALLET_SKIP_RQLITE="yes": set it to 1`},
 	} {
 		t.Setenv("BALLET_RQLITED", c.bin)
 		t.Setenv(SkipEnv, c.skipEnv)
-		t.Setenv("CI", "") // not CI: the rule is the same everywhere
+		t.Setenv("CI", c.ci)
 		path, o := binary(t)
 		if path != c.path || !has(o.fatal, c.fatal) || !has(o.skipped, c.skipped) {
 			t.Errorf("%s with %s=%q: path %q, fatal %q, skipped %q; want path %q, fatal ~%q, skipped ~%q",

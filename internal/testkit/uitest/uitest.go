@@ -12,14 +12,13 @@
 //
 // The browser is $BALLET_CHROMIUM, else /usr/bin/chromium (Debian's
 // chromium, which .ci/run installs). BALLET_SKIP_BROWSER=1 skips the tests
-// that need it; a missing browser fails them (docs/testing.md: a test never
-// skips because something is missing). axe-core is read from
+// that need it; a missing browser fails them under CI=true and is a counted
+// skip elsewhere (package parts). axe-core is read from
 // web/node_modules (npm ci in web/).
 package uitest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,6 +27,8 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/ballet/ballet/internal/testkit/parts"
 )
 
 // SkipEnv set to 1 skips every test that needs the browser.
@@ -42,18 +43,8 @@ const ScreenshotsEnv = "BALLET_SCREENSHOTS"
 // DefaultBinary is where Debian's chromium package puts the browser.
 const DefaultBinary = "/usr/bin/chromium"
 
-var errSkip = errors.New("skipped")
-
-// binary returns the browser's path, or why there is none (errSkip when
-// asked to skip).
+// binary returns the browser's path, or why there is none.
 func binary() (string, error) {
-	switch v := os.Getenv(SkipEnv); v {
-	case "1":
-		return "", fmt.Errorf("%w: %s=1: the tests that need Chromium are skipped", errSkip, SkipEnv)
-	case "", "0":
-	default:
-		return "", fmt.Errorf("%s=%q: set it to 1 to skip the tests that need Chromium, or leave it unset", SkipEnv, v)
-	}
 	path := os.Getenv(BinaryEnv)
 	if path == "" {
 		path = DefaultBinary
@@ -88,12 +79,10 @@ func Main(m *testing.M) {
 // it skips or fails the test when there is no browser (package doc).
 func sharedBrowser(t testing.TB) context.Context {
 	t.Helper()
+	parts.Asked(t, parts.Chromium, SkipEnv)
 	path, err := binary()
-	if errors.Is(err, errSkip) {
-		t.Skipf("uitest: %v", err)
-	}
 	if err != nil {
-		t.Fatalf("uitest: %v", err)
+		parts.Missing(t, parts.Chromium, fmt.Errorf("uitest: %w", err))
 	}
 	shared.once.Do(func() {
 		opts := append(chromedp.DefaultExecAllocatorOptions[:],

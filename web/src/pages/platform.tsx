@@ -1,10 +1,10 @@
 // Platform: the kill switch, the platform's concurrency limit and the
 // runners. Platform admins change them; others see the switches only.
 import { useEffect, useState } from "preact/hooks";
-import { get, patch, post, type Platform, type Runner } from "../api";
+import { get, patch, setKillSwitch, type Platform, type Runner } from "../api";
 import { useAction, useLoad } from "../load";
 import { useSession } from "../session";
-import { Ago, Alert, Badge } from "../ui";
+import { Ago, Alert, Badge, useConfirm } from "../ui";
 
 export default function Page() {
   const session = useSession();
@@ -24,8 +24,27 @@ export default function Page() {
   }, [data?.platform.version]);
 
   const pl = data?.platform;
-  const kill = (on: boolean) =>
-    run(async () => setData({ ...data!, platform: await post<Platform>(`/api/v1/platform/${on ? "pause" : "resume"}`) }));
+  const [confirm, dialog] = useConfirm();
+  // Either way the switch acts on every organization at once: asked first.
+  const kill = async (on: boolean) => {
+    const ok = await confirm(
+      on
+        ? {
+            title: "Pull the kill switch?",
+            body: "Every running agent session on the platform is stopped and no stage starts anywhere until the switch is released.",
+            confirm: "Pull the kill switch",
+            keep: "Keep work running",
+            danger: true,
+          }
+        : {
+            title: "Release the kill switch?",
+            body: "Work runs again everywhere: waiting stages start as runners lease them.",
+            confirm: "Release the kill switch",
+            keep: "Keep it pulled",
+          },
+    );
+    if (ok) await run(async () => setData({ ...data!, platform: await setKillSwitch(on) }));
+  };
   const save = async (e: Event) => {
     e.preventDefault();
     setSaved(
@@ -91,6 +110,7 @@ export default function Page() {
         </>
       )}
       <Alert error={actionError} />
+      {dialog}
       {data?.runners && <Runners runners={data.runners} />}
     </section>
   );

@@ -2,11 +2,11 @@
 // run's live log) and its history, live through the item:KEY stream.
 import { Fragment } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { ApiError, del, enc, get, listEvents, permissions, post, patch, type BalletEvent, type Flow, type Item, type LogChunk, type Question, type Run } from "../api";
+import { enc, listEvents, permissions, tickets, type BalletEvent, type Flow, type Item, type Question, type Run } from "../api";
 import { useAction, useDebounced, useLoad } from "../load";
 import { subscribe } from "../realtime";
 import { Timeline } from "../timeline";
-import { Ago, Alert, Badge, Disclosure, duration, epicStates, permissionsOrNone, stateNames, ticketMoves, usd } from "../ui";
+import { Ago, Alert, Badge, Disclosure, duration, epicStates, permissionsOrNone, stateNames, ticketMoves, useConfirm, usd } from "../ui";
 
 interface Details {
   item: Item;
@@ -18,18 +18,15 @@ interface Details {
 
 export default function Page({ item: key }: Record<string, string>) {
   const details = useLoad(async (): Promise<Details> => {
-    const item = await get<Item>(`/api/v1/items/${enc(key)}`);
+    const item = await tickets.get(key);
     const [flow, questions, runs, perms] = await Promise.all([
       // The item says when it has no flow: no request, no 404 in the console.
-      item.flow === null ? null : get<Flow>(`/api/v1/items/${enc(key)}/flow`).catch((e) => {
-        if (e instanceof ApiError && e.status === 404) return null; // never started
-        throw e;
-      }),
-      get<{ questions: Question[] }>(`/api/v1/items/${enc(key)}/questions`),
-      get<{ runs: Run[] }>(`/api/v1/items/${enc(key)}/runs`),
+      item.flow === null ? null : tickets.flow(key),
+      tickets.questions(key),
+      tickets.runs(key),
       permissionsOrNone(() => permissions(item.project_id)),
     ]);
-    return { item, flow, questions: questions.questions, runs: runs.runs, perms };
+    return { item, flow, questions, runs, perms };
   }, [key]);
   const history = useLoad(() => listEvents(key), [key]);
   const [live, setLive] = useState<BalletEvent[]>([]);
@@ -78,9 +75,27 @@ export default function Page({ item: key }: Record<string, string>) {
 function Header({ d, canWrite, onChange }: { d: Details; canWrite: boolean; onChange: () => Promise<void> }) {
   const it = d.item;
   const [run, busy, error] = useAction();
+  const [confirm, dialog] = useConfirm();
   const moves = it.type === "epic" ? epicStates.filter((s) => s !== it.state) : (ticketMoves[it.state] ?? []);
-  const move = (to: string) => run(() => patch(`/api/v1/items/${enc(it.key)}`, { version: it.version, state: to }).then(onChange));
-  const start = () => run(() => post(`/api/v1/items/${enc(it.key)}/flow/start`).then(onChange));
+  const move = async (to: string) => {
+    // Cancelling stops the ticket's flow and its running session: asked first.
+    if (
+      to === "cancelled" &&
+      !(await confirm({
+        title: `Cancel ${it.key}?`,
+        body:
+          it.type === "epic"
+            ? `${it.key} moves to Cancelled. Its tickets keep their states.`
+            : `${it.key} moves to Cancelled: its flow stops, a running agent session is stopped and its pull request is closed. Moving it back to Backlog later starts over.`,
+        confirm: `Cancel ${it.key}`,
+        keep: "Keep it",
+        danger: true,
+      }))
+    )
+      return;
+    await run(() => tickets.move(it, to).then(onChange));
+  };
+  const start = () => run(() => tickets.start(it.key).then(onChange));
   const project = it.key.slice(0, it.key.lastIndexOf("-"));
   return (
     <header class="ticket-head">
@@ -117,6 +132,7 @@ function Header({ d, canWrite, onChange }: { d: Details; canWrite: boolean; onCh
         </div>
       )}
       <Alert error={error} />
+      {dialog}
     </header>
   );
 }
@@ -124,12 +140,11 @@ function Header({ d, canWrite, onChange }: { d: Details; canWrite: boolean; onCh
 function Body({ item, canWrite, onChange }: { item: Item; canWrite: boolean; onChange: () => Promise<void> }) {
   const [blocker, setBlocker] = useState("");
   const [run, busy, error] = useAction();
-  const blockers = `/api/v1/items/${enc(item.key)}/blockers/`;
   const add = async (e: Event) => {
     e.preventDefault();
-    if (await run(() => post(blockers + enc(blocker.trim())).then(onChange))) setBlocker("");
+    if (await run(() => tickets.addBlocker(item.key, blocker.trim()).then(onChange))) setBlocker("");
   };
-  const remove = (k: string) => run(() => del(blockers + enc(k)).then(onChange));
+  const remove = (k: string) => run(() => tickets.removeBlocker(item.key, k).then(onChange));
   return (
     <section aria-labelledby="about-h">
       <h2 id="about-h">About</h2>
@@ -208,7 +223,7 @@ function FlowSection({ d, canWrite, onChange }: { d: Details; canWrite: boolean;
     );
   const decide = (verb: "approve" | "reject") =>
     run(async () => {
-      await post(`/api/v1/items/${enc(d.item.key)}/flow/${verb}`, comment.trim() ? { comment } : undefined);
+      await tickets.decide(d.item.key, verb, comment);
       setComment("");
       await onChange();
     });
@@ -239,14 +254,21 @@ function FlowSection({ d, canWrite, onChange }: { d: Details; canWrite: boolean;
           Last report{f.outcome ? ` (${f.outcome})` : ""}: {f.report}
         </p>
       )}
+      {waitsApproval && f.nothing_to_approve && (
+        <p class="text" data-testid="nothing-to-approve">
+          Nothing to approve: the branch has no commit ahead of its base, so there is no change to review. Reject to send the ticket back.
+        </p>
+      )}
       {waitsApproval && canWrite && (
         <div class="approve">
           <label for="decision-comment">Comment (optional)</label>
           <textarea id="decision-comment" rows={2} value={comment} onInput={(e) => setComment((e.target as HTMLTextAreaElement).value)} />
           <div class="actions">
-            <button type="button" disabled={busy} onClick={() => decide("approve")}>
-              Approve
-            </button>
+            {!f.nothing_to_approve && (
+              <button type="button" disabled={busy} onClick={() => decide("approve")}>
+                Approve
+              </button>
+            )}
             <button type="button" class="danger" disabled={busy} onClick={() => decide("reject")}>
               Reject
             </button>
@@ -264,7 +286,7 @@ function Questions({ item, questions, canWrite, onChange }: { item: string; ques
   const [run, busy, error] = useAction();
   const ask = async (e: Event) => {
     e.preventDefault();
-    if (await run(() => post(`/api/v1/items/${enc(item)}/questions`, { text, blocking }).then(onChange))) {
+    if (await run(() => tickets.ask(item, text, blocking).then(onChange))) {
       setText("");
       setBlocking(false);
     }
@@ -306,7 +328,7 @@ function QuestionView({ q, canWrite, onChange }: { q: Question; canWrite: boolea
   const id = `answer-${q.id}`;
   const submit = async (e: Event) => {
     e.preventDefault();
-    if (await run(() => post(`/api/v1/questions/${enc(q.id)}/answer`, { answer }))) {
+    if (await run(() => tickets.answer(q.id, answer))) {
       setAnswer("");
       await onChange();
     }
@@ -420,7 +442,7 @@ function RunLog({ run }: { run: Run }) {
     setError("");
     const read = async () => {
       try {
-        const c = await get<LogChunk>(`/api/v1/runs/${enc(run.id)}/log?offset=${offset}`);
+        const c = await tickets.log(run.id, offset);
         if (stop) return;
         const grew = c.next_offset > offset;
         offset = c.next_offset;
