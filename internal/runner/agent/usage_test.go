@@ -262,4 +262,3 @@ func TestCommandNamesTheModel(t *testing.T) {
 		}
 	}
 }
-
