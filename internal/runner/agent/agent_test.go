@@ -60,6 +60,10 @@ func TestClaudeOutput(t *testing.T) {
 		// (the model of the init line): 2589 × $3 + 7029 × $3.75 per
 		// million.
 		{"claude-cancelled.ndjson", Result{Usage: protocol.Usage{InputTokens: 2589, CacheWriteTokens: 7029, CostUSD: 0.03412575}}, -1, ""},
+		// Killed in its fourth answer's command after three answers (one
+		// tool call each): their input and cache tokens at list prices.
+		{"claude-killed.ndjson", Result{Usage: protocol.Usage{InputTokens: 2619 + 2723 + 2827, CacheWriteTokens: 7029, CacheReadTokens: 2 * 7029,
+			CostUSD: 0.05508315}}, -1, ""},
 		{"claude-hang.ndjson", Result{}, -1, ""},
 		{"claude-mcp-failed.ndjson", Result{Usage: protocol.Usage{InputTokens: 2589, CacheWriteTokens: 7029, CostUSD: 0.03412575}}, -1, "could not connect to Core's MCP endpoint (ballet: failed)"},
 	} {
@@ -112,6 +116,9 @@ func TestOpenCodeOutput(t *testing.T) {
 			Usage: protocol.Usage{InputTokens: 3229, OutputTokens: 16, CacheReadTokens: 2356, CostUSD: 0.010633799999999999}}},
 		{"opencode-api-error.ndjson", Result{Error: "opencode: APIError: fake model: scripted overloaded_error"}},
 		{"opencode-cancelled.ndjson", Result{}},
+		// Killed in its third step: the two steps that finished, at the
+		// cost opencode told.
+		{"opencode-killed.ndjson", Result{Usage: protocol.Usage{InputTokens: 2766 + 483, OutputTokens: 17 + 17, CacheReadTokens: 2356, CostUSD: 0.0109638}}},
 	} {
 		t.Run(c.sample, func(t *testing.T) {
 			out := OpenCode{}.Output("")
