@@ -91,7 +91,9 @@ func TestClientCalls(t *testing.T) {
 				`{"sessions":["run1"],"draining":true}`},
 			`"cancel":["run1"]`},
 		{"lease", 200, `{"run":{"id":"run1","status":"running"},"run_token":"rt"}`,
-			func(c *Client) (any, error) { return c.Lease(ctx, "rn1", LeaseRequest{WaitSeconds: 1, Adapters: []string{ClaudeCode}}) },
+			func(c *Client) (any, error) {
+				return c.Lease(ctx, "rn1", LeaseRequest{WaitSeconds: 1, Adapters: []string{ClaudeCode}})
+			},
 			seen{"POST", "/api/v1/runners/rn1/lease", "", "Bearer runner-token", "ballet-runner/test", "application/json",
 				`{"wait_seconds":1,"adapters":["claude-code"]}`},
 			`"run_token":"rt"`},
