@@ -152,7 +152,10 @@ func TestEnvironment(t *testing.T) {
 func TestExit(t *testing.T) {
 	t.Parallel()
 	out := make(lines, 10)
-	s := start(t, Spec{Args: []string{"one", "two"}, Env: []string{helperEnv + "=print", "PROC_TEST_EXIT=3"}, OnLine: out.onLine})
+	// GOCOVERDIR: a test binary built with -cover (go test -cover, the
+	// mutation tool) warns on stderr at exit without it.
+	env := []string{helperEnv + "=print", "PROC_TEST_EXIT=3", "GOCOVERDIR=" + t.TempDir()}
+	s := start(t, Spec{Args: []string{"one", "two"}, Env: env, OnLine: out.onLine})
 	r := wait(t, s)
 	out.next(t, "one")
 	out.next(t, "two")
