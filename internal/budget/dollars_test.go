@@ -102,9 +102,9 @@ func FuzzParseDollars(f *testing.F) {
 // amount is written with its sign; an exponent that would make a number of
 // a billion digits is refused without building it.
 func TestParseDollarsEdges(t *testing.T) {
-	for _, s := range []string{"", ".5", "+5", "e5", "5x"} {
-		if got, err := ParseDollars(s); err == nil {
-			t.Errorf("ParseDollars(%q) = %d, want an error", s, got)
+	for _, s := range []string{"", ".5", "+5", "e5", "5x", "-", "-.5", "-e5"} {
+		if got, err := ParseDollars(s); err == nil || !strings.Contains(err.Error(), "must be a number") {
+			t.Errorf("ParseDollars(%q) = %d, %v; want an error saying it must be a number", s, got, err)
 		}
 	}
 	if got := Dollars(-1_500_000).String(); got != "-1.5" {
