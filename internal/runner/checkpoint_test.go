@@ -5,8 +5,11 @@ package runner_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ballet/ballet/internal/fakemodel"
 	"github.com/ballet/ballet/internal/runner/protocol"
@@ -98,5 +101,48 @@ func TestCheckpointKeptPastTheStageTimeout(t *testing.T) {
 	}
 	if pids := sessionProcs(run.ID); len(pids) > 0 {
 		t.Errorf("processes of the session run on: %v", pids)
+	}
+}
+
+// The runner process gets a real SIGTERM mid-session: it drains, and when
+// its drain time runs out it stops the session — the CLI, its shell and
+// the shell's sleep, all gone — finishes the run failed saying why, keeps
+// the work in the stage's checkpoint and exits 0. (SIGKILL:
+// TestRunnerKilledMidWork.)
+func TestRunnerSIGTERMMidWork(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	o := w.options()
+	o.Config.Drain.Duration = time.Second
+	child := w.startChild(o)
+	run := w.core.enqueue(w.session(fakemodel.Marker("slow-work", "steps=3", "sleep=600")))
+	w.midWork(run)
+	if left := sessionProcs(run.ID); !slices.ContainsFunc(left, func(p string) bool { return strings.HasSuffix(p, "(sleep)") }) {
+		t.Fatalf("the session's shell command is not running (%q): its end proves nothing", left)
+	}
+	if err := child.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- child.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the runner exited with %v after SIGTERM; want 0", err)
+		}
+	case <-time.After(hangGuard):
+		t.Fatal("the runner did not exit after SIGTERM")
+	}
+	got := w.core.snapshot(run)
+	if len(got.Finishes) != 1 || got.Status != protocol.StatusFailed ||
+		!strings.Contains(got.Finishes[0].Error, "the runner was stopped and its drain time (1s) ran out") {
+		t.Fatalf("run %s, finishes %+v", got.Status, got.Finishes)
+	}
+	if pids := sessionProcs(run.ID); len(pids) > 0 {
+		t.Errorf("processes of the session outlive the runner: %v", pids)
+	}
+	c := w.remote.ref(checkpointRef)
+	if c == "" || w.remote.show(c, "work.txt") != "step 1\n" {
+		t.Errorf("the checkpoint %q does not keep the work of the stopped session", c)
 	}
 }
