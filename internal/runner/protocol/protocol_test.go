@@ -197,6 +197,20 @@ func TestErrorMessagesPrintable(t *testing.T) {
 	if _, msg := errorOf([]byte("a\x00b\x1fc\x7fd\xffe")); msg != "a b c d?e" {
 		t.Errorf("control characters: %q", msg)
 	}
+	exact := strings.Repeat("b", 2000)
+	if _, msg := errorOf([]byte(`{"error":"` + exact + `"}`)); msg != exact {
+		t.Errorf("a message of exactly the limit is cut: %d bytes", len(msg))
+	}
+}
+
+// A JSON body without Core's error shape (a proxy's answer) is the
+// message as it came, not an empty one.
+func TestErrorMessageOfAnotherShape(t *testing.T) {
+	for _, body := range []string{`{"detail":"bad gateway"}`, `[1,2]`, `not json`} {
+		if code, msg := errorOf([]byte(body)); code != "" || msg != body {
+			t.Errorf("errorOf(%s) = %q, %q; want the body as the message", body, code, msg)
+		}
+	}
 }
 
 // Retryable: Core unreachable or overloaded, not a refusal nor a
