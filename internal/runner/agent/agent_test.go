@@ -360,6 +360,15 @@ func TestOpenCodePrepare(t *testing.T) {
 		!strings.Contains(c, `"model":"anthropic/claude-sonnet-4-5"`) {
 		t.Errorf("configuration %s", c)
 	}
+	// With prices set, the built-in anthropic provider gets the model
+	// with them: opencode then tells the session's cost at those prices.
+	cmd, err = OpenCode{Prices: Prices{3, 15, 0.3, 3.75}}.Prepare(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := envMap(cmd.Env)["OPENCODE_CONFIG_CONTENT"]; !strings.Contains(c, `"models":{"claude-sonnet-4-5":{"cost":{"cache_read":0.3,"cache_write":3.75,"input":3,"output":15}`) {
+		t.Errorf("the anthropic provider lacks the model with its prices: %s", c)
+	}
 	s.Session.Stage.Model = "openrouter/some-model"
 	cmd, _ = OpenCode{}.Prepare(s)
 	if c := envMap(cmd.Env)["OPENCODE_CONFIG_CONTENT"]; !strings.Contains(c, `"model":"openrouter/some-model"`) || strings.Contains(c, `"provider"`) {
