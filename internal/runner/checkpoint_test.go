@@ -117,9 +117,11 @@ func TestRunnerSIGTERMMidWork(t *testing.T) {
 	child := w.startChild(o)
 	run := w.core.enqueue(w.session(fakemodel.Marker("slow-work", "steps=3", "sleep=600")))
 	w.midWork(run)
-	if left := sessionProcs(run.ID); !slices.ContainsFunc(left, func(p string) bool { return strings.HasSuffix(p, "(sleep)") }) {
-		t.Fatalf("the session's shell command is not running (%q): its end proves nothing", left)
-	}
+	// The shell has written work.txt; its sleep (the CLI's grandchild)
+	// follows.
+	waitFor(t, "the session's shell command to sleep", func() bool {
+		return slices.ContainsFunc(sessionProcs(run.ID), func(p string) bool { return strings.HasSuffix(p, "(sleep)") })
+	})
 	if err := child.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
