@@ -3,6 +3,7 @@ package budget
 import (
 	"encoding/json"
 	"math/big"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -95,4 +96,45 @@ func FuzzParseDollars(f *testing.F) {
 			t.Fatalf("ParseDollars(%s) = %d, want an error", s, got)
 		}
 	})
+}
+
+// What no JSON number looks like is refused, never a panic; a negative
+// amount is written with its sign; an exponent that would make a number of
+// a billion digits is refused without building it.
+func TestParseDollarsEdges(t *testing.T) {
+	for _, s := range []string{"", ".5", "+5", "e5", "5x", "-", "-.5", "-e5"} {
+		if got, err := ParseDollars(s); err == nil || !strings.Contains(err.Error(), "must be a number") {
+			t.Errorf("ParseDollars(%q) = %d, %v; want an error saying it must be a number", s, got, err)
+		}
+	}
+	if got := Dollars(-1_500_000).String(); got != "-1.5" {
+		t.Errorf("String() = %q, want -1.5", got)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := ParseDollars("1e100000000")
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Errorf("1e100000000: %v", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 10<<20 {
+		t.Errorf("refusing 1e100000000 allocated %d bytes", n)
+	}
+}
+
+// USD writes micro-USD as dollars and cents, as the budget's reasons say.
+func TestUSD(t *testing.T) {
+	for m, want := range map[int64]string{0: "$0.00", 5_020_000: "$5.02", 1_234: "$0.00", 999_999_999: "$1000.00"} {
+		if got := USD(m); got != want {
+			t.Errorf("USD(%d) = %q, want %q", m, got, want)
+		}
+	}
+	v := Check(Limits{PerTicket: ptr(5_000_000)}, Spend{Ticket: 5_020_000})
+	if v.Reason != "the ticket budget is used up: spent $5.02 of $5.00" {
+		t.Errorf("reason %q", v.Reason)
+	}
+	v = Check(Limits{PerDay: ptr(50_000_000)}, Spend{Day: 50_000_000})
+	if v.Reason != "the project's daily budget is used up: spent $50.00 of $50.00 today" {
+		t.Errorf("reason %q", v.Reason)
+	}
 }

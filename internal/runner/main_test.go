@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
+	"syscall"
 	"testing"
 
 	"github.com/ballet/ballet/internal/config"
@@ -47,7 +49,10 @@ func childRunner(spec string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	if err := r.Run(context.Background()); err != nil {
+	// As `ballet runner` does: SIGTERM drains.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := r.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

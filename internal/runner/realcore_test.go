@@ -454,8 +454,20 @@ func TestRealCore(t *testing.T) {
 		if r.Status != "cancelled" || !r.CancelRequested || r.Error != "the flow stopped" {
 			t.Fatalf("run %+v", r)
 		}
-		if r.Usage.InputTokens == 0 {
-			t.Error("the cancelled run's usage is not on it")
+		// Its tokens cost what they cost, on the run and in the ticket's
+		// budget (issue 23: a cancelled run showed $0.00).
+		u := fakemodel.Usage{Input: r.Usage.InputTokens, Output: r.Usage.OutputTokens, CacheRead: r.Usage.CacheReadTokens, CacheWrite: r.Usage.CacheWriteTokens}
+		if want := roundMicro(listCost(u)); r.Usage.InputTokens == 0 || r.Usage.CostUSD <= 0 || math.Abs(r.Usage.CostUSD-want) > 1e-9 {
+			t.Errorf("the cancelled run's usage %+v costs $%.6f; its tokens at the list prices make $%.6f", u, r.Usage.CostUSD, want)
+		}
+		var spent struct {
+			SpentUSD    float64 `json:"spent_usd"`
+			InputTokens int64   `json:"input_tokens"`
+			Runs        int
+		}
+		w.e.Admin(200, "GET", "/api/v1/items/"+key+"/budget", nil).JSON(t, &spent)
+		if spent.SpentUSD <= 0 || math.Abs(spent.SpentUSD-r.Usage.CostUSD) > 1e-9 || spent.InputTokens != r.Usage.InputTokens || spent.Runs != 1 {
+			t.Errorf("the ticket's budget %+v; the cancelled run %+v", spent, r.Usage)
 		}
 		if f := w.flow(key); f.Status != "stopped" {
 			t.Errorf("flow %+v", f)

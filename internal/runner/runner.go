@@ -113,7 +113,7 @@ type adapter interface {
 	Name() string
 	Executable() string
 	Prepare(agent.Spec) (agent.Command, error)
-	Output() agent.Output
+	Output(model string) agent.Output
 }
 
 // Runner runs agent sessions for Core.

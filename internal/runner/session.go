@@ -187,7 +187,7 @@ func (s *session) work(life context.Context, up *uploader) *ending {
 	if timeout <= 0 {
 		timeout = defaultStageTimeout
 	}
-	out := ad.Output()
+	out := ad.Output(cmd.Model)
 	var ps *proc.Session
 	var psMu sync.Mutex
 	onLine := func(line []byte, truncated bool) {

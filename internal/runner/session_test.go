@@ -269,7 +269,12 @@ func TestCancelMidRun(t *testing.T) {
 				t.Fatalf("run %s, finish %+v", got.Status, f)
 			}
 			if f.Usage == nil {
-				t.Error("the cancelled run's finish carries no usage")
+				t.Fatal("the cancelled run's finish carries no usage")
+			}
+			// opencode tells a step's tokens when the step ends, after its
+			// tool calls: stopped in its first shell call it told none.
+			if cli == protocol.ClaudeCode {
+				wantCostOfUsage(t, f.Usage)
 			}
 			c := w.remote.ref("refs/ballet/checkpoints/ACME-1/implement")
 			if c == "" || w.remote.show(c, "work.txt") != "step 1\n" {
@@ -418,6 +423,15 @@ func TestDrain(t *testing.T) {
 			}
 			if pids := sessionProcs(run.ID); len(pids) > 0 {
 				t.Errorf("processes of the session run on: %v", pids)
+			}
+			// The checkpoint goes with a success only: a session the
+			// drain stopped keeps its work in it.
+			ck := w.remote.ref("refs/ballet/checkpoints/ACME-1/implement")
+			switch {
+			case c.status == protocol.StatusSucceeded && ck != "":
+				t.Errorf("the checkpoint %s is left after the stage ended with an outcome", ck)
+			case c.status != protocol.StatusSucceeded && (ck == "" || w.remote.show(ck, "work.txt") != "step 1\n"):
+				t.Errorf("the checkpoint %q does not keep the work of the session the drain stopped", ck)
 			}
 		})
 	}

@@ -215,6 +215,22 @@ func wantUsage(t *testing.T, got *protocol.Usage, served fakemodel.Session) {
 	}
 }
 
+// wantCostOfUsage checks that a session stopped before its end (cancelled,
+// timed out, killed) reported tokens and their cost at the list prices:
+// never $0 for tokens spent (issue 23). The stream of a stopped session
+// does not tell every output token, so the usage is not compared with what
+// the model served.
+func wantCostOfUsage(t *testing.T, got *protocol.Usage) {
+	t.Helper()
+	if got == nil {
+		t.Fatal("the finish carries no usage")
+	}
+	u := fakemodel.Usage{Input: got.InputTokens, Output: got.OutputTokens, CacheRead: got.CacheReadTokens, CacheWrite: got.CacheWriteTokens}
+	if got.InputTokens == 0 || got.CostUSD <= 0 || !sameCost(got.CostUSD, listCost(u)) {
+		t.Errorf("usage %+v costs $%.9f; its tokens at the list prices make $%.9f", u, got.CostUSD, listCost(u))
+	}
+}
+
 // sessionProcs lists the live processes of run's session (its marker in
 // their environment), wherever they went, as "pid (command)".
 func sessionProcs(run string) []string {

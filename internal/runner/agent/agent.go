@@ -67,6 +67,9 @@ type Command struct {
 	// SessionID is the CLI's own session id when the runner chooses it
 	// (claude-code's --session-id), "" otherwise.
 	SessionID string
+	// Model is the model the CLI was told to use ("" for its own
+	// default): the session's Output prices with it what the CLI did not.
+	Model string
 }
 
 // maxArgPrompt bounds a prompt given on the command line (Linux refuses
@@ -120,19 +123,21 @@ func (c Claude) Prepare(s Spec) (Command, error) {
 	}
 	id := uuid.NewString()
 	args := []string{"-p", prompt, "--output-format", "stream-json", "--verbose"}
-	if m := or(s.Session.Stage.Model, c.Model); m != "" {
-		args = append(args, "--model", m)
+	model := or(s.Session.Stage.Model, c.Model)
+	if model != "" {
+		args = append(args, "--model", model)
 	}
 	args = append(args, "--session-id", id, "--no-session-persistence",
 		"--mcp-config", mcpConfig, "--strict-mcp-config",
 		"--permission-mode", "acceptEdits",
 		"--tools", claudeTools, "--allowedTools", "mcp__ballet,"+claudeTools)
-	return Command{Path: c.Executable(), Args: args, Env: env.list(), SessionID: id}, nil
+	return Command{Path: c.Executable(), Args: args, Env: env.list(), SessionID: id, Model: model}, nil
 }
 
-// Output reads a claude-code session's output.
-func (Claude) Output() Output {
-	return &claudeOutput{pending: map[string]Report{}, turns: map[string]protocol.Usage{}}
+// Output reads the output of a claude-code session told to use model
+// (Command.Model).
+func (Claude) Output(model string) Output {
+	return &claudeOutput{pending: map[string]Report{}, turns: map[string]protocol.Usage{}, model: model}
 }
 
 // OpenCode is the opencode adapter.
@@ -151,13 +156,6 @@ type OpenCode struct {
 	// tokens) opencode computes the cost with; otherwise its own.
 	Prices Prices
 }
-
-// Prices are dollars per million tokens.
-type Prices struct {
-	Input, Output, CacheRead, CacheWrite float64
-}
-
-func (p Prices) set() bool { return p != Prices{} }
 
 // The providers of the opencode adapter.
 const (
@@ -260,7 +258,7 @@ func (o OpenCode) Prepare(s Spec) (Command, error) {
 	if err != nil {
 		return Command{}, err
 	}
-	return Command{Path: o.Executable(), Args: []string{"run", "--format", "json", "--model", full, prompt}, Env: env.list()}, nil
+	return Command{Path: o.Executable(), Args: []string{"run", "--format", "json", "--model", full, prompt}, Env: env.list(), Model: full}, nil
 }
 
 func (o OpenCode) models(name string) map[string]any {
@@ -272,8 +270,11 @@ func (o OpenCode) models(name string) map[string]any {
 	return map[string]any{name: m}
 }
 
-// Output reads an opencode session's output.
-func (OpenCode) Output() Output { return &opencodeOutput{} }
+// Output reads the output of an opencode session told to use model
+// (Command.Model).
+func (o OpenCode) Output(model string) Output {
+	return &opencodeOutput{model: model, prices: o.Prices}
+}
 
 // check refuses a spec the adapters cannot build a session from.
 func (s Spec) check() error {

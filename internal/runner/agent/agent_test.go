@@ -56,13 +56,19 @@ func TestClaudeOutput(t *testing.T) {
 		{"claude-api-error.ndjson", Result{Final: true,
 			Error: "claude-code: API Error: 529 fake model: scripted overloaded_error"}, 0, ""},
 		// Stopped mid-work, no result line: the answers' input and cache
-		// tokens, no output or cost.
-		{"claude-cancelled.ndjson", Result{Usage: protocol.Usage{InputTokens: 2589, CacheWriteTokens: 7029}}, -1, ""},
+		// tokens, no output; priced at claude-sonnet-4-5's list prices
+		// (the model of the init line): 2589 × $3 + 7029 × $3.75 per
+		// million.
+		{"claude-cancelled.ndjson", Result{Usage: protocol.Usage{InputTokens: 2589, CacheWriteTokens: 7029, CostUSD: 0.03412575}}, -1, ""},
+		// Killed in its fourth answer's command after three answers (one
+		// tool call each): their input and cache tokens at list prices.
+		{"claude-killed.ndjson", Result{Usage: protocol.Usage{InputTokens: 2619 + 2723 + 2827, CacheWriteTokens: 7029, CacheReadTokens: 2 * 7029,
+			CostUSD: 0.05508315}}, -1, ""},
 		{"claude-hang.ndjson", Result{}, -1, ""},
-		{"claude-mcp-failed.ndjson", Result{Usage: protocol.Usage{InputTokens: 2589, CacheWriteTokens: 7029}}, -1, "could not connect to Core's MCP endpoint (ballet: failed)"},
+		{"claude-mcp-failed.ndjson", Result{Usage: protocol.Usage{InputTokens: 2589, CacheWriteTokens: 7029, CostUSD: 0.03412575}}, -1, "could not connect to Core's MCP endpoint (ballet: failed)"},
 	} {
 		t.Run(c.sample, func(t *testing.T) {
-			out := Claude{}.Output()
+			out := Claude{}.Output("")
 			evs := read(t, out, c.sample)
 			got := out.Result()
 			if !strings.HasPrefix(got.Error, c.want.Error) || (got.Error == "") != (c.want.Error == "") {
@@ -76,6 +82,10 @@ func TestClaudeOutput(t *testing.T) {
 				t.Error("no session id")
 			}
 			got.SessionID = ""
+			if !sameUsage(got.Usage, c.want.Usage) {
+				t.Errorf("usage %+v, want %+v", got.Usage, c.want.Usage)
+			}
+			got.Usage, c.want.Usage = protocol.Usage{}, protocol.Usage{}
 			if !reflect.DeepEqual(got, c.want) {
 				t.Errorf("result %+v (report %+v), want %+v (report %+v)", got, got.Report, c.want, c.want.Report)
 			}
@@ -106,9 +116,12 @@ func TestOpenCodeOutput(t *testing.T) {
 			Usage: protocol.Usage{InputTokens: 3229, OutputTokens: 16, CacheReadTokens: 2356, CostUSD: 0.010633799999999999}}},
 		{"opencode-api-error.ndjson", Result{Error: "opencode: APIError: fake model: scripted overloaded_error"}},
 		{"opencode-cancelled.ndjson", Result{}},
+		// Killed in its third step: the two steps that finished, at the
+		// cost opencode told.
+		{"opencode-killed.ndjson", Result{Usage: protocol.Usage{InputTokens: 2766 + 483, OutputTokens: 17 + 17, CacheReadTokens: 2356, CostUSD: 0.0109638}}},
 	} {
 		t.Run(c.sample, func(t *testing.T) {
-			out := OpenCode{}.Output()
+			out := OpenCode{}.Output("")
 			for _, e := range read(t, out, c.sample) {
 				if e.Final || e.Abort != "" {
 					t.Errorf("event %+v: opencode has no final line", e)
@@ -139,7 +152,7 @@ func sameUsage(a, b protocol.Usage) bool {
 // Lines that are no JSON, cut, or of unknown types change nothing; a
 // submit_report the CLI refused (an error result) is no report.
 func TestOutputSkipsWhatItDoesNotKnow(t *testing.T) {
-	for _, out := range []Output{Claude{}.Output(), OpenCode{}.Output()} {
+	for _, out := range []Output{Claude{}.Output(""), OpenCode{}.Output("")} {
 		for _, l := range []string{"not json", `{"type":"result","is_error":true,"result":"cut`, `{"type":"brand_new","x":1}`, `[1,2]`, ``} {
 			if e := out.Line([]byte(l), l == `{"type":"result","is_error":true,"result":"cut`); e != (Event{}) {
 				t.Errorf("%q: %+v", l, e)
@@ -149,13 +162,13 @@ func TestOutputSkipsWhatItDoesNotKnow(t *testing.T) {
 			t.Errorf("%T: %+v", out, r)
 		}
 	}
-	out := Claude{}.Output()
+	out := Claude{}.Output("")
 	out.Line([]byte(`{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t1","name":"mcp__ballet__submit_report","input":{"outcome":"done","summary":"s"}}]}}`), false)
 	out.Line([]byte(`{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","is_error":true,"content":"refused"}]}}`), false)
 	if r := out.Result(); r.Report != nil {
 		t.Errorf("a refused report counts: %+v", r.Report)
 	}
-	oc := OpenCode{}.Output()
+	oc := OpenCode{}.Output("")
 	oc.Line([]byte(`{"type":"tool_use","part":{"tool":"ballet_submit_report","state":{"status":"error","input":{"outcome":"done","summary":"s"}}}}`), false)
 	if r := oc.Result(); r.Report != nil {
 		t.Errorf("a failed report counts: %+v", r.Report)
@@ -346,6 +359,15 @@ func TestOpenCodePrepare(t *testing.T) {
 	if !strings.Contains(c, `"provider":{"anthropic":{"options":{"apiKey":"sk-1","baseURL":"http://model:9/v1"}}}`) ||
 		!strings.Contains(c, `"model":"anthropic/claude-sonnet-4-5"`) {
 		t.Errorf("configuration %s", c)
+	}
+	// With prices set, the built-in anthropic provider gets the model
+	// with them: opencode then tells the session's cost at those prices.
+	cmd, err = OpenCode{Prices: Prices{3, 15, 0.3, 3.75}}.Prepare(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := envMap(cmd.Env)["OPENCODE_CONFIG_CONTENT"]; !strings.Contains(c, `"models":{"claude-sonnet-4-5":{"cost":{"cache_read":0.3,"cache_write":3.75,"input":3,"output":15}`) {
+		t.Errorf("the anthropic provider lacks the model with its prices: %s", c)
 	}
 	s.Session.Stage.Model = "openrouter/some-model"
 	cmd, _ = OpenCode{}.Prepare(s)

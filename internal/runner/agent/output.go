@@ -71,12 +71,16 @@ type claudeOutput struct {
 	// assistant lines tell: exact for input and cache tokens, without the
 	// output. Only a session stopped before its result line uses it.
 	turns map[string]protocol.Usage
+	// model is the model the session was told to use, then the one its
+	// init line names: what prices the usage the CLI did not.
+	model string
 }
 
 type claudeLine struct {
 	Type       string `json:"type"`
 	Subtype    string `json:"subtype"`
 	SessionID  string `json:"session_id"`
+	Model      string `json:"model"`
 	MCPServers []struct {
 		Name   string `json:"name"`
 		Status string `json:"status"`
@@ -130,6 +134,9 @@ func (o *claudeOutput) Line(b []byte, truncated bool) Event {
 	case "system":
 		if l.Subtype != "init" {
 			return Event{}
+		}
+		if l.Model != "" {
+			o.model = l.Model
 		}
 		status := "missing"
 		for _, s := range l.MCPServers {
@@ -188,7 +195,10 @@ func (o *claudeOutput) Line(b []byte, truncated bool) Event {
 
 // Result is what the output told. Without a result line (the session was
 // stopped) the usage is the sum of the model answers' input and cache
-// tokens; their output tokens and the cost are unknown then (0).
+// tokens as their assistant lines told (their output tokens are not known
+// then). Whenever the CLI told no cost for tokens, they are priced at the
+// model's list prices (ListPrices): a session that was stopped costs what
+// it used.
 func (o *claudeOutput) Result() Result {
 	r := o.res
 	if !r.Final {
@@ -199,6 +209,10 @@ func (o *claudeOutput) Result() Result {
 			r.Usage.CacheReadTokens += t.CacheReadTokens
 			r.Usage.CacheWriteTokens += t.CacheWriteTokens
 		}
+	}
+	if r.Usage.CostUSD == 0 {
+		p, _ := ListPrices(o.model)
+		r.Usage.CostUSD = p.Cost(r.Usage)
 	}
 	return r
 }
@@ -217,6 +231,8 @@ func blocks(raw json.RawMessage) []claudeBlock {
 type opencodeOutput struct {
 	res    Result
 	errors []string
+	model  string // the session's provider/model
+	prices Prices // the configured prices; none: the model's list prices
 }
 
 type opencodeLine struct {
@@ -266,7 +282,8 @@ func (o *opencodeOutput) Line(b []byte, truncated bool) Event {
 		u.OutputTokens += t.Output + t.Reasoning // reasoning is billed as output
 		u.CacheReadTokens += t.Cache.Read
 		u.CacheWriteTokens += t.Cache.Write
-		u.CostUSD += l.Part.Cost
+		u.CostUSD += o.cost(l.Part.Cost, protocol.Usage{InputTokens: t.Input, OutputTokens: t.Output + t.Reasoning,
+			CacheReadTokens: t.Cache.Read, CacheWriteTokens: t.Cache.Write})
 	case "tool_use":
 		if l.Part.Tool == opencodeReportTool && l.Part.State.Status == "completed" {
 			var r Report
@@ -286,6 +303,24 @@ func (o *opencodeOutput) Line(b []byte, truncated bool) Event {
 }
 
 func (o *opencodeOutput) Result() Result { return o.res }
+
+// cost is a step's cost: opencode's own figure, or when it told none for
+// the step's tokens (a model it has no prices for), the configured prices,
+// else the list prices of a Claude model. A model of no known family
+// without configured prices stays free, as the configuration declares it
+// (an OpenAI-compatible provider's model with no prices).
+func (o *opencodeOutput) cost(told float64, u protocol.Usage) float64 {
+	if told != 0 {
+		return told
+	}
+	if o.prices.set() {
+		return o.prices.Cost(u)
+	}
+	if p, ok := ListPrices(o.model); ok {
+		return p.Cost(u)
+	}
+	return 0
+}
 
 // cut shortens s to at most n bytes of valid UTF-8, marking the cut.
 func cut(s string, n int) string {

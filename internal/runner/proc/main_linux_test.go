@@ -115,6 +115,50 @@ func helper(mode string) {
 			os.Exit(0)
 		}
 		hang()
+	case "family": // a session's family: child A (in the group, its environment cleared: no marker) with grandchild B, and C in a session of its own (marked); each says "guard NAME PID" and TERM is survived by all, saying so; exits 0 on SIGUSR1
+		usr := make(chan os.Signal, 1)
+		signal.Notify(usr, syscall.SIGUSR1)
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM)
+		a := exec.Command(os.Args[0])
+		a.Env = []string{helperEnv + "=guard", "PROC_TEST_NAME=A", "PROC_TEST_CHILD=B"}
+		a.Stdout = os.Stdout
+		c := exec.Command(os.Args[0])
+		c.Env = append(os.Environ(), helperEnv+"=guard", "PROC_TEST_NAME=C")
+		c.Stdout = os.Stdout
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		for _, p := range []*exec.Cmd{a, c} {
+			if err := p.Start(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+		}
+		fmt.Println("guard leader", os.Getpid())
+		for {
+			select {
+			case <-term:
+				fmt.Println("leader got TERM")
+			case <-usr:
+				os.Exit(0)
+			}
+		}
+	case "guard": // says "guard NAME PID", survives TERM saying "NAME got TERM"; starts PROC_TEST_CHILD as another guard first
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM)
+		if child := os.Getenv("PROC_TEST_CHILD"); child != "" {
+			g := exec.Command(os.Args[0])
+			g.Env = []string{helperEnv + "=guard", "PROC_TEST_NAME=" + child}
+			g.Stdout = os.Stdout
+			if err := g.Start(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+		}
+		name := os.Getenv("PROC_TEST_NAME")
+		fmt.Println("guard", name, os.Getpid())
+		for range term {
+			fmt.Println(name, "got TERM")
+		}
 	case "runner": // a runner: starts session PROC_TEST_SESSION (a tree) recorded in PROC_TEST_STATE, relays its lines, hangs
 		s, err := Start(context.Background(), Spec{
 			ID: os.Getenv("PROC_TEST_SESSION"), Path: os.Args[0], StateDir: os.Getenv("PROC_TEST_STATE"),

@@ -152,7 +152,10 @@ func TestEnvironment(t *testing.T) {
 func TestExit(t *testing.T) {
 	t.Parallel()
 	out := make(lines, 10)
-	s := start(t, Spec{Args: []string{"one", "two"}, Env: []string{helperEnv + "=print", "PROC_TEST_EXIT=3"}, OnLine: out.onLine})
+	// GOCOVERDIR: a test binary built with -cover (go test -cover, the
+	// mutation tool) warns on stderr at exit without it.
+	env := []string{helperEnv + "=print", "PROC_TEST_EXIT=3", "GOCOVERDIR=" + t.TempDir()}
+	s := start(t, Spec{Args: []string{"one", "two"}, Env: env, OnLine: out.onLine})
 	r := wait(t, s)
 	out.next(t, "one")
 	out.next(t, "two")
@@ -546,5 +549,96 @@ func TestStartRefuses(t *testing.T) {
 			s.Wait()
 			t.Errorf("%+v started", spec)
 		}
+	}
+}
+
+// TestNothingLeftAfterAnyEnding: a session whose command started a child
+// that cleared its environment (no marker: only its process group ties it
+// to the session), a grandchild under it, and a process in a session of
+// its own (the marker only) leaves none of them behind, however it ends:
+// by itself, cancelled, past its deadline, by the watchdog, by its
+// context, or hanging after its final line. A stop's SIGTERM reaches the
+// whole process group — the command, the child and the grandchild — so
+// that each may end cleanly before the SIGKILL KillGrace later.
+func TestNothingLeftAfterAnyEnding(t *testing.T) {
+	t.Parallel()
+	const grace = 10 * time.Second
+	for _, c := range []struct {
+		name   string
+		spec   Spec
+		end    func(s *Session, clk *clock.Fake, cancel context.CancelFunc)
+		reason Reason
+	}{
+		{"exit", Spec{}, func(s *Session, _ *clock.Fake, _ context.CancelFunc) { _ = syscall.Kill(s.PID(), syscall.SIGUSR1) }, Exited},
+		{"cancel", Spec{}, func(s *Session, _ *clock.Fake, _ context.CancelFunc) { s.Stop() }, Cancelled},
+		{"context", Spec{}, func(_ *Session, _ *clock.Fake, cancel context.CancelFunc) { cancel() }, Cancelled},
+		{"deadline", Spec{Timeout: time.Hour}, func(_ *Session, clk *clock.Fake, _ context.CancelFunc) {
+			clk.BlockUntil(1)
+			clk.Advance(time.Hour)
+		}, Deadline},
+		{"watchdog", Spec{Idle: time.Hour}, func(_ *Session, clk *clock.Fake, _ context.CancelFunc) {
+			clk.BlockUntil(1)
+			clk.Advance(time.Hour)
+		}, Watchdog},
+		{"final", Spec{FinalGrace: time.Minute}, func(s *Session, clk *clock.Fake, _ context.CancelFunc) {
+			s.Final()
+			clk.BlockUntil(1)
+			clk.Advance(time.Minute)
+		}, FinalGrace},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			clk := fake()
+			out := make(lines, 100)
+			spec := c.spec
+			spec.ID, spec.Path, spec.Env, spec.Clock, spec.KillGrace, spec.OnLine = "family-"+c.name, testBinary(t),
+				[]string{helperEnv + "=family"}, clk, grace, out.onLine
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			s, err := Start(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Stop(); wait(t, s) })
+			fds := map[string]int{}
+			for len(fds) < 4 {
+				var name string
+				var pid int
+				if _, err := fmt.Sscanf(out.next(t, ""), "guard %s %d", &name, &pid); err != nil {
+					t.Fatal(err)
+				}
+				fds[name] = pidfd(t, pid)
+				t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+			}
+			c.end(s, clk, cancel)
+			if c.reason != Exited {
+				// SIGTERM to the group: the command, the child and the
+				// grandchild say so (the one in its own session is not in
+				// the group); then SIGKILL after the grace.
+				termed := map[string]bool{}
+				for len(termed) < 3 {
+					l := out.next(t, "")
+					name, ok := strings.CutSuffix(l, " got TERM")
+					if !ok || name == "C" {
+						t.Fatalf("line %q, want the group's processes to get SIGTERM (got it: %v)", l, termed)
+					}
+					termed[name] = true
+				}
+				clk.BlockUntil(1) // the kill timer
+				clk.Advance(grace)
+			}
+			r := wait(t, s)
+			if r.Reason != c.reason {
+				t.Errorf("%+v, want reason %v", r, c.reason)
+			}
+			for name, fd := range fds {
+				if !exitedWithin(t, fd, hangGuard) {
+					t.Errorf("%s outlived the session", name)
+				}
+			}
+			if left := marked(spec.ID); len(left) > 0 {
+				t.Errorf("marked processes left: %v", left)
+			}
+		})
 	}
 }

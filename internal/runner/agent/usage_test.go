@@ -1,0 +1,264 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ballet/ballet/internal/runner/protocol"
+)
+
+// sonnet is claude-sonnet-4-5's list prices, the ones the recorded
+// sessions were priced at by the CLIs themselves.
+var sonnet = Prices{Input: 3, Output: 15, CacheRead: 0.3, CacheWrite: 3.75}
+
+// sampleLines reads a recorded sample's lines.
+func sampleLines(t *testing.T, sample string) [][]byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ls [][]byte
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		if len(bytes.TrimSpace(l)) > 0 {
+			ls = append(ls, l)
+		}
+	}
+	return ls
+}
+
+// feed gives out the lines and returns its result.
+func feed(out Output, lines [][]byte) Result {
+	for _, l := range lines {
+		out.Line(l, false)
+	}
+	return out.Result()
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+// The price table prices tokens as the CLIs do: every recorded session's
+// cost, claude-code's total and each of opencode's steps, is its usage at
+// the list prices of its model.
+func TestListPricesAreTheCLIs(t *testing.T) {
+	if p, ok := ListPrices("claude-sonnet-4-5"); !ok || p != sonnet {
+		t.Fatalf("ListPrices(claude-sonnet-4-5) = %+v, %v", p, ok)
+	}
+	samples, _ := filepath.Glob("testdata/*.ndjson")
+	checked := 0
+	for _, f := range samples {
+		for _, l := range sampleLines(t, filepath.Base(f)) {
+			var c claudeLine
+			var o opencodeLine
+			switch {
+			case json.Unmarshal(l, &c) == nil && c.Type == "result" && c.TotalCostUSD > 0:
+				if got := sonnet.Cost(c.Usage.usage()); !near(got, c.TotalCostUSD) {
+					t.Errorf("%s: result usage %+v at list prices costs %v, the CLI said %v", f, c.Usage, got, c.TotalCostUSD)
+				}
+				checked++
+			case json.Unmarshal(l, &o) == nil && o.Type == "step_finish":
+				tk := o.Part.Tokens
+				u := protocol.Usage{InputTokens: tk.Input, OutputTokens: tk.Output + tk.Reasoning, CacheReadTokens: tk.Cache.Read, CacheWriteTokens: tk.Cache.Write}
+				if got := sonnet.Cost(u); !near(got, o.Part.Cost) {
+					t.Errorf("%s: step usage %+v at list prices costs %v, the CLI said %v", f, u, got, o.Part.Cost)
+				}
+				checked++
+			}
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("only %d priced lines in the samples", checked)
+	}
+}
+
+// Each family is priced as its own; a model of no known family is priced
+// at the dearest, so that an unpriced session never goes free.
+func TestListPricesByFamily(t *testing.T) {
+	for _, c := range []struct {
+		model string
+		input float64
+		known bool
+	}{
+		{"claude-sonnet-4-5", 3, true},
+		{"anthropic/claude-sonnet-4-5-20250929", 3, true},
+		{"claude-opus-4-1-20250805", 15, true},
+		{"claude-opus-4-20250514", 15, true},
+		{"claude-opus-4@20250514", 15, true},
+		{"claude-3-opus-20240229", 15, true},
+		{"claude-opus-4-5", 5, true},
+		{"Claude-Haiku-4-5", 1, true},
+		{"claude-3-5-haiku-latest", 0.8, true},
+		{"claude-3-haiku-20240307", 0.25, true},
+		{"", 15, false},
+		{"gpt-5", 15, false},
+	} {
+		p, ok := ListPrices(c.model)
+		if p.Input != c.input || ok != c.known || p.Output != 5*p.Input || !near(p.CacheRead, p.Input/10) && !strings.Contains(c.model, "3-haiku") {
+			t.Errorf("ListPrices(%q) = %+v, %v; want input $%v, known %v", c.model, p, ok, c.input, c.known)
+		}
+	}
+	u := protocol.Usage{InputTokens: 1_000_000, OutputTokens: 2_000_000, CacheReadTokens: 3_000_000, CacheWriteTokens: 4_000_000}
+	if got := (Prices{Input: 1, Output: 10, CacheRead: 100, CacheWrite: 1000}).Cost(u); got != 4321 {
+		t.Errorf("Cost = %v, want 1 + 20 + 300 + 4000 = 4321", got)
+	}
+}
+
+// A claude-code session killed at any point of a recorded stream counts
+// the input and cache tokens of every model answer it printed, each answer
+// once however many lines (content blocks) it took, priced at its model's
+// list prices; cut right before its result line, that is the result's
+// tokens but the output. With the result line, the usage is the result's
+// total, not a sum with the answers'.
+func TestClaudeKilledStreams(t *testing.T) {
+	for _, c := range []struct {
+		sample string
+		cut    int // lines kept
+		want   protocol.Usage
+	}{
+		{"claude-done.ndjson", 1, protocol.Usage{}},
+		{"claude-done.ndjson", 2, protocol.Usage{InputTokens: 2590, CacheWriteTokens: 7029}},
+		{"claude-done.ndjson", 3, protocol.Usage{InputTokens: 2590, CacheWriteTokens: 7029}}, // the same answer's second block
+		{"claude-done.ndjson", 5, protocol.Usage{InputTokens: 2590 + 2760, CacheWriteTokens: 7029, CacheReadTokens: 7029}},
+		{"claude-done.ndjson", 7, protocol.Usage{InputTokens: 8215, CacheWriteTokens: 7029, CacheReadTokens: 14058}},
+		{"claude-done.ndjson", 8, protocol.Usage{InputTokens: 8215, OutputTokens: 56, CacheWriteTokens: 7029, CacheReadTokens: 14058, CostUSD: 0.05606115}},
+		{"claude-answered.ndjson", 4, protocol.Usage{InputTokens: 5318, CacheWriteTokens: 7029, CacheReadTokens: 7029}},
+		{"claude-answered.ndjson", 5, protocol.Usage{InputTokens: 5318, OutputTokens: 16, CacheWriteTokens: 7029, CacheReadTokens: 7029, CostUSD: 0.04466145}},
+	} {
+		lines := sampleLines(t, c.sample)
+		got := feed(Claude{}.Output(""), lines[:c.cut])
+		want := c.want
+		if want.CostUSD == 0 {
+			want.CostUSD = sonnet.Cost(want)
+		}
+		if !sameUsage(got.Usage, want) {
+			t.Errorf("%s cut after %d lines: usage %+v, want %+v", c.sample, c.cut, got.Usage, want)
+		}
+		if got.Final != (c.cut == len(lines)) {
+			t.Errorf("%s cut after %d lines: final %v", c.sample, c.cut, got.Final)
+		}
+	}
+	// The model comes from the init line; without one, from what the
+	// session was told; without either, the dearest prices.
+	lines := sampleLines(t, "claude-cancelled.ndjson")
+	for _, c := range []struct {
+		told  string
+		lines [][]byte
+		price Prices
+	}{
+		{"claude-haiku-4-5", lines, sonnet},
+		{"claude-haiku-4-5", lines[1:], Prices{Input: 1, Output: 5, CacheRead: 0.1, CacheWrite: 1.25}},
+		{"", lines[1:], dearest},
+	} {
+		u := feed(Claude{}.Output(c.told), c.lines).Usage
+		if want := c.price.Cost(protocol.Usage{InputTokens: 2589, CacheWriteTokens: 7029}); !near(u.CostUSD, want) || want == 0 {
+			t.Errorf("told %q, %d lines: cost %v, want %v", c.told, len(c.lines), u.CostUSD, want)
+		}
+	}
+}
+
+// A result line repeated (a CLI that printed its summary twice) counts
+// once: the usage is the last total. A result that told tokens but no cost
+// is priced.
+func TestClaudeResultIsTheLastTotal(t *testing.T) {
+	lines := sampleLines(t, "claude-done.ndjson")
+	out := Claude{}.Output("")
+	got := feed(out, append(lines, lines[len(lines)-1]))
+	want := protocol.Usage{InputTokens: 8215, OutputTokens: 56, CacheWriteTokens: 7029, CacheReadTokens: 14058, CostUSD: 0.05606115}
+	if !sameUsage(got.Usage, want) {
+		t.Errorf("usage %+v, want %+v", got.Usage, want)
+	}
+	free := Claude{}.Output("claude-opus-4-5")
+	free.Line([]byte(`{"type":"result","subtype":"success","usage":{"input_tokens":1000000,"output_tokens":1000000,"cache_read_input_tokens":1000000,"cache_creation_input_tokens":1000000},"total_cost_usd":0}`), false)
+	if u := free.Result().Usage; !near(u.CostUSD, 5+25+0.5+6.25) {
+		t.Errorf("a result without cost: %+v, want it priced at claude-opus-4-5's list prices ($36.75)", u)
+	}
+}
+
+// opencode: usage is the sum of the steps that finished (a killed session
+// loses the step under way, whose tokens nobody told), each at the cost
+// opencode told; a step it told no cost for is priced at the configured
+// prices, else at the list prices of a Claude model, else (a model of no
+// known family, declared without prices) free.
+func TestOpenCodeKilledStreams(t *testing.T) {
+	lines := sampleLines(t, "opencode-done.ndjson")
+	step1 := protocol.Usage{InputTokens: 2737, OutputTokens: 42, CostUSD: 0.008841}
+	step2 := protocol.Usage{InputTokens: 488, OutputTokens: 12, CacheReadTokens: 2356, CostUSD: 0.0023508}
+	sum := func(us ...protocol.Usage) protocol.Usage {
+		var s protocol.Usage
+		for _, u := range us {
+			s.InputTokens += u.InputTokens
+			s.OutputTokens += u.OutputTokens
+			s.CacheReadTokens += u.CacheReadTokens
+			s.CacheWriteTokens += u.CacheWriteTokens
+			s.CostUSD += u.CostUSD
+		}
+		return s
+	}
+	for _, c := range []struct {
+		cut  int
+		want protocol.Usage
+	}{
+		{3, protocol.Usage{}},
+		{4, step1},
+		{6, step1},
+		{7, sum(step1, step2)},
+		{10, protocol.Usage{InputTokens: 3783, OutputTokens: 56, CacheReadTokens: 4712, CostUSD: 0.0136026}},
+	} {
+		if got := feed(OpenCode{}.Output("anthropic/claude-sonnet-4-5"), lines[:c.cut]).Usage; !sameUsage(got, c.want) {
+			t.Errorf("cut after %d lines: usage %+v, want %+v", c.cut, got, c.want)
+		}
+	}
+
+	// The same steps without opencode's cost figures.
+	var unpriced [][]byte
+	for _, l := range lines {
+		unpriced = append(unpriced, bytes.Replace(l, []byte(`"cost":`), []byte(`"cost":0,"was":`), 1))
+	}
+	tokens := protocol.Usage{InputTokens: 3783, OutputTokens: 56, CacheReadTokens: 4712}
+	mine := Prices{Input: 1, Output: 2, CacheRead: 0.5, CacheWrite: 4}
+	for _, c := range []struct {
+		ad    OpenCode
+		model string
+		want  float64
+	}{
+		{OpenCode{}, "anthropic/claude-sonnet-4-5", sonnet.Cost(tokens)},
+		{OpenCode{Prices: mine}, "anthropic/claude-sonnet-4-5", mine.Cost(tokens)},
+		{OpenCode{Prices: mine}, "ballet-openai/local-llm", mine.Cost(tokens)},
+		{OpenCode{}, "ballet-openai/local-llm", 0},
+	} {
+		got := feed(c.ad.Output(c.model), unpriced).Usage
+		if !near(got.CostUSD, c.want) || got.InputTokens != tokens.InputTokens {
+			t.Errorf("%s with prices %+v: usage %+v, want cost %v", c.model, c.ad.Prices, got, c.want)
+		}
+	}
+}
+
+// The command names the model the session was told to use, for Output.
+func TestCommandNamesTheModel(t *testing.T) {
+	for _, c := range []struct {
+		ad    interface{ Prepare(Spec) (Command, error) }
+		stage string
+		want  string
+	}{
+		{Claude{}, "", ""},
+		{Claude{Model: "claude-haiku-4-5"}, "", "claude-haiku-4-5"},
+		{Claude{Model: "claude-haiku-4-5"}, "claude-opus-4-5", "claude-opus-4-5"},
+		{OpenCode{Model: "claude-sonnet-4-5"}, "", "anthropic/claude-sonnet-4-5"},
+		{OpenCode{Model: "claude-sonnet-4-5"}, "anthropic/claude-opus-4-5", "anthropic/claude-opus-4-5"},
+	} {
+		s := spec(t)
+		s.Session.Stage.Model = c.stage
+		cmd, err := c.ad.Prepare(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cmd.Model != c.want {
+			t.Errorf("%T stage model %q: command's model %q, want %q", c.ad, c.stage, cmd.Model, c.want)
+		}
+	}
+}
