@@ -103,18 +103,18 @@ func TestClientCalls(t *testing.T) {
 				`{"wait_seconds":0}`},
 			`null`},
 		{"run heartbeat", 200, `{"cancelled":true}`,
-			func(c *Client) (any, error) { return c.RunHeartbeat(ctx, "run1", "run-token") },
-			seen{"POST", "/api/v1/runs/run1/heartbeat", "", "Bearer run-token", "ballet-runner/test", "", ""},
+			func(c *Client) (any, error) { return c.RunHeartbeat(ctx, "run1") },
+			seen{"POST", "/api/v1/runs/run1/heartbeat", "", "Bearer runner-token", "ballet-runner/test", "", ""},
 			`true`},
 		{"log", 200, `{"size":15,"truncated":true}`,
-			func(c *Client) (any, error) { return c.AppendLog(ctx, "run1", "run-token", 10, []byte("hello")) },
-			seen{"POST", "/api/v1/runs/run1/log", "offset=10", "Bearer run-token", "ballet-runner/test", "application/octet-stream", "hello"},
+			func(c *Client) (any, error) { return c.AppendLog(ctx, "run1", 10, []byte("hello")) },
+			seen{"POST", "/api/v1/runs/run1/log", "offset=10", "Bearer runner-token", "ballet-runner/test", "application/octet-stream", "hello"},
 			`"size":15,"truncated":true`},
 		{"finish", 200, `{"id":"run1","status":"succeeded","outcome":"done"}`,
 			func(c *Client) (any, error) {
-				return c.Finish(ctx, "run1", "run-token", Finish{ExitStatus: 143, Usage: &Usage{InputTokens: 1, CostUSD: 0.5}, Error: "stopped"})
+				return c.Finish(ctx, "run1", Finish{ExitStatus: 143, Usage: &Usage{InputTokens: 1, CostUSD: 0.5}, Error: "stopped"})
 			},
-			seen{"POST", "/api/v1/runs/run1/finish", "", "Bearer run-token", "ballet-runner/test", "application/json",
+			seen{"POST", "/api/v1/runs/run1/finish", "", "Bearer runner-token", "ballet-runner/test", "application/json",
 				`{"exit_status":143,"usage":{"input_tokens":1,"output_tokens":0,"cache_read_tokens":0,"cache_write_tokens":0,"cost_usd":0.5},"error":"stopped"}`},
 			`"status":"succeeded"`},
 	} {
@@ -157,7 +157,7 @@ func TestClientErrors(t *testing.T) {
 		{503, ``, "", ""},
 	} {
 		cl, _ := core(t, c.status, c.body)
-		_, err := cl.Finish(ctx, "run1", "run-token", Finish{})
+		_, err := cl.Finish(ctx, "run1", Finish{})
 		var e *Error
 		if !errors.As(err, &e) || e.Status != c.status || e.Code != c.code || e.Message != c.msg || e.Call != "POST /api/v1/runs/run1/finish" {
 			t.Errorf("%d %s: %#v", c.status, c.body, err)
@@ -167,7 +167,7 @@ func TestClientErrors(t *testing.T) {
 		if c.msg == "" {
 			want = fmt.Sprintf("POST /api/v1/runs/run1/finish: %d %s", c.status, http.StatusText(c.status))
 		}
-		if err.Error() != want || strings.Contains(err.Error(), "run-token") {
+		if err.Error() != want || strings.Contains(err.Error(), "runner-token") {
 			t.Errorf("error %q, want %q", err, want)
 		}
 		if StatusOf(err) != c.status {
@@ -175,11 +175,11 @@ func TestClientErrors(t *testing.T) {
 		}
 	}
 	cl, _ := core(t, 200, `not json`)
-	if _, err := cl.Finish(ctx, "run1", "rt", Finish{}); err == nil || !strings.Contains(err.Error(), "not the expected JSON") || StatusOf(err) != 0 {
+	if _, err := cl.Finish(ctx, "run1", Finish{}); err == nil || !strings.Contains(err.Error(), "not the expected JSON") || StatusOf(err) != 0 {
 		t.Errorf("an answer that is no JSON: %v", err)
 	}
 	cl, _ = core(t, 200, strings.Repeat("x", 3000))
-	if _, err := cl.RunHeartbeat(ctx, "run1", "rt"); err == nil {
+	if _, err := cl.RunHeartbeat(ctx, "run1"); err == nil {
 		t.Error("an answer that is no JSON is no error")
 	}
 }
@@ -273,9 +273,9 @@ func TestClientTransport(t *testing.T) {
 	})}
 	cl = &Client{Base: srv.URL, HTTP: hc, Timeout: time.Hour}
 	_, _ = cl.Lease(ctx, "rn1", LeaseRequest{WaitSeconds: 60})
-	_, _ = cl.RunHeartbeat(ctx, "run1", "rt")
+	_, _ = cl.RunHeartbeat(ctx, "run1")
 	cl.Timeout = 0
-	_, _ = cl.RunHeartbeat(ctx, "run1", "rt")
+	_, _ = cl.RunHeartbeat(ctx, "run1")
 	if len(deadlines) != 3 || deadlines[0] <= time.Hour+59*time.Second || deadlines[0] > time.Hour+time.Minute ||
 		deadlines[1] <= 59*time.Minute || deadlines[1] > time.Hour || deadlines[2] <= 29*time.Second || deadlines[2] > DefaultTimeout {
 		t.Errorf("deadlines %v: want the timeout plus the lease's wait, the timeout, DefaultTimeout", deadlines)
