@@ -196,7 +196,7 @@ func (s *suite) drive() {
 	var settledSince time.Time
 	for {
 		now := time.Now()
-		killing := now.Before(s.sched.end)
+		killing := s.sched.killing(now)
 		forging := now.Before(s.forgeUntil)
 		if now.After(deadline) {
 			s.failUnsettled()
@@ -234,7 +234,8 @@ func (s *suite) drive() {
 						t.Fatal(err)
 					}
 					s.sum.RandomKills++
-					s.sched.end, s.forgeUntil = now, now
+					s.sched.cutPlan(now)
+					s.forgeUntil = now
 					s.restart("settled: restart without a fault point")
 					continue
 				}
