@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/runner/proc"
 	"github.com/ballet/ballet/internal/server"
 	"github.com/ballet/ballet/internal/testkit/openapitest"
@@ -169,8 +170,8 @@ func TestChecksCatchBrokenEndStates(t *testing.T) {
 			return nil
 		}, []string{"blockers-first: ACME-1 started (seq 5) before its blocker ACME-2 was done (seq 28"}},
 		{"job without reason", func(w *world) *merges {
-			w.sn.jobs = append(w.sn.jobs, dbJob{ID: "j", Kind: "flow.enter", Status: "pending", Payload: `{"flow_id":"f1","step":3}`},
-				dbJob{ID: "d", Kind: "flow.run_finished", Status: "dead", Payload: `{"flow_id":"f2"}`, LastError: "boom"})
+			w.sn.jobs = append(w.sn.jobs, dbJob{ID: "j", Kind: flow.JobEnter, Status: "pending", Payload: `{"flow_id":"f1","step":3}`},
+				dbJob{ID: "d", Kind: flow.JobRunFinished, Status: "dead", Payload: `{"flow_id":"f2"}`, LastError: "boom"})
 			return nil
 		}, []string{"jobs-have-a-reason: job j flow.enter is pending without a reason", "jobs-have-a-reason: job d flow.run_finished is dead after 0 attempts: boom"}},
 		{"a detour no kill explains", func(w *world) *merges {

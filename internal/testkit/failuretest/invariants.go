@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/ballet/ballet/internal/tracker"
 )
 
 // The invariants of the event log and of the rows it tells the story of
@@ -42,7 +44,7 @@ func checkFlowTransitions(_ *suite, st *endState, r *report) {
 		seen := map[string]int64{}
 		var lastWait string
 		for _, e := range st.byEntity[f.ID] {
-			if !strings.HasPrefix(e.Type, flowEvents) {
+			if !flowEvents[e.Type] {
 				continue
 			}
 			p := e.p()
@@ -71,7 +73,7 @@ func checkFlowVersions(_ *suite, st *endState, r *report) {
 	for _, f := range st.sn.flows {
 		n := 0
 		for _, e := range st.byEntity[f.ID] {
-			if strings.HasPrefix(e.Type, flowEvents) {
+			if flowEvents[e.Type] {
 				n++
 			}
 		}
@@ -171,15 +173,15 @@ func checkRunsInTurn(_ *suite, st *endState, r *report) {
 // changes do not) and returns the state the last of them says.
 func (st *endState) itemEvents(it dbItem) (n int, state string) {
 	for _, e := range st.byEntity[it.ID] {
-		if e.EntityID != it.ID || strings.Contains(e.Type, itemBlocker) {
+		if e.EntityID != it.ID || itemBlocker[e.Type] {
 			continue
 		}
 		n++
 		switch {
-		case strings.HasSuffix(e.Type, itemCreated):
-			state = e.p().State
-		case strings.HasSuffix(e.Type, itemStateChanged):
-			state = e.p().To
+		case itemCreated[e.Type]:
+			state = e.item().State
+		case itemStateChanged[e.Type]:
+			state = e.stateChange().To
 		}
 	}
 	return n, state
@@ -217,7 +219,7 @@ func checkBlockerOrder(_ *suite, st *endState, r *report) {
 	for _, e := range st.sn.events {
 		switch e.Type {
 		case evTicketStateChanged:
-			if e.p().To == "done" {
+			if p, _ := decode[tracker.TicketStateChanged](e); p.To == tracker.StateDone {
 				doneAt[e.EntityID] = e.Seq
 			}
 		case evFlowStarted:
