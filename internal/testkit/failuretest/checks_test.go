@@ -6,10 +6,12 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/runner/proc"
 	"github.com/ballet/ballet/internal/server"
 	"github.com/ballet/ballet/internal/testkit/openapitest"
@@ -30,27 +32,27 @@ func (w *world) ev(entityType, entityID, typ string, payload map[string]any) {
 }
 
 func (w *world) ticket(id, key string, number int64) {
-	w.ev("ticket", id, "ticket.created", map[string]any{"state": "backlog"})
-	w.ev("ticket", id, "ticket.state_changed", map[string]any{"to": "ready"})
+	w.ev(entityTicket, id, evTicketCreated, map[string]any{"state": "backlog"})
+	w.ev(entityTicket, id, evTicketStateChanged, map[string]any{"to": "ready"})
 	w.sn.items = append(w.sn.items, dbItem{ID: id, Key: key, Type: "task", State: "done", Version: 4, Number: number})
 }
 
 func (w *world) run(item, flow, run string) {
-	w.ev("flow", flow, "flow.started", map[string]any{"step": 1})
-	w.ev("ticket", item, "ticket.state_changed", map[string]any{"to": "in_progress"})
-	w.ev("flow", flow, "flow.stage_started", map[string]any{"step": 1, "stage": "implement", "iteration": 1, "run": run})
-	w.ev("run", run, "run.created", nil)
-	w.ev("run", run, "run.started", nil)
-	w.ev("run", run, "run.reported", nil)
-	w.ev("run", run, "run.finished", nil)
-	w.ev("flow", flow, "flow.stage_finished", map[string]any{"step": 1, "stage": "implement", "iteration": 1, "outcome": "done"})
-	w.ev("flow", flow, "flow.stage_started", map[string]any{"step": 2, "stage": "integrate", "iteration": 1})
-	w.ev("flow", flow, "flow.waiting", map[string]any{"step": 2, "stage": "integrate", "iteration": 1, "waiting": "checks"})
-	w.ev("flow", flow, "flow.done", map[string]any{"step": 2, "stage": "integrate", "iteration": 1, "outcome": "done"})
-	w.ev("ticket", item, "ticket.state_changed", map[string]any{"to": "done"})
+	w.ev(entityFlow, flow, evFlowStarted, map[string]any{"step": 1})
+	w.ev(entityTicket, item, evTicketStateChanged, map[string]any{"to": "in_progress"})
+	w.ev(entityFlow, flow, evFlowStageStarted, map[string]any{"step": 1, "stage": "implement", "iteration": 1, "run": run})
+	w.ev(entityRun, run, evRunCreated, nil)
+	w.ev(entityRun, run, evRunStarted, nil)
+	w.ev(entityRun, run, evRunReported, nil)
+	w.ev(entityRun, run, evRunFinished, nil)
+	w.ev(entityFlow, flow, evFlowStageFinished, map[string]any{"step": 1, "stage": "implement", "iteration": 1, "outcome": "done"})
+	w.ev(entityFlow, flow, evFlowStageStarted, map[string]any{"step": 2, "stage": "integrate", "iteration": 1})
+	w.ev(entityFlow, flow, evFlowWaiting, map[string]any{"step": 2, "stage": "integrate", "iteration": 1, "waiting": "checks"})
+	w.ev(entityFlow, flow, evFlowDone, map[string]any{"step": 2, "stage": "integrate", "iteration": 1, "outcome": "done"})
+	w.ev(entityTicket, item, evTicketStateChanged, map[string]any{"to": "done"})
 	w.sn.flows = append(w.sn.flows, dbFlow{ID: flow, ItemID: item, Status: "done", Stage: "integrate", Step: 2, Iteration: 1, Version: 6, StartedAt: w.seq})
 	w.sn.runs = append(w.sn.runs, dbRun{ID: run, FlowID: flow, ItemID: item, Stage: "implement", Status: "succeeded", Iteration: 1, Step: 1, Version: 4})
-	w.sn.jobs = append(w.sn.jobs, dbJob{ID: "t-" + run, Kind: "flow.timeout", Status: "pending", Payload: `{"flow_id":"` + flow + `","step":1}`})
+	w.sn.jobs = append(w.sn.jobs, dbJob{ID: "t-" + run, Kind: jobFlowTimeout, Status: "pending", Payload: `{"flow_id":"` + flow + `","step":1}`})
 }
 
 func newWorld() *world {
@@ -70,25 +72,20 @@ func mergedByBallet() merges {
 		heads: map[string]string{"ACME-1": "h1", "ACME-2": "h2"}}
 }
 
-func analyzeWorld(t *testing.T, w *world, mg *merges) []string {
-	s := &suite{t: t, hit: map[string]bool{}}
-	if mg == nil {
-		m := mergedByBallet()
-		mg = &m
-	}
-	return s.analyze(w.sn, *mg)
-}
-
 // TestChecksCatchBrokenEndStates makes sure the suite's assertions bite:
 // a consistent end state passes, and each kind of breakage is reported.
 func TestChecksCatchBrokenEndStates(t *testing.T) {
-	if p := analyzeWorld(t, newWorld(), nil); len(p) != 0 {
+	s := &suite{t: t, hit: map[string]bool{}}
+	if p := s.analyze(newWorld().sn, mergedByBallet()); len(p) != 0 {
 		t.Fatalf("a consistent end state has problems:\n%s", strings.Join(p, "\n"))
+	}
+	if line := s.sum.Line(); s.sum.Checks != len(endStateChecks) || !strings.HasSuffix(line, fmt.Sprintf(" checks=%d failed=none", len(endStateChecks))) {
+		t.Errorf("%d checks, summary line %q", s.sum.Checks, line)
 	}
 	// A scripted escalation (ACME-17's first stage blocked) holds the
 	// ticket it blocks: not lost.
 	w := escalatedWorld(`{"step":1,"stage":"implement","iteration":1,"waiting":"answer","outcome":"blocked"}`)
-	s := &suite{t: t, hit: map[string]bool{}}
+	s = &suite{t: t, hit: map[string]bool{}}
 	if p := s.analyze(w.sn, merges{}); len(p) != 0 || s.sum.Escalated != 1 || s.sum.Held != 1 || s.sum.Explained["scripted"] != 1 {
 		t.Fatalf("escalated %d (%v), held %d, problems:\n%s", s.sum.Escalated, s.sum.Explained, s.sum.Held, strings.Join(p, "\n"))
 	}
@@ -102,99 +99,122 @@ func TestChecksCatchBrokenEndStates(t *testing.T) {
 				w.sn.events[i].Seq++
 			}
 			return nil
-		}, []string{"event seq gap: the 6-th event has seq 7"}},
+		}, []string{"seq-has-no-gaps: event seq gap: the 6-th event has seq 7"}},
 		{"duplicate stage finish", func(w *world) *merges {
-			w.ev("flow", "f1", "flow.stage_finished", map[string]any{"step": 1})
+			w.ev(entityFlow, "f1", evFlowStageFinished, map[string]any{"step": 1})
 			return nil
-		}, []string{"DUPLICATE: flow f1 of ACME-1: flow.stage_finished@1 twice", "version 6 but 7 flow.* events"}},
+		}, []string{"flow-transitions-once: DUPLICATE: flow f1 of ACME-1: flow.stage_finished@1 twice", "flow-change-has-one-event: flow f1 of ACME-1: version 6 but 7 flow.* events",
+			"detours-explained: UNEXPLAINED DETOUR of ACME-1 (done in the end): stage  (iteration 0, step 1) ended , the script says done"}},
 		{"repeated wait", func(w *world) *merges {
 			w.sn.events = append(w.sn.events[:14], append([]dbEvent{w.sn.events[13]}, w.sn.events[14:]...)...)
 			for i := range w.sn.events {
 				w.sn.events[i].Seq = int64(i + 1)
 			}
 			return nil
-		}, []string{"flow.waiting 2/checks twice in a row"}},
+		}, []string{"flow-transitions-once: DUPLICATE: flow f1 of ACME-1: flow.waiting 2/checks twice in a row", "flow-change-has-one-event: flow f1 of ACME-1: version 6 but 7"}},
 		{"state change without event", func(w *world) *merges {
 			w.sn.items[0].Version = 5
 			return nil
-		}, []string{"item ACME-1: version 5 but 4 events"}},
+		}, []string{"item-change-has-one-event: item ACME-1: version 5 but 4 events"}},
 		{"two runs created", func(w *world) *merges {
-			w.ev("run", "r1", "run.created", nil)
+			w.ev(entityRun, "r1", evRunCreated, nil)
 			return nil
-		}, []string{"DUPLICATE: run r1 of ACME-1 (implement step 1): 2 run.created events", "version 4 but 5 run.* events"}},
+		}, []string{"run-created-once: DUPLICATE: run r1 of ACME-1 (implement step 1): 2 run.created events", "run-change-has-one-event: run r1 of ACME-1: version 4 but 5 run.* events"}},
 		{"merged twice by Ballet", func(*world) *merges {
 			m := mergedByBallet()
 			m.ballet["ACME-1"] = []string{"h1", "h1"}
 			return &m
-		}, []string{"DUPLICATE: branch ballet/ACME-1 merged 2 times by Ballet", "ACME-1 is done but Ballet merged its branch 2 times"}},
+		}, []string{"branch-merged-once: DUPLICATE: branch ballet/ACME-1 merged 2 times by Ballet", "done-ticket-merged: ACME-1 is done but Ballet merged its branch 2 times"}},
 		{"two runs of a flow at once", func(w *world) *merges {
 			w.sn.runs[0].StartedAt, w.sn.runs[0].FinishedAt = 1000, 5000
 			w.sn.runs = append(w.sn.runs, dbRun{ID: "r3", FlowID: "f1", ItemID: "i1", Stage: "implement", Status: "succeeded", Step: 3,
 				StartedAt: 4000, FinishedAt: 6000})
 			return nil
-		}, []string{"DUPLICATE: runs r1 (implement step 1) and r3 (implement step 3) of ACME-1 ran at once"}},
+		}, []string{"one-run-at-a-time: DUPLICATE: runs r1 (implement step 1) and r3 (implement step 3) of ACME-1 ran at once", "run-is-its-stage-run: run r3 of ACME-1 (implement step 3) is not the run of its flow.stage_started",
+			"run-created-once: DUPLICATE: run r3 of ACME-1 (implement step 3): 0 run.created events"}},
 		{"done without merge", func(*world) *merges {
 			m := mergedByBallet()
 			delete(m.ballet, "ACME-2")
 			return &m
-		}, []string{"ACME-2 is done but Ballet merged its branch 0 times"}},
+		}, []string{"done-ticket-merged: ACME-2 is done but Ballet merged its branch 0 times"}},
 		{"merged an old head", func(*world) *merges {
 			m := mergedByBallet()
 			m.heads["ACME-2"] = "h3"
 			return &m
-		}, []string{"ACME-2 is done but Ballet merged its branch 1 times (heads [h2]; the branch is at h3)"}},
+		}, []string{"done-ticket-merged: ACME-2 is done but Ballet merged its branch 1 times (heads [h2]; the branch is at h3)"}},
 		{"merged by a human under the auto policy", func(*world) *merges {
 			m := mergedByBallet()
 			m.human["ACME-1"] = 1
 			return &m
-		}, []string{"DUPLICATE: branch ballet/ACME-1 merged by Ballet and by a human", "ACME-1 is done but Ballet merged its branch 1 times (heads [h1]; the branch is at h1) and humans 1 times"}},
+		}, []string{"branch-merged-once: DUPLICATE: branch ballet/ACME-1 merged by Ballet and by a human", "done-ticket-merged: ACME-1 is done but Ballet merged its branch 1 times (heads [h1]; the branch is at h1) and humans 1 times"}},
 		{"a manual project merged by Ballet", func(w *world) *merges {
 			w.sn.items[1].Key = "HUM-2"
 			m := mergedByBallet()
 			m.ballet["HUM-2"] = m.ballet["ACME-2"]
 			return &m
-		}, []string{"HUM-2 is done but its branch was merged 0 times by humans and 1 times by Ballet"}},
+		}, []string{"done-ticket-merged: HUM-2 is done but its branch was merged 0 times by humans and 1 times by Ballet"}},
 		{"a manual project merged twice by humans", func(w *world) *merges {
 			w.sn.items[1].Key = "HUM-2"
 			m := mergedByBallet()
 			m.human["HUM-2"] = 2
 			return &m
-		}, []string{"DUPLICATE: branch ballet/HUM-2 merged 2 times by humans", "HUM-2 is done but its branch was merged 2 times by humans"}},
+		}, []string{"branch-merged-once: DUPLICATE: branch ballet/HUM-2 merged 2 times by humans", "done-ticket-merged: HUM-2 is done but its branch was merged 2 times by humans"}},
 		{"lost ticket", func(w *world) *merges {
 			w.sn.flows[1].Status, w.sn.flows[1].Waiting = "running", "run"
 			w.sn.items[1].State = "in_progress"
 			return nil
-		}, []string{"LOST TICKETS", "ACME-2: ticket in_progress", "flow f2 of ACME-2 still running"}},
+		}, []string{"no-lost-ticket: LOST TICKETS", "ACME-2: ticket in_progress", "no-flow-left-running: flow f2 of ACME-2 still running",
+			"item-state-is-its-events: item ACME-2 is in_progress but its events say done"}},
 		{"blocker order", func(w *world) *merges {
 			w.sn.blockers = [][2]string{{"i1", "i2"}}
 			return nil
-		}, []string{"ACME-1 started (seq 5) before its blocker ACME-2 was done (seq 28"}},
+		}, []string{"blockers-first: ACME-1 started (seq 5) before its blocker ACME-2 was done (seq 28"}},
 		{"job without reason", func(w *world) *merges {
-			w.sn.jobs = append(w.sn.jobs, dbJob{ID: "j", Kind: "flow.enter", Status: "pending", Payload: `{"flow_id":"f1","step":3}`},
-				dbJob{ID: "d", Kind: "flow.run_finished", Status: "dead", Payload: `{"flow_id":"f2"}`, LastError: "boom"})
+			w.sn.jobs = append(w.sn.jobs, dbJob{ID: "j", Kind: flow.JobEnter, Status: "pending", Payload: `{"flow_id":"f1","step":3}`},
+				dbJob{ID: "d", Kind: flow.JobRunFinished, Status: "dead", Payload: `{"flow_id":"f2"}`, LastError: "boom"})
 			return nil
-		}, []string{"job j flow.enter is pending without a reason", "job d flow.run_finished is dead after 0 attempts: boom"}},
+		}, []string{"jobs-have-a-reason: job j flow.enter is pending without a reason", "jobs-have-a-reason: job d flow.run_finished is dead after 0 attempts: boom"}},
 		{"a detour no kill explains", func(w *world) *merges {
 			// ACME-2's implement ended failed and the flow went on (as if
 			// the pipeline sent it back): its run just failed.
-			if e := w.sn.events[23]; e.EntityID != "f2" || e.Type != "flow.stage_finished" {
+			if e := w.sn.events[23]; e.EntityID != "f2" || e.Type != evFlowStageFinished {
 				t.Fatalf("event 23 is %s", e)
 			}
 			w.sn.events[23].Payload = `{"step":1,"stage":"implement","iteration":1,"outcome":"failed"}`
 			w.sn.runs[1].Status, w.sn.runs[1].Error = "failed", "the session exited with status 1"
 			return nil
-		}, []string{"UNEXPLAINED DETOUR of ACME-2 (done in the end): stage implement (iteration 1, step 1) ended failed, the script says done; " +
+		}, []string{"detours-explained: UNEXPLAINED DETOUR of ACME-2 (done in the end): stage implement (iteration 1, step 1) ended failed, the script says done; " +
 			"its run r2 is failed (the session exited with status 1) and no kill explains it"}},
 		{"run left open", func(w *world) *merges {
 			w.sn.runs[0].Status = "running"
 			return nil
-		}, []string{"run r1 of ACME-1 (implement step 1) is still running at the end"}},
+		}, []string{"no-run-left-open: run r1 of ACME-1 (implement step 1) is still running at the end"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			w := newWorld()
 			mg := c.break_(w)
-			p := strings.Join(analyzeWorld(t, w, mg), "\n")
+			s := &suite{t: t, hit: map[string]bool{}}
+			if mg == nil {
+				m := mergedByBallet()
+				mg = &m
+			}
+			p := strings.Join(s.analyze(w.sn, *mg), "\n")
+			// Each failing check reports its name with each finding, and
+			// the summary names it: those of the findings wanted, and no
+			// other.
+			var names []string
+			for _, want := range c.want {
+				if name, _, _ := strings.Cut(want, ": "); slices.ContainsFunc(endStateChecks, func(c check) bool { return c.name == name }) && !slices.Contains(names, name) {
+					names = append(names, name)
+				}
+			}
+			if got, want := slices.Sorted(slices.Values(s.sum.Failed)), slices.Sorted(slices.Values(names)); !slices.Equal(got, want) {
+				t.Errorf("failed checks %v, want %v; problems:\n%s", got, want, p)
+			}
+			if line := s.sum.Line(); !strings.HasSuffix(line, fmt.Sprintf(" checks=%d failed=%s", len(endStateChecks), strings.Join(s.sum.Failed, ","))) {
+				t.Errorf("summary line %q", line)
+			}
 			for _, want := range c.want {
 				if !strings.Contains(p, want) {
 					t.Errorf("%q not reported; problems:\n%s", want, p)
@@ -217,13 +237,13 @@ func TestChecksHoldPayloadsToTheDocument(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := &world{}
-	w.ev("run", "r1", "run.reported", map[string]any{"outcome": "done", "summary": "ok"})
-	w.ev("run", "r1", "run.reported", map[string]any{"Outcome": "done", "Summary": "ok"})
-	w.ev("run", "r1", "run.napped", map[string]any{})
+	w.ev(entityRun, "r1", evRunReported, map[string]any{"outcome": "done", "summary": "ok"})
+	w.ev(entityRun, "r1", evRunReported, map[string]any{"Outcome": "done", "Summary": "ok"})
+	w.ev(entityRun, "r1", "run.napped", map[string]any{})
 	s := &suite{t: t, hit: map[string]bool{}, doc: doc}
 	var got []string
 	for _, p := range s.analyze(w.sn, merges{}) {
-		if strings.HasPrefix(p, "EVENT SCHEMA") {
+		if strings.HasPrefix(p, "event-payloads-match-the-document: EVENT SCHEMA") {
 			got = append(got, p)
 		}
 	}
@@ -242,8 +262,8 @@ func escalatedWorld(waiting string) *world {
 	w.sn.flows[0].Stage, w.sn.flows[0].Version = "implement", 3
 	w.sn.flows, w.sn.runs, w.sn.items[1].State = w.sn.flows[:1], w.sn.runs[:1], "ready"
 	w.sn.events = append(w.sn.events[:11], // through run.finished
-		dbEvent{Seq: 12, EntityType: "flow", EntityID: "f1", Type: "flow.waiting", Payload: waiting},
-		dbEvent{Seq: 13, EntityType: "ticket", EntityID: "i1", Type: "ticket.state_changed", Payload: `{"to":"waiting_for_answer"}`})
+		dbEvent{Seq: 12, EntityType: entityFlow, EntityID: "f1", Type: evFlowWaiting, Payload: waiting},
+		dbEvent{Seq: 13, EntityType: entityTicket, EntityID: "i1", Type: evTicketStateChanged, Payload: `{"to":"waiting_for_answer"}`})
 	w.sn.items[1].Version = 2
 	w.sn.runs[0].Status, w.sn.runs[0].Error = "failed", "runner silent for 3s (no heartbeat since …)"
 	w.sn.runs[0].StartedAt, w.sn.runs[0].HeartbeatAt, w.sn.runs[0].FinishedAt = 1000, 2000, 6000
@@ -320,7 +340,7 @@ func TestEveryEscalationIsExplained(t *testing.T) {
 		{"agent ticket: blocked is never scripted", `{"step":1,"stage":"implement","iteration":1,"waiting":"answer","outcome":"blocked"}`,
 			agentTicket, nil, "", "ended blocked, the script says done"},
 		{"stuck", `{"step":1,"stage":"implement","iteration":1,"waiting":"answer","reason":"the job died"}`, 17, func(_ *suite, w *world) {
-			w.sn.events[11].Type = "flow.stuck"
+			w.sn.events[11].Type = evFlowStuck
 		}, "", "the flow was flagged stuck: the job died"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -390,15 +410,15 @@ func TestAgentChecks(t *testing.T) {
 		want string
 	}{
 		{"leased twice", func(_ []*agentSession, a *agentRunner, _ *snapshot) { a.twice = []string{"a3"} },
-			"DUPLICATE: run a3 was leased twice"},
+			"agent-run-leased-once: DUPLICATE: run a3 was leased twice"},
 		{"two sessions at once", func(ss []*agentSession, _ *agentRunner, _ *snapshot) { ss[2].Started = at(14) },
-			"DUPLICATE: AGT-1: the session of run a3 started while that of run a2 still ran"},
+			"agent-sessions-in-turn: DUPLICATE: AGT-1: the session of run a3 started while that of run a2 still ran"},
 		{"a session started before its killed runner died", func(ss []*agentSession, _ *agentRunner, _ *snapshot) { ss[1].Started = at(4) },
-			"DUPLICATE: AGT-1: the session of run a2 started while that of run a1 still ran"},
+			"agent-sessions-in-turn: DUPLICATE: AGT-1: the session of run a2 started while that of run a1 still ran"},
 		{"checkpoint not restored", func(ss []*agentSession, _ *agentRunner, _ *snapshot) { ss[1].Restored, ss[3].Restored = false, true },
-			"CHECKPOINT: AGT-1 implement: the session of run a1 was killed mid-work (its runner) after 2 checkpoints, but the stage's next session (run a2)"},
+			"checkpoint-restored: CHECKPOINT: AGT-1 implement: the session of run a1 was killed mid-work (its runner) after 2 checkpoints, but the stage's next session (run a2)"},
 		{"a sweep found leftovers", func(_ []*agentSession, a *agentRunner, _ *snapshot) { a.swept = []string{"a1 (2 processes)"} },
-			"ORPHAN agent process: session a1 (2 processes): the runner's start-up sweep killed what it left"},
+			"no-orphan-agent-process: ORPHAN agent process: session a1 (2 processes): the runner's start-up sweep killed what it left"},
 		{"alive at the end", func(_ []*agentSession, _ *agentRunner, sn *snapshot) {}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -406,7 +426,7 @@ func TestAgentChecks(t *testing.T) {
 			p := strings.Join(check(t, ss, func(a *agentRunner, sn *snapshot) { c.edit(ss, a, sn) }), "\n")
 			want := c.want
 			if want == "" {
-				want = fmt.Sprintf("ORPHAN agent process: run a2 of AGT-1 (): pid %d", orphan.Process.Pid)
+				want = fmt.Sprintf("no-orphan-agent-process: ORPHAN agent process: run a2 of AGT-1 (): pid %d", orphan.Process.Pid)
 			}
 			if !strings.Contains(p, want) {
 				t.Fatalf("problems do not say %q:\n%s", want, p)
