@@ -54,44 +54,11 @@ type Config struct {
 	// the runner ignores Core's sections.
 	Runner   Runner   `toml:"runner"`
 	Adapters Adapters `toml:"adapters"`
-}
+	Secrets  Secrets  `toml:"secrets"`
 
-// KnowledgeDefault is the Knowledge service's defaults: Default with its
-// own database (data/knowledge.db) and address (127.0.0.1:8090).
-func KnowledgeDefault() Config {
-	c := Default()
-	c.Storage.Path = "data/knowledge.db"
-	c.Storage.URL = "http://127.0.0.1:4011"
-	c.HTTP.Addr = "127.0.0.1:8090"
-	return c
-}
-
-// LoadKnowledge reads the Knowledge service's file over KnowledgeDefault
-// ("": the defaults alone), then BALLET_KNOWLEDGE_TOKEN over
-// [knowledge] service_token.
-func LoadKnowledge(path string) (Config, error) {
-	cfg := KnowledgeDefault()
-	if path != "" {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return cfg, fmt.Errorf("read config: %w", err)
-		}
-		if cfg, err = parseOver(cfg, string(b), path); err != nil {
-			return cfg, err
-		}
-	}
-	t, err := cfg.KnowledgeToken(os.LookupEnv)
-	if err != nil {
-		return cfg, err
-	}
-	cfg.Knowledge.ServiceToken = t
-	if err := cfg.Validate(); err != nil {
-		if path == "" {
-			return cfg, err
-		}
-		return cfg, fmt.Errorf("config %s: %w", path, err)
-	}
-	return cfg, nil
+	// File is the file the configuration was loaded from ("": none), one
+	// of the files no secret reference may name.
+	File string `toml:"-"`
 }
 
 // Runner configures `ballet runner`, the process that runs agent sessions.
@@ -202,40 +169,6 @@ type Knowledge struct {
 	// Core is down, known credentials keep working until it runs out. At
 	// most 10m.
 	AuthCache Duration `toml:"auth_cache"`
-}
-
-// KnowledgeEnvToken overrides [knowledge] service_token.
-const KnowledgeEnvToken = "BALLET_KNOWLEDGE_TOKEN"
-
-// MinServiceToken is the shortest service credential accepted.
-const MinServiceToken = 32
-
-// KnowledgeToken returns the service credential: BALLET_KNOWLEDGE_TOKEN
-// from lookup (os.LookupEnv) when set, else [knowledge] service_token. An
-// environment value is checked like the key.
-func (c Config) KnowledgeToken(lookup func(string) (string, bool)) (string, error) {
-	if v, ok := lookup(KnowledgeEnvToken); ok && v != "" {
-		if err := checkServiceToken(v); err != nil {
-			return "", fmt.Errorf("%s: %w", KnowledgeEnvToken, err)
-		}
-		if v == c.Auth.BootstrapToken {
-			return "", fmt.Errorf("%s: must differ from auth.bootstrap_token", KnowledgeEnvToken)
-		}
-		return v, nil
-	}
-	return c.Knowledge.ServiceToken, nil
-}
-
-// checkServiceToken accepts a service credential of at least
-// MinServiceToken printable characters without spaces.
-func checkServiceToken(t string) error {
-	if len(t) < MinServiceToken {
-		return fmt.Errorf("must be at least %d characters", MinServiceToken)
-	}
-	if strings.ContainsFunc(t, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
-		return errors.New("holds spaces or control characters")
-	}
-	return nil
 }
 
 // Storage selects and configures the storage engine.
@@ -386,6 +319,7 @@ func Default() Config {
 			ClaudeCode: ClaudeCode{Command: "claude"},
 			OpenCode:   OpenCode{Command: "opencode", Model: "claude-sonnet-4-5", Provider: "anthropic"},
 		},
+		Secrets: Secrets{Allow: []string{}},
 	}
 }
 
@@ -400,7 +334,9 @@ func Load(path string) (Config, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("read config: %w", err)
 	}
-	return Parse(string(b), path)
+	cfg, err = Parse(string(b), path)
+	cfg.File = path
+	return cfg, err
 }
 
 // Parse reads TOML text over the defaults; name is used in messages.
@@ -610,6 +546,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Knowledge.validate()...)
 	errs = append(errs, c.Runner.validate()...)
 	errs = append(errs, c.Adapters.validate()...)
+	errs = append(errs, c.Secrets.validate()...)
 	return errors.Join(errs...)
 }
 

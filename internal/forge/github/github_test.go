@@ -18,6 +18,7 @@ import (
 	"github.com/ballet/ballet/internal/fault"
 	"github.com/ballet/ballet/internal/forge"
 	"github.com/ballet/ballet/internal/forge/githubfake"
+	"github.com/ballet/ballet/internal/secret"
 )
 
 const token = "ghp_s3cretTOKENvalue"
@@ -56,7 +57,7 @@ func setup(t *testing.T, before func(*http.Request)) env {
 	}
 	return env{
 		fake: fake, clk: clk, ctx: t.Context(),
-		f:    New(Options{HTTPClient: hc, Lookup: lookup, Clock: clk}),
+		f:    New(Options{HTTPClient: hc, Secrets: envs(lookup), Clock: clk}),
 		repo: forge.Repo{URL: "https://github.com/acme/app.git", DefaultBranch: "main", APIURL: fake.URL, CredentialsRef: "env:GH_TOKEN"},
 	}
 }
@@ -693,12 +694,12 @@ func TestTheTokenNeverShows(t *testing.T) {
 	e.pushed("ballet/ACME-1", "a1")
 	wrong := e.repo
 	wrong.CredentialsRef = "env:WRONG"
-	f := New(Options{Lookup: func(string) (string, bool) { return "ghp_WRONGtoken", true }, Clock: e.clk})
+	f := New(Options{Secrets: envs(func(string) (string, bool) { return "ghp_WRONGtoken", true }), Clock: e.clk})
 	_, err := f.EnsurePullRequest(e.ctx, wrong, "ballet/ACME-1", "t", "b")
 	if err == nil || strings.Contains(err.Error(), "ghp_WRONGtoken") || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("err = %v, want a 401 without the token", err)
 	}
-	missing := New(Options{Lookup: func(string) (string, bool) { return "", false }})
+	missing := New(Options{Secrets: envs(func(string) (string, bool) { return "", false })})
 	_, err = missing.EnsurePullRequest(e.ctx, e.repo, "ballet/ACME-1", "t", "b")
 	if !errors.Is(err, forge.ErrCredentialMissing) || !strings.Contains(err.Error(), "GH_TOKEN") {
 		t.Fatalf("err = %v, want the missing credential named", err)
@@ -832,4 +833,10 @@ func TestTheTokenStaysOnTheAPIHost(t *testing.T) {
 	default:
 		t.Fatal("the redirect was not followed: the test proves nothing")
 	}
+}
+
+// envs is a policy that lets every variable of lookup resolve (the tests'
+// own environment; the platform's policy is tested in internal/secret).
+func envs(lookup func(string) (string, bool)) *secret.Policy {
+	return &secret.Policy{Allow: []string{"env:*"}, LookupEnv: lookup}
 }
