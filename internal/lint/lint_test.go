@@ -113,6 +113,9 @@ func TestImportBoundaries(t *testing.T) {
 		// database and learns callers' roles from Core over HTTP only.
 		"internal/knowledge":         append(slices.Clone(coreOnly), "net/http"),
 		"internal/knowledge/service": coreOnly,
+		// The realtime door stands beside the REST API, not on it: what
+		// both need on the wire is in apijson.
+		"internal/realtime": {"internal/server", "internal/core"},
 	}
 	for dir, files := range packages(t) {
 		bad, ok := forbidden[dir]
