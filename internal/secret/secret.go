@@ -245,6 +245,11 @@ func (p *Policy) readFile(ref, name string) (string, error) {
 	if why := p.ownPath(real); why != "" {
 		return "", fmt.Errorf("%w: %s leads to %s, which no reference may name", ErrRefused, ref, why)
 	}
+	// A FIFO or device would block or never end: only a regular file is
+	// opened (and checked again once open).
+	if fi, err := os.Stat(real); err == nil && !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%w: %s is not a regular file", ErrRefused, ref)
+	}
 	f, err := os.Open(real)
 	if err != nil {
 		return "", fmt.Errorf("%w: the reference is %s, but the file cannot be read: %v", ErrMissing, ref, pathErr(err))

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
 )
@@ -118,9 +119,8 @@ type cached struct {
 
 // Authenticate resolves an Authorization header.
 func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Principal, error) {
-	cred, ok := strings.CutPrefix(header, "Bearer ")
-	cred = strings.TrimSpace(cred)
-	if !ok || cred == "" {
+	cred, ok := auth.Bearer(header)
+	if !ok {
 		return nil, apperr.New(apperr.Unauthenticated, "send a bearer credential: Authorization: Bearer <token>")
 	}
 	if a.ServiceToken != "" && subtle.ConstantTimeCompare([]byte(cred), []byte(a.ServiceToken)) == 1 {
