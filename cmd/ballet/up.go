@@ -24,6 +24,7 @@ import (
 
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/config"
+	"github.com/ballet/ballet/internal/outbound"
 )
 
 const upHelp = `Usage: ballet up [--config FILE] [--knowledge-config FILE]
@@ -348,7 +349,7 @@ func (a *upAPI) do(method, path string, in any, want int, out any) error {
 	}
 	req.Header.Set("Authorization", "Bearer "+a.token)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	resp, err := outbound.Client(30 * time.Second).Do(req)
 	if err != nil {
 		return err
 	}

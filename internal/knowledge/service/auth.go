@@ -19,6 +19,7 @@ import (
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/outbound"
 )
 
 // Roles, as Core names them (an organization's viewer, member, admin).
@@ -199,7 +200,7 @@ func (a *Authenticator) introspect(ctx context.Context, cred string) (*Principal
 	}
 	req.Header.Set("Authorization", "Bearer "+a.ServiceToken)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := a.Client.Do(req)
+	resp, err := outbound.Guard(a.Client).Do(req) // the service credential never follows a redirect
 	if err != nil {
 		return nil, nil, apperr.New(apperr.Unavailable, "Core cannot be reached to check the credential; try again shortly")
 	}
