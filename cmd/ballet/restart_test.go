@@ -380,7 +380,7 @@ func restartScenario(t *testing.T, c *coreProc) {
 			}
 			c.must(200, l.RunToken, "POST", "/api/v1/runs/"+l.Run.ID+"/report", map[string]any{"outcome": outcomes[0], "summary": "ok"}, nil)
 			c.crash("") // between report and finish
-			c.must(200, l.RunToken, "POST", "/api/v1/runs/"+l.Run.ID+"/finish", map[string]any{"exit_status": 0}, nil)
+			c.must(200, tok.Token, "POST", "/api/v1/runs/"+l.Run.ID+"/finish", map[string]any{"exit_status": 0}, nil)
 			armed := ""
 			if l.Run.Stage == "verify" {
 				armed = gitforge.FaultMerged // the merge comes next: Core dies right after it merges

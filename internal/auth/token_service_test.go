@@ -372,3 +372,72 @@ func TestRunnerAndRunTokensDieWithTheirIssuer(t *testing.T) {
 		void("its runner token expired", run, f.authn)
 	})
 }
+
+// TestTokenListNewestFirstWithinTheLimit: a person lists only the tokens
+// they created, newest first; a limit keeps the newest (more tokens than
+// the limit), 0 means 100 and more than 1000 is 1000; a platform admin
+// lists everyone's; the kind filters.
+func TestTokenListNewestFirstWithinTheLimit(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		ctx := t.Context()
+		f := setup(t, s)
+		var mine []string // newest first
+		for i := range 5 {
+			f.clock.Advance(time.Second)
+			c, err := f.svc.Create(ctx, member, auth.TokenInput{Name: "bot " + strings.Repeat("x", i), Organization: "acme"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mine = append([]string{c.ID}, mine...)
+			f.clock.Advance(time.Second)
+			if _, err := f.svc.Create(ctx, admin, auth.TokenInput{Name: "ada's", Organization: "acme"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ids := func(p *auth.Principal, filter auth.TokenFilter) []string {
+			t.Helper()
+			ts, err := f.svc.List(ctx, p, filter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := []string{}
+			for _, tk := range ts {
+				out = append(out, tk.ID)
+			}
+			return out
+		}
+		for _, limit := range []int{0, 2, 5, 2000} {
+			want := mine
+			if limit > 0 && limit < len(mine) {
+				want = mine[:limit]
+			}
+			if got := ids(member, auth.TokenFilter{Limit: limit}); strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Errorf("limit %d: %v, want %v", limit, got, want)
+			}
+		}
+		if got := ids(root, auth.TokenFilter{}); len(got) != 10 || got[1] != mine[0] {
+			t.Errorf("a platform admin lists %v, want all 10, newest first", got)
+		}
+		if got := ids(member, auth.TokenFilter{Kind: auth.KindRunner}); len(got) != 0 {
+			t.Errorf("max's runner tokens: %v", got)
+		}
+		if got := ids(nobody, auth.TokenFilter{}); len(got) != 0 {
+			t.Errorf("a stranger lists %v", got)
+		}
+		// More than the bounds: 0 is 100, beyond 1000 is 1000.
+		var many transition.Transition
+		for range 1000 {
+			_, _, tr := auth.Issue(event.Actor{Kind: event.ActorHuman, Sub: "max"}, auth.KindAPI, "many", f.orgID, "member", nil, nil, f.clock.Now())
+			many.Add(*tr)
+		}
+		if err := (&transition.Applier{Store: s, Clock: f.clock}).Apply(ctx, &many); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(ids(member, auth.TokenFilter{})); got != 100 {
+			t.Errorf("the default limit lists %d, want 100", got)
+		}
+		if got := len(ids(member, auth.TokenFilter{Limit: 2000})); got != 1000 {
+			t.Errorf("limit 2000 lists %d, want at most 1000", got)
+		}
+	})
+}

@@ -8,6 +8,7 @@ package budget
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/ballet/ballet/internal/clock"
@@ -105,14 +106,36 @@ func (s *Service) DayUsage(ctx context.Context, projectID string, t time.Time) (
 	return s.usage(ctx, `WHERE project_id = ? AND finished_at >= ? AND finished_at < ?`, projectID, start.UnixMilli(), end.UnixMilli())
 }
 
+// usage sums runs' usage with TOTAL, SQLite's floating-point sum that
+// never overflows (SUM fails on an integer overflow, on every engine): a
+// stored row beyond the documented bounds — an old one, or one written
+// around the API — saturates its rollup at the largest int64, a spent
+// budget, instead of failing every read of it, and never touches another
+// project's.
 func (s *Service) usage(ctx context.Context, where string, args ...any) (Usage, error) {
-	rows, err := s.Store.Query(ctx, `SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), COALESCE(SUM(cost_micros), 0), COUNT(*) FROM runs `+where, args...)
+	rows, err := s.Store.Query(ctx, `SELECT TOTAL(input_tokens), TOTAL(output_tokens), TOTAL(cost_micros), COUNT(*) FROM runs `+where, args...)
 	if err != nil {
 		return Usage{}, fmt.Errorf("read usage: %w", err)
 	}
+	var in, out, cost float64
 	var u Usage
-	err = rows.Scan(0, &u.InputTokens, &u.OutputTokens, &u.CostMicros, &u.Runs)
-	return u, err
+	if err := rows.Scan(0, &in, &out, &cost, &u.Runs); err != nil {
+		return Usage{}, fmt.Errorf("read usage: %w", err)
+	}
+	u.InputTokens, u.OutputTokens, u.CostMicros = saturate(in), saturate(out), saturate(cost)
+	return u, nil
+}
+
+// saturate is x as an int64, clamped to its range (a sum past it is as
+// spent as can be).
+func saturate(x float64) int64 {
+	switch {
+	case x >= math.MaxInt64:
+		return math.MaxInt64
+	case x <= math.MinInt64:
+		return math.MinInt64
+	}
+	return int64(x)
 }
 
 // Gate reads the spend that limits l and decides.

@@ -40,6 +40,19 @@ func (Dollars) JSONSchema() map[string]any {
 	return map[string]any{"type": "number", "minimum": 0, "maximum": MaxDollars, "multipleOf": 0.000001}
 }
 
+// Spent is a sum of runs' costs in micro-USD, written as Dollars are but
+// without Dollars' maximum: a sum of many runs is no budget. Budget reads
+// saturate it at the largest int64 (see Service.usage).
+type Spent int64
+
+// JSONSchema is the sum's schema in the OpenAPI document.
+func (Spent) JSONSchema() map[string]any {
+	return map[string]any{"type": "number", "minimum": 0, "multipleOf": 0.000001}
+}
+
+// MarshalJSON writes the sum as a JSON number of dollars.
+func (s Spent) MarshalJSON() ([]byte, error) { return Dollars(s).MarshalJSON() }
+
 // MarshalJSON writes the amount as a JSON number of dollars.
 func (d Dollars) MarshalJSON() ([]byte, error) { return []byte(d.String()), nil }
 

@@ -1,8 +1,6 @@
 package config
 
 import (
-	"fmt"
-
 	"github.com/ballet/ballet/internal/secret"
 )
 
@@ -19,15 +17,13 @@ type Secrets struct {
 // MaxSecretPatterns bounds [secrets] allow.
 const MaxSecretPatterns = 100
 
-func (s Secrets) validate() []error {
-	var errs []error
+func (s Secrets) validate(p *problems) {
 	if len(s.Allow) > MaxSecretPatterns {
-		errs = append(errs, fmt.Errorf("secrets.allow: has %d patterns; at most %d", len(s.Allow), MaxSecretPatterns))
+		p.bad("allow", "has %d patterns; at most %d", len(s.Allow), MaxSecretPatterns)
 	}
-	for _, p := range s.Allow {
-		if err := secret.CheckPattern(p); err != nil {
-			errs = append(errs, fmt.Errorf("secrets.allow: %w", err))
+	for _, pat := range s.Allow {
+		if err := secret.CheckPattern(pat); err != nil {
+			p.bad("allow", "%v", err)
 		}
 	}
-	return errs
 }

@@ -51,7 +51,7 @@ func TestWholeCoreTimesAStageOutOnAFakeClock(t *testing.T) {
 		}
 		heartbeat := func() bool {
 			var hb struct{ Cancelled bool }
-			e.Must(200, leased.Token, "POST", "/api/v1/runs/"+leased.ID+"/heartbeat", nil).JSON(t, &hb)
+			e.Must(200, runner.Token, "POST", "/api/v1/runs/"+leased.ID+"/heartbeat", nil).JSON(t, &hb)
 			return hb.Cancelled
 		}
 		flow := func() (status, waiting string) {

@@ -186,7 +186,7 @@ func TestLongPollOutlivesTheWriteTimeout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rn, err := e.Core.Runs.RegisterRunner(ctx, p, run.RunnerInput{Name: "r1"})
+		rn, err := e.Core.Runs.RegisterRunner(ctx, run.RunnerCaller{TokenID: p.TokenID, Actor: p.Actor()}, run.RunnerInput{Name: "r1"})
 		if err != nil {
 			t.Fatal(err)
 		}

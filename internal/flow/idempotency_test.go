@@ -170,7 +170,7 @@ ORDER BY created_at, id LIMIT 1`, time.Now().UnixMilli(), drainKind)
 		var stuck struct{ Status, Waiting string }
 		e.Admin(200, "GET", "/api/v1/items/"+it.Key+"/flow", nil).JSON(t, &stuck)
 		var hb struct{ Cancelled bool }
-		e.Must(200, r.Token, "POST", "/api/v1/runs/"+r.ID+"/heartbeat", nil).JSON(t, &hb)
+		e.Must(200, runner.Token, "POST", "/api/v1/runs/"+r.ID+"/heartbeat", nil).JSON(t, &hb)
 		if stuck.Waiting != "answer" || !hb.Cancelled {
 			t.Fatalf("after the timeout: flow %+v, run cancelled %v", stuck, hb.Cancelled)
 		}

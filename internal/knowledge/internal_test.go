@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
@@ -136,5 +137,45 @@ func TestSearchMatchesWithinItsScope(t *testing.T) {
 	}
 	if n := count(scoped(orgToken("acme"), `"`+orgToken("acme")+`"`)); n != 0 {
 		t.Errorf("a word that is a scope token matched %d entries", n)
+	}
+}
+
+// TestSearchChecksTheEntrysOwnOrgAndSpace: the scope token is not the only
+// guard. An index row that names the wrong scope (a stale or damaged
+// index) still shows nothing of another organization or space, because the
+// search checks the entry's own org and space columns too.
+func TestSearchChecksTheEntrysOwnOrgAndSpace(t *testing.T) {
+	s := storetest.OpenWith(t, "sqlite", Migrations)
+	k := New(s, nil)
+	ctx := t.Context()
+	actor := event.Actor{Kind: event.ActorHuman, Sub: "ann"}
+	if _, err := k.CreateSpace(ctx, actor, "acme", SpaceInput{Slug: "ops", Title: "Ops"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ org, space string }{{"acme", "default"}, {"acme", "ops"}, {"other", "default"}} {
+		if _, err := k.CreateEntry(ctx, actor, c.org, c.space, EntryInput{Slug: "e-" + c.space,
+			Content: Content{Title: "Zeppelin", Body: "zeppelin"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Damage the index: other's entry and acme's ops entry claim acme's
+	// default space.
+	if _, err := s.Exec(ctx, store.Stmt(`UPDATE entry_search SET scope = ? WHERE rowid IN
+  (SELECT rowid FROM entries WHERE org = 'other' OR space = 'ops')`, orgToken("acme")+" "+spaceToken("acme", "default"))); err != nil {
+		t.Fatal(err)
+	}
+	hits, err := k.Search(ctx, "acme", Query{Text: "zeppelin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) != 2 {
+		t.Errorf("acme's search: %+v, want its own 2 entries, not other's", hits)
+	}
+	hits, err = k.Search(ctx, "acme", Query{Text: "zeppelin", Space: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) != 1 || hits[0].Space != "default" {
+		t.Errorf("acme's default space's search: %+v, want its one entry", hits)
 	}
 }

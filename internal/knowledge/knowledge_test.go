@@ -276,3 +276,31 @@ func TestBadInputNamesTheField(t *testing.T) {
 		t.Errorf("a search without words: %v", err)
 	}
 }
+
+// TestSpaceInputIsChecked: a space's title is one line of at most
+// MaxTitle characters, its description at most MaxSpaceDoc bytes (exactly
+// that many is fine); each error names its field.
+func TestSpaceInputIsChecked(t *testing.T) {
+	storetest.EachWith(t, knowledge.Migrations, func(t *testing.T, s store.Store) {
+		k, _ := open(t, s)
+		ctx := t.Context()
+		for _, c := range []struct {
+			in    knowledge.SpaceInput
+			field string
+		}{
+			{knowledge.SpaceInput{Slug: "a1", Title: strings.Repeat("t", knowledge.MaxTitle+1)}, "title"},
+			{knowledge.SpaceInput{Slug: "a2", Title: "two\nlines"}, "title"},
+			{knowledge.SpaceInput{Slug: "a3", Description: strings.Repeat("d", knowledge.MaxSpaceDoc+1)}, "description"},
+			{knowledge.SpaceInput{Slug: "a4", Title: strings.Repeat("t", knowledge.MaxTitle), Description: strings.Repeat("d", knowledge.MaxSpaceDoc)}, ""},
+		} {
+			_, err := k.CreateSpace(ctx, ann, "acme", c.in)
+			if c.field == "" {
+				if err != nil {
+					t.Errorf("%s: %v", c.in.Slug, err)
+				}
+			} else if code(err) != apperr.Invalid || !strings.Contains(err.Error(), c.field) {
+				t.Errorf("%s: %v, want a 400 naming %s", c.in.Slug, err, c.field)
+			}
+		}
+	})
+}

@@ -322,3 +322,29 @@ func TestShippedCodeImportsNoKit(t *testing.T) {
 		t.Fatalf("go list -deps ./cmd/ballet listed %d of Ballet's packages: the check saw nothing", n)
 	}
 }
+
+// TestOneWayToStopAChildTree: a child's process group is made and
+// signalled only by package procgroup (the runner's agent sessions lead a
+// session of their own, package runner/proc, and are signalled through
+// procgroup too), so that no stop forgets the grandchildren.
+func TestOneWayToStopAChildTree(t *testing.T) {
+	for dir, files := range packages(t) {
+		if dir == "internal/procgroup" {
+			continue
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, bad := range []string{"Setpgid", "Kill(-", "Pdeathsig: syscall.SIGTERM"} {
+				if strings.Contains(string(b), bad) {
+					t.Errorf("%s uses %s: start and stop a child's tree with package procgroup", f, bad)
+				}
+			}
+		}
+	}
+}

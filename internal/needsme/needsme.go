@@ -12,9 +12,11 @@
 package needsme
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,8 +65,8 @@ type OpenQuestion struct {
 	Text string `json:"text"`
 }
 
-// List is what waits, oldest first; truncated when there was more than
-// the limit.
+// List is what waits, oldest first (of the same age, by project key, then
+// ticket number); truncated when there was more than the limit.
 type List struct {
 	Items     []Entry `json:"items"`
 	Truncated bool    `json:"truncated"`
@@ -78,7 +80,8 @@ type Service struct {
 }
 
 // List returns, oldest first, at most limit entries waiting for a person
-// in what p may read.
+// in what p may read. Both queries read in the list's own order, so the
+// limit+1 rows each returns are the first of it.
 func (s *Service) List(ctx context.Context, p access.Principal, limit int) (List, error) {
 	out := List{Items: []Entry{}}
 	rd, err := s.Access.Readable(ctx, p)
@@ -102,13 +105,22 @@ func (s *Service) List(ctx context.Context, p access.Principal, limit int) (List
 		if c := a.Since.Compare(b.Since); c != 0 {
 			return c
 		}
-		return strings.Compare(a.Item, b.Item)
+		if c := strings.Compare(a.Project, b.Project); c != 0 {
+			return c
+		}
+		return cmp.Compare(ticketNumber(a.Item), ticketNumber(b.Item))
 	})
 	if len(all) > limit {
 		all, out.Truncated = all[:limit], true
 	}
 	out.Items = all
 	return out, nil
+}
+
+// ticketNumber is the number of a ticket's key (ACME-42: 42).
+func ticketNumber(key string) int {
+	n, _ := strconv.Atoi(key[strings.LastIndexByte(key, '-')+1:])
+	return n
 }
 
 // scopeSQL is the condition on items i of what rd allows ("" when
@@ -142,7 +154,7 @@ const itemJoin = ` JOIN items i ON i.id = %s JOIN projects p ON p.id = i.project
 // questions reads the open blocking questions.
 func (s *Service) questions(ctx context.Context, scope string, args []any, limit int) ([]Entry, error) {
 	rows, err := s.Store.Query(ctx, `SELECT q.id, q.text, q.asked_at, i.key, i.title, p.key, o.slug FROM questions q`+fmt.Sprintf(itemJoin, "q.item_id")+`
-WHERE q.blocking = 1 AND q.answered_at IS NULL AND `+scope+` ORDER BY q.asked_at, q.id LIMIT ?`, append(args, limit)...)
+WHERE q.blocking = 1 AND q.answered_at IS NULL AND `+scope+` ORDER BY q.asked_at, p.key, i.number, q.id LIMIT ?`, append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("read open questions: %w", err)
 	}
@@ -166,7 +178,7 @@ func (s *Service) flows(ctx context.Context, scope string, args []any, limit int
 	q := `SELECT flows.stage, flows.status, COALESCE(flows.waiting, ''), flows.updated_at, CASE WHEN ` + noRunner + ` THEN 1 ELSE 0 END,
 CASE WHEN ` + flow.StuckSQL + ` THEN 1 ELSE 0 END, i.key, i.title, p.key, o.slug FROM flows` + fmt.Sprintf(itemJoin, "flows.item_id") + `
 WHERE (flows.status = 'waiting' AND flows.waiting IN ('approval', 'review', 'merge', 'budget', 'pause')
-  OR ` + flow.StuckSQL + ` OR ` + noRunner + `) AND ` + scope + ` ORDER BY flows.updated_at, flows.id LIMIT ?`
+  OR ` + flow.StuckSQL + ` OR ` + noRunner + `) AND ` + scope + ` ORDER BY flows.updated_at, p.key, i.number, flows.id LIMIT ?`
 	all := append(append(append(slices.Clone(nrArgs), nrArgs...), args...), limit)
 	rows, err := s.Store.Query(ctx, q, all...)
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ballet/ballet/internal/apperr"
-	"github.com/ballet/ballet/internal/auth"
+	"github.com/ballet/ballet/internal/bounds"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/transition"
 )
@@ -108,18 +108,15 @@ AND COALESCE((SELECT CASE WHEN truncated = 1 THEN -1 ELSE start + size END FROM 
 		runID, c.start, len(c.data), c.truncated, base64.StdEncoding.EncodeToString(c.data), runID, runID, c.start)
 }
 
-// AppendLog appends data, uploaded by the session's runner with the run's
-// own token, to the run's log at byte offset: offset must not be past the
+// AppendLog appends data, uploaded by the session's runner (Held), to run
+// runID's log at byte offset: offset must not be past the
 // log's end (a gap: 409 naming the stored size); a chunk that ends at or
 // before it is a repeat and changes nothing. The log takes chunks while
 // the run is running (409 once it has ended) and keeps Config.LogLimit
 // bytes; past them it marks the log truncated and drops what comes.
-func (s *Service) AppendLog(ctx context.Context, p *auth.Principal, runID string, offset int64, data []byte) (LogAppended, error) {
-	if err := AuthorizeRun(p, runID); err != nil {
+func (s *Service) AppendLog(ctx context.Context, runID string, offset int64, data []byte) (LogAppended, error) {
+	if err := bounds.LogOffset.Err("offset", offset); err != nil {
 		return LogAppended{}, err
-	}
-	if offset < 0 {
-		return LogAppended{}, apperr.Fields([]apperr.FieldError{{Field: "offset", Message: "must not be negative"}})
 	}
 	if len(data) > MaxLogChunk {
 		return LogAppended{}, apperr.New(apperr.TooLarge, "a log chunk is at most %d bytes (this one has %d)", MaxLogChunk, len(data))

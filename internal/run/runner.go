@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -11,7 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ballet/ballet/internal/apperr"
-	"github.com/ballet/ballet/internal/auth"
+	"github.com/ballet/ballet/internal/bounds"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/pipeline"
 	"github.com/ballet/ballet/internal/store"
@@ -24,7 +25,6 @@ const (
 	MaxRunnerName   = 200
 	MaxLabels       = 32
 	MaxLabelValue   = 200
-	MaxCapacity     = 64   // sessions a runner may run at once
 	MaxAdapters     = 8    // entries of a registration's adapters
 	MaxVersion      = 100  // characters of a runner's or an adapter's version
 	MaxProblem      = 1000 // characters of a runner's problem
@@ -100,7 +100,7 @@ func (in RunnerInput) validate() error {
 		v.CheckErr("labels."+k, text.Line(val))
 	}
 	if in.Capacity != nil {
-		v.Check(*in.Capacity >= 1 && *in.Capacity <= MaxCapacity, "capacity", "must be from 1 to %d (is %d)", MaxCapacity, *in.Capacity)
+		bounds.Capacity.Check(&v, "capacity", int64(*in.Capacity))
 	}
 	v.Check(len(in.Adapters) <= MaxAdapters, "adapters", "at most %d adapters (has %d)", MaxAdapters, len(in.Adapters))
 	seen := map[string]bool{}
@@ -143,17 +143,14 @@ func allAdapters() []Adapter {
 	return out
 }
 
-// RegisterRunner registers a runner for the runner token p (event
+// RegisterRunner registers a runner for the runner token c (event
 // runner.registered): a new one, or the token's runner of that name,
 // updated.
-func (s *Service) RegisterRunner(ctx context.Context, p *auth.Principal, in RunnerInput) (Runner, error) {
-	if err := AuthorizeRunner(p); err != nil {
-		return Runner{}, err
-	}
+func (s *Service) RegisterRunner(ctx context.Context, c RunnerCaller, in RunnerInput) (Runner, error) {
 	if err := in.validate(); err != nil {
 		return Runner{}, err
 	}
-	rn := Runner{Name: strings.TrimSpace(in.Name), TokenID: p.TokenID, Labels: in.Labels, Capacity: DefaultCapacity,
+	rn := Runner{Name: strings.TrimSpace(in.Name), TokenID: c.TokenID, Labels: in.Labels, Capacity: DefaultCapacity,
 		Adapters: in.Adapters, Version: in.Version, Problem: in.Problem}
 	if rn.Labels == nil {
 		rn.Labels = map[string]string{}
@@ -165,7 +162,7 @@ func (s *Service) RegisterRunner(ctx context.Context, p *auth.Principal, in Runn
 		rn.Adapters = allAdapters()
 	}
 	_, err := s.applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
-		old, found, err := s.runnerNamed(ctx, p.TokenID, rn.Name)
+		old, found, err := s.runnerNamed(ctx, c.TokenID, rn.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -188,7 +185,7 @@ WHERE NOT EXISTS (SELECT 1 FROM runners WHERE token_id = ? AND name = ?)`,
 				at, at, rn.TokenID, rn.Name)
 		}
 		rn.LastSeenAt = now
-		e := event.Of(p.Actor(), "", "", rn.ID, RunnerRegistered{
+		e := event.Of(c.Actor, "", "", rn.ID, RunnerRegistered{
 			ID: rn.ID, Name: rn.Name, TokenID: rn.TokenID, Labels: rn.Labels, Capacity: rn.Capacity, Adapters: rn.Adapters,
 			Version: rn.Version, Problem: rn.Problem, Again: found})
 		return &transition.Transition{Events: []event.Event{e}, Guarded: []store.Statement{write}}, nil
@@ -258,17 +255,14 @@ func (s *Service) withSessions(ctx context.Context, rn Runner) (Runner, error) {
 	return rn, nil
 }
 
-// FindRunner returns the runner with the id if the runner token p
+// FindRunner returns the runner with the id if the runner token c
 // registered it; any other runner is not found.
-func (s *Service) FindRunner(ctx context.Context, p *auth.Principal, id string) (Runner, error) {
-	if err := AuthorizeRunner(p); err != nil {
-		return Runner{}, err
-	}
+func (s *Service) FindRunner(ctx context.Context, c RunnerCaller, id string) (Runner, error) {
 	runners, err := s.queryRunners(ctx, `id = ?`, id)
 	if err != nil {
 		return Runner{}, err
 	}
-	if len(runners) == 0 || runners[0].TokenID != p.TokenID {
+	if len(runners) == 0 || runners[0].TokenID != c.TokenID {
 		return Runner{}, apperr.New(apperr.NotFound, "runner %q not found", id)
 	}
 	return runners[0], nil
@@ -302,7 +296,7 @@ type RunnerBeat struct {
 
 func (in HeartbeatInput) validate() error {
 	var v apperr.Validator
-	v.Check(len(in.Sessions) <= MaxCapacity, "sessions", "at most %d runs (has %d)", MaxCapacity, len(in.Sessions))
+	v.Check(int64(len(in.Sessions)) <= bounds.Capacity.Max, "sessions", "at most %d runs (has %d)", bounds.Capacity.Max, len(in.Sessions))
 	for i, id := range in.Sessions {
 		v.Check(id != "" && len(id) <= 100, fmt.Sprintf("sessions[%d]", i), "must be a run id")
 		v.CheckErr(fmt.Sprintf("sessions[%d]", i), text.Line(id))
@@ -318,21 +312,21 @@ func (in HeartbeatInput) validate() error {
 // they are not (or no longer) this runner's, or Core ended them without
 // the runner (failed after the grace period). A run's liveness is its own
 // heartbeat: this one keeps no run alive.
-func (s *Service) RunnerHeartbeat(ctx context.Context, p *auth.Principal, runnerID string, in HeartbeatInput) (RunnerBeat, error) {
+func (s *Service) RunnerHeartbeat(ctx context.Context, c RunnerCaller, runnerID string, in HeartbeatInput) (RunnerBeat, error) {
 	if err := in.validate(); err != nil {
 		return RunnerBeat{}, err
 	}
 	var rn Runner
 	_, err := s.applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
 		var err error
-		if rn, err = s.FindRunner(ctx, p, runnerID); err != nil {
+		if rn, err = s.FindRunner(ctx, c, runnerID); err != nil {
 			return nil, err
 		}
 		if rn.Draining == in.Draining && rn.Problem == in.Problem {
 			return nil, nil
 		}
 		rn.Draining, rn.Problem, rn.revision = in.Draining, in.Problem, rn.revision+1
-		e := event.Of(p.Actor(), "", "", rn.ID, RunnerUpdated{Draining: in.Draining, Problem: in.Problem})
+		e := event.Of(c.Actor, "", "", rn.ID, RunnerUpdated{Draining: in.Draining, Problem: in.Problem})
 		return &transition.Transition{Events: []event.Event{e}, Guarded: []store.Statement{store.Stmt(
 			`UPDATE runners SET draining = ?, problem = ?, version = version + 1 WHERE id = ? AND version = ?`,
 			boolInt(in.Draining), in.Problem, rn.ID, rn.revision-1)}}, nil
@@ -429,4 +423,31 @@ ORDER BY started_at, id`)
 		}
 	}
 	return runners, nil
+}
+
+// RemoveGoneRunners removes the runners not seen since before cutoff
+// (now − [runs] runner_retention) that hold no running run, each in its own
+// batch with its event runner.removed (actor: the system). A heartbeat
+// that lands meanwhile keeps its runner: the delete is guarded by the last
+// sighting. It returns the names of the runners removed.
+func (s *Service) RemoveGoneRunners(ctx context.Context, cutoff time.Time, retention time.Duration) ([]string, error) {
+	gone, err := s.queryRunners(ctx, `last_seen_at < ? ORDER BY last_seen_at, id`, cutoff.UnixMilli())
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, rn := range gone {
+		e := event.Of(event.System, "", "", rn.ID, RunnerRemoved{Name: rn.Name, LastSeenAt: rn.LastSeenAt, Retention: retention.String()})
+		t := &transition.Transition{Events: []event.Event{e}, Guarded: []store.Statement{store.Stmt(`DELETE FROM runners
+WHERE id = ? AND last_seen_at < ? AND NOT EXISTS (SELECT 1 FROM runs WHERE runner_id = ? AND status = 'running')`,
+			rn.ID, cutoff.UnixMilli(), rn.ID)}}
+		switch err := s.applier.Apply(ctx, t); {
+		case errors.Is(err, store.ErrLostRace): // seen again, or running a run: it stays
+		case err != nil:
+			return removed, fmt.Errorf("remove runner %s: %w", rn.ID, err)
+		default:
+			removed = append(removed, rn.Name)
+		}
+	}
+	return removed, nil
 }

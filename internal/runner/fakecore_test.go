@@ -330,15 +330,22 @@ func (fc *fakeCore) lease(w http.ResponseWriter, r *http.Request) {
 }
 
 // runOf finds the run of the path by its run token.
+// runOf is the run of a runner-only run route (heartbeat, log, finish):
+// as Core, it takes the runner token, not the run token of the lease
+// (the agent session's): 403 for that, 401 for anything else.
 func (fc *fakeCore) runOf(w http.ResponseWriter, r *http.Request) *fcRun {
 	fc.mu.Lock()
-	run := fc.byToken[bearer(r)]
+	agent := fc.byToken[bearer(r)] != nil
+	run := fc.runs[r.PathValue("run")]
 	fc.mu.Unlock()
 	switch {
-	case run == nil:
-		writeError(w, http.StatusUnauthorized, "not a run token")
+	case agent:
+		writeError(w, http.StatusForbidden, "only a runner token may do this")
 		return nil
-	case run.ID != r.PathValue("run"):
+	case bearer(r) != fc.runnerToken:
+		writeError(w, http.StatusUnauthorized, "not the runner token")
+		return nil
+	case run == nil:
 		writeError(w, http.StatusNotFound, "no such run")
 		return nil
 	}

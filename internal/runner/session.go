@@ -88,7 +88,7 @@ func (s *session) run(life context.Context) {
 	defer func() { stopBeats(); <-beats }()
 
 	up := newUploader(func(ctx context.Context, offset int64, data []byte) (protocol.LogAnswer, error) {
-		return r.client.AppendLog(ctx, l.Run.ID, l.RunToken, offset, data)
+		return r.client.AppendLog(ctx, l.Run.ID, offset, data)
 	}, r.clock, s.log, l.Session.Log.Limit, r.retry)
 	upCtx, stopUpload := context.WithCancel(life)
 	defer stopUpload()
@@ -321,7 +321,7 @@ func (s *session) finish(life context.Context, e *ending) (protocol.Run, bool) {
 	defer cancel()
 	deadline := r.clock.Now().Add(r.timing.FinishFor)
 	for attempt := 0; ; attempt++ {
-		run, err := r.client.Finish(ctx, l.Run.ID, l.RunToken, f)
+		run, err := r.client.Finish(ctx, l.Run.ID, f)
 		if err == nil {
 			s.log.Info("run finished", "finish", "taken", "status", run.Status, "outcome", run.Outcome, "exit", e.exit, "error", f.Error)
 			return run, true
@@ -348,7 +348,7 @@ func (s *session) finish(life context.Context, e *ending) (protocol.Run, bool) {
 func (s *session) heartbeats(ctx context.Context) {
 	r, l := s.r, s.lease
 	for sleep(ctx, r.clock, r.timing.RunHeartbeat) {
-		cancelled, err := r.client.RunHeartbeat(ctx, l.Run.ID, l.RunToken)
+		cancelled, err := r.client.RunHeartbeat(ctx, l.Run.ID)
 		switch st := protocol.StatusOf(err); {
 		case err == nil && cancelled:
 			s.stop("cancelled: the ticket was paused or cancelled, the stage timed out, or the kill switch was pulled")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/auth"
+	"github.com/ballet/ballet/internal/bounds"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/knowledge/client"
 	"github.com/ballet/ballet/internal/run"
@@ -122,16 +123,17 @@ func (h *MCP) Routes() []*Route {
 type principalKey struct{}
 
 // serve lets only run tokens through (401 for any other credential) and
-// hands the request to the MCP handler with the token's principal, which
-// the tools find in their request's TokenInfo.
+// hands the request to the MCP handler with the token's run, resolved here
+// once: the tools find it in their request's TokenInfo (runOf).
 func (h *MCP) serve(r *Request) (http.Handler, error) {
 	p := r.Principal
-	if _, ok := runOfToken(p); !ok {
+	id, ok := runOfToken(p)
+	if !ok {
 		return nil, apperr.New(apperr.Unauthenticated, "%s takes only a run token (Authorization: Bearer <the run token of the lease>)", MCPPath)
 	}
 	r.Checked() // the tools act on the token's own run only
 	verify := func(context.Context, string, *http.Request) (*sdkauth.TokenInfo, error) {
-		return &sdkauth.TokenInfo{UserID: p.TokenID, Expiration: p.ExpiresAt, Extra: map[string]any{"principal": p}}, nil
+		return &sdkauth.TokenInfo{UserID: p.TokenID, Expiration: p.ExpiresAt, Extra: map[string]any{runKey: id}}, nil
 	}
 	return sdkauth.RequireBearerToken(verify, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h.handler), nil
 }
@@ -168,11 +170,11 @@ func (h *MCP) server() *mcp.Server {
 			"summary": str("what was done and what the next stage needs to know"),
 		}},
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in reportArgs) (*mcp.CallToolResult, any, error) {
-		p, r, err := h.session(ctx, req)
+		id, err := h.runOf(req)
 		if err != nil {
 			return nil, nil, err
 		}
-		if _, err := h.Runs.Report(ctx, p, r.ID, run.ReportInput{Outcome: in.Outcome, Summary: in.Summary}); err != nil {
+		if _, err := h.Runs.Report(ctx, id, run.ReportInput{Outcome: in.Outcome, Summary: in.Summary}); err != nil {
 			return nil, nil, h.toolError(err, nil)
 		}
 		return toolText(fmt.Sprintf("Report recorded: %s.", in.Outcome)), nil, nil
@@ -185,11 +187,11 @@ func (h *MCP) server() *mcp.Server {
 			"blocking": {Type: "boolean", Description: "true: the stage cannot go on without the answer"},
 		}},
 	}, func(ctx context.Context, req *mcp.CallToolRequest, in questionArgs) (*mcp.CallToolResult, any, error) {
-		p, r, err := h.session(ctx, req)
+		id, err := h.runOf(req)
 		if err != nil {
 			return nil, nil, err
 		}
-		if _, err := h.Runs.AskQuestion(ctx, p, r.ID, in.Question, in.Blocking); err != nil {
+		if _, err := h.Runs.AskQuestion(ctx, id, in.Question, in.Blocking); err != nil {
 			return nil, nil, h.toolError(err, map[string]string{"text": "question"})
 		}
 		if in.Blocking {
@@ -202,7 +204,7 @@ func (h *MCP) server() *mcp.Server {
 		Description: "The ticket (key, type, title, description, acceptance criteria), its answered questions and the previous stage's report.",
 		InputSchema: &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{}},
 	}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-		_, r, err := h.session(ctx, req)
+		r, err := h.session(ctx, req)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -274,8 +276,10 @@ func (h *MCP) knowledgeTools(s *mcp.Server, str func(string) *jsonschema.Schema)
 		if strings.TrimSpace(in.Slug) == "" {
 			return nil, nil, errors.New("slug: must not be empty")
 		}
-		if in.Version < 0 {
-			return nil, nil, errors.New("version: must not be negative")
+		if in.Version != 0 { // 0: the current version
+			if err := bounds.Version.Err("version", in.Version); err != nil {
+				return nil, nil, h.toolError(err, nil)
+			}
 		}
 		e, err := h.Knowledge.Entry(ctx, org, in.Space, in.Slug, in.Version)
 		if err != nil {
@@ -288,7 +292,7 @@ func (h *MCP) knowledgeTools(s *mcp.Server, str func(string) *jsonschema.Schema)
 // knowledgeOrg returns the slug of the organization of the tool call's
 // run: the only one its Knowledge calls reach.
 func (h *MCP) knowledgeOrg(ctx context.Context, req *mcp.CallToolRequest) (string, error) {
-	_, r, err := h.session(ctx, req)
+	r, err := h.session(ctx, req)
 	if err != nil {
 		return "", err
 	}
@@ -319,22 +323,34 @@ func jsonText(v any) (*mcp.CallToolResult, any, error) {
 	return toolText(string(b)), nil, nil
 }
 
-// session returns the principal of a tool call and its run, which must
-// still be open to its session (run.Service.SessionRun).
-func (h *MCP) session(ctx context.Context, req *mcp.CallToolRequest) (*auth.Principal, run.Run, error) {
-	var p *auth.Principal
+// runKey names the run of a tool call's token in its TokenInfo.
+const runKey = "run"
+
+// runOf returns the run a tool call acts on, as serve resolved it from the
+// run token.
+func (h *MCP) runOf(req *mcp.CallToolRequest) (string, error) {
+	var id string
 	if ti := req.Extra.TokenInfo; ti != nil {
-		p, _ = ti.Extra["principal"].(*auth.Principal)
+		id, _ = ti.Extra[runKey].(string)
 	}
-	if p == nil {
-		return nil, run.Run{}, h.toolError(errors.New("a tool call without its principal"), nil) // serve always sets it
+	if id == "" {
+		return "", h.toolError(errors.New("a tool call without its run"), nil) // serve always sets it
 	}
-	id, _ := runOfToken(p)
-	r, err := h.Runs.SessionRun(ctx, p, id)
+	return id, nil
+}
+
+// session returns the run a tool call acts on, which must still be open
+// to its session (run.Service.SessionRun).
+func (h *MCP) session(ctx context.Context, req *mcp.CallToolRequest) (run.Run, error) {
+	id, err := h.runOf(req)
 	if err != nil {
-		return nil, run.Run{}, h.toolError(err, nil)
+		return run.Run{}, err
 	}
-	return p, r, nil
+	r, err := h.Runs.SessionRun(ctx, id)
+	if err != nil {
+		return run.Run{}, h.toolError(err, nil)
+	}
+	return r, nil
 }
 
 // ticket is what get_ticket answers for run r.

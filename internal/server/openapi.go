@@ -113,6 +113,7 @@ var enums = map[reflect.Type]map[string][]string{
 	reflect.TypeFor[run.Run]():                    {"status": runStatuses, "outcome": append([]string{""}, pipeline.Outcomes()...)},
 	reflect.TypeFor[run.RunFinished]():            {"status": runStatuses, "outcome": append([]string{""}, pipeline.Outcomes()...)},
 	reflect.TypeFor[run.RunCancelled]():           {"status": runStatuses},
+	reflect.TypeFor[run.RunUsageRecorded]():       {"status": runStatuses},
 	reflect.TypeFor[ReportIn]():                   {"outcome": pipeline.Outcomes()},
 	reflect.TypeFor[run.RunReported]():            {"outcome": pipeline.Outcomes()},
 	reflect.TypeFor[FlowView]():                   {"status": flowStatuses, "waiting": flowWaits, "outcome": pipeline.Outcomes(), "attention": flow.Attentions},

@@ -10,6 +10,8 @@ import (
 
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/auth"
+	"github.com/ballet/ballet/internal/bounds"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/skill"
 	"github.com/ballet/ballet/internal/tenancy"
@@ -17,11 +19,14 @@ import (
 )
 
 // Runs serves the runner protocol and the runs of a ticket. Runner routes
-// (/runners…) take only runner tokens: any other credential gets 403, and
-// a runner registered by another token is not found. Run routes
-// (/runs/{run}/…) take only the run token of that run: any other kind of
-// credential gets 403, the token of another run 404. Humans and API tokens
-// read runs with tracker.read.
+// (/runners…) and the runner's routes of a run it leased (heartbeat, log,
+// usage, finish) take only runner tokens: any other credential gets 403
+// (the agent session's run token included), and a runner or run of
+// another token is not found. The agent session's routes of a run (skills,
+// report, questions) take only the run token of that run: any other kind
+// of credential gets 403, the token of another run 404. Each resolves the
+// run once (heldRun, sessionRun) and hands the domain the run and an
+// actor. Humans and API tokens read runs with tracker.read.
 type Runs struct {
 	S      *run.Service
 	Skills *skill.Service
@@ -111,8 +116,9 @@ func (h *Runs) Routes() []*Route {
 		{Method: "POST", Path: "/api/v1/runners/{runner}/heartbeat", Perm: run.PermRunner,
 			Summary: "Record that the runner is alive, what it runs, whether it drains and its problem; cancel names the sessions to stop at once",
 			Request: RunnerHeartbeatIn{}, OptionalBody: true, Response: run.RunnerBeat{}, Handle: h.runnerHeartbeat},
-		{Method: "POST", Path: "/api/v1/runs/{run}/heartbeat", Perm: run.PermRun,
-			Summary: "Record that the run's session is alive; cancelled: true asks it to stop and finish", Response: run.HeartbeatReply{}, Handle: h.heartbeat},
+		{Method: "POST", Path: "/api/v1/runs/{run}/heartbeat", Perm: run.PermRunner,
+			Summary:  "Record that the run's session is alive (the runner token whose runner leased it); cancelled: true asks it to stop and finish",
+			Response: run.HeartbeatReply{}, Handle: h.heartbeat},
 		{Method: "GET", Path: "/api/v1/runs/{run}/skills", Perm: run.PermRun,
 			Summary:  "The project skills the run's session receives (the stage's allowed skills; all when it names none)",
 			Response: SkillList{}, Also: []int{http.StatusConflict}, Handle: h.skills},
@@ -121,14 +127,19 @@ func (h *Runs) Routes() []*Route {
 			Request: ReportIn{}, Response: run.Run{}, Handle: h.report},
 		{Method: "POST", Path: "/api/v1/runs/{run}/questions", Perm: run.PermRun, Summary: "Ask a question on the run's ticket (blocking or not)",
 			Request: QuestionAsk{}, Response: tracker.Question{}, Status: http.StatusCreated, Handle: h.ask},
-		{Method: "POST", Path: "/api/v1/runs/{run}/log", Perm: run.PermRun,
-			Summary: "Append the session's output (raw bytes, at most 1 MiB) to the run's log at byte offset (query): a repeat is a no-op, a gap 409 naming the stored size; past [runs] log_limit the log is marked truncated and chunks are dropped",
+		{Method: "POST", Path: "/api/v1/runs/{run}/log", Perm: run.PermRunner,
+			Summary: "Append the session's output (the runner token whose runner leased the run) (raw bytes, at most 1 MiB) to the run's log at byte offset (query): a repeat is a no-op, a gap 409 naming the stored size; past [runs] log_limit the log is marked truncated and chunks are dropped",
 			RawBody: "application/octet-stream", MaxBody: run.MaxLogChunk, Response: run.LogAppended{}, Handle: h.appendLog},
 		{Method: "GET", Path: "/api/v1/runs/{run}/log", Perm: access.TrackerRead,
 			Summary:  "Read a run's log from byte offset (query, default 0) on, at most 1 MiB: data, next_offset, truncated, finished",
 			Response: run.LogPage{}, Handle: h.readLog},
-		{Method: "POST", Path: "/api/v1/runs/{run}/finish", Perm: run.PermRun,
-			Summary: "End the run with the session's exit status, usage and error (a repeat answers the finished run; the run token serves nothing else then)",
+		{Method: "POST", Path: "/api/v1/runs/{run}/usage", Perm: run.PermRunner,
+			Summary: "Report the session's usage so far (the runner token whose runner leased the run): a running total, counted whatever the run's status " +
+				"(per figure the larger of the recorded and the reported; event run.usage_recorded when it grows)",
+			Request: run.Usage{}, Response: run.Run{}, Handle: h.usage},
+		{Method: "POST", Path: "/api/v1/runs/{run}/finish", Perm: run.PermRunner,
+			Summary: "End the run with the session's exit status, usage and error (the runner token whose runner leased it; the run token is revoked; " +
+				"a repeat answers the finished run, and counts usage beyond what was recorded)",
 			Request: FinishIn{}, Response: run.Run{}, Handle: h.finish},
 		{Method: "GET", Path: "/api/v1/runs/{run}", Perm: access.TrackerRead, Summary: "Get a run",
 			Response: run.Run{}, Handle: h.get},
@@ -137,23 +148,55 @@ func (h *Runs) Routes() []*Route {
 	}
 }
 
-// asRunner lets only runner tokens through.
-func (h *Runs) asRunner(r *Request) error {
-	if err := run.AuthorizeRunner(r.Principal); err != nil {
-		return err
+// runnerCaller resolves the credential of a runner route: a runner token,
+// or 403 for any other credential (a run token included: the agent
+// session holds one).
+func runnerCaller(r *Request) (run.RunnerCaller, error) {
+	p := r.Principal
+	if p.TokenKind != auth.KindRunner {
+		return run.RunnerCaller{}, apperr.New(apperr.Forbidden, "only a runner token may do this")
 	}
-	r.Checked() // the scope is the caller's own runner, looked up by its token
-	return nil
+	r.Checked() // the scope is the caller's own runners and their runs, looked up by its token
+	return run.RunnerCaller{TokenID: p.TokenID, Actor: p.Actor()}, nil
 }
 
-// asRun lets only the path run's own run token through.
-func (h *Runs) asRun(r *Request) (string, error) {
+// heldRun resolves the path's {run} for a runner-only route (heartbeat,
+// log, usage, finish), once: the runner token whose runner leased it, 403
+// for any other kind of credential (the agent's run token included), 404
+// for a run no runner of this token leased.
+func (h *Runs) heldRun(r *Request) (run.RunnerCaller, run.Run, error) {
+	c, err := runnerCaller(r)
+	if err != nil {
+		return c, run.Run{}, err
+	}
+	rn, err := h.S.Held(r.Context(), c, r.PathValue("run"))
+	return c, rn, err
+}
+
+// sessionRun resolves the path's {run} for a route of the agent session
+// (skills, report, questions), once: only the run token of that run (403
+// for any other kind of credential, 404 for another run's token), and the
+// run must be open to its session (run.Service.SessionRun).
+func (h *Runs) sessionRun(r *Request) (run.Run, error) {
 	id := r.PathValue("run")
-	if err := run.AuthorizeRun(r.Principal, id); err != nil {
-		return "", err
+	if err := authorizeRun(r.Principal, id); err != nil {
+		return run.Run{}, err
 	}
 	r.Checked() // the token is scoped to exactly this run
-	return id, nil
+	return h.S.SessionRun(r.Context(), id)
+}
+
+// authorizeRun lets only the run token of runID through: 403 for any
+// other kind of credential, 404 for the token of another run (a run token
+// sees no run but its own).
+func authorizeRun(p *auth.Principal, runID string) error {
+	if p.TokenKind != auth.KindRun {
+		return apperr.New(apperr.Forbidden, "only the run's own run token may do this")
+	}
+	if id, _ := runOfToken(p); id != runID {
+		return apperr.New(apperr.NotFound, "run %q not found", runID)
+	}
+	return nil
 }
 
 // decodeOptional decodes a body that may be absent.
@@ -165,29 +208,31 @@ func decodeOptional(r *Request, v any) error {
 }
 
 func (h *Runs) register(r *Request) (any, error) {
-	if err := h.asRunner(r); err != nil {
+	c, err := runnerCaller(r)
+	if err != nil {
 		return nil, err
 	}
 	var in RunnerRegister
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
-	return h.S.RegisterRunner(r.Context(), r.Principal, run.RunnerInput{Name: in.Name, Labels: in.Labels, Capacity: in.Capacity,
+	return h.S.RegisterRunner(r.Context(), c, run.RunnerInput{Name: in.Name, Labels: in.Labels, Capacity: in.Capacity,
 		Adapters: in.Adapters, Version: in.Version, Problem: in.Problem})
 }
 
 func (h *Runs) lease(r *Request) (any, error) {
-	if err := h.asRunner(r); err != nil {
+	c, err := runnerCaller(r)
+	if err != nil {
 		return nil, err
 	}
 	var in LeaseRequest
 	if err := decodeOptional(r, &in); err != nil {
 		return nil, err
 	}
-	if max := int(run.MaxLeaseWait / time.Second); in.WaitSeconds < 0 || in.WaitSeconds > max {
-		return nil, apperr.Fields([]apperr.FieldError{{Field: "wait_seconds", Message: "must be from 0 to 60"}})
+	if err := bounds.LeaseWait.Err("wait_seconds", int64(in.WaitSeconds)); err != nil {
+		return nil, err
 	}
-	l, ok, err := h.S.Lease(r.Context(), r.Principal, r.PathValue("runner"), time.Duration(in.WaitSeconds)*time.Second, in.Adapters)
+	l, ok, err := h.S.Lease(r.Context(), c, r.PathValue("runner"), time.Duration(in.WaitSeconds)*time.Second, in.Adapters)
 	if err != nil {
 		return nil, err
 	}
@@ -198,14 +243,15 @@ func (h *Runs) lease(r *Request) (any, error) {
 }
 
 func (h *Runs) runnerHeartbeat(r *Request) (any, error) {
-	if err := h.asRunner(r); err != nil {
+	c, err := runnerCaller(r)
+	if err != nil {
 		return nil, err
 	}
 	var in RunnerHeartbeatIn
 	if err := decodeOptional(r, &in); err != nil {
 		return nil, err
 	}
-	return h.S.RunnerHeartbeat(r.Context(), r.Principal, r.PathValue("runner"), run.HeartbeatInput(in))
+	return h.S.RunnerHeartbeat(r.Context(), c, r.PathValue("runner"), run.HeartbeatInput(in))
 }
 
 // listRunners answers every runner to a platform admin; to an organization
@@ -246,19 +292,15 @@ func (h *Runs) listRunners(r *Request) (any, error) {
 }
 
 func (h *Runs) heartbeat(r *Request) (any, error) {
-	id, err := h.asRun(r)
+	_, rn, err := h.heldRun(r)
 	if err != nil {
 		return nil, err
 	}
-	return h.S.Heartbeat(r.Context(), r.Principal, id)
+	return h.S.Heartbeat(r.Context(), rn)
 }
 
 func (h *Runs) skills(r *Request) (any, error) {
-	id, err := h.asRun(r)
-	if err != nil {
-		return nil, err
-	}
-	rn, err := h.S.Running(r.Context(), r.Principal, id)
+	rn, err := h.sessionRun(r)
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +312,7 @@ func (h *Runs) skills(r *Request) (any, error) {
 }
 
 func (h *Runs) report(r *Request) (any, error) {
-	id, err := h.asRun(r)
+	rn, err := h.sessionRun(r)
 	if err != nil {
 		return nil, err
 	}
@@ -278,11 +320,11 @@ func (h *Runs) report(r *Request) (any, error) {
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
-	return h.S.Report(r.Context(), r.Principal, id, run.ReportInput(in))
+	return h.S.Report(r.Context(), rn.ID, run.ReportInput(in))
 }
 
 func (h *Runs) ask(r *Request) (any, error) {
-	id, err := h.asRun(r)
+	rn, err := h.sessionRun(r)
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +332,7 @@ func (h *Runs) ask(r *Request) (any, error) {
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
-	return h.S.AskQuestion(r.Context(), r.Principal, id, in.Text, in.Blocking)
+	return h.S.AskQuestion(r.Context(), rn.ID, in.Text, in.Blocking)
 }
 
 // parseOffset reads a byte offset of a run's log, the query parameter
@@ -316,7 +358,7 @@ func parseOffset(s string, required bool) (int64, error) {
 }
 
 func (h *Runs) appendLog(r *Request) (any, error) {
-	id, err := h.asRun(r)
+	_, rn, err := h.heldRun(r)
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +370,7 @@ func (h *Runs) appendLog(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return h.S.AppendLog(r.Context(), r.Principal, id, offset, data)
+	return h.S.AppendLog(r.Context(), rn.ID, offset, data)
 }
 
 func (h *Runs) readLog(r *Request) (any, error) {
@@ -345,7 +387,7 @@ func (h *Runs) readLog(r *Request) (any, error) {
 }
 
 func (h *Runs) finish(r *Request) (any, error) {
-	id, err := h.asRun(r)
+	c, rn, err := h.heldRun(r)
 	if err != nil {
 		return nil, err
 	}
@@ -353,7 +395,19 @@ func (h *Runs) finish(r *Request) (any, error) {
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
-	return h.S.Finish(r.Context(), r.Principal, id, run.FinishInput(in))
+	return h.S.Finish(r.Context(), c.Actor, rn.ID, run.FinishInput(in))
+}
+
+func (h *Runs) usage(r *Request) (any, error) {
+	c, rn, err := h.heldRun(r)
+	if err != nil {
+		return nil, err
+	}
+	var in run.Usage
+	if err := r.Decode(&in); err != nil {
+		return nil, err
+	}
+	return h.S.RecordUsage(r.Context(), c.Actor, rn.ID, in)
 }
 
 func (h *Runs) get(r *Request) (any, error) {

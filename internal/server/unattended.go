@@ -25,7 +25,7 @@ type Unattended struct {
 // the usage behind the spend.
 type Amount struct {
 	LimitUSD     *budget.Dollars `json:"limit_usd"`
-	SpentUSD     budget.Dollars  `json:"spent_usd"`
+	SpentUSD     budget.Spent    `json:"spent_usd"`
 	RemainingUSD *budget.Dollars `json:"remaining_usd"`
 	InputTokens  int64           `json:"input_tokens"`
 	OutputTokens int64           `json:"output_tokens"`
@@ -66,9 +66,9 @@ func (h *Unattended) Routes() []*Route {
 
 // amount is exact: micro-USD throughout, no float rounding.
 func amount(limit *budget.Dollars, u budget.Usage) Amount {
-	a := Amount{LimitUSD: limit, SpentUSD: budget.Dollars(u.CostMicros), InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Runs: u.Runs}
+	a := Amount{LimitUSD: limit, SpentUSD: budget.Spent(u.CostMicros), InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Runs: u.Runs}
 	if limit != nil {
-		r := max(*limit-a.SpentUSD, 0)
+		r := max(*limit-budget.Dollars(a.SpentUSD), 0)
 		a.RemainingUSD = &r
 	}
 	return a

@@ -105,27 +105,39 @@ func (c *Client) Lease(ctx context.Context, runner string, req LeaseRequest) (*L
 	return &l, nil
 }
 
+// The routes of a run the runner leased (heartbeat, log, usage, finish)
+// take the runner token, as the /runners routes do: the run token of the
+// lease is the agent session's, for MCP, and serves none of them.
+
 // RunHeartbeat keeps a run alive; cancelled asks its session to stop.
-func (c *Client) RunHeartbeat(ctx context.Context, run, runToken string) (cancelled bool, err error) {
+func (c *Client) RunHeartbeat(ctx context.Context, run string) (cancelled bool, err error) {
 	var a struct {
 		Cancelled bool `json:"cancelled"`
 	}
-	err = c.call(ctx, runToken, "POST", "/api/v1/runs/"+url.PathEscape(run)+"/heartbeat", "", nil, http.StatusOK, &a, 0)
+	err = c.call(ctx, c.Token, "POST", "/api/v1/runs/"+url.PathEscape(run)+"/heartbeat", "", nil, http.StatusOK, &a, 0)
 	return a.Cancelled, err
 }
 
 // AppendLog sends bytes of the session's output that start at offset.
-func (c *Client) AppendLog(ctx context.Context, run, runToken string, offset int64, data []byte) (LogAnswer, error) {
+func (c *Client) AppendLog(ctx context.Context, run string, offset int64, data []byte) (LogAnswer, error) {
 	var a LogAnswer
-	err := c.call(ctx, runToken, "POST", "/api/v1/runs/"+url.PathEscape(run)+"/log", "offset="+strconv.FormatInt(offset, 10),
+	err := c.call(ctx, c.Token, "POST", "/api/v1/runs/"+url.PathEscape(run)+"/log", "offset="+strconv.FormatInt(offset, 10),
 		rawBody(data), http.StatusOK, &a, 0)
 	return a, err
 }
 
 // Finish ends a run; the answer is the run in its final status.
-func (c *Client) Finish(ctx context.Context, run, runToken string, f Finish) (Run, error) {
+func (c *Client) Finish(ctx context.Context, run string, f Finish) (Run, error) {
 	var r Run
-	err := c.call(ctx, runToken, "POST", "/api/v1/runs/"+url.PathEscape(run)+"/finish", "", jsonBody(f), http.StatusOK, &r, 0)
+	err := c.call(ctx, c.Token, "POST", "/api/v1/runs/"+url.PathEscape(run)+"/finish", "", jsonBody(f), http.StatusOK, &r, 0)
+	return r, err
+}
+
+// ReportUsage tells Core what the run's session has consumed so far (a
+// running total); the answer is the run.
+func (c *Client) ReportUsage(ctx context.Context, run string, u Usage) (Run, error) {
+	var r Run
+	err := c.call(ctx, c.Token, "POST", "/api/v1/runs/"+url.PathEscape(run)+"/usage", "", jsonBody(u), http.StatusOK, &r, 0)
 	return r, err
 }
 

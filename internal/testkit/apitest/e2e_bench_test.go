@@ -737,7 +737,7 @@ func (c *client) runner(ctx context.Context, rn *apitest.Runner) error {
 		if _, err := c.do(ctx, l.RunToken, "POST", "/api/v1/runs/"+l.Run.ID+"/report", map[string]any{"outcome": "done", "summary": "ok"}, nil); err != nil {
 			return err
 		}
-		if _, err := c.do(ctx, l.RunToken, "POST", "/api/v1/runs/"+l.Run.ID+"/finish", map[string]any{"exit_status": 0,
+		if _, err := c.do(ctx, rn.Token, "POST", "/api/v1/runs/"+l.Run.ID+"/finish", map[string]any{"exit_status": 0,
 			"usage": map[string]any{"input_tokens": 1000, "output_tokens": 200, "cost_usd": 0.01}}, nil); err != nil {
 			return err
 		}

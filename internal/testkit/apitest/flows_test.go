@@ -343,7 +343,7 @@ func TestNeverPushedBranchAndStopping(t *testing.T) {
 		w.Admin(200, "PATCH", "/api/v1/items/"+k, map[string]any{"version": it.Version, "state": "paused"})
 		f = w.await(k, "stopped", func(f flowView) bool { return f.Status == "stopped" })
 		var hb struct{ Cancelled bool }
-		w.Must(200, r.Token, "POST", "/api/v1/runs/"+r.ID+"/heartbeat", nil).JSON(t, &hb)
+		w.Must(200, w.runner.Token, "POST", "/api/v1/runs/"+r.ID+"/heartbeat", nil).JSON(t, &hb)
 		if !hb.Cancelled {
 			t.Fatal("the stopped flow's run was not cancelled")
 		}

@@ -53,7 +53,7 @@ func TestControlCharactersAreRefused(t *testing.T) {
 			{tok.Token, "POST", "/api/v1/runners", map[string]any{"name": "r", "labels": map[string]string{"os": "linux\n"}}, "labels.os"},
 			{run.Token, "POST", "/api/v1/runs/" + run.ID + "/report", map[string]any{"outcome": "done", "summary": "ok" + esc}, "summary"},
 			{run.Token, "POST", "/api/v1/runs/" + run.ID + "/questions", map[string]any{"text": "q" + nul}, "text"},
-			{run.Token, "POST", "/api/v1/runs/" + run.ID + "/finish", map[string]any{"exit_status": 1, "error": "boom" + esc}, "error"},
+			{w.runner.Token, "POST", "/api/v1/runs/" + run.ID + "/finish", map[string]any{"exit_status": 1, "error": "boom" + esc}, "error"},
 			{admin, "POST", "/api/v1/items/" + key + "/flow/approve", map[string]any{"comment": "fine" + esc}, "comment"},
 		}
 		for _, c := range cases {

@@ -6,8 +6,9 @@ import (
 	. "github.com/ballet/ballet/internal/testkit/apitest"
 )
 
-// Run routes. The runner protocol takes only runner tokens (/runners…) and
-// the run's own run token (/runs/{run}/…). Every matrix role is an API
+// Run routes. The runner protocol takes only runner tokens (/runners…, and
+// a run's heartbeat, log, usage and finish) and the run's own run token
+// (its session's skills, report and questions). Every matrix role is an API
 // token or the bootstrap admin, so each gets 403 there — a platform admin
 // included: acting as a runner needs a runner token — and no credential
 // 401. Runner and run tokens themselves are tested in runs_test.go. Reading
@@ -58,6 +59,12 @@ func init() {
 	Register("POST /api/v1/runs/{run}/finish", Case{
 		Prepare: func(w *World) (string, any) {
 			return "/api/v1/runs/" + matrixRun(w) + "/finish", map[string]any{"exit_status": 0}
+		},
+		Want: runnerOnly,
+	})
+	Register("POST /api/v1/runs/{run}/usage", Case{
+		Prepare: func(w *World) (string, any) {
+			return "/api/v1/runs/" + matrixRun(w) + "/usage", map[string]any{"input_tokens": 1}
 		},
 		Want: runnerOnly,
 	})

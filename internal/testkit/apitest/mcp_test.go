@@ -156,13 +156,14 @@ func TestMCPTools(t *testing.T) {
 		}
 
 		// The finish moves the flow on, as after a REST report; the
-		// finished run's tools are closed.
+		// finished run's token is revoked with it: its tools are gone.
 		w.runner.Finish(r, 0)
 		w.await(k, "review", func(f flowView) bool { return f.Stage == "review" })
 		for _, tool := range []string{"get_ticket", "submit_report", "ask_question"} {
-			text, isErr := call(t, sess, tool, map[string]any{"outcome": "done", "summary": "x", "question": "q", "blocking": false})
-			if !isErr || !strings.Contains(text, "succeeded, not running") {
-				t.Fatalf("%s on a finished run: %v %s", tool, isErr, text)
+			_, err := sess.CallTool(t.Context(), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"outcome": "done", "summary": "x",
+				"question": "q", "blocking": false}})
+			if err == nil || !strings.Contains(err.Error(), "Unauthorized") {
+				t.Fatalf("%s on a finished run: %v", tool, err)
 			}
 		}
 

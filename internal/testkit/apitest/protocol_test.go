@@ -115,15 +115,15 @@ func TestRunnerProtocolV2(t *testing.T) {
 		e.Must(200, tok, "POST", "/api/v1/runners/"+rn.ID+"/heartbeat", nil) // the body is optional
 		wantField(t, e.Must(400, tok, "POST", "/api/v1/runners/"+rn.ID+"/heartbeat", map[string]any{"sessions": []string{""}}), "sessions[0]")
 
-		// Finish, then finish again: the same answer; the run token serves
-		// nothing else any more.
+		// Finish (the runner's), then finish again: the same answer; the
+		// run token, revoked with the finish, serves nothing any more.
 		path := "/api/v1/runs/" + l.Run.ID
-		wantField(t, e.Must(400, l.RunToken, "POST", path+"/finish", map[string]any{"exit_status": 0,
+		wantField(t, e.Must(400, tok, "POST", path+"/finish", map[string]any{"exit_status": 0,
 			"usage": map[string]any{"cache_read_tokens": -1}}), "usage.cache_read_tokens")
 		fin := map[string]any{"exit_status": 0, "usage": map[string]any{"input_tokens": 10, "output_tokens": 2,
 			"cache_read_tokens": 300, "cache_write_tokens": 40, "cost_usd": 0.5}}
-		first := e.Must(200, l.RunToken, "POST", path+"/finish", fin)
-		second := e.Must(200, l.RunToken, "POST", path+"/finish", map[string]any{"exit_status": 3})
+		first := e.Must(200, tok, "POST", path+"/finish", fin)
+		second := e.Must(200, tok, "POST", path+"/finish", map[string]any{"exit_status": 3})
 		if string(first.Body) != string(second.Body) {
 			t.Fatalf("a repeated finish answered\n%s\nthe first\n%s", second.Body, first.Body)
 		}
@@ -133,10 +133,10 @@ func TestRunnerProtocolV2(t *testing.T) {
 			CacheWriteTokens: 40, CostUSD: 0.5}) {
 			t.Fatalf("finished %+v", done)
 		}
-		e.Must(409, l.RunToken, "POST", path+"/heartbeat", nil)
-		e.Must(409, l.RunToken, "POST", path+"/report", map[string]any{"outcome": "done", "summary": "late"})
-		e.Must(409, l.RunToken, "POST", path+"/questions", map[string]any{"text": "late?", "blocking": false})
-		e.Must(409, l.RunToken, "GET", path+"/skills", nil)
+		e.Must(409, tok, "POST", path+"/heartbeat", nil)
+		e.Must(401, l.RunToken, "POST", path+"/report", map[string]any{"outcome": "done", "summary": "late"})
+		e.Must(401, l.RunToken, "POST", path+"/questions", map[string]any{"text": "late?", "blocking": false})
+		e.Must(401, l.RunToken, "GET", path+"/skills", nil)
 
 		// A missing variable fails the next run with a clear error, naming
 		// the variable and never a value.

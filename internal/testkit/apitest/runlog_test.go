@@ -61,47 +61,49 @@ func TestRunLogAPI(t *testing.T) {
 		eventsBefore := runEvents(e, l.ID)
 
 		// Upload: the answer says what is stored.
-		r := e.Raw(l.Token, "POST", path+"?offset=0", octets, []byte("hello "))
+		r := e.Raw(runner.Token, "POST", path+"?offset=0", octets, []byte("hello "))
 		if r.Status != 200 || sortedKeys(r.Map(t)) != "size,truncated" {
 			t.Fatalf("first chunk: %d %s", r.Status, r.Body)
 		}
-		if a := upload(e, 200, l.Token, l.ID, 0, "hello "); a != (logAnswer{Size: 6}) {
+		if a := upload(e, 200, runner.Token, l.ID, 0, "hello "); a != (logAnswer{Size: 6}) {
 			t.Fatalf("a repeat: %+v", a)
 		}
-		if a := upload(e, 200, l.Token, l.ID, 3, "lo world\n"); a != (logAnswer{Size: 12}) {
+		if a := upload(e, 200, runner.Token, l.ID, 3, "lo world\n"); a != (logAnswer{Size: 12}) {
 			t.Fatalf("an overlap: %+v", a)
 		}
-		if a := upload(e, 200, l.Token, l.ID, 12, "\xff\x00{}\n"); a != (logAnswer{Size: 17}) {
+		if a := upload(e, 200, runner.Token, l.ID, 12, "\xff\x00{}\n"); a != (logAnswer{Size: 17}) {
 			t.Fatalf("raw bytes: %+v", a)
 		}
 		// A gap: 409, the message names the stored size.
-		r = e.Raw(l.Token, "POST", path+"?offset=20", octets, []byte("x"))
+		r = e.Raw(runner.Token, "POST", path+"?offset=20", octets, []byte("x"))
 		if r.Status != 409 || !strings.Contains(errOf(t, r).Error.Message, "holds 17 bytes") {
 			t.Fatalf("a gap: %d %s", r.Status, r.Body)
 		}
 		// Bad input: the offset named, the media type, the size.
 		for _, q := range []string{"", "?offset=", "?offset=-1", "?offset=1e3", "?offset=abc", "?offset=99999999999999999999"} {
-			if r := e.Raw(l.Token, "POST", path+q, octets, []byte("x")); r.Status != 400 || fields(t, r) != "offset" {
+			if r := e.Raw(runner.Token, "POST", path+q, octets, []byte("x")); r.Status != 400 || fields(t, r) != "offset" {
 				t.Errorf("upload %q: %d %s", q, r.Status, r.Body)
 			}
 		}
 		for _, ct := range []string{"", "application/json", "text/plain"} {
-			if r := e.Raw(l.Token, "POST", path+"?offset=17", ct, []byte("x")); r.Status != 415 || errOf(t, r).Error.Code != "unsupported" {
+			if r := e.Raw(runner.Token, "POST", path+"?offset=17", ct, []byte("x")); r.Status != 415 || errOf(t, r).Error.Code != "unsupported" {
 				t.Errorf("Content-Type %q: %d %s", ct, r.Status, r.Body)
 			}
 		}
-		if r := e.Raw(l.Token, "POST", path+"?offset=17", octets+"; charset=binary", []byte("!")); r.Status != 200 {
+		if r := e.Raw(runner.Token, "POST", path+"?offset=17", octets+"; charset=binary", []byte("!")); r.Status != 200 {
 			t.Errorf("a media type with a parameter: %d %s", r.Status, r.Body)
 		}
-		if r := e.Raw(l.Token, "POST", path+"?offset=18", octets, bytes.Repeat([]byte("x"), run.MaxLogChunk+1)); r.Status != 413 {
+		if r := e.Raw(runner.Token, "POST", path+"?offset=18", octets, bytes.Repeat([]byte("x"), run.MaxLogChunk+1)); r.Status != 413 {
 			t.Errorf("a chunk over 1 MiB: %d %s", r.Status, r.Body)
 		}
-		// Only the run's own token uploads.
+		// Only the runner whose runner leased the run uploads: not the
+		// agent session's run token, nor another runner token.
 		queueRun(e, "ACME-2")
 		other := runner.MustLease()
-		upload(e, 404, other.Token, l.ID, 18, "x")
+		upload(e, 403, other.Token, l.ID, 18, "x")
+		upload(e, 403, l.Token, l.ID, 18, "x")
 		upload(e, 403, viewer, l.ID, 18, "x")
-		upload(e, 403, runner.Token, l.ID, 18, "x")
+		upload(e, 404, e.NewRunner("r2").Token, l.ID, 18, "x")
 		upload(e, 401, "", l.ID, 18, "x")
 
 		// Read: tracker.read on the ticket's project, while it runs.
@@ -124,10 +126,10 @@ func TestRunLogAPI(t *testing.T) {
 		e.Must(404, viewer, "GET", "/api/v1/runs/nope/log", nil)
 
 		// The limit: cut, marked, and then nothing more is kept.
-		if a := upload(e, 200, l.Token, l.ID, 18, strings.Repeat("a", 3000)); a != (logAnswer{Size: 2048, Truncated: true}) {
+		if a := upload(e, 200, runner.Token, l.ID, 18, strings.Repeat("a", 3000)); a != (logAnswer{Size: 2048, Truncated: true}) {
 			t.Fatalf("past the limit: %+v", a)
 		}
-		if a := upload(e, 200, l.Token, l.ID, 3018, "more"); a != (logAnswer{Size: 2048, Truncated: true}) {
+		if a := upload(e, 200, runner.Token, l.ID, 3018, "more"); a != (logAnswer{Size: 2048, Truncated: true}) {
 			t.Fatalf("after the cut: %+v", a)
 		}
 		e.Must(200, viewer, "GET", path+"?offset=2000", nil).JSON(t, &page)
@@ -141,7 +143,7 @@ func TestRunLogAPI(t *testing.T) {
 		// After the finish the log takes no more chunks (409; the run
 		// token still serves a repeated finish), is whole and says so.
 		runner.Finish(l, 0)
-		r = e.Raw(l.Token, "POST", path+"?offset=2048", octets, []byte("late"))
+		r = e.Raw(runner.Token, "POST", path+"?offset=2048", octets, []byte("late"))
 		if r.Status != 409 || !strings.Contains(errOf(t, r).Error.Message, "not running") {
 			t.Fatalf("after the finish: %d %s", r.Status, r.Body)
 		}
@@ -164,7 +166,7 @@ func TestRunLogConcurrentUploads(t *testing.T) {
 		runner := e.NewRunner("r1")
 		queueRun(e, "ACME-1")
 		l := runner.MustLease()
-		upload(e, 200, l.Token, l.ID, 0, "start\n")
+		upload(e, 200, runner.Token, l.ID, 0, "start\n")
 		const n = 8
 		chunks := make([]string, n)
 		statuses := make([]int, n)
@@ -175,7 +177,7 @@ func TestRunLogConcurrentUploads(t *testing.T) {
 			wg.Go(func() {
 				<-start
 				req, _ := http.NewRequest("POST", e.URL+"/api/v1/runs/"+l.ID+"/log?offset=6", strings.NewReader(chunks[i]))
-				req.Header.Set("Authorization", "Bearer "+l.Token)
+				req.Header.Set("Authorization", "Bearer "+runner.Token)
 				req.Header.Set("Content-Type", octets)
 				if resp, err := http.DefaultClient.Do(req); err == nil {
 					statuses[i] = resp.StatusCode

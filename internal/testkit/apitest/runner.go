@@ -16,7 +16,8 @@ func (e *Env) StartJobs() {
 }
 
 // Runner drives the runner API exactly as the Runner process will: a
-// runner token, a registered runner, leases, reports and finishes.
+// runner token, a registered runner, leases and finishes; the reports and
+// questions are its agent session's, with the lease's run token.
 type Runner struct {
 	e     *Env
 	Token string
@@ -88,10 +89,11 @@ func (r *Runner) Complete(run LeasedRun, outcome, summary string) {
 	r.Finish(run, 0)
 }
 
-// Finish finishes the run with an exit status and some usage.
+// Finish finishes the run with an exit status and some usage, as its
+// runner (the runner token; the run token is the agent session's).
 func (r *Runner) Finish(run LeasedRun, exit int) {
 	r.e.T.Helper()
-	r.e.Must(200, run.Token, "POST", "/api/v1/runs/"+run.ID+"/finish", map[string]any{"exit_status": exit,
+	r.e.Must(200, r.Token, "POST", "/api/v1/runs/"+run.ID+"/finish", map[string]any{"exit_status": exit,
 		"usage": map[string]any{"input_tokens": 1000, "output_tokens": 200, "cost_usd": 0.01}})
 }
 

@@ -174,9 +174,9 @@ func TestRunnerProtocolAPI(t *testing.T) {
 		}
 		path := "/api/v1/runs/" + l.Run.ID
 
-		// Heartbeats.
+		// Heartbeats: the runner's.
 		var hb map[string]any
-		e.Must(200, tok, "POST", path+"/heartbeat", nil).JSON(t, &hb)
+		e.Must(200, rt, "POST", path+"/heartbeat", nil).JSON(t, &hb)
 		if len(hb) != 1 || hb["cancelled"] != false {
 			t.Fatalf("heartbeat %v", hb)
 		}
@@ -220,21 +220,22 @@ func TestRunnerProtocolAPI(t *testing.T) {
 			`{"exit_status":0,"usage":{"cost_usd":-1}}`:     "usage.cost_usd",
 			`{"exit_status":"0"}`:                           "exit_status",
 		} {
-			if r := e.Must(400, tok, "POST", path+"/finish", b); fields(t, r) != want {
+			if r := e.Must(400, rt, "POST", path+"/finish", b); fields(t, r) != want {
 				t.Errorf("finish %s: %s", b, r.Body)
 			}
 		}
-		e.Must(200, tok, "POST", path+"/finish", map[string]any{"exit_status": 0,
+		e.Must(200, rt, "POST", path+"/finish", map[string]any{"exit_status": 0,
 			"usage": map[string]any{"input_tokens": 5000, "output_tokens": 800, "cost_usd": 0.12}}).JSON(t, &got)
 		if got.Status != "succeeded" || got.ExitStatus == nil || *got.ExitStatus != 0 || got.FinishedAt == nil ||
 			got.Usage != (run.Usage{InputTokens: 5000, OutputTokens: 800, CostUSD: 0.12}) {
 			t.Fatalf("finished %+v", got)
 		}
-		// The run token now serves only a repeated finish, which changes
-		// nothing; every other run route refuses it.
-		e.Must(409, tok, "POST", path+"/heartbeat", nil)
+		// The run token is revoked with the finish; the runner's finish
+		// again changes nothing, and its heartbeat is refused.
+		e.Must(401, tok, "POST", path+"/report", report)
+		e.Must(409, rt, "POST", path+"/heartbeat", nil)
 		var again run.Run
-		e.Must(200, tok, "POST", path+"/finish", map[string]any{"exit_status": 1}).JSON(t, &again)
+		e.Must(200, rt, "POST", path+"/finish", map[string]any{"exit_status": 1}).JSON(t, &again)
 		if again.Status != "succeeded" || again.Version != got.Version {
 			t.Fatalf("finished again %+v, first %+v", again, got)
 		}
@@ -264,7 +265,7 @@ func TestRunnerProtocolAPI(t *testing.T) {
 		createItem(e, "ACME", map[string]any{"type": "task", "title": "Lexer"})
 		queueRun(e, "ACME-2")
 		l = lease(e, rt, runnerID)
-		e.Must(200, l.RunToken, "POST", "/api/v1/runs/"+l.Run.ID+"/finish", map[string]any{"exit_status": 0}).JSON(t, &got)
+		e.Must(200, rt, "POST", "/api/v1/runs/"+l.Run.ID+"/finish", map[string]any{"exit_status": 0}).JSON(t, &got)
 		if got.Status != "failed" || got.Error != "the session ended without a report" {
 			t.Fatalf("finished without a report %+v", got)
 		}
@@ -285,10 +286,9 @@ func TestRunTokenScopeAPI(t *testing.T) {
 		a, b := lease(e, rt, runnerID), lease(e, rt, runnerID)
 		pathB := "/api/v1/runs/" + b.Run.ID
 		// A's token cannot touch B: B does not exist for it.
-		e.Must(404, a.RunToken, "POST", pathB+"/heartbeat", nil)
 		e.Must(404, a.RunToken, "POST", pathB+"/report", map[string]any{"outcome": "done", "summary": "x"})
 		e.Must(404, a.RunToken, "POST", pathB+"/questions", map[string]any{"text": "x"})
-		e.Must(404, a.RunToken, "POST", pathB+"/finish", map[string]any{"exit_status": 0})
+		e.Must(404, a.RunToken, "GET", pathB+"/skills", nil)
 		// Neither runner nor run tokens read the tracker (they hold no role).
 		for _, tok := range []string{rt, a.RunToken} {
 			e.Must(404, tok, "GET", "/api/v1/items/ACME-1", nil)
@@ -296,14 +296,21 @@ func TestRunTokenScopeAPI(t *testing.T) {
 			e.Must(404, tok, "GET", "/api/v1/runs/"+a.Run.ID, nil)
 			e.Must(404, tok, "GET", "/api/v1/items/ACME-1/runs", nil)
 		}
-		// Runner routes take runner tokens; run routes run tokens.
-		e.Must(403, rt, "POST", pathB+"/heartbeat", nil)
+		// Runner routes take runner tokens; the session's routes run
+		// tokens.
+		e.Must(403, rt, "POST", pathB+"/report", map[string]any{"outcome": "done", "summary": "x"})
+		e.Must(403, rt, "POST", pathB+"/questions", map[string]any{"text": "x"})
 		e.Must(403, a.RunToken, "POST", "/api/v1/runners", map[string]any{"name": "x"})
 		e.Must(403, a.RunToken, "POST", "/api/v1/runners/"+runnerID+"/lease", nil)
 		// Another runner token does not find this runner.
 		rt2 := runnerToken(e, "runner-2")
 		e.Must(404, rt2, "POST", "/api/v1/runners/"+runnerID+"/lease", nil)
 		e.Must(404, rt2, "POST", "/api/v1/runners/"+runnerID+"/heartbeat", nil)
+		// …nor its runs.
+		e.Must(404, rt2, "POST", pathB+"/heartbeat", nil)
+		e.Must(404, rt2, "POST", pathB+"/finish", map[string]any{"exit_status": 0})
+		e.Must(404, rt2, "POST", pathB+"/usage", map[string]any{"input_tokens": 1})
+		e.Must(404, rt2, "POST", pathB+"/log?offset=0", "x")
 		// Nothing above changed B.
 		if got := strings.Join(runEvents(e, b.Run.ID), ","); got != "run.created,run.started" {
 			t.Fatalf("B's events: %s", got)

@@ -40,7 +40,7 @@ func TestProjectPauseAndKillSwitch(t *testing.T) {
 		w.Admin(200, "POST", "/api/v1/platform/pause", nil)
 		f = w.await(key, "kill switch", func(f flowView) bool { return f.Waiting == "pause" })
 		var hb struct{ Cancelled bool }
-		w.Must(200, r.Token, "POST", "/api/v1/runs/"+r.ID+"/heartbeat", nil).JSON(t, &hb)
+		w.Must(200, w.runner.Token, "POST", "/api/v1/runs/"+r.ID+"/heartbeat", nil).JSON(t, &hb)
 		if !hb.Cancelled {
 			t.Fatal("the kill switch did not cancel the running stage")
 		}

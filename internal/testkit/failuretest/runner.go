@@ -158,7 +158,7 @@ func (r *testRunner) handle(l leased) {
 	h := fnv.New32a()
 	fmt.Fprintf(h, "%s/%s/%d", run.Item, run.Stage, run.Iteration)
 	time.Sleep(time.Duration(30+h.Sum32()%120) * time.Millisecond) // the session works
-	status, b := r.call(l.RunToken, "POST", "/api/v1/runs/"+run.ID+"/heartbeat", nil)
+	status, b := r.call(r.token, "POST", "/api/v1/runs/"+run.ID+"/heartbeat", nil)
 	var hb struct{ Cancelled bool }
 	if status != 200 || json.Unmarshal(b, &hb) != nil {
 		r.say("gone %s %s run=%s heartbeat %d %s", run.Item, run.Stage, run.ID, status, b)
@@ -176,12 +176,12 @@ func (r *testRunner) handle(l leased) {
 				return
 			case <-time.After(time.Second):
 				c := &client{base: r.base, hc: r.hc}
-				_, _, _ = c.once(l.RunToken, "POST", "/api/v1/runs/"+run.ID+"/heartbeat", nil)
+				_, _, _ = c.once(r.token, "POST", "/api/v1/runs/"+run.ID+"/heartbeat", nil)
 			}
 		}
 	}()
 	if hb.Cancelled {
-		r.call(l.RunToken, "POST", "/api/v1/runs/"+run.ID+"/finish", map[string]any{"exit_status": 143})
+		r.call(r.token, "POST", "/api/v1/runs/"+run.ID+"/finish", map[string]any{"exit_status": 143})
 		r.say("cancelled %s %s run=%s", run.Item, run.Stage, run.ID)
 		return
 	}
@@ -199,7 +199,7 @@ func (r *testRunner) handle(l leased) {
 		r.say("gone %s %s run=%s report %d %s", run.Item, run.Stage, run.ID, status, b)
 		return
 	}
-	status, b = r.call(l.RunToken, "POST", "/api/v1/runs/"+run.ID+"/finish", map[string]any{"exit_status": 0,
+	status, b = r.call(r.token, "POST", "/api/v1/runs/"+run.ID+"/finish", map[string]any{"exit_status": 0,
 		"usage": map[string]any{"input_tokens": 100, "output_tokens": 20, "cost_usd": 0.001}})
 	if status != 200 {
 		r.say("gone %s %s run=%s finish %d %s", run.Item, run.Stage, run.ID, status, b)
