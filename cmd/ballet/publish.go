@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ballet/ballet/internal/outbound"
 	"github.com/ballet/ballet/internal/pipeline"
 )
 
@@ -75,7 +76,7 @@ func pipelinePublish(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	c := &apiClient{server: strings.TrimSuffix(*server, "/"), token: *token, http: &http.Client{Timeout: time.Minute}}
+	c := &apiClient{server: strings.TrimSuffix(*server, "/"), token: *token, http: outbound.Client(time.Minute)}
 	base := "/api/v1/projects/" + url.PathEscape(*project) + "/pipelines"
 	what := fmt.Sprintf("pipeline %s of %s", *name, *project)
 	if version < 0 {

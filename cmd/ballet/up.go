@@ -23,6 +23,7 @@ import (
 
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/config"
+	"github.com/ballet/ballet/internal/outbound"
 	"github.com/ballet/ballet/internal/procgroup"
 )
 
@@ -426,7 +427,7 @@ func (a *upAPI) do(method, path string, in any, want int, out any) error {
 	}
 	req.Header.Set("Authorization", "Bearer "+a.token)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	resp, err := outbound.Client(30 * time.Second).Do(req)
 	if err != nil {
 		return err
 	}

@@ -188,11 +188,10 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Princ
 	if header == "" {
 		return nil, unauthenticated("missing Authorization: Bearer credential")
 	}
-	scheme, cred, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(cred) == "" {
+	cred, ok := Bearer(header)
+	if !ok {
 		return nil, unauthenticated("the Authorization header must be \"Bearer <token>\"")
 	}
-	cred = strings.TrimSpace(cred)
 	if a.IsReserved(cred) {
 		return nil, unauthenticated("a service credential is not a user credential")
 	}

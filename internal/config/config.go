@@ -53,6 +53,11 @@ type Config struct {
 	// the runner ignores Core's sections.
 	Runner   Runner   `toml:"runner"`
 	Adapters Adapters `toml:"adapters"`
+	Secrets  Secrets  `toml:"secrets"`
+
+	// File is the file the configuration was loaded from ("": none), one
+	// of the files no secret reference may name.
+	File string `toml:"-"`
 }
 
 // KnowledgeDefault is the Knowledge service's defaults: Default with its
@@ -378,6 +383,7 @@ func Default() Config {
 			ClaudeCode: ClaudeCode{Command: "claude"},
 			OpenCode:   OpenCode{Command: "opencode", Model: "claude-sonnet-4-5", Provider: "anthropic"},
 		},
+		Secrets: Secrets{Allow: []string{}},
 	}
 }
 
@@ -392,7 +398,9 @@ func Load(path string) (Config, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("read config: %w", err)
 	}
-	return Parse(string(b), path)
+	cfg, err = Parse(string(b), path)
+	cfg.File = path
+	return cfg, err
 }
 
 // Parse reads TOML text over the defaults; name is used in messages.

@@ -47,7 +47,7 @@ func (c Config) Validate() error {
 		{"reconciler", c.Reconciler.validate}, {"leader", c.Leader.validate}, {"scheduler", c.Scheduler.validate},
 		{"runs", c.Runs.validate}, {"budgets", c.Budgets.validate}, {"events", c.Events.validate},
 		{"auth", c.Auth.validate}, {"log", c.Log.validate}, {"knowledge", c.Knowledge.validate},
-		{"runner", c.Runner.validate}, {"adapters", c.Adapters.validate}, {"auth", c.crossChecks},
+		{"runner", c.Runner.validate}, {"adapters", c.Adapters.validate}, {"secrets", c.Secrets.validate}, {"auth", c.crossChecks},
 	} {
 		p := &problems{section: section.name}
 		section.check(p)

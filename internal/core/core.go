@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,6 +42,7 @@ import (
 	"github.com/ballet/ballet/internal/reconcile"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/schedule"
+	"github.com/ballet/ballet/internal/secret"
 	"github.com/ballet/ballet/internal/server"
 	"github.com/ballet/ballet/internal/skill"
 	"github.com/ballet/ballet/internal/store"
@@ -170,6 +172,7 @@ func New(o Options) (*Core, error) {
 	if err != nil {
 		return nil, err
 	}
+	secrets := secretPolicy(cfg, bootstrap, serviceToken, os.Environ())
 	c := &Core{Config: cfg, Log: log, Clock: clk, ID: instanceID(), Store: st, Registry: prometheus.NewRegistry()}
 	if c.Knowledge, err = client.New(client.Options{URL: cfg.Knowledge.URL, Token: serviceToken}); err != nil {
 		return nil, fmt.Errorf("knowledge.url: %w", err)
@@ -192,18 +195,19 @@ func New(o Options) (*Core, error) {
 	// are pure, so they are given here, before the engine itself.
 	c.Auth = auth.NewAuthenticator(st, clk, bootstrap, cfg.Auth.PlatformAdmins, auth.OIDCConfig{Issuer: cfg.Auth.OIDCIssuer, Audience: cfg.Auth.OIDCAudience})
 	c.Auth.Reserve(serviceToken) // never a user credential, on any route
-	c.Tenancy = tenancy.New(st, c.Applier, clk, flow.TenancyHooks())
+	c.Tenancy = &tenancy.Service{Store: st, Applier: c.Applier, Clock: clk, Hooks: flow.TenancyHooks(), Secrets: secrets}
 	c.Tracker = tracker.New(st, c.Applier, clk, c.Tenancy, flow.TrackerHooks())
 	c.Skills = skill.New(st, c.Applier, clk)
 	c.Pipelines = versions.New(st, c.Applier, clk)
-	sessions := &flow.Sessions{Store: st, Projects: c.Tenancy, Skills: c.Skills, MCPURL: cfg.PublicURL() + "/api/v1/mcp", LogLimit: cfg.Runs.LogLimit}
+	sessions := &flow.Sessions{Store: st, Projects: c.Tenancy, Skills: c.Skills, MCPURL: cfg.PublicURL() + "/api/v1/mcp", LogLimit: cfg.Runs.LogLimit,
+		Secrets: secrets}
 	c.Runs = run.NewService(st, c.Applier, clk, c.Tracker, run.Config{Grace: cfg.Runs.Grace.Duration, LogLimit: cfg.Runs.LogLimit,
 		Log: log.With("component", "runs"), OnFinish: flow.OnRunFinished, Sessions: sessions})
 	tokens := auth.NewTokenService(st, c.Applier, clk, res)
 
 	// The flow engine, its job handlers and its metrics.
 	c.Flows = &flow.Service{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "flow"),
-		Tenancy: c.Tenancy, Tracker: c.Tracker, Pipelines: c.Pipelines, Runs: c.Runs, Forges: Forges(filepath.Join(filepath.Dir(cfg.Storage.Path), "git-cache"), clk),
+		Tenancy: c.Tenancy, Tracker: c.Tracker, Pipelines: c.Pipelines, Runs: c.Runs, Forges: Forges(filepath.Join(filepath.Dir(cfg.Storage.Path), "git-cache"), clk, secrets),
 		Budget: &budget.Service{Store: st, Clock: clk, Location: loc}, UnclaimedAfter: cfg.Runs.UnclaimedAfter.Duration,
 		RunnerGrace: cfg.Runs.Grace.Duration, Knowledge: c.Knowledge, KnowledgeWait: cfg.Knowledge.Wait.Duration}
 	if gitforge.TestBuild {
@@ -262,7 +266,7 @@ func New(o Options) (*Core, error) {
 	c.API.Add((&server.Runs{S: c.Runs, Skills: c.Skills, Orgs: c.Tenancy}).Routes()...)
 	c.API.Add((&server.MCP{Runs: c.Runs, Tracker: c.Tracker, Orgs: c.Tenancy, Knowledge: c.Knowledge, Log: log.With("component", "mcp")}).Routes()...)
 	c.API.Add((&server.Flows{F: c.Flows}).Routes()...)
-	c.API.Add((&server.Hooks{Projects: c.Tenancy, MergeChecks: c.Flows.MergeChecks, Wake: c.Jobs.Wake, Lookup: os.LookupEnv,
+	c.API.Add((&server.Hooks{Projects: c.Tenancy, MergeChecks: c.Flows.MergeChecks, Wake: c.Jobs.Wake, Secrets: secrets,
 		Log: log.With("component", "hooks"), Deliveries: server.NewHookMetrics(reg)}).Routes()...)
 	c.API.Add((&server.NeedsMe{L: &needsme.Service{Store: st, Access: res, Flows: c.Flows}}).Routes()...)
 	c.API.Add((&server.Unattended{T: c.Tracker, Tenancy: c.Tenancy, F: c.Flows, B: c.Flows.Budget}).Routes()...)
@@ -307,18 +311,43 @@ func bootstrapToken(cfg config.Auth, dbPath string, log *slog.Logger) (string, e
 	return token, nil
 }
 
+// secretPolicy is the platform's policy on secret references: [secrets]
+// allow, and never Ballet's own — its variables (BALLET_*, the model
+// providers', what the runner passes to sessions), its files (the
+// configuration, the data folder, the bootstrap token file, the runner's
+// folder) and the values of its credentials (those of the configuration
+// and of Ballet's own variables in environ).
+func secretPolicy(cfg config.Config, bootstrap, serviceToken string, environ []string) *secret.Policy {
+	own := secret.Own{EnvNames: cfg.Runner.PassEnv,
+		Values: []string{bootstrap, serviceToken, cfg.Auth.BootstrapToken, cfg.Knowledge.ServiceToken, cfg.Storage.Password,
+			cfg.Auth.OIDCClientSecret, cfg.Runner.Token}}
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		if own.HasEnv(k) {
+			own.Values = append(own.Values, v)
+		}
+	}
+	tokenFile := cfg.Auth.BootstrapTokenFile
+	if tokenFile == "" {
+		tokenFile = filepath.Join(filepath.Dir(cfg.Storage.Path), "bootstrap-token")
+	}
+	for _, p := range []string{cfg.File, filepath.Dir(cfg.Storage.Path), tokenFile, cfg.Runner.Workdir} {
+		own.AddPath(p)
+	}
+	return &secret.Policy{Allow: cfg.Secrets.Allow, Own: own}
+}
+
 // Forges returns the forge of each repository kind (forge.Kinds): plain
 // git keeps its mirrors in gitCache (Core's: git-cache next to the SQLite
-// database); Gitea and GitHub are
-// API clients, one each (the Gitea client remembers which pull requests it
-// saw unmergeable), reading credentials from Core's environment
-// (repository.credentials_ref env:NAME) at every call, so a rotated secret
-// is used at once.
-func Forges(gitCache string, clk clock.Clock) flow.Forges {
+// database); Gitea and GitHub are API clients, one each (the Gitea client
+// remembers which pull requests it saw unmergeable), resolving
+// repository.credentials_ref through the platform's policy (secrets) at
+// every call, so a rotated secret is used at once.
+func Forges(gitCache string, clk clock.Clock, secrets forge.Secrets) flow.Forges {
 	byKind := map[string]forge.Forge{
 		forge.KindGit:    gitforge.ForBuild(gitCache),
-		forge.KindGitea:  gitea.New(gitea.Options{Clock: clk}),
-		forge.KindGitHub: github.New(github.Options{Clock: clk}),
+		forge.KindGitea:  gitea.New(gitea.Options{Clock: clk, Secrets: secrets}),
+		forge.KindGitHub: github.New(github.Options{Clock: clk, Secrets: secrets}),
 	}
 	return func(kind string) (forge.Forge, error) {
 		if f, ok := byKind[kind]; ok {

@@ -20,7 +20,7 @@ import (
 // hookSecret sets a fresh environment variable of Core holding a webhook
 // secret and returns its name and the secret.
 func hookSecret(t *testing.T) (name, secret string) {
-	name = "BALLET_TEST_HOOK_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+	name = "ACME_TEST_HOOK_" + strings.ReplaceAll(uuid.NewString(), "-", "")
 	secret = uuid.NewString()
 	os.Setenv(name, secret)
 	t.Cleanup(func() { os.Unsetenv(name) })

@@ -10,6 +10,7 @@ import (
 	"github.com/ballet/ballet/internal/forge"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/pipeline"
+	"github.com/ballet/ballet/internal/secret"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
@@ -50,7 +51,8 @@ type mergeOutcome struct {
 // merge, or end the stage done or failed. A forge that rate-limits Ballet
 // snoozes the check until it allows calls again (not a failed attempt);
 // other forge errors (5xx, timeouts) fail the attempt, which the job's
-// backoff retries.
+// backoff retries; a credentials_ref the platform's policy refuses fails
+// the stage, its reason in the report.
 func (s *Service) handleMerge(ctx context.Context, _ *job.Job, p MergeArgs) error {
 	f, it, err := s.load(ctx, p.FlowID)
 	if err != nil {
@@ -75,6 +77,11 @@ func (s *Service) handleMerge(ctx context.Context, _ *job.Job, p MergeArgs) erro
 		if wait, limited := rateLimited(err, s.Clock.Now()); limited {
 			s.Log.Info("the forge rate-limits Ballet: checking the pull request later", "flow", f.ID, "ticket", it.Key, "wait", wait)
 			return job.Snooze(wait)
+		}
+		if errors.Is(err, secret.ErrRefused) {
+			// The platform's policy refuses the project's credentials_ref:
+			// no retry would change that, and nothing was sent.
+			o, err = mergeOutcome{d: forge.Decision{Action: forge.ActionFailed, Reason: err.Error()}}, nil
 		}
 		if err != nil {
 			return err

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/ballet/ballet/internal/forge"
 	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/secret"
 	"github.com/ballet/ballet/internal/skill"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/tenancy"
@@ -40,14 +40,15 @@ type Sessions struct {
 	MCPURL string
 	// LogLimit is how many bytes of a run's log Core keeps.
 	LogLimit int64
-	// LookupEnv reads Core's environment for env: credentials
-	// (os.LookupEnv when nil).
-	LookupEnv func(string) (string, bool)
+	// Secrets resolves the project's credentials_ref under the platform's
+	// policy (nil: none resolves).
+	Secrets forge.Secrets
 }
 
 // Session implements run.SessionSource. A repository credential that
-// cannot be resolved makes the run unrunnable (run.ErrUnrunnable): the
-// session could not clone or push.
+// cannot be resolved, or that the platform's policy refuses, makes the run
+// unrunnable (run.ErrUnrunnable): the session could not clone or push, and
+// nothing of the credential leaves Core.
 func (s *Sessions) Session(ctx context.Context, r run.Run) (run.Session, error) {
 	var a Artifacts
 	if err := json.Unmarshal(r.Artifacts, &a); err != nil {
@@ -99,17 +100,13 @@ func (s *Sessions) Session(ctx context.Context, r run.Run) (run.Session, error) 
 	if repo.CredentialsRef == "" || !(strings.HasPrefix(repo.URL, "https://") || strings.HasPrefix(repo.URL, "http://")) {
 		return ss, nil // git's own credentials (ssh, a local path)
 	}
-	lookup := s.LookupEnv
-	if lookup == nil {
-		lookup = os.LookupEnv
-	}
-	user, secret, err := forge.ResolveCredentials(repo.CredentialsRef, lookup)
-	if errors.Is(err, forge.ErrCredentialMissing) {
+	user, pass, err := forge.ResolveCredentials(repo.CredentialsRef, s.Secrets)
+	if errors.Is(err, forge.ErrCredentialMissing) || errors.Is(err, secret.ErrRefused) {
 		return run.Session{}, fmt.Errorf("%w: %v", run.ErrUnrunnable, err)
 	}
 	if err != nil {
 		return run.Session{}, fmt.Errorf("project %s credentials: %w", proj.Key, err)
 	}
-	ss.Credential = &run.Credential{Username: user, Secret: secret}
+	ss.Credential = &run.Credential{Username: user, Secret: pass}
 	return ss, nil
 }

@@ -1,7 +1,6 @@
 package forge
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -9,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ballet/ballet/internal/secret"
 	"github.com/ballet/ballet/internal/text"
 )
 
@@ -229,27 +229,21 @@ func CheckBranch(name string) error {
 	return nil
 }
 
-// CheckCredentialsRef checks the reference to a repository's credentials:
-// "" (none: git's own credentials — ssh agent, credential helper) or
-// env:NAME, the environment variable of Core that holds the secret.
+// CheckCredentialsRef checks the syntax of the reference to a
+// repository's credentials: "" (none: git's own credentials — ssh agent,
+// credential helper), env:NAME (a variable of Core's environment) or
+// file:/path (a file on Core's machine). Whether the platform lets it
+// resolve is the policy's (Secrets) decision.
 func CheckCredentialsRef(ref string) error {
 	if ref == "" {
 		return nil
 	}
-	scheme, name, ok := strings.Cut(ref, ":")
-	switch {
-	case !ok:
-		return fmt.Errorf("%q must be scheme:name, such as env:ACME_GIT_TOKEN", ref)
-	case scheme != "env":
-		return fmt.Errorf("%q: the scheme %q is unknown; use env:NAME", ref, scheme)
-	case !envRE.MatchString(name):
-		return fmt.Errorf("%q: %q is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)", ref, name)
-	}
-	return nil
+	_, err := secret.Parse(ref)
+	return err
 }
 
 // CheckWebhookSecretRef checks the reference to the secret a forge signs
-// webhook deliveries with: "" (no webhooks) or env:NAME, like
+// webhook deliveries with: "" (no webhooks), env:NAME or file:/path, like
 // CheckCredentialsRef.
 func CheckWebhookSecretRef(ref string) error {
 	if err := CheckCredentialsRef(ref); err != nil {
@@ -258,59 +252,62 @@ func CheckWebhookSecretRef(ref string) error {
 	return nil
 }
 
-// ResolveSecret reads the bare secret a reference (env:NAME) names from
-// lookup (os.LookupEnv), whole: a webhook secret has no user name. The
-// errors name the reference, never the value.
-func ResolveSecret(ref string, lookup func(string) (string, bool)) (string, error) {
+// Secrets resolves a secret reference under the platform's policy
+// (secret.Policy): an error wrapping secret.ErrRefused for a reference it
+// does not let resolve, secret.ErrMissing for one that names nothing.
+type Secrets interface {
+	Resolve(ref string) (string, error)
+}
+
+// denyAll is the Secrets of a forge given none: nothing resolves.
+var denyAll Secrets = &secret.Policy{}
+
+// OrDenyAll returns s, or a policy that refuses every reference when s is
+// nil.
+func OrDenyAll(s Secrets) Secrets {
+	if s == nil {
+		return denyAll
+	}
+	return s
+}
+
+// ResolveSecret reads the bare secret a reference names through s, whole:
+// a webhook secret has no user name. The errors name the reference, never
+// the value.
+func ResolveSecret(ref string, s Secrets) (string, error) {
 	if ref == "" {
 		return "", fmt.Errorf("no secret reference")
 	}
-	if err := CheckCredentialsRef(ref); err != nil {
-		return "", err
-	}
-	name := strings.TrimPrefix(ref, "env:")
-	v, ok := lookup(name)
-	v = strings.TrimSpace(v)
-	if !ok || v == "" {
-		return "", fmt.Errorf("%w: the reference is %s, but %s is not set in Core's environment", ErrCredentialMissing, ref, name)
-	}
-	return v, nil
+	return OrDenyAll(s).Resolve(ref)
 }
-
-var envRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 
 // DefaultCredentialUser is the user name git sends with a credential that
 // is a bare token: what GitHub expects with its tokens, and what Gitea
 // accepts (it authenticates the token whatever the name).
 const DefaultCredentialUser = "x-access-token"
 
-// ErrCredentialMissing: the environment variable a credentials reference
-// names is not set (or empty).
-var ErrCredentialMissing = errors.New("credential missing")
+// ErrCredentialMissing: the variable or file a credentials reference
+// names is not set, empty or unreadable.
+var ErrCredentialMissing = secret.ErrMissing
 
 // ResolveCredentials reads the secret a credentials reference (checked by
-// CheckCredentialsRef) names from lookup (os.LookupEnv): env:NAME holds
-// "username:secret", or a bare token sent as DefaultCredentialUser. The
-// errors name the reference, never the value.
-func ResolveCredentials(ref string, lookup func(string) (string, bool)) (username, secret string, err error) {
-	if err := CheckCredentialsRef(ref); err != nil || ref == "" {
-		if err == nil {
-			err = fmt.Errorf("no credentials reference")
-		}
-		return "", "", err
+// CheckCredentialsRef) names through s: "username:secret", or a bare token
+// sent as DefaultCredentialUser. The errors name the reference, never the
+// value.
+func ResolveCredentials(ref string, s Secrets) (username, token string, err error) {
+	if ref == "" {
+		return "", "", fmt.Errorf("no credentials reference")
 	}
-	name := strings.TrimPrefix(ref, "env:")
-	v, ok := lookup(name)
-	v = strings.TrimSpace(v)
-	if !ok || v == "" {
-		return "", "", fmt.Errorf("%w: repository.credentials_ref is %s, but %s is not set in Core's environment", ErrCredentialMissing, ref, name)
+	v, err := OrDenyAll(s).Resolve(ref)
+	if err != nil {
+		return "", "", fmt.Errorf("repository.credentials_ref: %w", err)
 	}
 	user, tok, found := strings.Cut(v, ":")
 	switch {
 	case !found:
 		return DefaultCredentialUser, v, nil
 	case user == "" || tok == "":
-		return "", "", fmt.Errorf("%w: %s (named by repository.credentials_ref) must hold \"username:secret\" or a bare token", ErrCredentialMissing, name)
+		return "", "", fmt.Errorf("%w: %s (repository.credentials_ref) must hold \"username:secret\" or a bare token", ErrCredentialMissing, ref)
 	}
 	return user, tok, nil
 }

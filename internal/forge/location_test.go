@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/ballet/ballet/internal/secret"
 )
 
 func TestCheckLocation(t *testing.T) {
@@ -80,7 +82,7 @@ func TestCheckLocation(t *testing.T) {
 
 func TestCheckCredentialsRef(t *testing.T) {
 	t.Parallel()
-	for _, ref := range []string{"", "env:ACME_GIT_TOKEN", "env:_x1"} {
+	for _, ref := range []string{"", "env:ACME_GIT_TOKEN", "env:_x1", "file:/etc/ballet/acme-token"} {
 		if err := CheckCredentialsRef(ref); err != nil {
 			t.Errorf("%q: %v", ref, err)
 		}
@@ -88,11 +90,13 @@ func TestCheckCredentialsRef(t *testing.T) {
 	for ref, want := range map[string]string{
 		"ACME_TOKEN":        "must be scheme:name",
 		"vault:secret/acme": `the scheme "vault" is unknown`,
-		"file:/etc/shadow":  `the scheme "file" is unknown`,
+		"ENV:ACME":          `the scheme "ENV" is unknown`,
+		"file:etc/token":    "absolute, clean path",
+		"file:/etc/../tok":  "absolute, clean path",
 		"env:":              "not an environment variable name",
 		"env:1X":            "not an environment variable name",
 		"env:A-B":           "not an environment variable name",
-		"env:A B":           "not an environment variable name",
+		"env:A B":           "holds a space",
 	} {
 		if err := CheckCredentialsRef(ref); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want an error with %q", ref, err, want)
@@ -198,7 +202,7 @@ func TestCheckAPIURL(t *testing.T) {
 // errors name the reference, never a value.
 func TestResolveSecret(t *testing.T) {
 	env := map[string]string{"HOOK": " s3cr:et ", "EMPTY": ""}
-	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	lookup := &secret.Policy{Allow: []string{"env:*"}, LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
 	if s, err := ResolveSecret("env:HOOK", lookup); err != nil || s != "s3cr:et" {
 		t.Fatalf("ResolveSecret = %q, %v", s, err)
 	}
@@ -206,6 +210,9 @@ func TestResolveSecret(t *testing.T) {
 		if _, err := ResolveSecret(ref, lookup); err == nil {
 			t.Errorf("%q resolved", ref)
 		}
+	}
+	if _, err := ResolveSecret("env:HOOK", nil); !errors.Is(err, secret.ErrRefused) {
+		t.Errorf("without a policy: %v, want refused", err)
 	}
 	if err := CheckWebhookSecretRef("vault:x"); err == nil || !strings.Contains(err.Error(), "env:ACME_WEBHOOK_SECRET") {
 		t.Errorf("CheckWebhookSecretRef: %v", err)

@@ -405,7 +405,7 @@ func isExecutable(t *testing.T, path string) bool {
 // repository may name — it once said a merge stage on Gitea or GitHub
 // fails for good, long after Ballet merged there.
 func TestDocsSayWhoMerges(t *testing.T) {
-	forges := core.Forges(t.TempDir(), clock.Real{})
+	forges := core.Forges(t.TempDir(), clock.Real{}, nil)
 	rowRE := regexp.MustCompile("^\\| `([a-z]+)` \\| (Ballet|a person)[,:]")
 	rows := map[string]string{}
 	for _, line := range prose(readDoc(t, "docs/flows.md")) {

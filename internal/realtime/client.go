@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/outbound"
 )
 
 // ErrClosed is returned once the client's connection has ended.
@@ -68,7 +69,7 @@ func Dial(ctx context.Context, base, token string, opts *DialOptions) (*Client, 
 	if token != "" {
 		h.Set("Authorization", "Bearer "+token)
 	}
-	ws, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPClient: o.HTTPClient, HTTPHeader: h})
+	ws, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPClient: outbound.Guard(o.HTTPClient), HTTPHeader: h})
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			return nil, &HandshakeError{Status: resp.StatusCode, Err: err}

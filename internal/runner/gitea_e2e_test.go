@@ -132,7 +132,7 @@ func newGiteaSide(t testing.TB, now func() time.Time) giteaSide {
 // ends, and returns the name.
 func coreEnv(t testing.TB, what, value string) string {
 	t.Helper()
-	name := "BALLET_E2E_" + what + "_" + strings.ToUpper(unique())
+	name := "ACME_E2E_" + what + "_" + strings.ToUpper(unique())
 	if err := os.Setenv(name, value); err != nil {
 		t.Fatal(err)
 	}

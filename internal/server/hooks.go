@@ -34,9 +34,9 @@ type Hooks struct {
 	MergeChecks func(ctx context.Context, projectID string, h forge.Hook) ([]string, error)
 	// Wake makes those jobs due now (job.Orchestrator.Wake).
 	Wake func(ctx context.Context, keys ...string) (int, error)
-	// Lookup reads Core's environment (os.LookupEnv), where the webhook
-	// secret references point.
-	Lookup     func(string) (string, bool)
+	// Secrets resolves the projects' webhook_secret_ref under the
+	// platform's policy (nil: none resolves, every delivery is refused).
+	Secrets    forge.Secrets
 	Log        *slog.Logger
 	Deliveries *prometheus.CounterVec // forge, result: woke, ignored, refused; nil: not counted
 }
@@ -102,7 +102,7 @@ func (h *Hooks) deliver(r *Request) (out any, err error) {
 	case p.Repository == nil || p.Repository.WebhookSecretRef == "":
 		return nil, refused
 	}
-	secret, err := forge.ResolveSecret(p.Repository.WebhookSecretRef, h.Lookup)
+	secret, err := forge.ResolveSecret(p.Repository.WebhookSecretRef, h.Secrets)
 	if err != nil {
 		h.Log.Warn("a webhook delivery was refused: the project's webhook secret cannot be read", "project", p.Key, "err", err)
 		return nil, refused

@@ -118,9 +118,8 @@ func (h *Introspect) introspect(r *Request) (any, error) {
 // isService reports, in constant time, whether an Authorization header
 // carries the service credential.
 func (h *Introspect) isService(header string) bool {
-	scheme, cred, _ := strings.Cut(header, " ")
-	return h.Token != "" && strings.EqualFold(scheme, "Bearer") &&
-		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(cred)), []byte(h.Token)) == 1
+	cred, ok := auth.Bearer(header)
+	return ok && h.Token != "" && subtle.ConstantTimeCompare([]byte(cred), []byte(h.Token)) == 1
 }
 
 // roles lists p's organizations with its role in each, as Core's own
@@ -241,8 +240,7 @@ func (p *KnowledgeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, apperr.NotFound, "no route for "+r.Method+" "+r.URL.Path)
 		return
 	}
-	if scheme, cred, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") &&
-		p.Reserved != nil && p.Reserved(strings.TrimSpace(cred)) {
+	if cred, ok := auth.Bearer(r.Header.Get("Authorization")); ok && p.Reserved != nil && p.Reserved(cred) {
 		WriteError(w, http.StatusUnauthorized, apperr.Unauthenticated, "a service credential is not a user credential")
 		return
 	}

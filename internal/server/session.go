@@ -91,7 +91,7 @@ func SessionValue(r *http.Request) (value string, ok bool) {
 	if !cookie {
 		return "", false
 	}
-	return strings.TrimPrefix(header, "Bearer "), true
+	return auth.Bearer(header)
 }
 
 // SessionCookie is the cookie that carries a new session.

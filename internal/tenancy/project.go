@@ -14,6 +14,7 @@ import (
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/forge"
 	"github.com/ballet/ballet/internal/keys"
+	"github.com/ballet/ballet/internal/secret"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/strictjson"
 	"github.com/ballet/ballet/internal/text"
@@ -288,6 +289,25 @@ func projectValues(p *Project) []any {
 		toMicros(p.Budgets.PerTicketUSD), toMicros(p.Budgets.PerDayUSD), string(types), p.Paused}
 }
 
+// checkSecretRefs refuses a repository whose secret references the
+// platform's policy does not let resolve (a 400 naming each field).
+func checkSecretRefs(refs SecretRefs, r *Repository) error {
+	if r == nil {
+		return nil
+	}
+	if refs == nil {
+		refs = &secret.Policy{}
+	}
+	var v apperr.Validator
+	if r.CredentialsRef != "" {
+		v.CheckErr("repository.credentials_ref", refs.Check(r.CredentialsRef))
+	}
+	if r.WebhookSecretRef != "" {
+		v.CheckErr("repository.webhook_secret_ref", refs.Check(r.WebhookSecretRef))
+	}
+	return v.Err()
+}
+
 // newProject decides a new project of an organization from its input:
 // defaults for what it leaves out, then every rule checked at once.
 func newProject(id, orgID string, in ProjectInput, now time.Time) (Project, error) {
@@ -325,6 +345,9 @@ func (s *Service) CreateProject(ctx context.Context, actor event.Actor, orgID st
 	now := s.now()
 	p, err := newProject(transition.NewID(), orgID, in, now)
 	if err != nil {
+		return Project{}, err
+	}
+	if err := checkSecretRefs(s.Secrets, p.Repository); err != nil {
 		return Project{}, err
 	}
 	t := &transition.Transition{
@@ -436,6 +459,14 @@ func (s *Service) UpdateProject(ctx context.Context, actor event.Actor, p Projec
 	p, changes, err := patchProject(p, version, in)
 	if err != nil {
 		return Project{}, err
+	}
+	if in.Repository.Set {
+		// Both references are checked whenever the repository changes: a
+		// reference saved under an older allow list must not follow the
+		// repository to a new URL.
+		if err := checkSecretRefs(s.Secrets, p.Repository); err != nil {
+			return Project{}, err
+		}
 	}
 	now := s.now()
 	payload := ProjectUpdated{Changes: changes}

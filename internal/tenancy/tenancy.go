@@ -25,6 +25,16 @@ type Service struct {
 	// Hooks let the flow engine enqueue durable work in the same batch as a
 	// tenancy change, so that no reaction can be lost between the two.
 	Hooks Hooks
+	// Secrets decides whether a project may save a secret reference
+	// (secret.Policy: the platform's [secrets] allow list, never Ballet's
+	// own credentials); nil refuses every reference.
+	Secrets SecretRefs
+}
+
+// SecretRefs decides whether a secret reference may be saved: nil, or an
+// error saying why not.
+type SecretRefs interface {
+	Check(ref string) error
 }
 
 // Hooks return jobs to enqueue with a tenancy change. Nil hooks add none.

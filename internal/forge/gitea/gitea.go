@@ -49,7 +49,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -59,6 +58,7 @@ import (
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/fault"
 	"github.com/ballet/ballet/internal/forge"
+	"github.com/ballet/ballet/internal/outbound"
 )
 
 // Fault points (internal/fault) around the writes and after a state read:
@@ -76,9 +76,9 @@ const DefaultTimeout = 30 * time.Second
 
 // Options configure a Forge; every field may be left zero.
 type Options struct {
-	HTTPClient *http.Client                // nil: a client with DefaultTimeout
-	Lookup     func(string) (string, bool) // resolves credentials references; nil: os.LookupEnv
-	Clock      clock.Clock                 // nil: clock.Real
+	HTTPClient *http.Client  // nil: a client with DefaultTimeout; redirects are never followed
+	Secrets    forge.Secrets // resolves credentials references under the platform's policy; nil: none resolves
+	Clock      clock.Clock   // nil: clock.Real
 	// MergeableTries is how often State reads a pull request that Gitea
 	// calls unmergeable before it believes it (Gitea says false while it
 	// checks), MergeableWait the pause between reads. 0: 5 and 300 ms.
@@ -107,11 +107,11 @@ const maxUnmergeable = 10000
 
 // Forge is the Gitea forge. Its methods are safe for concurrent use.
 type Forge struct {
-	hc     *http.Client
-	lookup func(string) (string, bool)
-	clock  clock.Clock
-	tries  int
-	wait   time.Duration
+	hc      *http.Client
+	secrets forge.Secrets
+	clock   clock.Clock
+	tries   int
+	wait    time.Duration
 
 	conflictAfter time.Duration
 	mu            sync.Mutex
@@ -122,16 +122,13 @@ var _ forge.Forge = (*Forge)(nil)
 
 // New returns a Gitea forge.
 func New(o Options) *Forge {
-	f := &Forge{hc: o.HTTPClient, lookup: o.Lookup, clock: o.Clock, tries: o.MergeableTries, wait: o.MergeableWait,
+	f := &Forge{hc: outbound.Guard(o.HTTPClient), secrets: forge.OrDenyAll(o.Secrets), clock: o.Clock, tries: o.MergeableTries, wait: o.MergeableWait,
 		conflictAfter: o.ConflictAfter, since: map[unmergeable]time.Time{}}
 	if f.conflictAfter == 0 {
 		f.conflictAfter = DefaultConflictAfter
 	}
-	if f.hc == nil {
-		f.hc = &http.Client{Timeout: DefaultTimeout}
-	}
-	if f.lookup == nil {
-		f.lookup = os.LookupEnv
+	if o.HTTPClient == nil {
+		f.hc.Timeout = DefaultTimeout
 	}
 	if f.clock == nil {
 		f.clock = clock.Real{}
@@ -196,7 +193,7 @@ func (f *Forge) target(repo forge.Repo) (target, error) {
 	}
 	t := target{base: base, owner: owner, name: name, full: owner + "/" + name}
 	if repo.CredentialsRef != "" {
-		_, tok, err := forge.ResolveCredentials(repo.CredentialsRef, f.lookup)
+		_, tok, err := forge.ResolveCredentials(repo.CredentialsRef, f.secrets)
 		if err != nil {
 			return target{}, fmt.Errorf("gitea: %s: %w", t.full, err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ballet/ballet/internal/forge"
 	"github.com/ballet/ballet/internal/forge/forgetest"
+	"github.com/ballet/ballet/internal/secret"
 	"github.com/ballet/ballet/internal/testkit/giteatest"
 )
 
@@ -27,13 +28,13 @@ type harness struct {
 
 func newHarness(t testing.TB) *harness {
 	h := &harness{srv: giteatest.Shared(t)}
-	h.f = New(Options{Lookup: func(k string) (string, bool) {
+	h.f = New(Options{Secrets: envs(func(k string) (string, bool) {
 		v, ok := h.env.Load(k)
 		if !ok {
 			return "", false
 		}
 		return v.(string), true
-	}, MergeableTries: 20, MergeableWait: 100 * time.Millisecond})
+	}), MergeableTries: 20, MergeableWait: 100 * time.Millisecond})
 	return h
 }
 
@@ -108,4 +109,10 @@ func (r *repo) MergesOf(t testing.TB, sha string) int { return r.g.MergesOf(t, s
 
 func TestContract(t *testing.T) {
 	forgetest.Run(t, newHarness(t))
+}
+
+// envs is a policy that lets every variable of lookup resolve (the tests'
+// own environment; the platform's policy is tested in internal/secret).
+func envs(lookup func(string) (string, bool)) *secret.Policy {
+	return &secret.Policy{Allow: []string{"env:*"}, LookupEnv: lookup}
 }

@@ -102,7 +102,7 @@ func TestConflict(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	clk := &shiftClock{}
-	f := New(Options{Lookup: h.f.lookup, Clock: clk, MergeableTries: 20, MergeableWait: 100 * time.Millisecond})
+	f := New(Options{Secrets: h.f.secrets, Clock: clk, MergeableTries: 20, MergeableWait: 100 * time.Millisecond})
 	r := h.NewRepo(t).(*repo)
 	ctx := context.Background()
 	r.g.Commit(t, "ballet/ACME-1", "same.txt", "the branch's words")
@@ -189,7 +189,7 @@ func TestCreateRace(t *testing.T) {
 	r := h.NewRepo(t).(*repo)
 	r.Push(t, "ballet/ACME-1")
 	var byHand int
-	f := New(Options{Lookup: h.f.lookup, HTTPClient: &http.Client{Transport: roundTripper(func(req *http.Request) (*http.Response, error) {
+	f := New(Options{Secrets: h.f.secrets, HTTPClient: &http.Client{Transport: roundTripper(func(req *http.Request) (*http.Response, error) {
 		if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/pulls") && byHand == 0 {
 			byHand = r.g.CreatePR(t, "ballet/ACME-1", "by hand", "")
 		}
@@ -275,7 +275,7 @@ func TestAnswers(t *testing.T) {
 	}))
 	defer srv.Close()
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	f := New(Options{Lookup: func(string) (string, bool) { return token, true }, Clock: clock.NewFake(now)})
+	f := New(Options{Secrets: envs(func(string) (string, bool) { return token, true }), Clock: clock.NewFake(now)})
 	repo := forge.Repo{URL: srv.URL + "/acme/app.git", DefaultBranch: "main", CredentialsRef: "env:TOKEN"}
 	pr := forge.PullRequest{Number: 7, Branch: "b", Base: "main", HeadSHA: strings.Repeat("a", 40)}
 	set := func(s int, h http.Header) { mu.Lock(); status, header = s, h; mu.Unlock() }

@@ -36,7 +36,7 @@ func newContractHarness(t *testing.T, checkRuns bool) *contractHarness {
 		}
 		return "", false
 	}
-	return &contractHarness{fake: fake, f: New(Options{Lookup: lookup}), checkRuns: checkRuns}
+	return &contractHarness{fake: fake, f: New(Options{Secrets: envs(lookup)}), checkRuns: checkRuns}
 }
 
 func (h *contractHarness) Forge() forge.Forge { return h.f }

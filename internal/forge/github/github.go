@@ -53,7 +53,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -64,6 +63,7 @@ import (
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/fault"
 	"github.com/ballet/ballet/internal/forge"
+	"github.com/ballet/ballet/internal/outbound"
 )
 
 // DefaultTimeout bounds one API call when Options.HTTPClient is nil.
@@ -76,28 +76,27 @@ const maxPages = 50
 // Options configure the GitHub forge.
 type Options struct {
 	// HTTPClient makes the calls; one with DefaultTimeout when nil.
+	// Redirects are never followed.
 	HTTPClient *http.Client
-	// Lookup resolves credentials references (env:NAME); os.LookupEnv when nil.
-	Lookup func(string) (string, bool)
+	// Secrets resolves credentials references under the platform's
+	// policy; nil: none resolves.
+	Secrets forge.Secrets
 	// Clock turns rate-limit headers into times; clock.Real when nil.
 	Clock clock.Clock
 }
 
 // Forge is the GitHub forge. Its methods are safe for concurrent use.
 type Forge struct {
-	http   *http.Client
-	lookup func(string) (string, bool)
-	clock  clock.Clock
+	http    *http.Client
+	secrets forge.Secrets
+	clock   clock.Clock
 }
 
 // New returns the GitHub forge.
 func New(o Options) *Forge {
-	f := &Forge{http: o.HTTPClient, lookup: o.Lookup, clock: o.Clock}
-	if f.http == nil {
-		f.http = &http.Client{Timeout: DefaultTimeout}
-	}
-	if f.lookup == nil {
-		f.lookup = os.LookupEnv
+	f := &Forge{http: outbound.Guard(o.HTTPClient), secrets: forge.OrDenyAll(o.Secrets), clock: o.Clock}
+	if o.HTTPClient == nil {
+		f.http.Timeout = DefaultTimeout
 	}
 	if f.clock == nil {
 		f.clock = clock.Real{}
@@ -161,7 +160,7 @@ func (f *Forge) client(repo forge.Repo) (*client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("github: %w", err)
 	}
-	_, token, err := forge.ResolveCredentials(repo.CredentialsRef, f.lookup)
+	_, token, err := forge.ResolveCredentials(repo.CredentialsRef, f.secrets)
 	if err != nil {
 		return nil, fmt.Errorf("github: repository.credentials_ref: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/ballet/ballet/internal/fault"
 	"github.com/ballet/ballet/internal/forge"
 	"github.com/ballet/ballet/internal/forge/githubfake"
+	"github.com/ballet/ballet/internal/secret"
 )
 
 const token = "ghp_s3cretTOKENvalue"
@@ -56,7 +58,7 @@ func setup(t *testing.T, before func(*http.Request)) env {
 	}
 	return env{
 		fake: fake, clk: clk, ctx: t.Context(),
-		f:    New(Options{HTTPClient: hc, Lookup: lookup, Clock: clk}),
+		f:    New(Options{HTTPClient: hc, Secrets: envs(lookup), Clock: clk}),
 		repo: forge.Repo{URL: "https://github.com/acme/app.git", DefaultBranch: "main", APIURL: fake.URL, CredentialsRef: "env:GH_TOKEN"},
 	}
 }
@@ -693,12 +695,12 @@ func TestTheTokenNeverShows(t *testing.T) {
 	e.pushed("ballet/ACME-1", "a1")
 	wrong := e.repo
 	wrong.CredentialsRef = "env:WRONG"
-	f := New(Options{Lookup: func(string) (string, bool) { return "ghp_WRONGtoken", true }, Clock: e.clk})
+	f := New(Options{Secrets: envs(func(string) (string, bool) { return "ghp_WRONGtoken", true }), Clock: e.clk})
 	_, err := f.EnsurePullRequest(e.ctx, wrong, "ballet/ACME-1", "t", "b")
 	if err == nil || strings.Contains(err.Error(), "ghp_WRONGtoken") || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("err = %v, want a 401 without the token", err)
 	}
-	missing := New(Options{Lookup: func(string) (string, bool) { return "", false }})
+	missing := New(Options{Secrets: envs(func(string) (string, bool) { return "", false })})
 	_, err = missing.EnsurePullRequest(e.ctx, e.repo, "ballet/ACME-1", "t", "b")
 	if !errors.Is(err, forge.ErrCredentialMissing) || !strings.Contains(err.Error(), "GH_TOKEN") {
 		t.Fatalf("err = %v, want the missing credential named", err)
@@ -784,7 +786,7 @@ func TestKilledAroundForgeCallsActsOnce(t *testing.T) {
 // child runs the merge stage's calls against the parent's fake until a
 // fault point kills it.
 func child(url string) {
-	f := New(Options{})
+	f := New(Options{Secrets: envs(nil)})
 	repo := forge.Repo{URL: "https://github.com/acme/app", DefaultBranch: "main", APIURL: url, CredentialsRef: "env:GH_TOKEN"}
 	ctx := context.Background()
 	pr, err := f.EnsurePullRequest(ctx, repo, "ballet/ACME-1", "t", forge.Marker("ACME-1", "flow-1"))
@@ -805,9 +807,10 @@ func child(url string) {
 	os.Exit(0) // not killed: the parent fails
 }
 
-// A redirect to another host (a renamed repository, a compromised proxy)
-// never receives the token.
-func TestTheTokenStaysOnTheAPIHost(t *testing.T) {
+// A redirect (to another host: a renamed repository, a compromised proxy;
+// or to another path of the API host) is never followed: the client holds
+// the token, and the call fails on the 3xx.
+func TestTheTokenNeverFollowsARedirect(t *testing.T) {
 	e := setup(t, nil)
 	got := make(chan string, 10)
 	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -815,21 +818,48 @@ func TestTheTokenStaysOnTheAPIHost(t *testing.T) {
 		w.WriteHeader(http.StatusNotFound)
 	}))
 	defer elsewhere.Close()
-	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, elsewhere.URL+r.URL.Path, http.StatusTemporaryRedirect)
-	}))
-	defer redirector.Close()
-	repo := e.repo
-	repo.APIURL = redirector.URL
-	if _, err := e.f.State(e.ctx, repo, forge.PullRequest{Number: 1, Branch: "b"}); err == nil {
-		t.Fatal("State through a redirect to a 404 succeeded")
+	var sameHost, redirects atomic.Int32
+	// moves redirects to another host, or (same) to another path of its own.
+	moves := func(same bool) *httptest.Server {
+		var srv *httptest.Server
+		srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.URL.Path, "/moved") {
+				sameHost.Add(1)
+				w.WriteHeader(http.StatusNotFound)
+				return
+			}
+			redirects.Add(1)
+			target := elsewhere.URL
+			if same {
+				target = srv.URL + "/moved"
+			}
+			http.Redirect(w, r, target+r.URL.Path, http.StatusTemporaryRedirect)
+		}))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	for _, same := range []bool{false, true} {
+		repo := e.repo
+		repo.APIURL = moves(same).URL
+		if _, err := e.f.State(e.ctx, repo, forge.PullRequest{Number: 1, Branch: "b"}); err == nil {
+			t.Fatalf("same host %v: State through a redirect succeeded", same)
+		}
+	}
+	if redirects.Load() < 2 {
+		t.Fatal("no call met a redirect: the test proves nothing")
 	}
 	select {
 	case auth := <-got:
-		if auth != "" {
-			t.Fatalf("the other host received Authorization %q", auth)
-		}
+		t.Fatalf("the redirect to another host was followed (Authorization %q)", auth)
 	default:
-		t.Fatal("the redirect was not followed: the test proves nothing")
 	}
+	if n := sameHost.Load(); n != 0 {
+		t.Fatalf("a redirect on the API host was followed %d times", n)
+	}
+}
+
+// envs is a policy that lets every variable of lookup resolve (the tests'
+// own environment; the platform's policy is tested in internal/secret).
+func envs(lookup func(string) (string, bool)) *secret.Policy {
+	return &secret.Policy{Allow: []string{"env:*"}, LookupEnv: lookup}
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/outbound"
 )
 
 // DefaultSpace is the space every organization has.
@@ -96,12 +97,11 @@ func New(o Options) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("knowledge client: %q is not an http(s) URL", o.URL)
 	}
-	c := &Client{base: strings.TrimRight(o.URL, "/"), token: o.Token, timeout: o.Timeout, http: o.HTTP}
+	// The client holds the service credential: it never follows a
+	// redirect (a 3xx is an error).
+	c := &Client{base: strings.TrimRight(o.URL, "/"), token: o.Token, timeout: o.Timeout, http: outbound.Guard(o.HTTP)}
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout
-	}
-	if c.http == nil {
-		c.http = &http.Client{}
 	}
 	return c, nil
 }

@@ -16,8 +16,10 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/outbound"
 )
 
 // Roles, as Core names them (an organization's viewer, member, admin).
@@ -118,9 +120,8 @@ type cached struct {
 
 // Authenticate resolves an Authorization header.
 func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Principal, error) {
-	cred, ok := strings.CutPrefix(header, "Bearer ")
-	cred = strings.TrimSpace(cred)
-	if !ok || cred == "" {
+	cred, ok := auth.Bearer(header)
+	if !ok {
 		return nil, apperr.New(apperr.Unauthenticated, "send a bearer credential: Authorization: Bearer <token>")
 	}
 	if a.ServiceToken != "" && subtle.ConstantTimeCompare([]byte(cred), []byte(a.ServiceToken)) == 1 {
@@ -199,7 +200,7 @@ func (a *Authenticator) introspect(ctx context.Context, cred string) (*Principal
 	}
 	req.Header.Set("Authorization", "Bearer "+a.ServiceToken)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := a.Client.Do(req)
+	resp, err := outbound.Guard(a.Client).Do(req) // the service credential never follows a redirect
 	if err != nil {
 		return nil, nil, apperr.New(apperr.Unavailable, "Core cannot be reached to check the credential; try again shortly")
 	}

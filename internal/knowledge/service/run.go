@@ -12,6 +12,7 @@ import (
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/config"
 	"github.com/ballet/ballet/internal/knowledge"
+	"github.com/ballet/ballet/internal/outbound"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/engine"
 )
@@ -51,7 +52,7 @@ func Open(ctx context.Context, o Options) (*Server, error) {
 		o.Log = slog.Default()
 	}
 	if o.Client == nil {
-		o.Client = &http.Client{Timeout: 10 * time.Second}
+		o.Client = outbound.Client(10 * time.Second)
 	}
 	s := &Server{cfg: o.Config, log: o.Log, store: o.Store}
 	if s.store == nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ballet/ballet/internal/outbound"
 	"io"
 	"net/http"
 	"net/url"
@@ -186,10 +187,7 @@ func (c *Client) call(ctx context.Context, token, method, path, query string, in
 	if c.UserAgent != "" {
 		req.Header.Set("User-Agent", c.UserAgent)
 	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = &http.Client{}
-	}
+	hc := outbound.Guard(c.HTTP) // the runner's credential never follows a redirect
 	resp, err := hc.Do(req)
 	if err != nil {
 		var ue *url.Error

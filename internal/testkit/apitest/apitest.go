@@ -33,6 +33,11 @@ const BootstrapToken = "test-bootstrap-token-0123456789"
 // ServiceToken is the Knowledge service credential of every test Core.
 const ServiceToken = "test-knowledge-service-credential-0123456789"
 
+// SecretsAllow is every test Core's [secrets] allow: the tests' secret
+// references name variables ACME_… (Ballet's own, BALLET_…, never
+// resolve).
+const SecretsAllow = "env:ACME_*"
+
 // Env is a running API.
 type Env struct {
 	T     testing.TB
@@ -124,6 +129,7 @@ func build(t testing.TB, s store.Store, clk clock.Clock, adjust []func(*config.C
 	cfg.Auth.BootstrapToken = BootstrapToken
 	cfg.Auth.BootstrapTokenFile = t.TempDir() + "/bootstrap-token"
 	cfg.Knowledge.ServiceToken = ServiceToken
+	cfg.Secrets.Allow = []string{SecretsAllow}
 	for _, f := range adjust {
 		f(&cfg)
 	}

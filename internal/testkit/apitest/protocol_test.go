@@ -44,7 +44,7 @@ func TestRunnerProtocolV2(t *testing.T) {
 		e := apitest.New(t, s, func(c *config.Config) { c.HTTP.PublicURL = "https://ballet.example.com/" })
 		e.Org("acme")
 		e.Project("acme", "ACME")
-		env := "BALLET_TEST_CRED_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+		env := "ACME_TEST_CRED_" + strings.ReplaceAll(uuid.NewString(), "-", "")
 		secret := "s3cr3t-" + uuid.NewString()
 		os.Setenv(env, "bot:"+secret)
 		t.Cleanup(func() { os.Unsetenv(env) })

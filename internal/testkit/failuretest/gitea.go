@@ -31,7 +31,7 @@ const ciContext = "ci"
 
 // giteaCredEnv names the variable in Core's environment holding Ballet's
 // Gitea token (the project's repository.credentials_ref is env:giteaCredEnv).
-const giteaCredEnv = "BALLET_FAILURETEST_GITEA_TOKEN"
+const giteaCredEnv = "ACME_FAILURETEST_GITEA_TOKEN"
 
 // CIFails reports whether the harness's CI fails the first head of a
 // ticket's pull request that it sees (so the merge stage fails and the

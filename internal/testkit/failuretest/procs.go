@@ -90,6 +90,8 @@ grace = "3s"
 interval = "2s"
 [auth]
 bootstrap_token = %q
+[secrets]
+allow = ["env:ACME_*"] # the Gitea project's credentials_ref (giteaCredEnv)
 `, storage, c.addr, AdminToken)
 	if err := os.WriteFile(c.config, []byte(cfg), 0o600); err != nil {
 		return nil, err
