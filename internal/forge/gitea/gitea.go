@@ -30,11 +30,16 @@
 //     reading the pull request again: merged at the decided head is success,
 //     a moved head is forge.ErrOutOfDate, anything else
 //     forge.ErrNotMergeable;
-//   - a commit without statuses is forge.ChecksNone (not pending);
+//   - a commit without statuses is forge.ChecksNone (not pending); error
+//     fails like failure, skipped and warning pass, and a state not known
+//     fails;
 //   - reviews: the latest APPROVED or REQUEST_CHANGES of each reviewer
-//     decides; dismissed and stale reviews do not count, nor do reviews
-//     that are not official (reviewers without write access, or outside a
-//     branch protection's approvers).
+//     decides; dismissed reviews do not count, nor do reviews that are not
+//     official (reviewers without write access, or outside a branch
+//     protection's approvers); a review counts for the head only when it
+//     reviewed that commit and is not stale (Gitea marks reviews stale a
+//     moment after a push, not at once), else an approval does not count
+//     and a change request is an earlier one.
 //
 // Rate limits (429, or 403 with X-RateLimit-Remaining: 0) become
 // *forge.RateLimitedError; 5xx answers and timeouts plain wrapped errors.

@@ -52,9 +52,15 @@ func (f *Forge) State(ctx context.Context, repo forge.Repo, pr forge.PullRequest
 		if err != nil {
 			return st, err
 		}
-		if in { // its head is in the base already: merged (a lost answer, or a push to the base)
+		switch {
+		case in: // its head is in the base already: merged (a lost answer, or a push to the base)
 			st.Open, st.Merged = false, true
 			f.markMerged(ctx, t, pr, p)
+		case !st.BranchPushed:
+			// The head branch was deleted: Gitea keeps the pull request
+			// open with nothing left to merge. Closed without merging, as
+			// on the other forges (GitHub closes it).
+			st.Open, st.Closed = false, true
 		}
 	}
 	if st.Open {
@@ -140,18 +146,27 @@ func (f *Forge) checks(ctx context.Context, t target, sha string, st *forge.Stat
 	if err = f.callError(t, "read the statuses of "+sha, resp, err); err != nil {
 		return err
 	}
-	if cs == nil || len(cs.Statuses) == 0 {
-		st.Checks = forge.ChecksNone // Gitea may say pending: nothing reported is not pending
-		return nil
+	if cs != nil {
+		judgeChecks(cs.Statuses, st)
 	}
-	for _, s := range cs.Statuses {
+	return nil
+}
+
+// judgeChecks sets st's checks from the latest status of each context. A
+// commit without statuses has none (Gitea's combined state says pending:
+// nothing reported is not pending). success, warning and skipped pass;
+// pending runs; failure, error and any state Gitea may add later fail — a
+// verdict not understood never merges, and never holds the slot for ever.
+func judgeChecks(statuses []*sdk.Status, st *forge.State) {
+	st.Checks = forge.ChecksNone
+	for _, s := range statuses {
 		switch s.State {
-		case sdk.StatusFailure, sdk.StatusError:
-			st.FailingChecks = append(st.FailingChecks, s.Context)
-		case sdk.StatusSuccess, sdk.StatusWarning:
+		case sdk.StatusSuccess, sdk.StatusWarning, statusSkipped:
 			st.PassedChecks = append(st.PassedChecks, s.Context)
-		default:
+		case sdk.StatusPending:
 			st.PendingChecks = append(st.PendingChecks, s.Context)
+		default: // failure, error, unknown
+			st.FailingChecks = append(st.FailingChecks, s.Context)
 		}
 	}
 	switch {
@@ -159,55 +174,79 @@ func (f *Forge) checks(ctx context.Context, t target, sha string, st *forge.Stat
 		st.Checks = forge.ChecksFailure
 	case len(st.PendingChecks) > 0:
 		st.Checks = forge.ChecksPending
-	default:
+	case len(st.PassedChecks) > 0:
 		st.Checks = forge.ChecksSuccess
 	}
-	return nil
 }
 
-// reviews: the latest APPROVED or REQUEST_CHANGES review of each reviewer
-// decides; only official ones, neither dismissed nor stale, count.
+// statusSkipped is the state Gitea Actions gives a skipped job's status;
+// the SDK has no constant for it.
+const statusSkipped sdk.StatusState = "skipped"
+
+// reviews reads every review of pull request n and judges them against
+// st.HeadSHA.
 func (f *Forge) reviews(ctx context.Context, t target, n int, st *forge.State) error {
 	c := f.client(ctx, t)
-	latest := map[int64]*sdk.PullReview{}
-	var order []int64
+	var all []*sdk.PullReview
 	for page := 1; ; page++ {
 		rs, resp, err := c.ListPullReviews(t.owner, t.name, int64(n), sdk.ListPullReviewsOptions{ListOptions: sdk.ListOptions{Page: page, PageSize: 50}})
 		if err = f.callError(t, fmt.Sprintf("read the reviews of #%d", n), resp, err); err != nil {
 			return err
 		}
-		for _, r := range rs {
-			if r.Reviewer == nil || (r.State != sdk.ReviewStateApproved && r.State != sdk.ReviewStateRequestChanges) {
-				continue
-			}
-			id := r.Reviewer.ID
-			if prev, ok := latest[id]; !ok || r.ID > prev.ID {
-				if !ok {
-					order = append(order, id)
-				}
-				latest[id] = r
-			}
-		}
+		all = append(all, rs...)
 		if len(rs) < 50 {
 			break
 		}
 	}
-	for _, id := range order {
-		r := latest[id]
-		if !r.Official || r.Dismissed || r.Stale {
+	judgeReviews(all, st)
+	return nil
+}
+
+// judgeReviews: the latest APPROVED or REQUEST_CHANGES review of each
+// reviewer decides, and only an official one (a reviewer with write
+// access) that is not dismissed. It counts for the current head commit
+// only when it reviewed that commit and Gitea does not call it stale: an
+// approval given before the latest push approves code without what was
+// pushed since (Gitea marks reviews stale some time after a push, so the
+// commit is compared too), and a change request of an earlier commit is an
+// earlier change request.
+func judgeReviews(reviews []*sdk.PullReview, st *forge.State) {
+	latest := map[int64]*sdk.PullReview{}
+	var order []int64
+	for _, r := range reviews {
+		if r.Reviewer == nil || (r.State != sdk.ReviewStateApproved && r.State != sdk.ReviewStateRequestChanges) {
 			continue
 		}
-		switch r.State {
-		case sdk.ReviewStateApproved:
+		id := r.Reviewer.ID
+		prev, ok := latest[id]
+		if !ok {
+			order = append(order, id)
+		}
+		if !ok || r.ID > prev.ID {
+			latest[id] = r
+		}
+	}
+	for _, id := range order {
+		r := latest[id]
+		if !r.Official || r.Dismissed {
+			continue
+		}
+		fresh := !r.Stale && r.CommitID == st.HeadSHA
+		switch {
+		case r.State == sdk.ReviewStateApproved && fresh:
 			st.Approvals++
-		case sdk.ReviewStateRequestChanges:
-			st.ChangesRequested = true
+		case r.State == sdk.ReviewStateRequestChanges:
 			words := strings.TrimSpace(r.Body)
 			if words == "" {
 				words = "(no comment)"
 			}
-			st.ChangeRequests = append(st.ChangeRequests, r.Reviewer.UserName+": "+words)
+			words = r.Reviewer.UserName + ": " + words
+			if !fresh {
+				st.EarlierChangeRequests = append(st.EarlierChangeRequests, words)
+				continue
+			}
+			st.ChangesRequested = true
+			st.ChangeRequests = append(st.ChangeRequests, words)
 		}
 	}
-	return nil
 }

@@ -27,6 +27,7 @@ func (s *Server) Push(owner, name, branch, sha string) {
 		if p.Head == branch {
 			p.HeadSHA = sha
 			p.nullLeft = s.nullReads
+			r.dismissStale(p)
 		}
 		if p.Base == branch {
 			p.nullLeft = s.nullReads

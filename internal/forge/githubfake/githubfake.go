@@ -107,6 +107,7 @@ type repo struct {
 	pulls       []*pull           // by number-1
 	statuses    map[string][]Status
 	checkRuns   map[string][]CheckRun
+	protections map[string]Protection // by branch
 }
 
 // New starts a fake GitHub on 127.0.0.1; Close stops it.

@@ -30,7 +30,7 @@ func (s *Server) merge(w http.ResponseWriter, req *http.Request, r *repo, p *pul
 	case in.SHA != "" && in.SHA != p.HeadSHA:
 		writeError(w, http.StatusConflict, "Head branch was modified. Review and try the merge again.")
 		return
-	case p.Conflict || p.MergeableState == "blocked" || p.MergeableState == "behind" || p.MergeableState == "draft":
+	case p.Conflict || p.MergeableState == "blocked" || r.blocked(p) || p.MergeableState == "behind" || p.MergeableState == "draft":
 		writeError(w, http.StatusMethodNotAllowed, "Pull Request is not mergeable")
 		return
 	}

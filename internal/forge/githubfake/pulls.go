@@ -166,6 +166,9 @@ func (s *Server) pullJSON(r *repo, p *pull, full bool) map[string]any {
 		m["mergeable"], m["mergeable_state"] = false, "dirty"
 	default:
 		st := p.MergeableState
+		if st == "" && r.blocked(p) {
+			st = "blocked"
+		}
 		if st == "" {
 			st = "clean"
 		}
