@@ -50,8 +50,7 @@ const (
 // lastSeenEvery is how stale last_seen_at may get before a use writes it.
 const lastSeenEvery = time.Minute
 
-// BrowserSession is a browser session as stored (never with its value), the
-// payload of session.started.
+// BrowserSession is a browser session as stored (never with its value).
 type BrowserSession struct {
 	ID            string    `json:"id"`
 	Source        string    `json:"source"` // bootstrap, token or oidc
@@ -117,8 +116,7 @@ func (s *Sessions) Start(ctx context.Context, p *Principal) (string, BrowserSess
 		sess.Name = p.Subject
 	}
 	secret, hash := newSessionSecret()
-	e := event.Event{EntityType: "session", EntityID: sess.ID, Type: "session.started", Payload: event.MustPayload(sess)}
-	e.SetActor(p.Actor())
+	e := event.Of(p.Actor(), "", "", sess.ID, SessionStarted(sess))
 	t := &transition.Transition{Events: []event.Event{e}, Statements: []store.Statement{store.Stmt(`INSERT INTO sessions (id, hash, source,
 subject, kind, name, platform_admin, token_id, source_hash, created_at, expires_at, last_seen_at, ended_at, version)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 1)`, sess.ID, hash, sess.Source, sess.Subject, sess.Kind, sess.Name, p.PlatformAdmin,
@@ -152,9 +150,7 @@ func (s *Sessions) End(ctx context.Context, p *Principal) error {
 			return nil, nil
 		}
 		now := s.Auth.clock.Now().Truncate(time.Millisecond)
-		e := event.Event{EntityType: "session", EntityID: p.SessionID, Type: "session.ended",
-			Payload: event.MustPayload(SessionEnded{ID: p.SessionID, Subject: subject, Reason: "signed_out"})}
-		e.SetActor(p.Actor())
+		e := event.Of(p.Actor(), "", "", p.SessionID, SessionEnded{ID: p.SessionID, Subject: subject, Reason: "signed_out"})
 		return &transition.Transition{Events: []event.Event{e}, Guarded: []store.Statement{store.Stmt(
 			`UPDATE sessions SET ended_at = ?, version = version + 1 WHERE id = ? AND version = ?`, now.UnixMilli(), p.SessionID, version)}}, nil
 	})

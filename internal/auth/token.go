@@ -26,13 +26,28 @@ type Token struct {
 	Version        int64      `json:"version"`
 }
 
-// TokenRevoked is the payload of token.revoked (token.created carries the
-// Token).
+// TokenCreated is the payload of token.created: the token (no secret, no
+// hash).
+type TokenCreated Token
+
+// TokenRevoked is the payload of token.revoked.
 type TokenRevoked struct {
 	ID   string `json:"id"`
 	Name string `json:"name"`
 	Kind string `json:"kind"`
 }
+
+// SessionStarted is the payload of session.started: the session as stored
+// (never its value).
+type SessionStarted BrowserSession
+
+func (TokenCreated) EventType() string   { return "token.created" }
+func (TokenRevoked) EventType() string   { return "token.revoked" }
+func (SessionStarted) EventType() string { return "session.started" }
+func (SessionEnded) EventType() string   { return "session.ended" }
+
+// Events are the payload types of the events tokens and sessions write.
+var Events = []event.Payload{TokenCreated{}, TokenRevoked{}, SessionStarted{}, SessionEnded{}}
 
 // Issue returns a new token's secret, its record and the transition that
 // stores it (hashed) with its token.created event. The subject of an API
@@ -50,8 +65,7 @@ func Issue(actor event.Actor, kind, name, orgID, role string, scopes []string, e
 	if expiresAt != nil {
 		exp = expiresAt.UnixMilli()
 	}
-	e := event.Event{OrganizationID: orgID, EntityType: "token", EntityID: id, Type: "token.created", Payload: event.MustPayload(t)} // no secret, no hash
-	e.SetActor(actor)
+	e := event.Of(actor, orgID, "", id, TokenCreated(t)) // no secret, no hash
 	return secret, t, &transition.Transition{
 		Events: []event.Event{e},
 		Statements: []store.Statement{store.Stmt(`INSERT INTO tokens (id, hash, kind, name, subject, acting_for, organization_id, role, scopes,

@@ -335,9 +335,7 @@ func Revocation(actor event.Actor, t Token, now time.Time) (part transition.Tran
 	if t.RevokedAt != nil {
 		return transition.Transition{}, false
 	}
-	e := event.Event{OrganizationID: t.OrganizationID, EntityType: "token", EntityID: t.ID, Type: "token.revoked",
-		Payload: event.MustPayload(TokenRevoked{ID: t.ID, Name: t.Name, Kind: t.Kind})}
-	e.SetActor(actor)
+	e := event.Of(actor, t.OrganizationID, "", t.ID, TokenRevoked{ID: t.ID, Name: t.Name, Kind: t.Kind})
 	return transition.Transition{
 		Events: []event.Event{e},
 		Guarded: []store.Statement{store.Stmt(`UPDATE tokens SET revoked_at = ?, version = version + 1 WHERE id = ? AND version = ?`,

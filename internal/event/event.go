@@ -49,7 +49,7 @@ type Event struct {
 }
 
 // MustPayload encodes an event's payload: the payload struct of its type,
-// as the catalogue (server.EventPayloads) lists it. Payload structs hold
+// as the catalogue (event/catalogue.Core) lists it. Payload structs hold
 // plain data, so encoding cannot fail: a failure is a programming error
 // and panics.
 func MustPayload(p any) json.RawMessage {

@@ -74,7 +74,7 @@ func (s *Service) handleEnter(ctx context.Context, _ *job.Job, p EnterArgs) erro
 			next.PullRequest = nil
 			parts = append(parts, transition.Transition{Jobs: []job.Spec{mergeJob(f, now)}})
 		}
-		t := &transition.Transition{Events: []event.Event{flowEvent(System, f, "stage_started", started)}}
+		t := &transition.Transition{Events: []event.Event{flowEvent(System, f, started)}}
 		return t.Add(parts...).Add(transition.Transition{Guarded: []store.Statement{update(f, next, now)}}), nil
 	})
 }

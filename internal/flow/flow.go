@@ -236,12 +236,9 @@ func nullable(s string) any {
 
 // flowEvent builds a flow.<change> event whose payload (payloads.go)
 // carries f's position.
-func flowEvent(actor event.Actor, f Flow, change string, p payload) event.Event {
+func flowEvent(actor event.Actor, f Flow, p payload) event.Event {
 	p.place(f)
-	e := event.Event{OrganizationID: f.OrganizationID, ProjectID: f.ProjectID, EntityType: "flow", EntityID: f.ID, Type: "flow." + change,
-		Payload: event.MustPayload(p)}
-	e.SetActor(actor)
-	return e
+	return event.Of(actor, f.OrganizationID, f.ProjectID, f.ID, p)
 }
 
 // enterJob is the flow.enter job of f's step.
@@ -295,7 +292,7 @@ func (s *Service) Start(ctx context.Context, actor event.Actor, itemRef string) 
 		if err != nil {
 			return nil, err
 		}
-		t := &transition.Transition{Events: []event.Event{flowEvent(actor, f, "started", &FlowStarted{Ticket: it.Key, Pipeline: pv.Name, PipelineVersion: pv.Version})}}
+		t := &transition.Transition{Events: []event.Event{flowEvent(actor, f, &FlowStarted{Ticket: it.Key, Pipeline: pv.Name, PipelineVersion: pv.Version})}}
 		return t.Add(move, transition.Transition{
 			Guarded: []store.Statement{store.Stmt(`INSERT INTO flows (id, organization_id, project_id, item_id, pipeline, pipeline_version, definition,
 stage, iteration, max_iterations, step, status, waiting, run_id, outcome, report, outcome_stage, pull_request, started_at, updated_at,

@@ -109,7 +109,7 @@ func (s *Service) handleMerge(ctx context.Context, _ *job.Job, p MergeArgs) erro
 		}
 		next.Status, next.Waiting = want.Status, want.Waiting
 		return &transition.Transition{
-			Events:  []event.Event{flowEvent(System, f, "waiting", &FlowWaiting{Waiting: want.Waiting, Reason: d.Reason, PullRequest: next.PullRequest})},
+			Events:  []event.Event{flowEvent(System, f, &FlowWaiting{Waiting: want.Waiting, Reason: d.Reason, PullRequest: next.PullRequest})},
 			Guarded: []store.Statement{update(f, next, now)},
 		}, nil
 	})

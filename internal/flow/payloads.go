@@ -1,10 +1,26 @@
 package flow
 
-import "github.com/ballet/ballet/internal/forge"
+import (
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/forge"
+)
 
-// Event payloads of flow.* events (the catalogue of every event type's
-// payload is server.EventPayloads). Each carries the Position of the flow
-// when the event happened.
+// Event payloads of flow.* events, one type per event type (Events lists
+// them). Each carries the Position of the flow when the event happened.
+
+// Events are the payload types of the events flows write.
+var Events = []event.Payload{FlowStarted{}, StageStarted{}, StageFinished{}, FlowDone{}, FlowFailed{}, FlowWaiting{},
+	FlowStuck{}, FlowResumed{}, FlowStopped{}}
+
+func (FlowStarted) EventType() string   { return "flow.started" }
+func (StageStarted) EventType() string  { return "flow.stage_started" }
+func (StageFinished) EventType() string { return "flow.stage_finished" }
+func (FlowDone) EventType() string      { return "flow.done" }
+func (FlowFailed) EventType() string    { return "flow.failed" }
+func (FlowWaiting) EventType() string   { return "flow.waiting" }
+func (FlowStuck) EventType() string     { return "flow.stuck" }
+func (FlowResumed) EventType() string   { return "flow.resumed" }
+func (FlowStopped) EventType() string   { return "flow.stopped" }
 
 // Position is where a flow was: its stage, iteration and step.
 type Position struct {
@@ -16,7 +32,10 @@ type Position struct {
 func (p *Position) place(f Flow) { p.Stage, p.Iteration, p.Step = f.Stage, f.Iteration, f.Step }
 
 // payload is a flow event's payload: it embeds Position.
-type payload interface{ place(Flow) }
+type payload interface {
+	event.Payload
+	place(Flow)
+}
 
 // FlowStarted is the payload of flow.started.
 type FlowStarted struct {
@@ -34,8 +53,8 @@ type StageStarted struct {
 	Run     string `json:"run,omitempty"` // an agent stage's run
 }
 
-// StageFinished is the payload of flow.stage_finished, flow.done and
-// flow.failed: the stage's outcome and where the flow goes next.
+// StageFinished is the payload of flow.stage_finished: the stage's outcome
+// and where the flow goes next.
 type StageFinished struct {
 	Position
 	Outcome       string `json:"outcome"`
@@ -45,7 +64,17 @@ type StageFinished struct {
 	NextIteration int    `json:"next_iteration,omitempty"` // its iteration
 }
 
-// FlowWaiting is the payload of flow.waiting and flow.stuck.
+// FlowDone is the payload of flow.done: the last stage's outcome.
+type FlowDone StageFinished
+
+// FlowFailed is the payload of flow.failed: the outcome that failed it.
+type FlowFailed StageFinished
+
+// FlowStuck is the payload of flow.stuck: what it waits for (an answer)
+// and why it is stuck.
+type FlowStuck FlowWaiting
+
+// FlowWaiting is the payload of flow.waiting.
 type FlowWaiting struct {
 	Position
 	Waiting     string             `json:"waiting"`

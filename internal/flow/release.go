@@ -47,7 +47,7 @@ func (s *Service) Release(ctx context.Context, flowID string) (bool, error) {
 		next := f
 		next.Status, next.Waiting, next.RunID, next.Step = StatusRunning, WaitNone, "", f.Step+1
 		return &transition.Transition{
-			Events:  []event.Event{flowEvent(System, f, "resumed", &FlowResumed{Reason: fmt.Sprintf("no longer waiting for %s", f.Waiting)})},
+			Events:  []event.Event{flowEvent(System, f, &FlowResumed{Reason: fmt.Sprintf("no longer waiting for %s", f.Waiting)})},
 			Guarded: []store.Statement{update(f, next, now)},
 			Jobs:    []job.Spec{enterJob(next)},
 		}, nil

@@ -67,7 +67,7 @@ func (s *Service) Stopped(ctx context.Context, f Flow, it tracker.Item, now time
 	next := f
 	next.Status, next.Waiting, next.FinishedAt = StatusStopped, WaitNone, &now
 	t := &transition.Transition{
-		Events:  []event.Event{flowEvent(System, f, "stopped", &FlowStopped{Reason: fmt.Sprintf("the ticket is %s", it.State), TicketState: it.State})},
+		Events:  []event.Event{flowEvent(System, f, &FlowStopped{Reason: fmt.Sprintf("the ticket is %s", it.State), TicketState: it.State})},
 		Guarded: []store.Statement{update(f, next, now)},
 	}
 	if err := s.CancelRun(ctx, t, f, "the flow stopped", now); err != nil {
@@ -115,49 +115,50 @@ func (s *Service) advance(ctx context.Context, actor event.Actor, f Flow, it tra
 		next.Status, next.Waiting = StatusRunning, WaitNone
 		finished.Next, finished.NextIteration = m.Stage, m.Iteration
 		return &transition.Transition{
-			Events:  []event.Event{flowEvent(actor, f, "stage_finished", finished)},
+			Events:  []event.Event{flowEvent(actor, f, finished)},
 			Guarded: []store.Statement{update(f, next, now)},
 			Jobs:    []job.Spec{enterJob(next)},
 		}, nil
 	case MoveDone, MoveFailed:
-		change, ticketTo := "done", "done"
+		var ended payload = (*FlowDone)(finished)
+		ticketTo := "done"
 		next.Status = StatusDone
 		if m.Kind == MoveFailed {
-			change, ticketTo, next.Status = "failed", "paused", StatusFailed
+			ended, ticketTo, next.Status = (*FlowFailed)(finished), "paused", StatusFailed
 		}
 		next.Waiting, next.FinishedAt = WaitNone, &now
 		move, err := tracker.FlowMove(System, it, ticketTo, now)
 		if err != nil {
 			return nil, err
 		}
-		t := &transition.Transition{Events: []event.Event{flowEvent(actor, f, change, finished)}, Guarded: []store.Statement{update(f, next, now)}}
+		t := &transition.Transition{Events: []event.Event{flowEvent(actor, f, ended)}, Guarded: []store.Statement{update(f, next, now)}}
 		return t.Add(move), nil
 	default: // MoveQuestion
 		text := fmt.Sprintf("%s: %s. How should %s go on?", it.Key, m.Reason, it.Key)
 		if report != "" {
 			text += "\n\nThe stage's report:\n" + report
 		}
-		return s.waitAnswer(actor, next, it, now, "waiting", m.Reason, &text)
+		return s.waitAnswer(actor, next, it, now, false, m.Reason, &text)
 	}
 }
 
 // waitForAnswer makes the flow wait for an answer (asking question when
 // set); the ticket becomes waiting_for_answer.
 func (s *Service) waitForAnswer(f Flow, it tracker.Item, now time.Time, reason string, question *string) (*transition.Transition, error) {
-	return s.waitAnswer(System, f, it, now, "waiting", reason, question)
+	return s.waitAnswer(System, f, it, now, false, reason, question)
 }
 
 // Flag records that a flow is stuck (flow.stuck with the reason), raises a
 // blocking question on the ticket and makes the flow wait for an answer.
 func (s *Service) Flag(f Flow, it tracker.Item, now time.Time, reason string) (*transition.Transition, error) {
 	q := fmt.Sprintf("%s is stuck: %s. Answer to run stage %s again (or pause or cancel the ticket).", it.Key, reason, f.Stage)
-	return s.waitAnswer(System, f, it, now, "stuck", reason, &q)
+	return s.waitAnswer(System, f, it, now, true, reason, &q)
 }
 
-// waitAnswer makes the flow wait for an answer: its flow.<change> event
-// (recording actor), the blocking question when one is asked (by the
-// system), and the ticket's move to waiting_for_answer.
-func (s *Service) waitAnswer(actor event.Actor, f Flow, it tracker.Item, now time.Time, change, reason string, question *string) (*transition.Transition, error) {
+// waitAnswer makes the flow wait for an answer: its flow.waiting event, or
+// flow.stuck when stuck (recording actor), the blocking question when one
+// is asked (by the system), and the ticket's move to waiting_for_answer.
+func (s *Service) waitAnswer(actor event.Actor, f Flow, it tracker.Item, now time.Time, stuck bool, reason string, question *string) (*transition.Transition, error) {
 	next := f
 	next.Status, next.Waiting, next.RunID = StatusWaiting, WaitAnswer, ""
 	waiting := &FlowWaiting{Waiting: WaitAnswer, Reason: reason, Outcome: f.Outcome}
@@ -174,7 +175,11 @@ func (s *Service) waitAnswer(actor event.Actor, f Flow, it tracker.Item, now tim
 		}
 		parts = append(parts, move)
 	}
-	t := &transition.Transition{Events: []event.Event{flowEvent(actor, f, change, waiting)}, Guarded: []store.Statement{update(f, next, now)}}
+	var p payload = waiting
+	if stuck {
+		p = (*FlowStuck)(waiting)
+	}
+	t := &transition.Transition{Events: []event.Event{flowEvent(actor, f, p)}, Guarded: []store.Statement{update(f, next, now)}}
 	return t.Add(parts...), nil
 }
 
@@ -184,7 +189,7 @@ func (s *Service) resume(f Flow, it tracker.Item, now time.Time, reason string) 
 	next := f
 	next.Status, next.Waiting, next.RunID, next.Step = StatusRunning, WaitNone, "", f.Step+1
 	t := &transition.Transition{
-		Events:  []event.Event{flowEvent(System, f, "resumed", &FlowResumed{Reason: reason})},
+		Events:  []event.Event{flowEvent(System, f, &FlowResumed{Reason: reason})},
 		Guarded: []store.Statement{update(f, next, now)},
 		Jobs:    []job.Spec{enterJob(next)},
 	}

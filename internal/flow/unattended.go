@@ -62,7 +62,7 @@ func (s *Service) wait(f Flow, waiting, reason string, now time.Time) *transitio
 	next := f
 	next.Status, next.Waiting, next.RunID = StatusWaiting, waiting, ""
 	return &transition.Transition{
-		Events:  []event.Event{flowEvent(System, f, "waiting", &FlowWaiting{Waiting: waiting, Reason: reason})},
+		Events:  []event.Event{flowEvent(System, f, &FlowWaiting{Waiting: waiting, Reason: reason})},
 		Guarded: []store.Statement{update(f, next, now)},
 	}
 }

@@ -102,7 +102,7 @@ type SpaceInput struct {
 func insertSpace(actor event.Actor, org string, sp Space, now int64) transition.Transition {
 	id := transition.NewID()
 	return transition.Transition{
-		Events: []event.Event{event.New(actor, org, "", "space", id, "created", SpacePayload{Slug: sp.Slug, Title: sp.Title})},
+		Events: []event.Event{event.Of(actor, org, "", id, SpaceCreated{Slug: sp.Slug, Title: sp.Title})},
 		Guarded: []store.Statement{store.Stmt(`INSERT INTO spaces (id, org, slug, title, description, created_at, created_by, version)
 VALUES (?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT DO NOTHING`, id, org, sp.Slug, sp.Title, sp.Description, now, sp.CreatedBy)},
 	}

@@ -101,16 +101,15 @@ type Version struct {
 	Note    string    `json:"note"`
 }
 
-// Event payloads, one struct per event type.
+// Event payloads, one type per event type (Events lists them).
 type (
-	// SpacePayload is space.created's.
-	SpacePayload struct {
+	// SpaceCreated is space.created's.
+	SpaceCreated struct {
 		Slug  string `json:"slug"`
 		Title string `json:"title"`
 	}
-	// EntryPayload is entry.created's, entry.updated's, entry.restored's,
-	// entry.deleted's and entry.undeleted's: the entry's version after the
-	// change (restored: RestoredFrom names the version it copies).
+	// EntryPayload is what an entry's events carry: the entry's version
+	// after the change (restored: RestoredFrom names the version it copies).
 	EntryPayload struct {
 		Space        string `json:"space"`
 		Slug         string `json:"slug"`
@@ -121,8 +120,23 @@ type (
 	}
 )
 
-// EventTypes lists every event type the service writes.
-var EventTypes = []string{"space.created", "entry.created", "entry.updated", "entry.restored", "entry.deleted", "entry.undeleted"}
+type (
+	EntryCreated   EntryPayload // entry.created
+	EntryUpdated   EntryPayload // entry.updated
+	EntryRestored  EntryPayload // entry.restored
+	EntryDeleted   EntryPayload // entry.deleted
+	EntryUndeleted EntryPayload // entry.undeleted
+)
+
+func (SpaceCreated) EventType() string   { return "space.created" }
+func (EntryCreated) EventType() string   { return "entry.created" }
+func (EntryUpdated) EventType() string   { return "entry.updated" }
+func (EntryRestored) EventType() string  { return "entry.restored" }
+func (EntryDeleted) EventType() string   { return "entry.deleted" }
+func (EntryUndeleted) EventType() string { return "entry.undeleted" }
+
+// Events are the payload types of the events the service writes.
+var Events = []event.Payload{SpaceCreated{}, EntryCreated{}, EntryUpdated{}, EntryRestored{}, EntryDeleted{}, EntryUndeleted{}}
 
 // Service keeps spaces and entries in the service's store.
 type Service struct {
@@ -249,8 +263,16 @@ func (s *Service) query(ctx context.Context, sql string, args ...any) (*store.Ro
 	return s.Store.Query(ctx, sql, args...)
 }
 
-// entryEvent builds an entry's event.
-func entryEvent(actor event.Actor, org string, e Entry, change string, restoredFrom int64) event.Event {
-	return event.New(actor, org, "", "entry", e.ID, change, EntryPayload{Space: e.Space, Slug: e.Slug,
-		Version: e.Version, Title: e.Title, Note: e.Note, RestoredFrom: restoredFrom})
+// entryEvent builds an event of entry e; kind makes its payload type of
+// the data every entry event carries (EntryCreated, EntryUpdated…).
+func entryEvent[P event.Payload](actor event.Actor, org string, e Entry, kind func(EntryPayload) P, restoredFrom int64) event.Event {
+	return event.Of(actor, org, "", e.ID, kind(EntryPayload{Space: e.Space, Slug: e.Slug,
+		Version: e.Version, Title: e.Title, Note: e.Note, RestoredFrom: restoredFrom}))
 }
+
+// The kinds of entry events, for entryEvent.
+func created(p EntryPayload) EntryCreated     { return EntryCreated(p) }
+func updated(p EntryPayload) EntryUpdated     { return EntryUpdated(p) }
+func restored(p EntryPayload) EntryRestored   { return EntryRestored(p) }
+func deletion(p EntryPayload) event.Payload   { return EntryDeleted(p) }
+func undeletion(p EntryPayload) event.Payload { return EntryUndeleted(p) }

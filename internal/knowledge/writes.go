@@ -96,9 +96,9 @@ func indexUpdate(e Entry) store.Statement {
 // saveTransition writes next, the version after cur's: the entry's row
 // (guarded by cur's version, and not deleted), its version row, its index
 // row and its event.
-func saveTransition(actor event.Actor, org string, cur, next Entry, change string, restoredFrom int64) *transition.Transition {
+func saveTransition(actor event.Actor, org string, cur, next Entry, ev event.Event) *transition.Transition {
 	return &transition.Transition{
-		Events: []event.Event{entryEvent(actor, org, next, change, restoredFrom)},
+		Events: []event.Event{ev},
 		Guarded: []store.Statement{store.Stmt(`UPDATE entries SET title = ?, body = ?, tags = ?, version = ?, note = ?, updated_at = ?, updated_by = ?
 WHERE id = ? AND version = ? AND deleted = 0`, next.Title, next.Body, tagsJSON(next.Tags), next.Version, next.Note,
 			next.UpdatedAt.UnixMilli(), next.UpdatedBy, cur.ID, cur.Version)},
@@ -137,7 +137,7 @@ func (s *Service) CreateEntry(ctx context.Context, actor event.Actor, org, space
 		out = Entry{ID: transition.NewID(), Space: space, Slug: in.Slug, Title: in.Title, Body: in.Body, Tags: in.Tags,
 			Version: 1, CreatedAt: now, UpdatedAt: now, UpdatedBy: actor.Sub, Note: in.Note}
 		t.Add(transition.Transition{
-			Events: []event.Event{entryEvent(actor, org, out, "created", 0)},
+			Events: []event.Event{entryEvent(actor, org, out, created, 0)},
 			Statements: []store.Statement{
 				store.Stmt(`INSERT INTO entries (id, org, space, slug, title, body, tags, version, deleted, note, created_at, created_by, updated_at, updated_by)
 VALUES (?, ?, ?, ?, ?, ?, ?, 1, 0, ?, ?, ?, ?, ?)`, out.ID, org, space, out.Slug, out.Title, out.Body, tagsJSON(out.Tags), out.Note,
@@ -183,7 +183,7 @@ func (s *Service) Save(ctx context.Context, actor event.Actor, org, space, slug 
 			return nil, err
 		}
 		out = next
-		return saveTransition(actor, org, cur, next, "updated", 0), nil
+		return saveTransition(actor, org, cur, next, entryEvent(actor, org, next, updated, 0)), nil
 	})
 	if err != nil {
 		return Entry{}, err
@@ -209,7 +209,7 @@ func (s *Service) Restore(ctx context.Context, actor event.Actor, org, space, sl
 			return nil, err
 		}
 		out = next
-		return saveTransition(actor, org, cur, next, "restored", n), nil
+		return saveTransition(actor, org, cur, next, entryEvent(actor, org, next, restored, n)), nil
 	})
 	if err != nil {
 		return Entry{}, err
@@ -220,9 +220,9 @@ func (s *Service) Restore(ctx context.Context, actor event.Actor, org, space, sl
 // SetDeleted deletes (softly) or undeletes an entry. Its versions stay;
 // a deleted entry is left out of searches and listings.
 func (s *Service) SetDeleted(ctx context.Context, actor event.Actor, org, space, slug string, deleted bool) (Entry, error) {
-	change := "deleted"
+	kind := deletion
 	if !deleted {
-		change = "undeleted"
+		kind = undeletion
 	}
 	var out Entry
 	_, err := s.Applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
@@ -236,7 +236,7 @@ func (s *Service) SetDeleted(ctx context.Context, actor event.Actor, org, space,
 			return nil, nil
 		}
 		return &transition.Transition{
-			Events: []event.Event{entryEvent(actor, org, next, change, 0)},
+			Events: []event.Event{entryEvent(actor, org, next, kind, 0)},
 			Guarded: []store.Statement{store.Stmt(`UPDATE entries SET deleted = ?, updated_at = ?, updated_by = ? WHERE id = ? AND version = ? AND deleted = ?`,
 				b2i(deleted), next.UpdatedAt.UnixMilli(), next.UpdatedBy, cur.ID, cur.Version, b2i(cur.Deleted))},
 		}, nil

@@ -515,9 +515,9 @@ func (c *conn) recheck(ctx context.Context, st *stream) *Error {
 func (c *conn) concerns(st *stream, e event.Event) bool {
 	p := c.principal
 	switch {
-	case e.Type == "token.revoked":
+	case e.Type == event.TypeOf[auth.TokenRevoked]():
 		return p.TokenID != "" && e.EntityID == p.TokenID
-	case e.Type == "session.ended":
+	case e.Type == event.TypeOf[auth.SessionEnded]():
 		return p.SessionID != "" && e.EntityID == p.SessionID
 	case e.EntityType == "member":
 		return e.OrganizationID == st.orgID && (e.EntityID == p.Subject || p.ActingFor != "" && e.EntityID == p.ActingFor)

@@ -1,7 +1,23 @@
 package run
 
-// Event payloads of run.* events; runner.registered carries the Runner.
-// The catalogue of every event type's payload is server.EventPayloads.
+import "github.com/ballet/ballet/internal/event"
+
+// Event payloads of the run.* and runner.* events, one type per event type
+// (Events lists them).
+
+// Events are the payload types of the events the run domain writes.
+var Events = []event.Payload{RunCreated{}, RunStarted{}, RunReported{}, RunQuestionAsked{}, RunFinished{}, RunCancelled{},
+	RunCancelRequested{}, RunnerRegistered{}, RunnerUpdated{}}
+
+func (RunCreated) EventType() string         { return "run.created" }
+func (RunStarted) EventType() string         { return "run.started" }
+func (RunReported) EventType() string        { return "run.reported" }
+func (RunQuestionAsked) EventType() string   { return "run.question_asked" }
+func (RunFinished) EventType() string        { return "run.finished" }
+func (RunCancelled) EventType() string       { return "run.cancelled" }
+func (RunCancelRequested) EventType() string { return "run.cancel_requested" }
+func (RunnerRegistered) EventType() string   { return "runner.registered" }
+func (RunnerUpdated) EventType() string      { return "runner.updated" }
 
 // RunCreated is the payload of run.created.
 type RunCreated struct {

@@ -144,20 +144,16 @@ ON CONFLICT DO NOTHING`,
 		r.Instructions, string(sk), artifacts, at, at)
 }
 
-// newEvent builds a run event; payload is the type's payload struct
-// (payloads.go).
-func newEvent(r Run, actor event.Actor, change string, payload any) event.Event {
-	e := event.Event{OrganizationID: r.OrganizationID, ProjectID: r.ProjectID, EntityType: "run", EntityID: r.ID,
-		Type: "run." + change, Payload: event.MustPayload(payload)}
-	e.SetActor(actor)
-	return e
+// newEvent builds an event of run r (payloads.go).
+func newEvent(r Run, actor event.Actor, p event.Payload) event.Event {
+	return event.Of(actor, r.OrganizationID, r.ProjectID, r.ID, p)
 }
 
 // Create is the part of a transition that creates r as a queued run (see
 // Insert) with its run.created event, by actor.
 func Create(r Run, actor event.Actor, now time.Time) transition.Transition {
 	return transition.Transition{
-		Events: []event.Event{newEvent(r, actor, "created", RunCreated{ItemID: r.ItemID, FlowID: r.FlowID, Stage: r.Stage,
+		Events: []event.Event{newEvent(r, actor, RunCreated{ItemID: r.ItemID, FlowID: r.FlowID, Stage: r.Stage,
 			Iteration: r.Iteration, Step: r.Step, Adapter: r.Adapter, Model: r.Model})},
 		Guarded: []store.Statement{Insert(r, now)}, // ON CONFLICT DO NOTHING must not have conflicted
 	}
@@ -178,7 +174,7 @@ func (s *Service) Cancel(r Run, reason string, now time.Time) (part transition.T
 		version := r.Version
 		r.Status, r.Error, r.FinishedAt, r.UpdatedAt, r.Version = StatusCancelled, reason, &now, now, r.Version+1
 		return transition.Transition{
-			Events: []event.Event{newEvent(r, event.System, "cancelled", RunCancelled{Status: StatusCancelled, Reason: reason,
+			Events: []event.Event{newEvent(r, event.System, RunCancelled{Status: StatusCancelled, Reason: reason,
 				FlowID: r.FlowID, Step: r.Step})},
 			Guarded: []store.Statement{store.Stmt(`UPDATE runs SET status = 'cancelled', error = ?, finished_at = ?, updated_at = ?, version = version + 1
 WHERE id = ? AND version = ? AND status = 'queued'`, nullable(reason), at, at, r.ID, version)},
@@ -186,7 +182,7 @@ WHERE id = ? AND version = ? AND status = 'queued'`, nullable(reason), at, at, r
 		}, true
 	case r.Status == StatusRunning && !r.CancelRequested:
 		return transition.Transition{
-			Events: []event.Event{newEvent(r, event.System, "cancel_requested", RunCancelRequested{Reason: reason})},
+			Events: []event.Event{newEvent(r, event.System, RunCancelRequested{Reason: reason})},
 			Guarded: []store.Statement{store.Stmt(`UPDATE runs SET cancel_requested = 1, error = ?, updated_at = ?, version = version + 1
 WHERE id = ? AND version = ? AND status = 'running'`, nullable(reason), at, r.ID, r.Version)},
 		}, true

@@ -188,10 +188,9 @@ WHERE NOT EXISTS (SELECT 1 FROM runners WHERE token_id = ? AND name = ?)`,
 				at, at, rn.TokenID, rn.Name)
 		}
 		rn.LastSeenAt = now
-		e := event.Event{EntityType: "runner", EntityID: rn.ID, Type: "runner.registered", Payload: event.MustPayload(RunnerRegistered{
+		e := event.Of(p.Actor(), "", "", rn.ID, RunnerRegistered{
 			ID: rn.ID, Name: rn.Name, TokenID: rn.TokenID, Labels: rn.Labels, Capacity: rn.Capacity, Adapters: rn.Adapters,
-			Version: rn.Version, Problem: rn.Problem, Again: found})}
-		e.SetActor(p.Actor())
+			Version: rn.Version, Problem: rn.Problem, Again: found})
 		return &transition.Transition{Events: []event.Event{e}, Guarded: []store.Statement{write}}, nil
 	})
 	if err != nil {
@@ -333,9 +332,7 @@ func (s *Service) RunnerHeartbeat(ctx context.Context, p *auth.Principal, runner
 			return nil, nil
 		}
 		rn.Draining, rn.Problem, rn.revision = in.Draining, in.Problem, rn.revision+1
-		e := event.Event{EntityType: "runner", EntityID: rn.ID, Type: "runner.updated",
-			Payload: event.MustPayload(RunnerUpdated{Draining: in.Draining, Problem: in.Problem})}
-		e.SetActor(p.Actor())
+		e := event.Of(p.Actor(), "", "", rn.ID, RunnerUpdated{Draining: in.Draining, Problem: in.Problem})
 		return &transition.Transition{Events: []event.Event{e}, Guarded: []store.Statement{store.Stmt(
 			`UPDATE runners SET draining = ?, problem = ?, version = version + 1 WHERE id = ? AND version = ?`,
 			boolInt(in.Draining), in.Problem, rn.ID, rn.revision-1)}}, nil

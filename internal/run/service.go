@@ -314,7 +314,7 @@ func (s *Service) leaseOnce(ctx context.Context, p *auth.Principal, rn Runner, a
 			exp := now.Add(RunTokenTTL)
 			secret, tok, issue := auth.Issue(p.Actor(), auth.KindRun, "run "+r.ID, r.OrganizationID, "", []string{scopeOf(r.ID)}, &exp, now)
 			at := now.UnixMilli()
-			started := newEvent(r, p.Actor(), "started", RunStarted{RunnerID: rn.ID, Runner: rn.Name, TokenID: tok.ID,
+			started := newEvent(r, p.Actor(), RunStarted{RunnerID: rn.ID, Runner: rn.Name, TokenID: tok.ID,
 				Stage: r.Stage, Step: r.Step})
 			t := &transition.Transition{
 				Events: []event.Event{started},
@@ -356,7 +356,7 @@ func (s *Service) failQueued(r Run, reason string, now time.Time) *transition.Tr
 	version := r.Version
 	r.Status, r.Error, r.FinishedAt, r.UpdatedAt, r.Version = StatusFailed, reason, &now, now, r.Version+1
 	return &transition.Transition{
-		Events: []event.Event{newEvent(r, event.System, "finished", RunFinished{Status: StatusFailed, Error: reason})},
+		Events: []event.Event{newEvent(r, event.System, RunFinished{Status: StatusFailed, Error: reason})},
 		Guarded: []store.Statement{store.Stmt(`UPDATE runs SET status = 'failed', error = ?, finished_at = ?, updated_at = ?, version = version + 1
 WHERE id = ? AND version = ? AND status = 'queued'`, reason, at, at, r.ID, version)},
 		Jobs: s.finished(r),
@@ -470,7 +470,7 @@ func (s *Service) Report(ctx context.Context, p *auth.Principal, runID string, i
 		now := s.now()
 		out.Outcome, out.Report, out.UpdatedAt, out.Version = in.Outcome, in.Summary, now, r.Version+1
 		return &transition.Transition{
-			Events: []event.Event{newEvent(r, actorOf(r.ID), "reported", RunReported{Outcome: in.Outcome, Summary: in.Summary})},
+			Events: []event.Event{newEvent(r, actorOf(r.ID), RunReported{Outcome: in.Outcome, Summary: in.Summary})},
 			Guarded: []store.Statement{store.Stmt(`UPDATE runs SET outcome = ?, report = ?, updated_at = ?, version = version + 1
 WHERE id = ? AND version = ? AND status = 'running' AND outcome IS NULL`, in.Outcome, in.Summary, now.UnixMilli(), r.ID, r.Version)},
 		}, nil
@@ -509,7 +509,7 @@ func (s *Service) AskQuestion(ctx context.Context, p *auth.Principal, runID, tex
 		}
 		now := s.now()
 		return &transition.Transition{
-			Events: []event.Event{newEvent(r, actorOf(r.ID), "question_asked", RunQuestionAsked{Text: text, Blocking: true})},
+			Events: []event.Event{newEvent(r, actorOf(r.ID), RunQuestionAsked{Text: text, Blocking: true})},
 			Guarded: []store.Statement{store.Stmt(`UPDATE runs SET blocking_question = 1, updated_at = ?, version = version + 1
 WHERE id = ? AND version = ? AND status = 'running'`, now.UnixMilli(), r.ID, r.Version)},
 		}, nil
@@ -635,7 +635,7 @@ WHERE id = ? AND version = ? AND status = 'running'`,
 	*out = r
 	out.Status, out.ExitStatus, out.Error, out.Usage, out.FinishedAt, out.UpdatedAt, out.Version = status, exit, errText, usage, &now, now, r.Version+1
 	t := &transition.Transition{
-		Events: []event.Event{newEvent(r, actor, "finished", RunFinished{Status: status, Outcome: r.Outcome,
+		Events: []event.Event{newEvent(r, actor, RunFinished{Status: status, Outcome: r.Outcome,
 			ExitStatus: exit, Error: errText, Usage: usage, BlockingQuestion: r.BlockingQuestion})},
 		Guarded: []store.Statement{update},
 		Jobs:    s.finished(*out),

@@ -41,6 +41,8 @@ import (
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/tenancy"
+	"github.com/ballet/ballet/internal/tracker"
 	"github.com/ballet/ballet/internal/transition"
 )
 
@@ -122,18 +124,26 @@ func New(s store.Store, c clock.Clock, log *slog.Logger, starter Starter, cfg Co
 //     human, which frees its slot (flow.stage_started into a human stage
 //     does too).
 func Wakes(eventType string) bool {
-	switch eventType {
-	case "ticket.created", "ticket.state_changed", "epic.state_changed", "ticket.updated",
-		"ticket.blocker_removed", "epic.blocker_removed", "project.updated":
-		return true
-	}
-	switch eventType {
+	return wakers[eventType] || strings.HasPrefix(eventType, "platform.")
+}
+
+// wakers are the event types of Wakes, platform.* apart.
+var wakers = map[string]bool{
+	event.TypeOf[tracker.TicketCreated]():        true,
+	event.TypeOf[tracker.TicketStateChanged]():   true,
+	event.TypeOf[tracker.EpicStateChanged]():     true,
+	event.TypeOf[tracker.TicketUpdated]():        true,
+	event.TypeOf[tracker.TicketBlockerRemoved](): true,
+	event.TypeOf[tracker.EpicBlockerRemoved]():   true,
+	event.TypeOf[tenancy.ProjectUpdated]():       true,
 	// A flow frees its slot when it ends or starts waiting for a human,
 	// budget or a pause (a human stage's entry is flow.stage_started).
-	case "flow.done", "flow.failed", "flow.stopped", "flow.waiting", "flow.stuck", "flow.stage_started":
-		return true
-	}
-	return strings.HasPrefix(eventType, "platform.")
+	event.TypeOf[flow.FlowDone]():     true,
+	event.TypeOf[flow.FlowFailed]():   true,
+	event.TypeOf[flow.FlowStopped]():  true,
+	event.TypeOf[flow.FlowWaiting]():  true,
+	event.TypeOf[flow.FlowStuck]():    true,
+	event.TypeOf[flow.StageStarted](): true,
 }
 
 // OnCommit is the scheduler's subscriber (transition.Subscriber): a

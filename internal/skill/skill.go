@@ -36,12 +36,26 @@ func New(s store.Store, a *transition.Applier, c clock.Clock) *Service {
 // now is the current time at the precision times are stored with.
 func (s *Service) now() time.Time { return s.Clock.Now().Truncate(time.Millisecond) }
 
-// SkillChanged is the payload of skill.created, skill.updated and
-// skill.deleted.
+// SkillChanged is what a skill's events carry: its name and its version
+// after the change.
 type SkillChanged struct {
 	Name    string `json:"name"`
 	Version int64  `json:"version"`
 }
+
+// Payloads of skill.created, skill.updated and skill.deleted.
+type (
+	SkillCreated SkillChanged
+	SkillUpdated SkillChanged
+	SkillDeleted SkillChanged
+)
+
+func (SkillCreated) EventType() string { return "skill.created" }
+func (SkillUpdated) EventType() string { return "skill.updated" }
+func (SkillDeleted) EventType() string { return "skill.deleted" }
+
+// Events are the payload types of the events skills write.
+var Events = []event.Payload{SkillCreated{}, SkillUpdated{}, SkillDeleted{}}
 
 // Skill limits.
 const (
@@ -115,9 +129,16 @@ func scanSkill(rows *store.Rows, i int) (Skill, error) {
 	return k, nil
 }
 
-func skillEvent(actor event.Actor, p tenancy.Project, k Skill, change string) event.Event {
-	return event.New(actor, p.OrganizationID, p.ID, "skill", k.ID, change, SkillChanged{Name: k.Name, Version: k.Version})
+// skillEvent builds an event of skill k; kind gives it its payload type
+// (SkillCreated, SkillUpdated or SkillDeleted).
+func skillEvent(actor event.Actor, p tenancy.Project, k Skill, kind func(SkillChanged) event.Payload) event.Event {
+	return event.Of(actor, p.OrganizationID, p.ID, k.ID, kind(SkillChanged{Name: k.Name, Version: k.Version}))
 }
+
+// The kinds of skill events, for skillEvent.
+func created(c SkillChanged) event.Payload { return SkillCreated(c) }
+func updated(c SkillChanged) event.Payload { return SkillUpdated(c) }
+func deleted(c SkillChanged) event.Payload { return SkillDeleted(c) }
 
 func insertSkillVersion(k Skill, deleted bool, by string, at time.Time) store.Statement {
 	return store.Stmt(`INSERT INTO skill_versions (skill_id, version, name, description, content, deleted, created_by, created_at)
@@ -227,7 +248,7 @@ func (s *Service) Create(ctx context.Context, actor event.Actor, p tenancy.Proje
 	k := Skill{ID: transition.NewID(), ProjectID: p.ID, Name: in.Name, Description: in.Description, Content: in.Content,
 		CreatedAt: now, UpdatedAt: now, UpdatedBy: actor.Sub, Version: 1}
 	t := &transition.Transition{
-		Events: []event.Event{skillEvent(actor, p, k, "created")},
+		Events: []event.Event{skillEvent(actor, p, k, created)},
 		Statements: []store.Statement{
 			store.Stmt(`INSERT INTO skills (`+skillColumns+`, deleted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, 0)`,
 				k.ID, p.ID, k.Name, k.Description, k.Content, now.UnixMilli(), now.UnixMilli(), actor.Sub),
@@ -287,7 +308,7 @@ func update(actor event.Actor, p tenancy.Project, k Skill, version int64, in Pat
 	}
 	k.Version, k.UpdatedAt, k.UpdatedBy = version+1, now, actor.Sub
 	return k, &transition.Transition{
-		Events: []event.Event{skillEvent(actor, p, k, "updated")},
+		Events: []event.Event{skillEvent(actor, p, k, updated)},
 		Guarded: []store.Statement{store.Stmt(`UPDATE skills SET description = ?, content = ?, updated_at = ?, updated_by = ?, version = version + 1
 WHERE id = ? AND version = ? AND deleted = 0`, k.Description, k.Content, now.UnixMilli(), actor.Sub, k.ID, version)},
 		Statements: []store.Statement{insertSkillVersion(k, false, actor.Sub, now)},
@@ -313,7 +334,7 @@ func remove(actor event.Actor, p tenancy.Project, k Skill, now time.Time) *trans
 	read := k.Version
 	k.Version++
 	return &transition.Transition{
-		Events: []event.Event{skillEvent(actor, p, k, "deleted")},
+		Events: []event.Event{skillEvent(actor, p, k, deleted)},
 		Guarded: []store.Statement{store.Stmt(`UPDATE skills SET deleted = 1, updated_at = ?, updated_by = ?, version = version + 1
 WHERE id = ? AND version = ? AND deleted = 0`, now.UnixMilli(), actor.Sub, k.ID, read)},
 		Statements: []store.Statement{insertSkillVersion(k, true, actor.Sub, now)},

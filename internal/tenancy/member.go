@@ -142,7 +142,7 @@ func (st membershipState) set(actor event.Actor, role string, now time.Time) (Me
 	orgID, projectID, subject := cur.OrganizationID, cur.ProjectID, cur.Subject
 	out := Member{OrganizationID: orgID, ProjectID: projectID, Subject: subject, Role: role, CreatedAt: now, UpdatedAt: now, Version: 1}
 	payload := MemberRoleSet{Subject: subject, Role: role, PreviousRole: cur.Role, ProjectID: projectID}
-	t := &transition.Transition{Events: []event.Event{event.New(actor, orgID, projectID, "member", subject, "role_set", payload)}}
+	t := &transition.Transition{Events: []event.Event{event.Of(actor, orgID, projectID, subject, payload)}}
 	if st.found {
 		out.CreatedAt, out.Version = cur.CreatedAt, cur.Version+1
 		t.Guarded = []store.Statement{store.Stmt(`UPDATE memberships SET role = ?, updated_at = ?, version = version + 1
@@ -166,7 +166,7 @@ func (st membershipState) remove(actor event.Actor) (*transition.Transition, err
 	}
 	payload := MemberRemoved{Subject: cur.Subject, PreviousRole: cur.Role, ProjectID: cur.ProjectID}
 	return &transition.Transition{
-		Events: []event.Event{event.New(actor, cur.OrganizationID, cur.ProjectID, "member", cur.Subject, "removed", payload)},
+		Events: []event.Event{event.Of(actor, cur.OrganizationID, cur.ProjectID, cur.Subject, payload)},
 		Guarded: []store.Statement{store.Stmt(`DELETE FROM memberships WHERE organization_id = ? AND project_id = ? AND subject = ? AND version = ?`,
 			cur.OrganizationID, cur.ProjectID, cur.Subject, cur.Version), st.bump},
 	}, nil

@@ -66,7 +66,7 @@ func (s *Service) CreateOrganization(ctx context.Context, actor event.Actor, in 
 	now := s.now()
 	o := Organization{ID: transition.NewID(), Slug: in.Slug, Name: strings.TrimSpace(in.Name), CreatedAt: now, UpdatedAt: now, Version: 1}
 	t := &transition.Transition{
-		Events: []event.Event{event.New(actor, o.ID, "", "organization", o.ID, "created", o)},
+		Events: []event.Event{event.Of(actor, o.ID, "", o.ID, OrganizationCreated(o))},
 		Statements: []store.Statement{store.Stmt(`INSERT INTO organizations (`+orgColumns+`) VALUES (?, ?, ?, ?, ?, 1)`,
 			o.ID, o.Slug, o.Name, now.UnixMilli(), now.UnixMilli())},
 	}

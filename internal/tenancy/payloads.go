@@ -1,11 +1,33 @@
 package tenancy
 
-import "github.com/ballet/ballet/internal/strictjson"
+import (
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/strictjson"
+)
 
-// Event payloads of the tenancy changes. organization.created carries the
-// Organization, project.created the Project; the other types carry the
-// structs below. The catalogue of every event type's payload is
-// server.EventPayloads.
+// Event payloads of the tenancy changes, one type per event type (Events
+// lists them). organization.created carries the Organization,
+// project.created the Project.
+
+// Events are the payload types of the events tenancy writes.
+var Events = []event.Payload{OrganizationCreated{}, ProjectCreated{}, ProjectUpdated{}, MemberRoleSet{}, MemberRemoved{},
+	PlatformPaused{}, PlatformResumed{}, PlatformUpdated{}}
+
+// OrganizationCreated is the payload of organization.created: the
+// organization.
+type OrganizationCreated Organization
+
+// ProjectCreated is the payload of project.created: the project.
+type ProjectCreated Project
+
+func (OrganizationCreated) EventType() string { return "organization.created" }
+func (ProjectCreated) EventType() string      { return "project.created" }
+func (ProjectUpdated) EventType() string      { return "project.updated" }
+func (MemberRoleSet) EventType() string       { return "member.role_set" }
+func (MemberRemoved) EventType() string       { return "member.removed" }
+func (PlatformPaused) EventType() string      { return "platform.paused" }
+func (PlatformResumed) EventType() string     { return "platform.resumed" }
+func (PlatformUpdated) EventType() string     { return "platform.updated" }
 
 // ProjectUpdated is the payload of project.updated.
 type ProjectUpdated struct {
@@ -44,9 +66,13 @@ type MemberRemoved struct {
 	ProjectID    string `json:"project_id"` // "" for an organization role
 }
 
-// PlatformSwitched is the payload of platform.paused and platform.resumed:
-// the type says it all.
-type PlatformSwitched struct{}
+// PlatformPaused is the payload of platform.paused (the kill switch
+// pulled): the type says it all.
+type PlatformPaused struct{}
+
+// PlatformResumed is the payload of platform.resumed (the kill switch
+// released).
+type PlatformResumed struct{}
 
 // PlatformUpdated is the payload of platform.updated.
 type PlatformUpdated struct {

@@ -65,14 +65,14 @@ func (p Platform) pause(actor event.Actor, paused bool, now time.Time) (Platform
 	if p.Paused == paused {
 		return p, nil
 	}
-	change := "resumed"
+	var payload event.Payload = PlatformResumed{}
 	if paused {
-		change = "paused"
+		payload = PlatformPaused{}
 	}
 	next := p
 	next.Paused, next.UpdatedAt, next.Version = paused, now, p.Version+1
 	return next, &transition.Transition{
-		Events: []event.Event{event.New(actor, "", "", "platform", "platform", change, PlatformSwitched{})},
+		Events: []event.Event{event.Of(actor, "", "", "platform", payload)},
 		Guarded: []store.Statement{store.Stmt(`UPDATE platform SET paused = ?, updated_at = ?, version = version + 1 WHERE id = 1 AND version = ?`,
 			paused, now.UnixMilli(), p.Version)},
 	}
@@ -97,7 +97,7 @@ func (s *Service) UpdatePlatform(ctx context.Context, actor event.Actor, version
 	now := s.now()
 	payload := PlatformUpdated{Changes: PlatformChanges{ConcurrencyLimit: *in.ConcurrencyLimit}}
 	err = s.Applier.Apply(ctx, &transition.Transition{
-		Events: []event.Event{event.New(actor, "", "", "platform", "platform", "updated", payload)},
+		Events: []event.Event{event.Of(actor, "", "", "platform", payload)},
 		Guarded: []store.Statement{store.Stmt(`UPDATE platform SET concurrency_limit = ?, updated_at = ?, version = version + 1 WHERE id = 1 AND version = ?`,
 			*in.ConcurrencyLimit, now.UnixMilli(), version)},
 	})

@@ -328,7 +328,7 @@ func (s *Service) CreateProject(ctx context.Context, actor event.Actor, orgID st
 		return Project{}, err
 	}
 	t := &transition.Transition{
-		Events: []event.Event{event.New(actor, orgID, p.ID, "project", p.ID, "created", p)},
+		Events: []event.Event{event.Of(actor, orgID, p.ID, p.ID, ProjectCreated(p))},
 		Statements: []store.Statement{store.Stmt(`INSERT INTO projects (id, organization_id, key, name, repo_forge, repo_url, repo_default_branch,
 repo_credentials_ref, repo_api_url, repo_webhook_secret_ref, merge_policy, required_approvals, required_checks, concurrency_limit,
 budget_ticket_micros, budget_day_micros, ticket_types, paused, created_at, updated_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`,
@@ -440,7 +440,7 @@ func (s *Service) UpdateProject(ctx context.Context, actor event.Actor, p Projec
 	now := s.now()
 	payload := ProjectUpdated{Changes: changes}
 	t := &transition.Transition{
-		Events: []event.Event{event.New(actor, p.OrganizationID, p.ID, "project", p.ID, "updated", payload)},
+		Events: []event.Event{event.Of(actor, p.OrganizationID, p.ID, p.ID, payload)},
 		Guarded: []store.Statement{store.Stmt(`UPDATE projects SET name = ?, repo_forge = ?, repo_url = ?, repo_default_branch = ?,
 repo_credentials_ref = ?, repo_api_url = ?, repo_webhook_secret_ref = ?, merge_policy = ?, required_approvals = ?, required_checks = ?, concurrency_limit = ?, budget_ticket_micros = ?,
 budget_day_micros = ?, ticket_types = ?, paused = ?, updated_at = ?, version = version + 1 WHERE id = ? AND version = ?`,

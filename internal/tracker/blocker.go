@@ -207,7 +207,7 @@ func (rd blockerReads) add(actor event.Actor, now time.Time) (*transition.Transi
 	}
 	payload := BlockerChanged{Blocker: bl.Key, BlockerID: bl.ID}
 	return &transition.Transition{
-		Events:     []event.Event{event.New(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "blocker_added", payload)},
+		Events:     []event.Event{event.Of(actor, it.OrganizationID, it.ProjectID, it.ID, blockerPayload(it.IsEpic(), true, payload))},
 		Guarded:    []store.Statement{bumpGraphVersion(it.OrganizationID, rd.graphVersion)},
 		Statements: []store.Statement{store.Stmt(`INSERT INTO blockers (item_id, blocker_id, created_at) VALUES (?, ?, ?)`, it.ID, bl.ID, now.UnixMilli())},
 	}, nil
@@ -234,7 +234,7 @@ func (rd blockerReads) remove(actor event.Actor) (*transition.Transition, error)
 	}
 	payload := BlockerChanged{Blocker: bl.Key, BlockerID: bl.ID}
 	return &transition.Transition{
-		Events: []event.Event{event.New(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "blocker_removed", payload)},
+		Events: []event.Event{event.Of(actor, it.OrganizationID, it.ProjectID, it.ID, blockerPayload(it.IsEpic(), false, payload))},
 		Guarded: []store.Statement{bumpGraphVersion(it.OrganizationID, rd.graphVersion),
 			store.Stmt(`DELETE FROM blockers WHERE item_id = ? AND blocker_id = ?`, it.ID, bl.ID)},
 	}, nil

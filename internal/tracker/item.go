@@ -379,7 +379,7 @@ state, created_by, created_at, updated_at, version) SELECT ?, ?, ?, ?, ?, ?, ?, 
 		args = append(args, epic.ID)
 	}
 	return it, &transition.Transition{
-		Events:  []event.Event{event.New(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "created", it)},
+		Events:  []event.Event{event.Of(actor, it.OrganizationID, it.ProjectID, it.ID, createdPayload(it))},
 		Guarded: []store.Statement{alloc.Take, store.Stmt(insert, args...)},
 	}
 }
@@ -546,16 +546,16 @@ version = version + 1 WHERE id = ? AND version = ?`
 		sql += ` AND NOT EXISTS (SELECT 1 FROM items WHERE epic_id = ?)`
 		args = append(args, cur.ID)
 	}
-	change, payload := "updated", any(ItemUpdated{Changes: changes, Previous: previous})
+	payload := updatedPayload(next.IsEpic(), ItemUpdated{Changes: changes, Previous: previous})
 	if stateChanged {
 		sc := ItemStateChanged{From: cur.State, To: next.State}
 		if changed {
 			sc.Changes, sc.Previous = &changes, &previous
 		}
-		change, payload = "state_changed", sc
+		payload = stateChangedPayload(next.IsEpic(), sc)
 	}
 	return &transition.Transition{
-		Events:  []event.Event{event.New(actor, cur.OrganizationID, cur.ProjectID, next.EntityType(), cur.ID, change, payload)},
+		Events:  []event.Event{event.Of(actor, cur.OrganizationID, cur.ProjectID, cur.ID, payload)},
 		Guarded: []store.Statement{store.Stmt(sql, args...)},
 	}, next, nil
 }
@@ -598,7 +598,7 @@ func FlowMove(actor event.Actor, it Item, to string, now time.Time) (transition.
 		return transition.Transition{}, apperr.New(apperr.Conflict, "%s is %s: the flow engine cannot move a ticket from %s to %s", it.Key, it.State, it.State, to)
 	}
 	return transition.Transition{
-		Events: []event.Event{event.New(actor, it.OrganizationID, it.ProjectID, it.EntityType(), it.ID, "state_changed", ItemStateChanged{From: it.State, To: to})},
+		Events: []event.Event{event.Of(actor, it.OrganizationID, it.ProjectID, it.ID, stateChangedPayload(it.IsEpic(), ItemStateChanged{From: it.State, To: to}))},
 		Guarded: []store.Statement{store.Stmt(`UPDATE items SET state = ?, updated_at = ?, version = version + 1 WHERE id = ? AND version = ? AND state = ?`,
 			to, now.UnixMilli(), it.ID, it.Version, it.State)},
 	}, nil

@@ -1,10 +1,85 @@
 package tracker
 
-import "github.com/ballet/ballet/internal/strictjson"
+import (
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/strictjson"
+)
 
-// Event payloads of the tracker's changes. ticket.created and epic.created
-// carry the Item; the other types carry the structs below. The
-// catalogue of every event type's payload is server.EventPayloads.
+// Event payloads of the tracker's changes, one type per event type (Events
+// lists them). A ticket's and an epic's events carry the same data under
+// two types: ticket.created and epic.created carry the Item, the others the
+// structs below.
+
+// Events are the payload types of the events the tracker writes.
+var Events = []event.Payload{
+	TicketCreated{}, TicketUpdated{}, TicketStateChanged{}, TicketBlockerAdded{}, TicketBlockerRemoved{},
+	EpicCreated{}, EpicUpdated{}, EpicStateChanged{}, EpicBlockerAdded{}, EpicBlockerRemoved{},
+	QuestionAsked{}, QuestionAnswered{},
+}
+
+type (
+	TicketCreated        Item             // ticket.created: the ticket
+	EpicCreated          Item             // epic.created: the epic
+	TicketUpdated        ItemUpdated      // ticket.updated
+	EpicUpdated          ItemUpdated      // epic.updated
+	TicketStateChanged   ItemStateChanged // ticket.state_changed
+	EpicStateChanged     ItemStateChanged // epic.state_changed
+	TicketBlockerAdded   BlockerChanged   // ticket.blocker_added
+	EpicBlockerAdded     BlockerChanged   // epic.blocker_added
+	TicketBlockerRemoved BlockerChanged   // ticket.blocker_removed
+	EpicBlockerRemoved   BlockerChanged   // epic.blocker_removed
+)
+
+func (TicketCreated) EventType() string        { return "ticket.created" }
+func (EpicCreated) EventType() string          { return "epic.created" }
+func (TicketUpdated) EventType() string        { return "ticket.updated" }
+func (EpicUpdated) EventType() string          { return "epic.updated" }
+func (TicketStateChanged) EventType() string   { return "ticket.state_changed" }
+func (EpicStateChanged) EventType() string     { return "epic.state_changed" }
+func (TicketBlockerAdded) EventType() string   { return "ticket.blocker_added" }
+func (EpicBlockerAdded) EventType() string     { return "epic.blocker_added" }
+func (TicketBlockerRemoved) EventType() string { return "ticket.blocker_removed" }
+func (EpicBlockerRemoved) EventType() string   { return "epic.blocker_removed" }
+func (QuestionAsked) EventType() string        { return "question.asked" }
+func (QuestionAnswered) EventType() string     { return "question.answered" }
+
+// createdPayload is it's *.created payload.
+func createdPayload(it Item) event.Payload {
+	if it.IsEpic() {
+		return EpicCreated(it)
+	}
+	return TicketCreated(it)
+}
+
+// updatedPayload is the *.updated payload of an item, an epic or not.
+func updatedPayload(epic bool, p ItemUpdated) event.Payload {
+	if epic {
+		return EpicUpdated(p)
+	}
+	return TicketUpdated(p)
+}
+
+// stateChangedPayload is the *.state_changed payload of an item.
+func stateChangedPayload(epic bool, p ItemStateChanged) event.Payload {
+	if epic {
+		return EpicStateChanged(p)
+	}
+	return TicketStateChanged(p)
+}
+
+// blockerPayload is the *.blocker_added (added) or *.blocker_removed
+// payload of an item.
+func blockerPayload(epic, added bool, p BlockerChanged) event.Payload {
+	switch {
+	case epic && added:
+		return EpicBlockerAdded(p)
+	case epic:
+		return EpicBlockerRemoved(p)
+	case added:
+		return TicketBlockerAdded(p)
+	}
+	return TicketBlockerRemoved(p)
+}
 
 // ItemUpdated is the payload of ticket.updated and epic.updated: the new
 // and the previous values of the fields that changed.

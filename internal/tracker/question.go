@@ -123,7 +123,7 @@ func NewQuestion(actor event.Actor, it Item, text string, blocking bool, now tim
 		Blocking: blocking, AskedBy: ActorRef{Kind: actor.Kind, Subject: actor.Sub}, AskedAt: now, Version: 1}
 	payload := QuestionAsked{Item: it.Key, ItemID: it.ID, ItemType: it.Type, Text: text, Blocking: blocking}
 	return q, transition.Transition{
-		Events: []event.Event{event.New(actor, it.OrganizationID, it.ProjectID, "question", q.ID, "asked", payload)},
+		Events: []event.Event{event.Of(actor, it.OrganizationID, it.ProjectID, q.ID, payload)},
 		Statements: []store.Statement{store.Stmt(`INSERT INTO questions (id, organization_id, project_id, item_id, text, blocking, asked_by_kind,
 asked_by, asked_at, answer, answered_by, answered_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL, 1)`,
 			q.ID, q.OrganizationID, q.ProjectID, q.ItemID, q.Text, q.Blocking, actor.Kind, actor.Sub, now.UnixMilli())},
@@ -195,7 +195,7 @@ func answerQuestion(actor event.Actor, q Question, others int64, answer string, 
 	last := q.Blocking && others == 0
 	payload := QuestionAnswered{Item: q.Item, ItemID: q.ItemID, Blocking: q.Blocking, Answer: answer, LastBlockingAnswered: last}
 	return out, &transition.Transition{
-		Events: []event.Event{event.New(actor, q.OrganizationID, q.ProjectID, "question", q.ID, "answered", payload)},
+		Events: []event.Event{event.Of(actor, q.OrganizationID, q.ProjectID, q.ID, payload)},
 		Guarded: []store.Statement{store.Stmt(`UPDATE questions SET answer = ?, answered_by = ?, answered_at = ?, version = version + 1
 WHERE id = ? AND version = ? AND answer IS NULL AND `+openBlocking+` = ?`,
 			answer, actor.Sub, now.UnixMilli(), q.ID, q.Version, q.ItemID, q.ID, others)},

@@ -30,18 +30,16 @@ package gitforge
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ballet/ballet/internal/forge"
+	"github.com/ballet/ballet/internal/gitexec"
 )
 
 // DefaultTimeout bounds one git command unless Forge.Timeout says otherwise.
@@ -55,8 +53,7 @@ type Forge struct {
 	Git      string        // the git binary; "git" from PATH when empty
 	Timeout  time.Duration // per git command; DefaultTimeout when 0
 
-	mu      sync.Mutex
-	mirrors map[string]*sync.Mutex // one lock per mirror directory
+	mirrors gitexec.Mirrors
 }
 
 // New returns a plain git forge that keeps mirrors under cacheDir.
@@ -150,7 +147,7 @@ var shaRE = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 // again here, where git runs, whatever the database holds.
 func (f *Forge) check(url string, branches ...string) error {
 	if err := forge.CheckLocation(forge.KindGit, url); err != nil {
-		return fmt.Errorf("gitforge: the repository location is refused: %s", redactText(err.Error(), []string{url}))
+		return fmt.Errorf("gitforge: the repository location is refused: %s", gitexec.RedactURLsIn(err.Error(), url))
 	}
 	for _, b := range branches {
 		if err := forge.CheckBranch(b); err != nil {
@@ -228,14 +225,7 @@ func (f *Forge) isAncestor(ctx context.Context, dir, sha, target string) (bool, 
 	if have, err := f.hasCommit(ctx, dir, sha); err != nil || !have {
 		return false, err
 	}
-	_, err := f.git(ctx, "--git-dir="+dir, "merge-base", "--is-ancestor", sha, target)
-	switch {
-	case err == nil:
-		return true, nil
-	case exitCode(err) == 1:
-		return false, nil
-	}
-	return false, err
+	return f.runner().IsAncestor(ctx, dir, sha, target)
 }
 
 func (f *Forge) hasCommit(ctx context.Context, dir, sha string) (bool, error) {
@@ -252,53 +242,7 @@ func (f *Forge) mirror(ctx context.Context, url string) (dir string, unlock func
 	if f.CacheDir == "" {
 		return "", nil, errors.New("gitforge: a cache directory is needed for repositories given by URL")
 	}
-	sum := sha256.Sum256([]byte(url))
-	dir = filepath.Join(f.CacheDir, hex.EncodeToString(sum[:12])+".git")
-	f.mu.Lock()
-	if f.mirrors == nil {
-		f.mirrors = map[string]*sync.Mutex{}
-	}
-	m := f.mirrors[dir]
-	if m == nil {
-		m = &sync.Mutex{}
-		f.mirrors[dir] = m
-	}
-	f.mu.Unlock()
-	m.Lock()
-	if _, err := os.Stat(filepath.Join(dir, "HEAD")); err == nil {
-		return dir, m.Unlock, nil
-	}
-	if err := f.createMirror(ctx, dir); err != nil {
-		m.Unlock()
-		return "", nil, err
-	}
-	return dir, m.Unlock, nil
-}
-
-// createMirror initialises a bare repository beside dir and renames it into
-// place, so that a crash never leaves a half-made mirror.
-func (f *Forge) createMirror(ctx context.Context, dir string) error {
-	if err := os.MkdirAll(f.CacheDir, 0o700); err != nil {
-		return fmt.Errorf("gitforge: cache: %w", err)
-	}
-	tmp, err := os.MkdirTemp(f.CacheDir, ".new-")
-	if err != nil {
-		return fmt.Errorf("gitforge: cache: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	if _, err := f.git(ctx, "init", "--bare", "--quiet", "--", tmp); err != nil {
-		return err
-	}
-	if err := os.RemoveAll(dir); err != nil { // a leftover without HEAD
-		return fmt.Errorf("gitforge: cache: %w", err)
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if _, serr := os.Stat(filepath.Join(dir, "HEAD")); serr == nil {
-			return nil // another process made it meanwhile
-		}
-		return fmt.Errorf("gitforge: cache: %w", err)
-	}
-	return nil
+	return f.mirrors.Open(ctx, f.runner(), f.CacheDir, url)
 }
 
 // isLocal reports whether git would read location as a local path rather

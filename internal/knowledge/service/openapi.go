@@ -13,15 +13,9 @@ import (
 	"github.com/ballet/ballet/internal/knowledge"
 )
 
-// eventPayloads names each event type's payload struct.
-var eventPayloads = map[string]any{
-	"space.created":   knowledge.SpacePayload{},
-	"entry.created":   knowledge.EntryPayload{},
-	"entry.updated":   knowledge.EntryPayload{},
-	"entry.restored":  knowledge.EntryPayload{},
-	"entry.deleted":   knowledge.EntryPayload{},
-	"entry.undeleted": knowledge.EntryPayload{},
-}
+// eventPayloads is the catalogue of the service's event types, from the
+// list the knowledge package owns.
+var eventPayloads = event.NewCatalogue(knowledge.Events)
 
 // statuses every route may answer besides its success.
 func (rt *Route) statuses() []int {

@@ -37,6 +37,11 @@ func New(s store.Store, a *transition.Applier, c clock.Clock) *Service {
 // now is the current time at the precision times are stored with.
 func (s *Service) now() time.Time { return s.Clock.Now().Truncate(time.Millisecond) }
 
+// Events are the payload types of the events pipeline versions write.
+var Events = []event.Payload{PipelinePublished{}}
+
+func (PipelinePublished) EventType() string { return "pipeline.published" }
+
 // PipelinePublished is the payload of pipeline.published.
 type PipelinePublished struct {
 	Name    string `json:"name"`
@@ -208,7 +213,7 @@ func publish(actor event.Actor, p tenancy.Project, name string, base int64, def 
 	out := PipelineVersion{Project: p.Key, Name: name, Version: base + 1, Definition: def, CreatedBy: actor.Sub, CreatedAt: &now}
 	payload := PipelinePublished{Name: name, Version: base + 1, BasedOn: base}
 	return out, &transition.Transition{
-		Events: []event.Event{event.New(actor, p.OrganizationID, p.ID, "pipeline", p.ID+":"+name, "published", payload)},
+		Events: []event.Event{event.Of(actor, p.OrganizationID, p.ID, p.ID+":"+name, payload)},
 		Guarded: []store.Statement{store.Stmt(`INSERT INTO pipeline_versions (project_id, name, version, definition, created_by, created_at)
 SELECT ?, ?, ?, ?, ?, ? WHERE (SELECT COALESCE(MAX(version), 0) FROM pipeline_versions WHERE project_id = ? AND name = ?) = ?`,
 			p.ID, name, base+1, string(stored), actor.Sub, now.UnixMilli(), p.ID, name, base)},

@@ -46,8 +46,6 @@ package workspace
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -60,6 +58,7 @@ import (
 
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/forge"
+	"github.com/ballet/ballet/internal/gitexec"
 	"github.com/ballet/ballet/internal/keys"
 	"github.com/ballet/ballet/internal/text"
 )
@@ -96,8 +95,7 @@ type Manager struct {
 	// credential).
 	Logger *slog.Logger
 
-	mu      sync.Mutex
-	mirrors map[string]*sync.Mutex // one lock per mirror
+	mirrors gitexec.Mirrors
 }
 
 // Remote is the repository a run works on.
@@ -138,7 +136,7 @@ func (s Spec) check() error {
 		return fmt.Errorf("workspace: the stage %q cannot name a checkpoint: it must be one valid ref name component", s.Stage)
 	}
 	if err := forge.CheckLocation(forge.KindGit, s.Remote.URL); err != nil {
-		return fmt.Errorf("workspace: the repository location is refused: %s", redactSecrets(err.Error(), s.Remote.Credential.secrets()))
+		return fmt.Errorf("workspace: the repository location is refused: %s", gitexec.Redact(err.Error(), s.Remote.Credential.secrets()...))
 	}
 	if err := forge.CheckBranch(s.Remote.DefaultBranch); err != nil {
 		return fmt.Errorf("workspace: the default branch: %w", err)
@@ -337,14 +335,14 @@ func (w *Workspace) plan(ctx context.Context, ckpt, defHead string) (string, err
 	// The branch moved since: merge the checkpoint's changes onto its head,
 	// conflicts marked in the files.
 	out, err := g("merge-tree", "--write-tree", "--name-only", "--no-messages", "--end-of-options", w.Base, ckpt)
-	var ge *gitError
+	var ge *gitexec.Error
 	switch {
 	case err == nil:
 		w.Restored = &Restored{Commit: ckpt, Merged: true}
 		w.lastTree = ""
 		return strings.TrimSpace(out), nil
 	case errors.As(err, &ge) && exitCode(err) == 1:
-		lines := strings.Split(strings.TrimSpace(ge.stdout), "\n")
+		lines := strings.Split(strings.TrimSpace(ge.Stdout), "\n")
 		w.Restored = &Restored{Commit: ckpt, Merged: true, Conflicts: lines[1:]}
 		w.lastTree = ""
 		return lines[0], nil
@@ -474,8 +472,8 @@ func (w *Workspace) Publish(ctx context.Context, summary string) (Published, err
 	}
 	branch, checkpoint := commit+":refs/heads/"+w.Branch, "+"+commit+":"+w.checkpoint
 	_, err = w.push(ctx, "--atomic", branch, checkpoint)
-	var ge *gitError
-	if errors.As(err, &ge) && strings.Contains(ge.stderr, "does not support --atomic") {
+	var ge *gitexec.Error
+	if errors.As(err, &ge) && strings.Contains(ge.Stderr, "does not support --atomic") {
 		// A server without atomic pushes: the branch first, then the
 		// checkpoint (a crash between leaves the older checkpoint, which
 		// the next session merges onto the branch).
@@ -484,9 +482,9 @@ func (w *Workspace) Publish(ctx context.Context, summary string) (Published, err
 		}
 	}
 	if err != nil {
-		if errors.As(err, &ge) && strings.Contains(ge.stderr, "[rejected]") &&
-			(strings.Contains(ge.stderr, "(fetch first)") || strings.Contains(ge.stderr, "(non-fast-forward)")) {
-			return Published{}, fmt.Errorf("%w: %s", ErrRemoteMoved, ge.stderr)
+		if errors.As(err, &ge) && strings.Contains(ge.Stderr, "[rejected]") &&
+			(strings.Contains(ge.Stderr, "(fetch first)") || strings.Contains(ge.Stderr, "(non-fast-forward)")) {
+			return Published{}, fmt.Errorf("%w: %s", ErrRemoteMoved, ge.Stderr)
 		}
 		return Published{}, fmt.Errorf("workspace: pushing %s: %w", w.Branch, err)
 	}
@@ -640,62 +638,11 @@ var shaRE = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 
 // isAncestor reports whether commit a is contained in commit b.
 func (m *Manager) isAncestor(ctx context.Context, gitDir, a, b string) (bool, error) {
-	_, err := m.git(ctx, gitCmd{args: []string{"--git-dir=" + gitDir, "merge-base", "--is-ancestor", "--end-of-options", a, b}})
-	switch {
-	case err == nil:
-		return true, nil
-	case exitCode(err) == 1:
-		return false, nil
-	}
-	return false, err
+	return m.runner().IsAncestor(ctx, gitDir, a, b)
 }
 
-// mirror returns the bare mirror of url, created when missing, locked until
-// unlock is called.
+// mirror returns the bare mirror of url under the runner's folder, created
+// when missing, locked until unlock is called.
 func (m *Manager) mirror(ctx context.Context, url string) (dir string, unlock func(), err error) {
-	sum := sha256.Sum256([]byte(url))
-	root := filepath.Join(m.Dir, "mirrors")
-	dir = filepath.Join(root, hex.EncodeToString(sum[:12])+".git")
-	m.mu.Lock()
-	if m.mirrors == nil {
-		m.mirrors = map[string]*sync.Mutex{}
-	}
-	l := m.mirrors[dir]
-	if l == nil {
-		l = &sync.Mutex{}
-		m.mirrors[dir] = l
-	}
-	m.mu.Unlock()
-	l.Lock()
-	if _, err := os.Stat(filepath.Join(dir, "HEAD")); err == nil {
-		return dir, l.Unlock, nil
-	}
-	if err := m.createMirror(ctx, root, dir); err != nil {
-		l.Unlock()
-		return "", nil, err
-	}
-	return dir, l.Unlock, nil
-}
-
-// createMirror initialises a bare repository beside dir and renames it into
-// place, so that a crash never leaves a half-made mirror.
-func (m *Manager) createMirror(ctx context.Context, root, dir string) error {
-	if err := os.MkdirAll(root, 0o700); err != nil {
-		return fmt.Errorf("workspace: %w", err)
-	}
-	tmp, err := os.MkdirTemp(root, ".new-")
-	if err != nil {
-		return fmt.Errorf("workspace: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	if _, err := m.git(ctx, gitCmd{args: []string{"init", "--quiet", "--bare", "--", tmp}}); err != nil {
-		return err
-	}
-	if err := os.RemoveAll(dir); err != nil { // a leftover without HEAD
-		return fmt.Errorf("workspace: %w", err)
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return fmt.Errorf("workspace: %w", err)
-	}
-	return nil
+	return m.mirrors.Open(ctx, m.runner(), filepath.Join(m.Dir, "mirrors"), url)
 }

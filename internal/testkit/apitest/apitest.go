@@ -147,7 +147,7 @@ func build(t testing.TB, s store.Store, clk clock.Clock, adjust []func(*config.C
 
 // checkEvents checks every event in the log against the schema of its type
 // in the OpenAPI document: every type must be in the catalogue
-// (server.EventPayloads) and every payload must match its struct.
+// (event/catalogue.Core) and every payload must match its struct.
 func checkEvents(t testing.TB, doc *openapitest.Doc, s store.Store) {
 	t.Helper()
 	ctx := context.Background()

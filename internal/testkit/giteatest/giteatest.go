@@ -38,7 +38,7 @@ import (
 
 	"code.gitea.io/sdk/gitea"
 
-	"github.com/ballet/ballet/internal/gitenv"
+	"github.com/ballet/ballet/internal/gitexec"
 	"github.com/ballet/ballet/internal/testkit/procgroup"
 )
 
@@ -296,7 +296,7 @@ func (s *Server) Stop() {
 func (s *Server) config() string { return filepath.Join(s.Dir, "app.ini") }
 
 func (s *Server) env() []string {
-	return append(gitenv.Base(), "HOME="+filepath.Join(s.Dir, "home"), "GITEA_WORK_DIR="+s.Dir)
+	return append(gitexec.Base(), "HOME="+filepath.Join(s.Dir, "home"), "GITEA_WORK_DIR="+s.Dir)
 }
 
 // cli runs a gitea command on the server's configuration.

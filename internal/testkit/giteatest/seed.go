@@ -16,7 +16,7 @@ import (
 
 	"code.gitea.io/sdk/gitea"
 
-	"github.com/ballet/ballet/internal/gitenv"
+	"github.com/ballet/ballet/internal/gitexec"
 )
 
 // Repo is a repository on a Server, with a local work clone (made on first
@@ -157,7 +157,7 @@ func (r *Repo) run(t testing.TB, dir string, args ...string) string {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "git", args...)
 	home := filepath.Join(r.srv.Dir, "home")
-	cmd.Env = append(gitenv.Base(), "HOME="+home, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL="+filepath.Join(home, "test-gitconfig"),
+	cmd.Env = append(gitexec.Base(), "HOME="+home, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL="+filepath.Join(home, "test-gitconfig"),
 		"GIT_AUTHOR_NAME="+r.Owner.Name, "GIT_AUTHOR_EMAIL="+r.Owner.Name+"@ballet.invalid",
 		"GIT_COMMITTER_NAME="+r.Owner.Name, "GIT_COMMITTER_EMAIL="+r.Owner.Name+"@ballet.invalid")
 	cmd.Dir = dir

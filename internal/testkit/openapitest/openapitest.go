@@ -139,7 +139,7 @@ func (d *Doc) Response(r *http.Request, status int, header http.Header, body []b
 
 // Event checks one event, as the API sends it, against the schema of its
 // type (Event.<type>). A type the document lacks is missing from the
-// catalogue, server.EventPayloads.
+// catalogue, event/catalogue.Core.
 func (d *Doc) Event(raw []byte) error {
 	var e struct {
 		Seq  int64  `json:"seq"`
@@ -150,7 +150,7 @@ func (d *Doc) Event(raw []byte) error {
 	}
 	s, ok := d.events[e.Type]
 	if !ok {
-		return fmt.Errorf("event seq %d has type %q, which is not in the catalogue (server.EventPayloads): %s", e.Seq, e.Type, excerpt(raw))
+		return fmt.Errorf("event seq %d has type %q, which is not in the catalogue (event/catalogue.Core): %s", e.Seq, e.Type, excerpt(raw))
 	}
 	if ok, errs := d.sv.ValidateSchemaBytes(s, raw); !ok {
 		return fmt.Errorf("event seq %d (%s) does not match its schema Event.%s: %w\nevent: %s", e.Seq, e.Type, e.Type, joined(errs), excerpt(raw))
@@ -163,7 +163,7 @@ func (d *Doc) Event(raw []byte) error {
 func (d *Doc) Payload(typ string, payload []byte) error {
 	s, ok := d.payloads[typ]
 	if !ok {
-		return fmt.Errorf("event type %q is not in the catalogue (server.EventPayloads): payload %s", typ, excerpt(payload))
+		return fmt.Errorf("event type %q is not in the catalogue (event/catalogue.Core): payload %s", typ, excerpt(payload))
 	}
 	if ok, errs := d.sv.ValidateSchemaBytes(s, payload); !ok {
 		return fmt.Errorf("payload of %s does not match its schema EventPayload.%s: %w\npayload: %s", typ, typ, joined(errs), excerpt(payload))

@@ -73,6 +73,9 @@ func TestKnowledge(t *testing.T) {
 	if n := p.Count(".kn-markdown [onerror], .kn-markdown script"); n != 0 {
 		t.Errorf("%d elements with a script or an event handler survived the sanitiser", n)
 	}
+	if got := p.Text(".kn-markdown"); !strings.Contains(got, `<img alt="a diagram"`) {
+		t.Errorf("the HTML typed into the body should show as text; the rendered entry reads %q", got)
+	}
 	p.Check("knowledge-entry")
 
 	p.ClickButton(".actions", "Edit")

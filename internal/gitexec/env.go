@@ -1,10 +1,14 @@
-// Package gitenv is the environment of every git command Ballet runs, in
-// Core (the plain-git forge) and in the runner (workspaces): the process's
-// own environment without what would point git at another repository or
-// configuration, trace its traffic or give it an identity, plus no
-// prompts, ssh in batch mode, only the file, http(s) and ssh transports and
-// untranslated messages.
-package gitenv
+// Package gitexec runs every git command Ballet runs, in Core (the plain-git
+// forge) and in the runner (workspaces), one way: without a shell, in its
+// own process group, bounded in time and in what it may print, with errors
+// that name the command, printable and with every credential removed; and
+// keeps the bare mirrors both sides fetch into, one lock per mirror.
+//
+// Its environment (Base) is the process's own without what would point git
+// at another repository or configuration, trace its traffic or give it an
+// identity, plus no prompts, ssh in batch mode, only the file, http(s) and
+// ssh transports and untranslated messages.
+package gitexec
 
 import (
 	"os"

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package workspace
+package gitexec
 
 import "os/exec"
 

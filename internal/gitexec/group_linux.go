@@ -1,4 +1,4 @@
-package workspace
+package gitexec
 
 import (
 	"os/exec"

@@ -1,4 +1,4 @@
-package gitenv
+package gitexec
 
 import (
 	"slices"
