@@ -101,3 +101,16 @@ func FuzzParseHook(f *testing.F) {
 		}
 	})
 }
+
+// TestHookHeaders: each forge signs and names its deliveries in its own
+// headers; the wrong one would refuse every genuine delivery.
+func TestHookHeaders(t *testing.T) {
+	for kind, want := range map[string][2]string{
+		KindGitea:  {"X-Gitea-Signature", "X-Gitea-Event"},
+		KindGitHub: {"X-Hub-Signature-256", "X-GitHub-Event"},
+	} {
+		if got := [2]string{SignatureHeader(kind), EventHeader(kind)}; got != want {
+			t.Errorf("%s: headers %v, want %v", kind, got, want)
+		}
+	}
+}
