@@ -25,6 +25,7 @@ func TestVerifySignature(t *testing.T) {
 			"no secret":          {Sign(kind, body, ""), "", body},
 			"not hex":            {strings.Repeat("z", 64), "s3cret", body},
 			"short":              {good[:len(good)-2], "s3cret", body},
+			"trailing garbage":   {good + "zz", "s3cret", body},
 			"the other's format": {Sign(map[string]string{KindGitea: KindGitHub, KindGitHub: KindGitea}[kind], body, "s3cret"), "s3cret", body},
 		} {
 			if VerifySignature(kind, c.sig, c.body, c.secret) {
