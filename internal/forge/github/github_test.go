@@ -99,6 +99,22 @@ func (e env) settled(t *testing.T, pr forge.PullRequest) forge.State {
 	return forge.State{}
 }
 
+// TestNewDefaults: without options a call is bounded at 30 seconds,
+// credentials come from the environment and time from the real clock.
+func TestNewDefaults(t *testing.T) {
+	t.Setenv("BALLET_GITHUB_TEST_TOKEN", "x")
+	f := New(Options{})
+	if f.http.Timeout != 30*time.Second {
+		t.Errorf("timeout %v, want 30s", f.http.Timeout)
+	}
+	if v, ok := f.lookup("BALLET_GITHUB_TEST_TOKEN"); !ok || v != "x" {
+		t.Errorf("lookup = %q, %v; want the environment's x", v, ok)
+	}
+	if _, ok := f.clock.(clock.Real); !ok {
+		t.Errorf("clock %T, want clock.Real", f.clock)
+	}
+}
+
 func TestLocate(t *testing.T) {
 	tests := []struct {
 		url, api          string
