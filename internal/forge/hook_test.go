@@ -49,6 +49,8 @@ func TestParseHook(t *testing.T) {
 		{KindGitea, "pull_request_sync", `{"number":9}`, Hook{Numbers: []int{9}}},
 		{KindGitea, "status", `{"sha":"def","context":"ci","state":"success","commit":{"id":"def"},"branches":[{"name":"ballet/ACME-2"}]}`,
 			Hook{Branches: []string{"ballet/ACME-2"}, SHAs: []string{"def"}}},
+		{KindGitHub, "pull_request", `{"action":"synchronize","number":3,"pull_request":{"number":3,"head":{"ref":"ballet/X-1","sha":"110"}}}`,
+			Hook{Numbers: []int{3}, Branches: []string{"ballet/X-1"}, SHAs: []string{"110"}}},
 		{KindGitHub, "pull_request_review", `{"action":"submitted","pull_request":{"number":3,"head":{"ref":"ballet/X-1","sha":"111"}}}`,
 			Hook{Numbers: []int{3}, Branches: []string{"ballet/X-1"}, SHAs: []string{"111"}}},
 		{KindGitHub, "status", `{"sha":"222","branches":[{"name":"ballet/X-2"},{"name":"main"}]}`,
