@@ -1,6 +1,7 @@
 package forge
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -115,5 +116,18 @@ func TestHookHeaders(t *testing.T) {
 		if got := [2]string{SignatureHeader(kind), EventHeader(kind)}; got != want {
 			t.Errorf("%s: headers %v, want %v", kind, got, want)
 		}
+	}
+}
+
+// TestParseHookBounded: a delivery naming more than MaxHookRefs pull
+// requests, branches or commits is cut at exactly MaxHookRefs of each.
+func TestParseHookBounded(t *testing.T) {
+	var prs []string
+	for i := 1; i <= MaxHookRefs+20; i++ {
+		prs = append(prs, fmt.Sprintf(`{"number":%d,"head":{"ref":"b%d","sha":"s%d"}}`, i, i, i))
+	}
+	h, err := ParseHook(KindGitHub, "check_run", []byte(`{"check_run":{"pull_requests":[`+strings.Join(prs, ",")+`]}}`))
+	if err != nil || len(h.Numbers) != MaxHookRefs || len(h.Branches) != MaxHookRefs || len(h.SHAs) != MaxHookRefs {
+		t.Fatalf("%d numbers, %d branches, %d commits, %v; want %d of each", len(h.Numbers), len(h.Branches), len(h.SHAs), err, MaxHookRefs)
 	}
 }
