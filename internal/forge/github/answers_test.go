@@ -63,12 +63,12 @@ func TestEnsureDuplicateNobodyLists(t *testing.T) {
 
 // TestEnsureAdoptsOnlyWhatMatches: GitHub's head and base filter is not
 // trusted: a listed pull request of another branch or into another base is
-// never adopted, and every page is read.
+// never adopted (though newer), and every page is read.
 func TestEnsureAdoptsOnlyWhatMatches(t *testing.T) {
 	f, repo := answering(t, map[string]string{
 		"GET /repos/acme/app/branches/ballet/ACME-1": branchA1,
-		"GET /repos/acme/app/pulls": "200 next [" + fmt.Sprintf(pullA1, 1, "open", "ballet/ACME-2", "main") + "," +
-			fmt.Sprintf(pullA1, 2, "open", "ballet/ACME-1", "release") + "]",
+		"GET /repos/acme/app/pulls": "200 next [" + fmt.Sprintf(pullA1, 5, "open", "ballet/ACME-2", "main") + "," +
+			fmt.Sprintf(pullA1, 4, "open", "ballet/ACME-1", "release") + "]",
 		"GET /repos/acme/app/pulls?page=2": "200 [" + fmt.Sprintf(pullA1, 3, "open", "ballet/ACME-1", "main") + "]",
 	})
 	pr, err := f.EnsurePullRequest(t.Context(), repo, "ballet/ACME-1", "t", "b")
