@@ -60,6 +60,8 @@ func TestParseHook(t *testing.T) {
 			Hook{Numbers: []int{5}, Branches: []string{"ballet/X-3"}, SHAs: []string{"333"}}},
 		{KindGitHub, "check_suite", `{"check_suite":{"head_sha":"444","head_branch":"refs/heads/ballet/X-4","pull_requests":[]}}`,
 			Hook{Branches: []string{"ballet/X-4"}, SHAs: []string{"444"}}},
+		{KindGitHub, "check_suite", `{"check_suite":{"head_sha":"555","head_branch":"ballet/X-5","pull_requests":[{"number":6,"head":{"ref":"ballet/X-5","sha":"555"}}]}}`,
+			Hook{Numbers: []int{6}, Branches: []string{"ballet/X-5"}, SHAs: []string{"555"}}},
 	} {
 		if !Relevant(c.kind, c.event) {
 			t.Errorf("%s %s is not relevant", c.kind, c.event)
