@@ -27,6 +27,7 @@ func TestCheckLocation(t *testing.T) {
 		{KindGitHub, "https://github.com/acme/app.git"},
 		{KindGitea, "http://127.0.0.1:3000/acme/app.git/"},
 		{KindGitea, "https://example.com/gitea/acme/app.git"}, // served under a sub-path
+		{KindGit, "/" + strings.Repeat("a", MaxLocation-1)},   // exactly the bound
 	}
 	for _, c := range ok {
 		if err := CheckLocation(c.kind, c.loc); err != nil {
