@@ -174,7 +174,8 @@ func TestOwnerRepo(t *testing.T) {
 // TestCheckAPIURL: an API base override is an http(s) URL without
 // credentials or query; "" derives it.
 func TestCheckAPIURL(t *testing.T) {
-	for _, ok := range []string{"", "https://github.example.com/api/v3", "http://127.0.0.1:3000/api/v1"} {
+	for _, ok := range []string{"", "https://github.example.com/api/v3", "http://127.0.0.1:3000/api/v1",
+		"https://x/" + strings.Repeat("a", MaxLocation-len("https://x/"))} { // exactly the bound
 		if err := CheckAPIURL(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
