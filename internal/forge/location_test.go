@@ -184,6 +184,7 @@ func TestCheckAPIURL(t *testing.T) {
 		"ftp://x/api":           "must be an http(s) URL",
 		"github.com/api/v3":     "must be an http(s) URL",
 		"https://x/api?token=1": "without a query",
+		"https://x/api#top":     "without a query",
 		"https://u:p@x/api":     "holds credentials",
 		"https://-x/api":        "not a plain host name",
 		"https://x/a\nb":        "",

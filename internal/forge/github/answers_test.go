@@ -96,3 +96,15 @@ func TestStateWithoutANumber(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestChangesRequestedWithoutWords: a change request with no text still
+// says who asked, in the stage's report.
+func TestChangesRequestedWithoutWords(t *testing.T) {
+	e := setup(t, nil)
+	e.pushed("ballet/ACME-1", "a1")
+	pr := e.ensure(t, "ballet/ACME-1")
+	e.fake.AddReview("acme", "app", pr.Number, "alice", "MEMBER", "CHANGES_REQUESTED", "  ")
+	if st := e.state(t, pr); !st.ChangesRequested || len(st.ChangeRequests) != 1 || st.ChangeRequests[0] != "alice: (no comment)" {
+		t.Fatalf("%+v", st)
+	}
+}
