@@ -89,11 +89,14 @@ func TestEnsureListRefused(t *testing.T) {
 }
 
 // TestStateWithoutANumber: a pull request never opened has no state to
-// read; no call is made for number 0.
+// read and nothing to merge; no call is made for number 0.
 func TestStateWithoutANumber(t *testing.T) {
 	f, repo := answering(t, nil)
 	if _, err := f.State(t.Context(), repo, forge.PullRequest{Branch: "ballet/ACME-1"}); err == nil || !strings.Contains(err.Error(), "no pull request number") {
-		t.Fatalf("err = %v", err)
+		t.Fatalf("State: err = %v", err)
+	}
+	if err := f.Merge(t.Context(), repo, forge.PullRequest{Branch: "ballet/ACME-1", HeadSHA: strings.Repeat("a", 40)}); err == nil || !strings.Contains(err.Error(), "no pull request number") {
+		t.Fatalf("Merge: err = %v", err)
 	}
 }
 
