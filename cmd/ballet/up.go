@@ -24,6 +24,7 @@ import (
 
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/config"
+	"github.com/ballet/ballet/internal/procgroup"
 )
 
 const upHelp = `Usage: ballet up [--config FILE] [--knowledge-config FILE]
@@ -228,7 +229,7 @@ type child struct {
 func startChild(self string, args, env []string, w io.Writer) (*child, error) {
 	cmd := exec.Command(self, args...)
 	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	procgroup.Own(cmd, syscall.SIGTERM)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -260,7 +261,7 @@ func startChild(self string, args, env []string, w io.Writer) (*child, error) {
 	return c, nil
 }
 
-func (c *child) signal(s syscall.Signal) { _ = c.cmd.Process.Signal(s) }
+func (c *child) signal(s syscall.Signal) { _ = procgroup.Signal(c.cmd.Process.Pid, s) }
 
 // stop sends SIGTERM and waits for the exit; it returns 0 when the child
 // stopped cleanly, else 1.

@@ -302,7 +302,7 @@ func (s *TokenService) Revoke(ctx context.Context, p *Principal, id string) erro
 		if err != nil {
 			return nil, err
 		}
-		if !found || (!p.PlatformAdmin && t.CreatedBy != p.Subject) {
+		if !found || !t.visibleTo(p) {
 			return nil, apperr.New(apperr.NotFound, "token %q not found", id)
 		}
 		revoke, ok := Revocation(p.Actor(), t, s.Clock.Now().Truncate(time.Millisecond))
@@ -312,6 +312,23 @@ func (s *TokenService) Revoke(ctx context.Context, p *Principal, id string) erro
 		return &revoke, nil
 	})
 	return err
+}
+
+// visibleTo reports whether p may see (and revoke) the token: its creator
+// or a platform admin; for anyone else it does not exist.
+func (t Token) visibleTo(p *Principal) bool { return p.PlatformAdmin || t.CreatedBy == p.Subject }
+
+// Find returns the token with the id if p may see it (its creator or a
+// platform admin); for anyone else it is not found.
+func (s *TokenService) Find(ctx context.Context, p *Principal, id string) (Token, error) {
+	t, found, err := ReadToken(ctx, s.Store, id)
+	if err != nil {
+		return Token{}, err
+	}
+	if !found || !t.visibleTo(p) {
+		return Token{}, apperr.New(apperr.NotFound, "token %q not found", id)
+	}
+	return t, nil
 }
 
 // ReadToken reads a token by id (found=false: there is none).

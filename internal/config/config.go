@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -226,18 +225,6 @@ func (c Config) KnowledgeToken(lookup func(string) (string, bool)) (string, erro
 	return c.Knowledge.ServiceToken, nil
 }
 
-// checkServiceToken accepts a service credential of at least
-// MinServiceToken printable characters without spaces.
-func checkServiceToken(t string) error {
-	if len(t) < MinServiceToken {
-		return fmt.Errorf("must be at least %d characters", MinServiceToken)
-	}
-	if strings.ContainsFunc(t, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
-		return errors.New("holds spaces or control characters")
-	}
-	return nil
-}
-
 // Storage selects and configures the storage engine.
 type Storage struct {
 	Engine          string `toml:"engine"`           // "sqlite" (default) or "rqlite"
@@ -303,6 +290,10 @@ type Runs struct {
 	// LogLimit is how many bytes of a run's session output Core keeps
 	// (8 MiB); the rest is dropped and the truncation marked.
 	LogLimit int64 `toml:"log_limit"`
+	// RunnerRetention: a runner not seen for longer is removed by the
+	// reconciler (event runner.removed) (24h); one that comes back
+	// registers again.
+	RunnerRetention Duration `toml:"runner_retention"`
 }
 
 // DefaultLogLimit is [runs] log_limit's default.
@@ -371,8 +362,9 @@ func Default() Config {
 		Reconciler: Reconciler{Interval: Duration{time.Minute}, Slack: Duration{5 * time.Minute}},
 		Leader:     Leader{TTL: Duration{15 * time.Second}, Renew: Duration{5 * time.Second}},
 		Scheduler:  Scheduler{Interval: Duration{10 * time.Second}},
-		Runs:       Runs{Grace: Duration{2 * time.Minute}, UnclaimedAfter: Duration{2 * time.Minute}, LogLimit: DefaultLogLimit},
-		Budgets:    Budgets{Timezone: "UTC"},
+		Runs: Runs{Grace: Duration{2 * time.Minute}, UnclaimedAfter: Duration{2 * time.Minute}, LogLimit: DefaultLogLimit,
+			RunnerRetention: Duration{24 * time.Hour}},
+		Budgets: Budgets{Timezone: "UTC"},
 		Events: Events{TailInterval: Duration{200 * time.Millisecond}, AuthRecheck: Duration{time.Minute},
 			PingInterval: Duration{30 * time.Second}, PingTimeout: Duration{10 * time.Second}},
 		Auth: Auth{PlatformAdmins: []string{}, SessionTTL: Duration{12 * time.Hour}},
@@ -476,259 +468,6 @@ func tomlType(t string) string {
 	return t
 }
 
-// Validate checks every value and names the key of each bad one.
-func (c Config) Validate() error {
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
-	}
-	switch c.Storage.Engine {
-	case "sqlite":
-		if c.Storage.Path == "" {
-			bad("storage.path", "must not be empty")
-		}
-	case "rqlite":
-		if len(c.Storage.URLs()) == 0 {
-			bad("storage.url", "must name at least one rqlite node")
-		}
-		for _, u := range c.Storage.URLs() {
-			if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
-				bad("storage.url", "%q must start with http:// or https://", u)
-			}
-		}
-	default:
-		bad("storage.engine", "%q is not sqlite or rqlite", c.Storage.Engine)
-	}
-	switch c.Storage.ReadConsistency {
-	case "none", "weak", "linearizable", "strong":
-	default:
-		bad("storage.read_consistency", "%q is not none, weak, linearizable or strong", c.Storage.ReadConsistency)
-	}
-	if err := checkAddr(c.HTTP.Addr); err != nil {
-		bad("http.addr", "%q %v", c.HTTP.Addr, err)
-	}
-	if c.HTTP.PublicURL != "" {
-		if err := checkURL(c.HTTP.PublicURL); err != nil {
-			bad("http.public_url", "%q %v", c.HTTP.PublicURL, err)
-		}
-	}
-	if c.Runs.LogLimit < 1024 || c.Runs.LogLimit > 1<<30 {
-		bad("runs.log_limit", "%d is outside 1024 … 1073741824 (bytes)", c.Runs.LogLimit)
-	}
-	if c.HTTP.MaxBodyBytes < 1024 || c.HTTP.MaxBodyBytes > 1<<30 {
-		bad("http.max_body_bytes", "%d is outside 1024 … 1073741824", c.HTTP.MaxBodyBytes)
-	}
-	if c.HTTP.MaxConns < 1 || c.HTTP.MaxConns > 1_000_000 {
-		bad("http.max_conns", "%d is outside 1 … 1000000", c.HTTP.MaxConns)
-	}
-	if c.HTTP.MaxConnsPerIP < 0 || c.HTTP.MaxConnsPerIP > 1_000_000 {
-		bad("http.max_conns_per_ip", "%d is outside 0 … 1000000 (0: no per-address cap)", c.HTTP.MaxConnsPerIP)
-	}
-	if c.Jobs.Concurrency < 1 || c.Jobs.Concurrency > 1024 {
-		bad("jobs.concurrency", "%d is outside 1 … 1024", c.Jobs.Concurrency)
-	}
-	if c.Jobs.MaxAttempts < 1 || c.Jobs.MaxAttempts > 1000 {
-		bad("jobs.max_attempts", "%d is outside 1 … 1000", c.Jobs.MaxAttempts)
-	}
-	for _, d := range []struct {
-		key string
-		v   Duration
-	}{
-		{"http.read_header_timeout", c.HTTP.ReadHeaderTimeout}, {"http.read_timeout", c.HTTP.ReadTimeout},
-		{"http.write_timeout", c.HTTP.WriteTimeout}, {"http.idle_timeout", c.HTTP.IdleTimeout},
-		{"jobs.lease", c.Jobs.Lease}, {"jobs.poll", c.Jobs.Poll}, {"jobs.backoff_cap", c.Jobs.BackoffCap},
-		{"jobs.shutdown_grace", c.Jobs.ShutdownGrace}, {"reconciler.interval", c.Reconciler.Interval},
-		{"leader.ttl", c.Leader.TTL}, {"leader.renew", c.Leader.Renew}, {"runs.grace", c.Runs.Grace}, {"runs.unclaimed_after", c.Runs.UnclaimedAfter},
-		{"scheduler.interval", c.Scheduler.Interval}, {"events.tail_interval", c.Events.TailInterval},
-		{"events.auth_recheck", c.Events.AuthRecheck}, {"knowledge.wait", c.Knowledge.Wait},
-		{"events.ping_interval", c.Events.PingInterval}, {"events.ping_timeout", c.Events.PingTimeout},
-	} {
-		if d.v.Duration <= 0 {
-			bad(d.key, "must be a positive duration")
-		}
-	}
-	if h, r := c.HTTP.ReadHeaderTimeout, c.HTTP.ReadTimeout; h.Duration > r.Duration && r.Duration > 0 {
-		bad("http.read_header_timeout", "%s must not exceed http.read_timeout (%s)", h, r)
-	}
-	if c.Reconciler.Slack.Duration < 0 {
-		bad("reconciler.slack", "must not be negative")
-	}
-	if c.Leader.Renew.Duration >= c.Leader.TTL.Duration && c.Leader.TTL.Duration > 0 {
-		bad("leader.renew", "%s must be shorter than leader.ttl (%s)", c.Leader.Renew, c.Leader.TTL)
-	}
-	if c.Auth.OIDCIssuer != "" {
-		if !strings.HasPrefix(c.Auth.OIDCIssuer, "https://") && !strings.HasPrefix(c.Auth.OIDCIssuer, "http://") {
-			bad("auth.oidc_issuer", "%q must be an http(s) URL", c.Auth.OIDCIssuer)
-		}
-		if c.Auth.OIDCAudience == "" {
-			bad("auth.oidc_audience", "must be set when auth.oidc_issuer is")
-		}
-	}
-	if d := c.Auth.SessionTTL.Duration; d < time.Minute || d > 30*24*time.Hour {
-		bad("auth.session_ttl", "%s is outside 1m … 720h", c.Auth.SessionTTL)
-	}
-	if c.Auth.OIDCClientID != "" {
-		if c.Auth.OIDCIssuer == "" {
-			bad("auth.oidc_client_id", "needs auth.oidc_issuer: the issuer the browser signs in with")
-		}
-		if c.HTTP.PublicURL == "" {
-			bad("auth.oidc_client_id", "needs http.public_url: the redirect URI is <http.public_url>/auth/oidc/callback")
-		}
-	}
-	if c.Auth.OIDCClientSecret != "" && c.Auth.OIDCClientID == "" {
-		bad("auth.oidc_client_secret", "is set without auth.oidc_client_id")
-	}
-	if t := c.Auth.BootstrapToken; t != "" && len(t) < 16 {
-		bad("auth.bootstrap_token", "must be at least 16 characters")
-	}
-	if err := checkURL(c.Knowledge.URL); err != nil {
-		bad("knowledge.url", "%q %v", c.Knowledge.URL, err)
-	}
-	if t := c.Knowledge.ServiceToken; t != "" {
-		if err := checkServiceToken(t); err != nil {
-			bad("knowledge.service_token", "%v", err)
-		} else if t == c.Auth.BootstrapToken {
-			bad("knowledge.service_token", "must differ from auth.bootstrap_token")
-		}
-	}
-	if c.Scheduler.PlatformLimit < 0 || c.Scheduler.PlatformLimit > 10000 {
-		bad("scheduler.platform_limit", "%d is outside 0 … 10000 (0: no limit)", c.Scheduler.PlatformLimit)
-	}
-	if _, err := c.Budgets.Location(); err != nil || c.Budgets.Timezone == "" {
-		bad("budgets.timezone", "%q is not a time zone such as \"UTC\" or \"Europe/Berlin\"", c.Budgets.Timezone)
-	}
-	switch c.Log.Level {
-	case "debug", "info", "warn", "error":
-	default:
-		bad("log.level", "%q is not debug, info, warn or error", c.Log.Level)
-	}
-	switch c.Log.Format {
-	case "text", "json":
-	default:
-		bad("log.format", "%q is not text or json", c.Log.Format)
-	}
-	errs = append(errs, c.Knowledge.validate()...)
-	errs = append(errs, c.Runner.validate()...)
-	errs = append(errs, c.Adapters.validate()...)
-	return errors.Join(errs...)
-}
-
-var (
-	labelRE  = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
-	envVarRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-)
-
-func (r Runner) validate() []error {
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("runner.%s: "+format, append([]any{key}, args...)...))
-	}
-	if err := checkURL(r.Server); err != nil {
-		bad("server", "%q %v", r.Server, err)
-	}
-	if strings.ContainsFunc(r.Token, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
-		bad("token", "holds spaces or control characters")
-	}
-	if len(r.Name) > 200 || strings.ContainsFunc(r.Name, func(c rune) bool { return c < ' ' || c == 0x7f }) {
-		bad("name", "must be at most 200 characters without control characters")
-	}
-	if len(r.Labels) > 32 {
-		bad("labels", "has %d labels; at most 32", len(r.Labels))
-	}
-	for k, v := range r.Labels {
-		if !labelRE.MatchString(k) {
-			bad("labels", "%q is not a label name ([a-z][a-z0-9_.-]{0,63})", k)
-		}
-		if len(v) > 200 {
-			bad("labels."+k, "must be at most 200 characters")
-		}
-	}
-	if r.Workdir == "" {
-		bad("workdir", "must not be empty")
-	}
-	if r.Sessions < 1 || r.Sessions > 64 {
-		bad("sessions", "%d is outside 1 … 64", r.Sessions)
-	}
-	switch r.Sandbox {
-	case "bwrap", "none":
-	default:
-		bad("sandbox", "%q is not bwrap or none", r.Sandbox)
-	}
-	for _, k := range r.PassEnv {
-		switch {
-		case !envVarRE.MatchString(k):
-			bad("pass_env", "%q is not an environment variable name", k)
-		case strings.HasPrefix(k, "CLAUDECODE"):
-			bad("pass_env", "%q: claude-code's own markers are never passed to a session", k)
-		}
-	}
-	for _, p := range r.Hide {
-		if p == "" || p == "/" {
-			bad("hide", "%q: name a file or folder other than /", p)
-		}
-	}
-	for _, d := range []struct {
-		key string
-		v   Duration
-	}{{"checkpoint", r.Checkpoint}, {"drain", r.Drain}, {"watchdog", r.Watchdog}, {"heartbeat", r.Heartbeat}} {
-		if d.v.Duration <= 0 {
-			bad(d.key, "must be a positive duration")
-		}
-	}
-	return errs
-}
-
-// validate checks the service's own keys (Validate checks Core's).
-func (k Knowledge) validate() []error {
-	var errs []error
-	if err := checkURL(k.Core); err != nil {
-		errs = append(errs, fmt.Errorf("knowledge.core: %q %v", k.Core, err))
-	}
-	if d := k.AuthCache.Duration; d <= 0 || d > 10*time.Minute {
-		errs = append(errs, fmt.Errorf("knowledge.auth_cache: %s is outside 0 … 10m (exclusive of 0)", k.AuthCache))
-	}
-	return errs
-}
-
-func (a Adapters) validate() []error {
-	var errs []error
-	if a.ClaudeCode.Command == "" {
-		errs = append(errs, errors.New("adapters.claude-code.command: must not be empty"))
-	}
-	o := a.OpenCode
-	if o.Command == "" {
-		errs = append(errs, errors.New("adapters.opencode.command: must not be empty"))
-	}
-	switch o.Provider {
-	case "anthropic", "openai":
-	default:
-		errs = append(errs, fmt.Errorf("adapters.opencode.provider: %q is not anthropic or openai", o.Provider))
-	}
-	if o.BaseURL != "" {
-		if err := checkURL(o.BaseURL); err != nil {
-			errs = append(errs, fmt.Errorf("adapters.opencode.base_url: %q %v", o.BaseURL, err))
-		}
-	}
-	for _, p := range []struct {
-		key string
-		v   float64
-	}{{"input", o.Prices.Input}, {"output", o.Prices.Output}, {"cache_read", o.Prices.CacheRead}, {"cache_write", o.Prices.CacheWrite}} {
-		if p.v < 0 || p.v > 10000 || p.v != p.v {
-			errs = append(errs, fmt.Errorf("adapters.opencode.prices.%s: %v is outside 0 … 10000 (dollars per million tokens)", p.key, p.v))
-		}
-	}
-	return errs
-}
-
-// checkURL accepts an http(s) URL with a host.
-func checkURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return errors.New("is not an http(s) URL such as http://127.0.0.1:8080")
-	}
-	return nil
-}
-
 // BootstrapTokenPath is where the platform-admin bootstrap token is kept:
 // [auth] bootstrap_token_file, else bootstrap-token next to storage.path.
 func (c Config) BootstrapTokenPath() string {
@@ -736,34 +475,6 @@ func (c Config) BootstrapTokenPath() string {
 		return c.Auth.BootstrapTokenFile
 	}
 	return filepath.Join(filepath.Dir(c.Storage.Path), "bootstrap-token")
-}
-
-// checkAddr accepts host:port with a numeric port 0 … 65535 and a host that
-// is empty (every interface), an IP address or a host name.
-func checkAddr(addr string) error {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return errors.New("is not host:port (e.g. 127.0.0.1:8080)")
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return fmt.Errorf("has port %q: a port is a number from 0 to 65535", port)
-	}
-	if host == "" || net.ParseIP(host) != nil {
-		return nil
-	}
-	labels := strings.Split(host, ".")
-	if _, err := strconv.Atoi(labels[len(labels)-1]); err == nil { // 999.1.1.1: neither an IP nor a name
-		return fmt.Errorf("has host %q: not an IP address or host name", host)
-	}
-	for _, label := range labels {
-		if label == "" || len(label) > 63 || strings.HasPrefix(label, "-") || strings.HasSuffix(label, "-") ||
-			strings.ContainsFunc(label, func(r rune) bool {
-				return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-')
-			}) {
-			return fmt.Errorf("has host %q: not an IP address or host name", host)
-		}
-	}
-	return nil
 }
 
 // URLs splits the comma-separated rqlite node list.

@@ -186,7 +186,7 @@ func New(o Options) (*Core, error) {
 	}, c.ID, job.NewMetrics(reg))
 	reg.MustRegister(job.NewQueueCollector(st))
 	c.Feed = feed.New(st, clk, log.With("component", "feed"), feed.Config{Interval: cfg.Events.TailInterval.Duration})
-	c.Applier = &transition.Applier{Store: st, Clock: clk}
+	c.Applier = &transition.Applier{Store: st, Clock: clk, MaxAttempts: cfg.Jobs.MaxAttempts}
 
 	// The domains. The flow engine's hooks into tenancy and the tracker
 	// are pure, so they are given here, before the engine itself.
@@ -203,7 +203,7 @@ func New(o Options) (*Core, error) {
 
 	// The flow engine, its job handlers and its metrics.
 	c.Flows = &flow.Service{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "flow"),
-		Tenancy: c.Tenancy, Tracker: c.Tracker, Pipelines: c.Pipelines, Runs: c.Runs, Forges: forges(cfg.Storage.Path, clk),
+		Tenancy: c.Tenancy, Tracker: c.Tracker, Pipelines: c.Pipelines, Runs: c.Runs, Forges: Forges(filepath.Join(filepath.Dir(cfg.Storage.Path), "git-cache"), clk),
 		Budget: &budget.Service{Store: st, Clock: clk, Location: loc}, UnclaimedAfter: cfg.Runs.UnclaimedAfter.Duration,
 		RunnerGrace: cfg.Runs.Grace.Duration, Knowledge: c.Knowledge, KnowledgeWait: cfg.Knowledge.Wait.Duration}
 	if gitforge.TestBuild {
@@ -219,7 +219,8 @@ func New(o Options) (*Core, error) {
 	})
 	c.Reconciler = reconcile.New(st, clk, log.With("component", "reconciler"), c.Flows, c.Runs, reconcile.Config{
 		Interval: cfg.Reconciler.Interval.Duration, Slack: cfg.Reconciler.Slack.Duration,
-		Release: c.Flows.Release, Metrics: reconcile.NewMetrics(reg), WakeJobs: c.Jobs.Notify,
+		Release: c.Flows.Release, Metrics: reconcile.NewMetrics(reg), WakeJobs: c.Jobs.Notify, MaxAttempts: cfg.Jobs.MaxAttempts,
+		RunnerRetention: cfg.Runs.RunnerRetention.Duration,
 	})
 	c.leading = func() bool { return true }
 	if st.Engine() == "rqlite" {
@@ -250,6 +251,7 @@ func New(o Options) (*Core, error) {
 	c.API.Add((&server.Pipelines{V: c.Pipelines}).Routes()...)
 	c.API.Add((&server.Items{T: c.Tracker, Flows: c.Flows}).Routes()...)
 	c.API.Add((&server.Tokens{S: tokens}).Routes()...)
+	c.API.Add((&server.History{Store: st, Tokens: tokens}).Routes()...)
 	browser := &auth.Sessions{Auth: c.Auth, Applier: c.Applier, TTL: cfg.Auth.SessionTTL.Duration}
 	c.API.Add((&server.Session{S: browser}).Routes()...)
 	if cfg.Auth.OIDCClientID != "" {
@@ -305,14 +307,14 @@ func bootstrapToken(cfg config.Auth, dbPath string, log *slog.Logger) (string, e
 	return token, nil
 }
 
-// forges returns the forge of each repository kind: plain git keeps its
-// mirrors in git-cache next to the SQLite database; Gitea and GitHub are
+// Forges returns the forge of each repository kind (forge.Kinds): plain
+// git keeps its mirrors in gitCache (Core's: git-cache next to the SQLite
+// database); Gitea and GitHub are
 // API clients, one each (the Gitea client remembers which pull requests it
 // saw unmergeable), reading credentials from Core's environment
 // (repository.credentials_ref env:NAME) at every call, so a rotated secret
 // is used at once.
-func forges(dbPath string, clk clock.Clock) flow.Forges {
-	gitCache := filepath.Join(filepath.Dir(dbPath), "git-cache")
+func Forges(gitCache string, clk clock.Clock) flow.Forges {
 	byKind := map[string]forge.Forge{
 		forge.KindGit:    gitforge.ForBuild(gitCache),
 		forge.KindGitea:  gitea.New(gitea.Options{Clock: clk}),

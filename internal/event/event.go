@@ -142,7 +142,13 @@ type Filter struct {
 	ProjectID      string
 	EntityType     string
 	EntityID       string
-	Limit          int // default 100, at most 10,000
+	// OrganizationOnly keeps the events of no project (an organization's
+	// own history: the organization, its members, its tokens);
+	// PlatformOnly those of no organization (the platform, runners,
+	// browser sessions, platform tokens).
+	OrganizationOnly bool
+	PlatformOnly     bool
+	Limit            int // default 100, at most 10,000
 }
 
 // MaxLimit bounds one read.
@@ -168,6 +174,12 @@ func List(ctx context.Context, q Querier, f Filter) ([]Event, error) {
 	if f.ProjectID != "" {
 		where = append(where, "project_id = ?")
 		args = append(args, f.ProjectID)
+	}
+	if f.OrganizationOnly {
+		where = append(where, "project_id IS NULL")
+	}
+	if f.PlatformOnly {
+		where = append(where, "organization_id IS NULL")
 	}
 	if f.EntityType != "" {
 		where = append(where, "entity_type = ?")

@@ -20,6 +20,13 @@ func TypeOf[P Payload]() string {
 	return zero.EventType()
 }
 
+// EntityOf is the entity type of the events whose payload is P: the part
+// of its event type before the dot ("runner" for runner.registered).
+func EntityOf[P Payload]() string {
+	entity, _, _ := strings.Cut(TypeOf[P](), ".")
+	return entity
+}
+
 // Of builds the event of a change to an entity: its type is the payload's,
 // its entity type the part of that type before the dot, its actor the one
 // given. The event gets its id and time when it is applied.

@@ -85,7 +85,7 @@ func (s *Service) unclaimedCutoff() int64 {
 	return s.now().Add(-after).UnixMilli()
 }
 
-// attend derives f's attention (f as read, with runQueuedAt).
+// attend derives f's attention (f as read of attendedColumns).
 func (s *Service) attend(f *Flow) {
 	f.Attention = ""
 	if f.stuck {
@@ -100,7 +100,7 @@ func (s *Service) attend(f *Flow) {
 // NeedingAttention returns every flow that needs attention now, across
 // all projects, the oldest first.
 func (s *Service) NeedingAttention(ctx context.Context) ([]Flow, error) {
-	return s.query(ctx, "list flows needing attention", `SELECT `+flowColumns+` FROM flows WHERE `+noRunnerSQL+`
+	return s.query(ctx, "list flows needing attention", `SELECT `+attendedColumns+` FROM flows WHERE `+noRunnerSQL+`
 ORDER BY started_at, id`, s.noRunnerArgs()...)
 }
 

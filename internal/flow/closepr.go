@@ -15,7 +15,7 @@ import (
 // second run changes nothing. A ticket started again meanwhile has an
 // active flow that may have adopted the pull request: it is left open.
 func (s *Service) handleClosePR(ctx context.Context, _ *job.Job, p ClosePRArgs) error {
-	f, err := s.Get(ctx, p.FlowID)
+	f, err := Read(ctx, s.Store, p.FlowID)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/pipeline"
+	"github.com/ballet/ballet/internal/tracker"
 	"github.com/ballet/ballet/internal/transition"
 )
 
@@ -13,10 +14,21 @@ import (
 
 // Decide approves (done) or rejects (failed) the human stage a flow waits
 // on; the comment becomes the stage report.
-func (s *Service) Decide(ctx context.Context, actor event.Actor, itemID string, approve bool, comment string) (Flow, error) {
+//
+// it is the item as the caller read it (the door resolves it once, to
+// authorize): the first attempt decides with it, and only a retry after a
+// lost race reads it again.
+func (s *Service) Decide(ctx context.Context, actor event.Actor, it tracker.Item, approve bool, comment string) (Flow, error) {
 	var out Flow
+	attempt := 0
 	_, err := s.Applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
-		f, ok, err := s.active(ctx, itemID)
+		if attempt++; attempt > 1 {
+			var err error
+			if it, err = s.Tracker.FindItem(ctx, it.ID); err != nil {
+				return nil, err
+			}
+		}
+		f, ok, err := s.active(ctx, it.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -26,10 +38,6 @@ func (s *Service) Decide(ctx context.Context, actor event.Actor, itemID string, 
 		}
 		if !ok || !Accepts(f.State(), input) {
 			return nil, apperr.New(apperr.Conflict, "the flow does not wait for an approval")
-		}
-		it, err := s.Tracker.FindItem(ctx, f.ItemID)
-		if err != nil {
-			return nil, err
 		}
 		if comment == "" {
 			comment = "approved by " + actor.Sub

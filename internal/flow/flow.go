@@ -92,50 +92,76 @@ type Service struct {
 // System is the flow engine as an actor.
 var System = event.Actor{Kind: event.ActorSystem, Sub: "flow"}
 
+// flowColumns are a flow's own columns: what a step reads of the row it
+// changes.
 const flowColumns = `id, organization_id, project_id, item_id, pipeline, pipeline_version, definition, stage, iteration, max_iterations, step,
-status, COALESCE(waiting, ''), COALESCE(run_id, ''), COALESCE(outcome, ''), COALESCE(report, ''), COALESCE(outcome_stage, ''), COALESCE(pull_request, ''), started_at, updated_at, COALESCE(finished_at, 0), version,
+status, COALESCE(waiting, ''), COALESCE(run_id, ''), COALESCE(outcome, ''), COALESCE(report, ''), COALESCE(outcome_stage, ''), COALESCE(pull_request, ''), started_at, updated_at, COALESCE(finished_at, 0), version`
+
+// attendedColumns are flowColumns and what attention is derived from (the
+// queued run's age, the capable runners' last heartbeat, the reconciler's
+// flag): only the views that show attention read them (scanAttended).
+const attendedColumns = flowColumns + `,
 COALESCE((SELECT r.created_at FROM runs r WHERE r.id = flows.run_id AND r.status = 'queued'), 0), ` + capableSeenSQL + `,
 CASE WHEN ` + StuckSQL + ` THEN 1 ELSE 0 END`
 
+// scanFlow reads the flow of row i of a query of flowColumns.
 func scanFlow(rows *store.Rows, i int) (Flow, error) {
 	var f Flow
+	return f, scanInto(rows, i, &f)
+}
+
+// scanAttended reads the flow of row i of a query of attendedColumns and
+// derives its attention.
+func (s *Service) scanAttended(rows *store.Rows, i int) (Flow, error) {
+	var f Flow
+	if err := scanInto(rows, i, &f, &f.runQueuedAt, &f.capableSeenAt, &f.stuck); err != nil {
+		return f, err
+	}
+	s.attend(&f)
+	return f, nil
+}
+
+// scanInto scans flowColumns into f, then extra.
+func scanInto(rows *store.Rows, i int, f *Flow, extra ...any) error {
 	var def, pr string
 	var started, updated, finished int64
-	if err := rows.Scan(i, &f.ID, &f.OrganizationID, &f.ProjectID, &f.ItemID, &f.Pipeline, &f.PipelineVersion, &def, &f.Stage, &f.Iteration,
-		&f.MaxIterations, &f.Step, &f.Status, &f.Waiting, &f.RunID, &f.Outcome, &f.Report, &f.OutcomeStage, &pr, &started, &updated, &finished, &f.Version,
-		&f.runQueuedAt, &f.capableSeenAt, &f.stuck); err != nil {
-		return f, fmt.Errorf("scan flow: %w", err)
+	dest := append([]any{&f.ID, &f.OrganizationID, &f.ProjectID, &f.ItemID, &f.Pipeline, &f.PipelineVersion, &def, &f.Stage, &f.Iteration,
+		&f.MaxIterations, &f.Step, &f.Status, &f.Waiting, &f.RunID, &f.Outcome, &f.Report, &f.OutcomeStage, &pr, &started, &updated, &finished, &f.Version},
+		extra...)
+	if err := rows.Scan(i, dest...); err != nil {
+		return fmt.Errorf("scan flow: %w", err)
 	}
 	if pr != "" {
 		f.PullRequest = &forge.PullRequest{}
 		if err := json.Unmarshal([]byte(pr), f.PullRequest); err != nil {
-			return f, fmt.Errorf("flow %s pull request: %w", f.ID, err)
+			return fmt.Errorf("flow %s pull request: %w", f.ID, err)
 		}
 	}
 	if err := json.Unmarshal([]byte(def), &f.Definition); err != nil {
-		return f, fmt.Errorf("flow %s definition: %w", f.ID, err)
+		return fmt.Errorf("flow %s definition: %w", f.ID, err)
 	}
 	f.StartedAt, f.UpdatedAt = time.UnixMilli(started).UTC(), time.UnixMilli(updated).UTC()
 	if finished != 0 {
 		t := time.UnixMilli(finished).UTC()
 		f.FinishedAt = &t
 	}
-	return f, nil
+	return nil
 }
 
-// Get reads a flow by id.
+// Get reads a flow by id, with its attention: the view of a flow.
 func (s *Service) Get(ctx context.Context, id string) (Flow, error) {
-	f, err := Read(ctx, s.Store, id)
+	flows, err := s.query(ctx, "read flow "+id, `SELECT `+attendedColumns+` FROM flows WHERE id = ?`, id)
 	if err != nil {
 		return Flow{}, err
 	}
-	s.attend(&f)
-	return f, nil
+	if len(flows) == 0 {
+		return Flow{}, apperr.New(apperr.NotFound, "flow %s not found", id)
+	}
+	return flows[0], nil
 }
 
 // Read reads one flow from st, without its attention (Service.Get adds
-// it): the flow's own read, for whoever needs a flow before the Service
-// exists (Sessions).
+// it): the flow's own row, what a step reads of the flow it changes.
 func Read(ctx context.Context, st store.Store, id string) (Flow, error) {
 	rows, err := st.Query(ctx, `SELECT `+flowColumns+` FROM flows WHERE id = ?`, id)
 	if err != nil {
@@ -147,8 +173,19 @@ func Read(ctx context.Context, st store.Store, id string) (Flow, error) {
 	return scanFlow(rows, 0)
 }
 
-// Latest returns the item's newest flow (ok=false before any started).
+// Latest returns the item's newest flow, with its attention (ok=false
+// before any started).
 func (s *Service) Latest(ctx context.Context, itemID string) (Flow, bool, error) {
+	flows, err := s.query(ctx, "read flow of "+itemID, `SELECT `+attendedColumns+` FROM flows WHERE item_id = ? ORDER BY started_at DESC, id DESC LIMIT 1`, itemID)
+	if err != nil || len(flows) == 0 {
+		return Flow{}, false, err
+	}
+	return flows[0], true, nil
+}
+
+// latest returns the item's newest flow's own row (ok=false before any
+// started).
+func (s *Service) latest(ctx context.Context, itemID string) (Flow, bool, error) {
 	rows, err := s.Store.Query(ctx, `SELECT `+flowColumns+` FROM flows WHERE item_id = ? ORDER BY started_at DESC, id DESC LIMIT 1`, itemID)
 	if err != nil {
 		return Flow{}, false, fmt.Errorf("read flow of %s: %w", itemID, err)
@@ -157,7 +194,6 @@ func (s *Service) Latest(ctx context.Context, itemID string) (Flow, bool, error)
 		return Flow{}, false, nil
 	}
 	f, err := scanFlow(rows, 0)
-	s.attend(&f)
 	return f, err == nil, err
 }
 
@@ -194,7 +230,7 @@ func (s *Service) Definitions(ctx context.Context, flowIDs []string) (map[string
 
 // active returns the item's active flow, if any.
 func (s *Service) active(ctx context.Context, itemID string) (Flow, bool, error) {
-	f, ok, err := s.Latest(ctx, itemID)
+	f, ok, err := s.latest(ctx, itemID)
 	if err != nil || !ok || !Active(f.Status) {
 		return Flow{}, false, err
 	}
@@ -315,7 +351,7 @@ type ListFilter struct {
 
 // List returns a project's flows, newest first.
 func (s *Service) List(ctx context.Context, projectID string, fl ListFilter) ([]Flow, error) {
-	q := `SELECT ` + flowColumns + ` FROM flows WHERE project_id = ?`
+	q := `SELECT ` + attendedColumns + ` FROM flows WHERE project_id = ?`
 	args := []any{projectID}
 	if fl.Status != "" {
 		q += ` AND status = ?`
@@ -341,8 +377,23 @@ func (s *Service) List(ctx context.Context, projectID string, fl ListFilter) ([]
 	return s.query(ctx, "list flows", q+` ORDER BY started_at DESC, id DESC LIMIT ?`, append(args, fl.Limit)...)
 }
 
-// query reads flows, with their attention.
+// query reads flows of attendedColumns, with their attention.
 func (s *Service) query(ctx context.Context, what, q string, args ...any) ([]Flow, error) {
+	rows, err := s.Store.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	out := make([]Flow, rows.Len())
+	for i := range out {
+		if out[i], err = s.scanAttended(rows, i); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// own reads flows of flowColumns: their own rows, for steps.
+func (s *Service) own(ctx context.Context, what, q string, args ...any) ([]Flow, error) {
 	rows, err := s.Store.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
@@ -352,7 +403,6 @@ func (s *Service) query(ctx context.Context, what, q string, args ...any) ([]Flo
 		if out[i], err = scanFlow(rows, i); err != nil {
 			return nil, err
 		}
-		s.attend(&out[i])
 	}
 	return out, nil
 }

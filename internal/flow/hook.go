@@ -13,7 +13,7 @@ import (
 // of other projects are never among them. A flow that has not recorded its
 // pull request yet has its first check due already.
 func (s *Service) MergeChecks(ctx context.Context, projectID string, h forge.Hook) ([]string, error) {
-	flows, err := s.query(ctx, "list flows waiting in a merge stage", `SELECT `+flowColumns+` FROM flows
+	flows, err := s.own(ctx, "list flows waiting in a merge stage", `SELECT `+flowColumns+` FROM flows
 WHERE project_id = ? AND pull_request IS NOT NULL AND ((status = 'running' AND waiting = 'checks') OR (status = 'waiting' AND waiting IN ('review', 'merge')))`,
 		projectID)
 	if err != nil {

@@ -28,7 +28,7 @@ func (s *Service) step(ctx context.Context, decide func(ctx context.Context) (*t
 
 // load reads the flow and its ticket.
 func (s *Service) load(ctx context.Context, flowID string) (Flow, tracker.Item, error) {
-	f, err := s.Get(ctx, flowID)
+	f, err := Read(ctx, s.Store, flowID)
 	if err != nil {
 		if apperr.Code(err) == apperr.NotFound {
 			return f, tracker.Item{}, job.Permanent(err)

@@ -19,6 +19,9 @@ const (
 	KindGitHub = "github"
 )
 
+// Kinds lists every forge kind a project's repository may name.
+var Kinds = []string{KindGit, KindGitea, KindGitHub}
+
 // MaxLocation bounds a repository location, in bytes.
 const MaxLocation = 2000
 

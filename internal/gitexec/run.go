@@ -10,8 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ballet/ballet/internal/procgroup"
 )
 
 // stderrLimit is how much of git's stderr an error keeps.
@@ -83,7 +86,11 @@ func (r Runner) Run(ctx context.Context, c Cmd) (string, error) {
 	if cmd.Dir == "" {
 		cmd.Dir = os.TempDir()
 	}
-	ownGroup(cmd)
+	// git runs in its own process group (it starts ssh,
+	// git-remote-https, pack-objects…), killed whole when it times out and
+	// by the kernel when its parent dies.
+	procgroup.Own(cmd, syscall.SIGKILL)
+	procgroup.KillOnCancel(cmd)
 	cmd.WaitDelay = 2 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout

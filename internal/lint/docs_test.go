@@ -18,9 +18,11 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/config"
 	"github.com/ballet/ballet/internal/core"
 	"github.com/ballet/ballet/internal/flow"
+	"github.com/ballet/ballet/internal/forge"
 	"github.com/ballet/ballet/internal/pipeline"
 	"github.com/ballet/ballet/internal/reconcile"
 	"github.com/ballet/ballet/internal/server"
@@ -396,4 +398,75 @@ func isExecutable(t *testing.T, path string) bool {
 		}
 	}
 	return false
+}
+
+// TestDocsSayWhoMerges: docs/flows.md's table of who merges on each forge
+// is the forges' own answer (forge.Forge.CanMerge), for every forge kind a
+// repository may name — it once said a merge stage on Gitea or GitHub
+// fails for good, long after Ballet merged there.
+func TestDocsSayWhoMerges(t *testing.T) {
+	forges := core.Forges(t.TempDir(), clock.Real{})
+	rowRE := regexp.MustCompile("^\\| `([a-z]+)` \\| (Ballet|a person)[,:]")
+	rows := map[string]string{}
+	for _, line := range prose(readDoc(t, "docs/flows.md")) {
+		if m := rowRE.FindStringSubmatch(line); m != nil {
+			rows[m[1]] = m[2]
+		}
+	}
+	for _, kind := range forge.Kinds {
+		f, err := forges(kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[bool]string{true: "Ballet", false: "a person"}[f.CanMerge()]
+		if got, ok := rows[kind]; !ok || got != want {
+			t.Errorf("docs/flows.md says %q merges on `%s`, want %q", got, kind, want)
+		}
+		delete(rows, kind)
+	}
+	for kind := range rows {
+		t.Errorf("docs/flows.md names a forge `%s` that a repository cannot name", kind)
+	}
+}
+
+// TestDocsListEveryHistory: docs/events.md's table of histories is the
+// routes that answer a page of events, no more and no less.
+func TestDocsListEveryHistory(t *testing.T) {
+	cfg := config.Default()
+	cfg.Storage.Path = filepath.Join(t.TempDir(), "core.db")
+	cfg.Auth.BootstrapToken = "lint-bootstrap-token-0123456789"
+	c, err := core.Open(context.Background(), core.Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	want := map[string]bool{}
+	for _, rt := range c.API.Routes() {
+		if _, ok := rt.Response.(server.EventPage); ok {
+			want[rt.Method+" "+rt.Path] = true
+		}
+	}
+	rowRE := regexp.MustCompile("^\\| `(GET /api/v1/[^`]*)` \\|")
+	text := readDoc(t, "docs/events.md")
+	start := strings.Index(text, "## Reading the log")
+	if start < 0 {
+		t.Fatal("docs/events.md has no section Reading the log")
+	}
+	section, _, _ := strings.Cut(text[start+1:], "\n## ")
+	got := map[string]bool{}
+	for _, line := range prose(section) {
+		if m := rowRE.FindStringSubmatch(line); m != nil {
+			got[m[1]] = true
+		}
+	}
+	for r := range want {
+		if !got[r] {
+			t.Errorf("docs/events.md (Reading the log) lacks the history `%s`", r)
+		}
+	}
+	for r := range got {
+		if !want[r] {
+			t.Errorf("docs/events.md (Reading the log) lists `%s`, which answers no page of events", r)
+		}
+	}
 }

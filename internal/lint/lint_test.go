@@ -113,6 +113,9 @@ func TestImportBoundaries(t *testing.T) {
 		// database and learns callers' roles from Core over HTTP only.
 		"internal/knowledge":         append(slices.Clone(coreOnly), "net/http"),
 		"internal/knowledge/service": coreOnly,
+		// The realtime door stands beside the REST API, not on it: what
+		// both need on the wire is in apijson.
+		"internal/realtime": {"internal/server", "internal/core"},
 	}
 	for dir, files := range packages(t) {
 		bad, ok := forbidden[dir]
@@ -317,5 +320,31 @@ func TestShippedCodeImportsNoKit(t *testing.T) {
 	}
 	if n < 20 {
 		t.Fatalf("go list -deps ./cmd/ballet listed %d of Ballet's packages: the check saw nothing", n)
+	}
+}
+
+// TestOneWayToStopAChildTree: a child's process group is made and
+// signalled only by package procgroup (the runner's agent sessions lead a
+// session of their own, package runner/proc, and are signalled through
+// procgroup too), so that no stop forgets the grandchildren.
+func TestOneWayToStopAChildTree(t *testing.T) {
+	for dir, files := range packages(t) {
+		if dir == "internal/procgroup" {
+			continue
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, bad := range []string{"Setpgid", "Kill(-", "Pdeathsig: syscall.SIGTERM"} {
+				if strings.Contains(string(b), bad) {
+					t.Errorf("%s uses %s: start and stop a child's tree with package procgroup", f, bad)
+				}
+			}
+		}
 	}
 }

@@ -63,12 +63,12 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ballet/ballet/internal/access"
+	"github.com/ballet/ballet/internal/apijson"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/feed"
-	"github.com/ballet/ballet/internal/server"
 	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 )
@@ -171,9 +171,9 @@ func New(f *feed.Feed, authn Authenticator, res *access.Resolver, tn *tenancy.Se
 // even looked at.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	opts := &websocket.AcceptOptions{OriginPatterns: h.Config.OriginPatterns}
-	header, cookie := server.Credential(r)
+	header, cookie := apijson.Credential(r)
 	if cookie && !sameOrigin(r, opts.OriginPatterns) {
-		server.WriteError(w, http.StatusForbidden, apperr.Forbidden,
+		apijson.WriteError(w, http.StatusForbidden, apperr.Forbidden,
 			fmt.Sprintf("cross-origin WebSocket refused: a connection with the session cookie must come from Ballet's own pages, not %s", r.Header.Get("Origin")))
 		return
 	}
@@ -182,12 +182,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		switch apperr.Code(err) {
 		case apperr.Unauthenticated:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ballet"`)
-			server.WriteError(w, http.StatusUnauthorized, apperr.Unauthenticated, err.Error())
+			apijson.WriteError(w, http.StatusUnauthorized, apperr.Unauthenticated, err.Error())
 		case apperr.Forbidden:
-			server.WriteError(w, http.StatusForbidden, apperr.Forbidden, err.Error())
+			apijson.WriteError(w, http.StatusForbidden, apperr.Forbidden, err.Error())
 		default:
 			h.Log.Error("realtime: authentication failed", "err", err)
-			server.WriteError(w, http.StatusServiceUnavailable, apperr.Unavailable, "cannot authenticate now; retry")
+			apijson.WriteError(w, http.StatusServiceUnavailable, apperr.Unavailable, "cannot authenticate now; retry")
 		}
 		return
 	}

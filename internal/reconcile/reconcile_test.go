@@ -384,3 +384,19 @@ func TestRunPassesEveryInterval(t *testing.T) {
 		}
 	})
 }
+
+// TestRequeuedStepKeepsTheConfiguredAttempts: a lost step queued again
+// runs as often as [jobs] max_attempts says, like every other job, not the
+// built-in default.
+func TestRequeuedStepKeepsTheConfiguredAttempts(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		w := setup(t, s, reconcile.Config{MaxAttempts: 7})
+		key := w.ticket("task")
+		enterKey := "flow:" + w.flow(key).ID + ":enter:1"
+		w.exec(`UPDATE jobs SET status = 'done' WHERE dedupe_key = ?`, enterKey) // lost
+		w.repair(reconcile.Report{Requeued: 1})
+		if n := w.count(`SELECT max_attempts FROM jobs WHERE dedupe_key = ? AND status = 'pending'`, enterKey); n != 7 {
+			t.Fatalf("the step queued again may run %d times, want 7 ([jobs] max_attempts)", n)
+		}
+	})
+}

@@ -380,7 +380,9 @@ func (r *Reconciler) repairStep(ctx context.Context, rep *Report, flowID string)
 		// Queued again only while the flow is at the version read: a flow
 		// that moved on meanwhile, or a job queued meanwhile under the key,
 		// makes it a no-op.
-		stmt, err := job.New(st.Args).InsertWhile(transition.NewID(), now, flow.Unchanged(f))
+		spec := job.New(st.Args)
+		spec.MaxAttempts = r.cfg.MaxAttempts // as the applier gives every job ([jobs] max_attempts)
+		stmt, err := spec.InsertWhile(transition.NewID(), now, flow.Unchanged(f))
 		if err != nil {
 			return nil, err
 		}

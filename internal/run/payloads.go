@@ -1,13 +1,17 @@
 package run
 
-import "github.com/ballet/ballet/internal/event"
+import (
+	"time"
+
+	"github.com/ballet/ballet/internal/event"
+)
 
 // Event payloads of the run.* and runner.* events, one type per event type
 // (Events lists them).
 
 // Events are the payload types of the events the run domain writes.
 var Events = []event.Payload{RunCreated{}, RunStarted{}, RunReported{}, RunQuestionAsked{}, RunFinished{}, RunCancelled{},
-	RunCancelRequested{}, RunnerRegistered{}, RunnerUpdated{}}
+	RunCancelRequested{}, RunnerRegistered{}, RunnerUpdated{}, RunnerRemoved{}}
 
 func (RunCreated) EventType() string         { return "run.created" }
 func (RunStarted) EventType() string         { return "run.started" }
@@ -18,6 +22,7 @@ func (RunCancelled) EventType() string       { return "run.cancelled" }
 func (RunCancelRequested) EventType() string { return "run.cancel_requested" }
 func (RunnerRegistered) EventType() string   { return "runner.registered" }
 func (RunnerUpdated) EventType() string      { return "runner.updated" }
+func (RunnerRemoved) EventType() string      { return "runner.removed" }
 
 // RunCreated is the payload of run.created.
 type RunCreated struct {
@@ -96,4 +101,13 @@ type RunnerRegistered struct {
 type RunnerUpdated struct {
 	Draining bool   `json:"draining"`
 	Problem  string `json:"problem"`
+}
+
+// RunnerRemoved is the payload of runner.removed: the reconciler removed a
+// runner that had not been seen for longer than [runs] runner_retention
+// (a runner that comes back registers again, as a new runner).
+type RunnerRemoved struct {
+	Name       string    `json:"name"`
+	LastSeenAt time.Time `json:"last_seen_at"`
+	Retention  string    `json:"retention"` // [runs] runner_retention, e.g. "24h0m0s"
 }

@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -429,4 +430,31 @@ ORDER BY started_at, id`)
 		}
 	}
 	return runners, nil
+}
+
+// RemoveGoneRunners removes the runners not seen since before cutoff
+// (now − [runs] runner_retention) that hold no running run, each in its own
+// batch with its event runner.removed (actor: the system). A heartbeat
+// that lands meanwhile keeps its runner: the delete is guarded by the last
+// sighting. It returns the names of the runners removed.
+func (s *Service) RemoveGoneRunners(ctx context.Context, cutoff time.Time, retention time.Duration) ([]string, error) {
+	gone, err := s.queryRunners(ctx, `last_seen_at < ? ORDER BY last_seen_at, id`, cutoff.UnixMilli())
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, rn := range gone {
+		e := event.Of(event.System, "", "", rn.ID, RunnerRemoved{Name: rn.Name, LastSeenAt: rn.LastSeenAt, Retention: retention.String()})
+		t := &transition.Transition{Events: []event.Event{e}, Guarded: []store.Statement{store.Stmt(`DELETE FROM runners
+WHERE id = ? AND last_seen_at < ? AND NOT EXISTS (SELECT 1 FROM runs WHERE runner_id = ? AND status = 'running')`,
+			rn.ID, cutoff.UnixMilli(), rn.ID)}}
+		switch err := s.applier.Apply(ctx, t); {
+		case errors.Is(err, store.ErrLostRace): // seen again, or running a run: it stays
+		case err != nil:
+			return removed, fmt.Errorf("remove runner %s: %w", rn.ID, err)
+		default:
+			removed = append(removed, rn.Name)
+		}
+	}
+	return removed, nil
 }

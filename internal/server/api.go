@@ -161,20 +161,6 @@ func (a *API) CSRF() *http.CrossOriginProtection { return a.csrf }
 // in its body, not in a header or cookie.
 const PermSignIn access.Permission = "signin"
 
-// Credential returns the request's credential as an Authorization header
-// value: the header itself, else the browser session cookie as a bearer
-// (cookie = true). A request with both acts with the header. The cookie
-// carries sessions only: any other credential in it is ignored.
-func Credential(hr *http.Request) (header string, cookie bool) {
-	if h := hr.Header.Get("Authorization"); h != "" {
-		return h, false
-	}
-	if c, err := hr.Cookie(auth.SessionCookie); err == nil && strings.HasPrefix(c.Value, auth.SessionPrefix) {
-		return "Bearer " + c.Value, true
-	}
-	return "", false
-}
-
 // CrossOrigin checks a request against csrf: nil, or the API's 403.
 func CrossOrigin(csrf *http.CrossOriginProtection, hr *http.Request) error {
 	if err := csrf.Check(hr); err != nil {
@@ -209,7 +195,7 @@ func (a *API) handler(rt *Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
 		var p *auth.Principal
 		var err error
-		header, cookie := Credential(hr)
+		header, cookie := apijson.Credential(hr)
 		if cookie || rt.Perm == PermSignIn { // the browser sent it, perhaps for another site's page
 			err = CrossOrigin(a.csrf, hr)
 		}

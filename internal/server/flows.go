@@ -120,7 +120,7 @@ func (h *Flows) decide(approve bool) func(*Request) (any, error) {
 		if err := v.Err(); err != nil {
 			return nil, err
 		}
-		f, err := h.F.Decide(r.Context(), r.Principal.Actor(), it.ID, approve, in.Comment)
+		f, err := h.F.Decide(r.Context(), r.Principal.Actor(), it, approve, in.Comment)
 		if err != nil {
 			return nil, err
 		}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"net/http"
 
@@ -317,44 +316,12 @@ func (h *Items) answerQuestion(r *Request) (any, error) {
 	return h.T.AnswerQuestion(r.Context(), r.Principal.Actor(), q.ID, in.Answer)
 }
 
-// eventPage reads after and limit.
-func (h *Items) eventPage(r *Request) (after int64, limit int, err error) {
-	if after, err = r.QueryInt("after", 0, 0, math.MaxInt64); err != nil {
-		return 0, 0, err
-	}
-	l, err := r.QueryInt("limit", 100, 1, 1000)
-	return after, int(l), err
-}
-
-// page answers a page of events. An empty page after a seq beyond the
-// log's head is an error naming the head: a client that kept polling from
-// there would silently skip every event up to it.
-func (h *Items) page(r *Request, events []event.Event, after int64) (EventPage, error) {
-	out := EventPage{Events: events, LastSeq: after}
-	if n := len(events); n > 0 {
-		out.LastSeq = events[n-1].Seq
-		return out, nil
-	}
-	out.Events = []event.Event{}
-	if after > 0 {
-		head, err := event.LastSeq(r.Context(), h.T.Store)
-		if err != nil {
-			return out, err
-		}
-		if after > head {
-			return out, apperr.Fields([]apperr.FieldError{{Field: "after",
-				Message: fmt.Sprintf("%d is beyond the log's head (seq %d): resume from a seq you received", after, head)}})
-		}
-	}
-	return out, nil
-}
-
 func (h *Items) itemEvents(r *Request) (any, error) {
 	it, err := r.Item()
 	if err != nil {
 		return nil, err
 	}
-	after, limit, err := h.eventPage(r)
+	after, limit, err := eventPage(r)
 	if err != nil {
 		return nil, err
 	}
@@ -362,7 +329,7 @@ func (h *Items) itemEvents(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return h.page(r, evs, after)
+	return page(r, h.T.Store, evs, after)
 }
 
 func (h *Items) projectEvents(r *Request) (any, error) {
@@ -370,7 +337,7 @@ func (h *Items) projectEvents(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	after, limit, err := h.eventPage(r)
+	after, limit, err := eventPage(r)
 	if err != nil {
 		return nil, err
 	}
@@ -378,5 +345,5 @@ func (h *Items) projectEvents(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return h.page(r, evs, after)
+	return page(r, h.T.Store, evs, after)
 }

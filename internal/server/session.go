@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/access"
+	"github.com/ballet/ballet/internal/apijson"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/auth"
 )
@@ -86,7 +87,7 @@ func (h *Session) create(r *Request) (any, error) {
 // Authorization header of its own (ok=false: none), for a proxy to send
 // as the bearer (KnowledgeProxy.Session).
 func SessionValue(r *http.Request) (value string, ok bool) {
-	header, cookie := Credential(r)
+	header, cookie := apijson.Credential(r)
 	if !cookie {
 		return "", false
 	}
@@ -109,7 +110,7 @@ func (h *Session) delete(r *Request) (any, error) {
 	if err := h.S.End(r.Context(), r.Principal); err != nil {
 		return nil, err
 	}
-	if _, cookie := Credential(r.Request); cookie {
+	if _, cookie := apijson.Credential(r.Request); cookie {
 		ClearSessionCookie(r.w, r.api.secure)
 	}
 	return nil, nil

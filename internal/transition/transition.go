@@ -93,6 +93,10 @@ type Applier struct {
 	// Resends bounds how often a batch whose outcome was unknown is sent
 	// again (default 5).
 	Resends int
+	// MaxAttempts is how often a job it enqueues runs before it is dead,
+	// unless its Spec says ([jobs] max_attempts; job.DefaultMaxAttempts
+	// when ≤ 0).
+	MaxAttempts int
 
 	subscribers []Subscriber // see Subscribe
 
@@ -113,8 +117,14 @@ var ErrGaveUp = errors.New("transition gave up")
 // events first (so that a re-sent batch that had committed fails at once on
 // the event's unique id), then each guarded statement followed by the guard,
 // then the other statements, then the job inserts. ids for jobs come from
-// newID.
+// newID; a job whose Spec leaves MaxAttempts at zero gets
+// job.DefaultMaxAttempts.
 func (t *Transition) Batch(now time.Time, newID func() string) ([]store.Statement, error) {
+	return t.batch(now, newID, 0)
+}
+
+// batch is Batch with the attempts of the jobs that name none.
+func (t *Transition) batch(now time.Time, newID func() string, maxAttempts int) ([]store.Statement, error) {
 	if len(t.Events) == 0 {
 		return nil, errors.New("transition without an event: every change must record one")
 	}
@@ -137,6 +147,9 @@ func (t *Transition) Batch(now time.Time, newID func() string) ([]store.Statemen
 	}
 	out = append(out, t.Statements...)
 	for _, j := range t.Jobs {
+		if j.MaxAttempts <= 0 {
+			j.MaxAttempts = maxAttempts
+		}
 		st, err := j.Insert(newID(), now)
 		if err != nil {
 			return nil, err
@@ -165,7 +178,7 @@ func NewID() string { return uuid.Must(uuid.NewV7()).String() }
 // id, which proves the commit; if it had not, the second send applies it
 // (the version checks make a double application impossible).
 func (a *Applier) Apply(ctx context.Context, t *Transition) error {
-	batch, err := t.Batch(a.Clock.Now(), NewID)
+	batch, err := t.batch(a.Clock.Now(), NewID, a.MaxAttempts)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/ballet/ballet/internal/procgroup"
 )
 
 // Status is what became of a mutant.
@@ -231,7 +234,7 @@ func (r *runner) testCmd(ctx context.Context, p *pkg, bin string, limit time.Dur
 func runGroup(ctx context.Context, cmd *exec.Cmd, limit time.Duration) error {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	ownGroup(cmd)
+	procgroup.Own(cmd, syscall.SIGKILL) // a timeout kills what its tests started too
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -246,11 +249,11 @@ func runGroup(ctx context.Context, cmd *exec.Cmd, limit time.Duration) error {
 		}
 		return err
 	case <-timer.C:
-		killGroup(cmd)
+		procgroup.Kill(cmd)
 		<-done
 		return context.DeadlineExceeded
 	case <-ctx.Done():
-		killGroup(cmd)
+		procgroup.Kill(cmd)
 		<-done
 		return ctx.Err()
 	}

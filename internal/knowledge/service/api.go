@@ -19,6 +19,7 @@ import (
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/knowledge"
+	"github.com/ballet/ballet/internal/openapi"
 	"github.com/ballet/ballet/internal/strictjson"
 )
 
@@ -50,10 +51,7 @@ type Route struct {
 }
 
 // QueryParam documents a query parameter.
-type QueryParam struct {
-	Name, Type, Description string
-	Repeat                  bool
-}
+type QueryParam = openapi.Param
 
 // Prefix is where every route lives.
 const Prefix = "/api/v1/knowledge/orgs/{org}"

@@ -25,10 +25,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/ballet/ballet/internal/procgroup"
 	"github.com/ballet/ballet/internal/runner/protocol"
 )
 
@@ -455,6 +457,8 @@ func Version(ctx context.Context, command string) (string, error) {
 		"XDG_CACHE_HOME=" + home, "XDG_STATE_HOME=" + home, "TMPDIR=" + home}
 	cmd.Dir = home
 	cmd.WaitDelay = time.Second
+	procgroup.Own(cmd, syscall.SIGKILL) // a CLI that hangs at --version is killed with what it started
+	procgroup.KillOnCancel(cmd)
 	out, err := cmd.Output() // stdin is /dev/null: an open one hangs opencode
 	if err != nil {
 		return "", fmt.Errorf("agent: %s --version: %w", command, err)

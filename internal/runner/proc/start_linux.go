@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/procgroup"
 )
 
 // Session is a running session. Its methods are safe for concurrent use.
@@ -192,7 +193,7 @@ func (s *Session) run(ctx context.Context, outR, errR *os.File) {
 
 	// The command has exited. Kill what is left of its group, and any
 	// process that left the group but still carries the marker, then reap.
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	_ = procgroup.Signal(pid, syscall.SIGKILL)
 	killMarked(spec.ID, pid)
 	waitErr := s.cmd.Wait()
 
@@ -260,7 +261,7 @@ func (s *Session) supervise(ctx context.Context, pid int, exited <-chan struct{}
 				}
 			}
 		} else {
-			_ = syscall.Kill(-pid, syscall.SIGTERM)
+			_ = procgroup.Signal(pid, syscall.SIGTERM)
 		}
 		kill = clk.NewTimer(spec.KillGrace)
 	}
@@ -295,7 +296,7 @@ func (s *Session) supervise(ctx context.Context, pid int, exited <-chan struct{}
 			stop(Cancelled)
 		case <-chanOf(kill):
 			kill = nil
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			_ = procgroup.Signal(pid, syscall.SIGKILL)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ballet/ballet/internal/procgroup"
 	"golang.org/x/sys/unix"
 )
 
@@ -177,7 +178,7 @@ func killMarked(id string, pgid int) []int {
 			}
 		}
 		if group {
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			_ = procgroup.Signal(pgid, syscall.SIGKILL)
 			for _, p := range procs {
 				if p.pgid == pgid && !p.marked {
 					targets = append(targets, p.pid)

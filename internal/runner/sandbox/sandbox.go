@@ -35,7 +35,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/ballet/ballet/internal/procgroup"
 )
 
 // Modes of the sandbox ([runner] sandbox).
@@ -320,6 +323,8 @@ func (s Sandbox) Check(ctx context.Context) error {
 	cmd := exec.CommandContext(ctx, bwrap, append(baseArgs(), "--", bwrap, "--version")...)
 	cmd.Env = []string{}
 	cmd.WaitDelay = time.Second
+	procgroup.Own(cmd, syscall.SIGKILL)
+	procgroup.KillOnCancel(cmd)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("sandbox: bwrap cannot make a sandbox here (%v: %s). It needs user namespaces "+
 			"(on the host: sysctl kernel.unprivileged_userns_clone=1; in a container: one allowed to create namespaces), "+

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ballet/ballet/internal/fakemodel"
 	"github.com/ballet/ballet/internal/pipeline"
+	"github.com/ballet/ballet/internal/procgroup"
 	"github.com/ballet/ballet/internal/runner/proc"
 )
 
@@ -356,7 +357,7 @@ func (a *agentRunner) killAgent(ss *agentSession) bool {
 		groups[p.PGID] = true
 	}
 	for g := range groups {
-		_ = syscall.Kill(-g, syscall.SIGKILL)
+		_ = procgroup.Signal(g, syscall.SIGKILL)
 	}
 	if len(groups) == 0 {
 		return false

@@ -36,13 +36,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"code.gitea.io/sdk/gitea"
 
 	"github.com/ballet/ballet/internal/gitexec"
-	"github.com/ballet/ballet/internal/testkit/procgroup"
+	"github.com/ballet/ballet/internal/procgroup"
 )
 
 // Version is the Gitea release the tests run against.
@@ -262,7 +263,7 @@ func (s *Server) boot() error {
 	cmd.Env = s.env()
 	cmd.Dir = s.Dir
 	cmd.Stdout, cmd.Stderr = logf, logf
-	procgroup.Own(cmd)
+	procgroup.Own(cmd, syscall.SIGKILL)
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", s.bin, err)

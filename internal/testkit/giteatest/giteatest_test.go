@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ballet/ballet/internal/testkit/procgroup"
+	"github.com/ballet/ballet/internal/testkit/orphan"
 )
 
 // orphanEnv makes this test binary a process that starts a Gitea, prints
@@ -82,7 +82,7 @@ func TestSeed(t *testing.T) {
 // -timeout) runs no cleanup; its Gitea must not outlive it.
 func TestServerDiesWithItsTest(t *testing.T) {
 	bin := Binary(t)
-	procgroup.DiesWithItsTest(t, "gitea", orphanEnv+"="+t.TempDir(), BinaryEnv+"="+bin)
+	orphan.DiesWithItsTest(t, "gitea", orphanEnv+"="+t.TempDir(), BinaryEnv+"="+bin)
 }
 
 // TestBinary: BALLET_SKIP_GITEA=1 skips; a missing binary skips, or fails

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ballet/ballet/internal/testkit/procgroup"
+	"github.com/ballet/ballet/internal/testkit/orphan"
 )
 
 // orphanEnv makes this test binary a process that starts a node, prints
@@ -33,5 +33,5 @@ func TestMain(m *testing.M) {
 // not outlive it.
 func TestNodesDieWithTheirTest(t *testing.T) {
 	bin := Binary(t)
-	procgroup.DiesWithItsTest(t, "rqlited", orphanEnv+"="+t.TempDir(), "BALLET_RQLITED="+bin)
+	orphan.DiesWithItsTest(t, "rqlited", orphanEnv+"="+t.TempDir(), "BALLET_RQLITED="+bin)
 }

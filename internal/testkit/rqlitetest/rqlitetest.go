@@ -23,10 +23,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
-	"github.com/ballet/ballet/internal/testkit/procgroup"
+	"github.com/ballet/ballet/internal/procgroup"
 )
 
 // Version is the rqlite release the tests run against.
@@ -323,7 +324,7 @@ func (c *Cluster) spawnLocked(nd *Node) error {
 	cmd := exec.Command(c.bin, args...)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	procgroup.Own(cmd)
+	procgroup.Own(cmd, syscall.SIGKILL)
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return err

@@ -1,4 +1,7 @@
-package procgroup
+// Package orphan checks that a server a test starts (rqlited, Gitea) dies
+// with the test binary, even one killed outright (go test -timeout): the
+// servers are started through package procgroup.
+package orphan
 
 import (
 	"bufio"

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package procgroup
+package orphan
 
 import "testing"
 

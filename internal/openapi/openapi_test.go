@@ -1,4 +1,4 @@
-package server
+package openapi
 
 import (
 	"encoding/json"
@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/ballet/ballet/internal/strictjson"
-	"github.com/ballet/ballet/internal/tracker"
 )
 
 type inner struct {
@@ -41,9 +40,9 @@ func (described) JSONSchema() map[string]any   { return map[string]any{"type": "
 // TestSchemaOfStruct: a schema lists what encoding/json writes, required
 // and nullable as it writes it.
 func TestSchemaOfStruct(t *testing.T) {
-	g := newSchemaGen()
-	g.schema(reflect.TypeFor[outer]())
-	s := g.schemas["outer"].(map[string]any)
+	g := NewGenerator(nil, nil)
+	g.Schema(reflect.TypeFor[outer]())
+	s := g.Schemas["outer"].(map[string]any)
 	props := s["properties"].(map[string]any)
 	want := "a b null opt ptr struct zero"
 	if got := strings.Join(slices.Sorted(maps.Keys(props)), " "); got != want {
@@ -64,7 +63,7 @@ func TestSchemaOfStruct(t *testing.T) {
 	if b, _ := json.Marshal(props["null"]); string(b) != `{"type":["string","null"]}` {
 		t.Errorf("null %s", b)
 	}
-	if b, _ := json.Marshal(g.schema(reflect.TypeFor[described]())); string(b) != `{"type":"number"}` {
+	if b, _ := json.Marshal(g.Schema(reflect.TypeFor[described]())); string(b) != `{"type":"number"}` {
 		t.Errorf("described %s", b)
 	}
 }
@@ -81,15 +80,45 @@ func TestSchemaRefusesWhatItCannotKnow(t *testing.T) {
 		}()
 		f()
 	}
-	mustPanic("self-encoded", "JSONSchema", func() { newSchemaGen().schema(reflect.TypeFor[selfEncoded]()) })
+	mustPanic("self-encoded", "JSONSchema", func() { NewGenerator(nil, nil).Schema(reflect.TypeFor[selfEncoded]()) })
 	type patch struct {
 		Field strictjson.Nullable[string] `json:"field,omitempty"`
 	}
-	mustPanic("a Nullable without omitzero", "omitzero", func() { newSchemaGen().schema(reflect.TypeFor[patch]()) })
-	type Item struct{ X int }
-	mustPanic("one name, two types", "schema Item", func() {
-		g := newSchemaGen()
-		g.schema(reflect.TypeFor[tracker.Item]())
-		g.schema(reflect.TypeFor[Item]())
+	mustPanic("a Nullable without omitzero", "omitzero", func() { NewGenerator(nil, nil).Schema(reflect.TypeFor[patch]()) })
+	mustPanic("one name, two types", "schema inner", func() {
+		g := NewGenerator(nil, nil)
+		g.Schema(reflect.TypeFor[inner]())
+		type inner struct{ X int }
+		g.Schema(reflect.TypeFor[inner]())
 	})
+	mustPanic("an enum of no field", "names no string field", func() {
+		NewGenerator(map[reflect.Type]map[string][]string{reflect.TypeFor[inner](): {"nope": {"x"}}}, nil).Schema(reflect.TypeFor[inner]())
+	})
+}
+
+// TestPaths: an operation's parameters, body and answers, errors in the
+// one Error shape.
+func TestPaths(t *testing.T) {
+	g := NewGenerator(map[reflect.Type]map[string][]string{reflect.TypeFor[inner](): {"a": {"x", "y"}}}, nil)
+	paths := g.Paths("/api/v1/", []Operation{{Method: "PUT", Path: "/api/v1/things/{thing}", Summary: "Save a thing", Permission: "things.write",
+		Query: []Param{{Name: "tag", Type: "string", Repeat: true}}, Request: inner{}, Response: outer{},
+		Statuses: Statuses(0, "PUT", true, false, 422)}})
+	op := paths["/api/v1/things/{thing}"]["put"].(map[string]any)
+	if op["operationId"] != "put_things_thing" || op["x-permission"] != "things.write" {
+		t.Errorf("operation %v", op)
+	}
+	if b, _ := json.Marshal(op["parameters"]); string(b) != `[{"in":"path","name":"thing","required":true,"schema":{"type":"string"}},`+
+		`{"description":"","in":"query","name":"tag","schema":{"items":{"type":"string"},"type":"array"}}]` {
+		t.Errorf("parameters %s", b)
+	}
+	var codes []string
+	for code := range op["responses"].(map[string]any) {
+		codes = append(codes, code)
+	}
+	if got := strings.Join(slices.Sorted(slices.Values(codes)), " "); got != "200 400 401 403 404 408 409 413 422 500 503" {
+		t.Errorf("responses %s", got)
+	}
+	if b, _ := json.Marshal(g.Schemas["inner"].(map[string]any)["properties"].(map[string]any)["a"]); string(b) != `{"enum":["x","y"],"type":"string"}` {
+		t.Errorf("enum %s", b)
+	}
 }
