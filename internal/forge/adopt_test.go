@@ -24,6 +24,8 @@ func TestAdopt(t *testing.T) {
 		{"open, even on an older head (a push since)", []forge.Found{pr(3, true, false, "h1", marked, 1)}, "h2", 3},
 		{"the marked open one first", []forge.Found{pr(3, true, false, "h2", "by hand", 2), pr(4, true, false, "h2", marked, 1)}, "h2", 4},
 		{"the newest open one", []forge.Found{pr(3, true, false, "h2", "", 1), pr(4, true, false, "h2", "", 2)}, "h2", 4},
+		{"the newest open one, though its number is lower", []forge.Found{pr(4, true, false, "h2", "", 1), pr(3, true, false, "h2", "", 2)}, "h2", 3},
+		{"opened at the same time: the higher number", []forge.Found{pr(3, true, false, "h2", "", 1), pr(4, true, false, "h2", "", 1), pr(2, true, false, "h2", "", 1)}, "h2", 4},
 		{"merged at this head: adopted, not opened again", []forge.Found{pr(5, false, true, "h2", marked, 1)}, "h2", 5},
 		{"closed at this head: adopted (a person closed it)", []forge.Found{pr(5, false, false, "h2", "", 1)}, "h2", 5},
 		{"merged at an older head: history", []forge.Found{pr(5, false, true, "h1", marked, 1)}, "h2", 0},
@@ -49,5 +51,8 @@ func TestMarker(t *testing.T) {
 	tk, fl, ok := forge.ParseMarker(body)
 	if !ok || tk != "ACME-12" || fl != "0190c7a0-flow" {
 		t.Fatalf("ParseMarker = %q %q %v", tk, fl, ok)
+	}
+	if tk, fl, ok := forge.ParseMarker("opened by hand"); ok || tk != "" || fl != "" {
+		t.Fatalf("ParseMarker of a body without a marker = %q %q %v", tk, fl, ok)
 	}
 }

@@ -49,7 +49,8 @@ type Decision struct {
 //  5. changes requested → failed, quoting the reviews
 //  6. mergeable is false (a definite conflict) → failed "the branch X conflicts with Y"
 //  7. checks pending, or a required check not passed yet → wait checks
-//  8. fewer approvals than required → wait review
+//  8. fewer approvals than required, or changes requested on an earlier
+//     head commit that their reviewer has not reviewed again → wait review
 //  9. policy not auto, or the forge cannot merge → wait merge (a human merges)
 //  10. mergeability unknown → wait checks (the forge is computing it)
 //  11. otherwise → merge
@@ -120,6 +121,8 @@ func Decide(policy Policy, canMerge bool, st State) Decision {
 		return wait(WaitChecks, "waiting for the checks: the forge reported the unknown state %q", st.Checks)
 	case st.Approvals < policy.RequiredApprovals:
 		return wait(WaitReview, "waiting for review: %d of %d required approvals", max(st.Approvals, 0), policy.RequiredApprovals)
+	case len(st.EarlierChangeRequests) > 0:
+		return wait(WaitReview, "waiting for review: changes were requested on an earlier commit: %s", strings.Join(st.EarlierChangeRequests, "; "))
 	case policy.Mode != PolicyAuto:
 		return wait(WaitMerge, "waiting for a human to merge %s into %s: the merge policy is manual", strings.TrimPrefix(branch, "the branch "), base)
 	case !canMerge:

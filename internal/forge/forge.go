@@ -79,11 +79,18 @@ type State struct {
 	PendingChecks    []string // names of checks still running
 	PassedChecks     []string // names of checks that succeeded: a required check in none of the three lists has not reported yet
 	// Approvals counts current approvals: the latest review of each
-	// reviewer decides, dismissed and stale reviews do not count.
+	// reviewer with write access decides; a dismissed review does not
+	// count, nor does one of an earlier head commit (stale: it did not see
+	// the code pushed since).
 	Approvals int
-	// ChangesRequested: some reviewer's latest review requests changes.
+	// ChangesRequested: some reviewer's latest review requests changes on
+	// the current head commit.
 	ChangesRequested bool
 	ChangeRequests   []string // those reviews as "reviewer: text", for the stage report
+	// EarlierChangeRequests are the latest reviews that requested changes
+	// on an earlier head commit ("reviewer: text"): the work pushed since
+	// may answer them, but only the reviewer (or a dismissal) says so.
+	EarlierChangeRequests []string
 	// Mergeable is nil while unknown or being computed, false only for a
 	// definite conflict. A forge that answers false while it checks (Gitea)
 	// must report nil until it is sure.

@@ -1,6 +1,7 @@
 package forge
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -25,6 +26,7 @@ func TestVerifySignature(t *testing.T) {
 			"no secret":          {Sign(kind, body, ""), "", body},
 			"not hex":            {strings.Repeat("z", 64), "s3cret", body},
 			"short":              {good[:len(good)-2], "s3cret", body},
+			"trailing garbage":   {good + "zz", "s3cret", body},
 			"the other's format": {Sign(map[string]string{KindGitea: KindGitHub, KindGitHub: KindGitea}[kind], body, "s3cret"), "s3cret", body},
 		} {
 			if VerifySignature(kind, c.sig, c.body, c.secret) {
@@ -48,14 +50,21 @@ func TestParseHook(t *testing.T) {
 		{KindGitea, "pull_request_sync", `{"number":9}`, Hook{Numbers: []int{9}}},
 		{KindGitea, "status", `{"sha":"def","context":"ci","state":"success","commit":{"id":"def"},"branches":[{"name":"ballet/ACME-2"}]}`,
 			Hook{Branches: []string{"ballet/ACME-2"}, SHAs: []string{"def"}}},
+		{KindGitHub, "pull_request", `{"action":"synchronize","number":3,"pull_request":{"number":3,"head":{"ref":"ballet/X-1","sha":"110"}}}`,
+			Hook{Numbers: []int{3}, Branches: []string{"ballet/X-1"}, SHAs: []string{"110"}}},
 		{KindGitHub, "pull_request_review", `{"action":"submitted","pull_request":{"number":3,"head":{"ref":"ballet/X-1","sha":"111"}}}`,
 			Hook{Numbers: []int{3}, Branches: []string{"ballet/X-1"}, SHAs: []string{"111"}}},
 		{KindGitHub, "status", `{"sha":"222","branches":[{"name":"ballet/X-2"},{"name":"main"}]}`,
 			Hook{Branches: []string{"ballet/X-2", "main"}, SHAs: []string{"222"}}},
 		{KindGitHub, "check_run", `{"check_run":{"head_sha":"333","check_suite":{"head_branch":"ballet/X-3"},"pull_requests":[{"number":5,"head":{"ref":"ballet/X-3","sha":"333"}}]}}`,
 			Hook{Numbers: []int{5}, Branches: []string{"ballet/X-3"}, SHAs: []string{"333"}}},
+		{KindGitea, "status", `{"commit":{"id":"dee"}}`, Hook{SHAs: []string{"dee"}}},
+		{KindGitHub, "check_run", `{"check_run":{"head_sha":"336","check_suite":{"head_branch":"ballet/X-6"},"pull_requests":[]}}`,
+			Hook{Branches: []string{"ballet/X-6"}, SHAs: []string{"336"}}},
 		{KindGitHub, "check_suite", `{"check_suite":{"head_sha":"444","head_branch":"refs/heads/ballet/X-4","pull_requests":[]}}`,
 			Hook{Branches: []string{"ballet/X-4"}, SHAs: []string{"444"}}},
+		{KindGitHub, "check_suite", `{"check_suite":{"head_sha":"555","head_branch":"ballet/X-5","pull_requests":[{"number":6,"head":{"ref":"ballet/X-5","sha":"555"}}]}}`,
+			Hook{Numbers: []int{6}, Branches: []string{"ballet/X-5"}, SHAs: []string{"555"}}},
 	} {
 		if !Relevant(c.kind, c.event) {
 			t.Errorf("%s %s is not relevant", c.kind, c.event)
@@ -100,4 +109,30 @@ func FuzzParseHook(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestHookHeaders: each forge signs and names its deliveries in its own
+// headers; the wrong one would refuse every genuine delivery.
+func TestHookHeaders(t *testing.T) {
+	for kind, want := range map[string][2]string{
+		KindGitea:  {"X-Gitea-Signature", "X-Gitea-Event"},
+		KindGitHub: {"X-Hub-Signature-256", "X-GitHub-Event"},
+	} {
+		if got := [2]string{SignatureHeader(kind), EventHeader(kind)}; got != want {
+			t.Errorf("%s: headers %v, want %v", kind, got, want)
+		}
+	}
+}
+
+// TestParseHookBounded: a delivery naming more than MaxHookRefs pull
+// requests, branches or commits is cut at exactly MaxHookRefs of each.
+func TestParseHookBounded(t *testing.T) {
+	var prs []string
+	for i := 1; i <= MaxHookRefs+20; i++ {
+		prs = append(prs, fmt.Sprintf(`{"number":%d,"head":{"ref":"b%d","sha":"s%d"}}`, i, i, i))
+	}
+	h, err := ParseHook(KindGitHub, "check_run", []byte(`{"check_run":{"pull_requests":[`+strings.Join(prs, ",")+`]}}`))
+	if err != nil || len(h.Numbers) != MaxHookRefs || len(h.Branches) != MaxHookRefs || len(h.SHAs) != MaxHookRefs {
+		t.Fatalf("%d numbers, %d branches, %d commits, %v; want %d of each", len(h.Numbers), len(h.Branches), len(h.SHAs), err, MaxHookRefs)
+	}
 }

@@ -29,6 +29,7 @@ func TestCheckLocation(t *testing.T) {
 		{KindGitHub, "https://github.com/acme/app.git"},
 		{KindGitea, "http://127.0.0.1:3000/acme/app.git/"},
 		{KindGitea, "https://example.com/gitea/acme/app.git"}, // served under a sub-path
+		{KindGit, "/" + strings.Repeat("a", MaxLocation-1)},   // exactly the bound
 	}
 	for _, c := range ok {
 		if err := CheckLocation(c.kind, c.loc); err != nil {
@@ -177,7 +178,8 @@ func TestOwnerRepo(t *testing.T) {
 // TestCheckAPIURL: an API base override is an http(s) URL without
 // credentials or query; "" derives it.
 func TestCheckAPIURL(t *testing.T) {
-	for _, ok := range []string{"", "https://github.example.com/api/v3", "http://127.0.0.1:3000/api/v1"} {
+	for _, ok := range []string{"", "https://github.example.com/api/v3", "http://127.0.0.1:3000/api/v1",
+		"https://x/" + strings.Repeat("a", MaxLocation-len("https://x/"))} { // exactly the bound
 		if err := CheckAPIURL(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
@@ -186,6 +188,7 @@ func TestCheckAPIURL(t *testing.T) {
 		"ftp://x/api":           "must be an http(s) URL",
 		"github.com/api/v3":     "must be an http(s) URL",
 		"https://x/api?token=1": "without a query",
+		"https://x/api#top":     "without a query",
 		"https://u:p@x/api":     "holds credentials",
 		"https://-x/api":        "not a plain host name",
 		"https://x/a\nb":        "",

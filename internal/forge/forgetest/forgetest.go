@@ -26,6 +26,14 @@ type Caps struct {
 	MergeOnce    bool // merging a merged pull request again merges nothing (every real forge; not gitforge.Merging, which counts re-merges)
 	Checks       bool // commit statuses / check runs
 	Reviews      bool // reviews by people with write access
+	// CheckStates lists the check states (State*) Repo.SetStatus can
+	// report on this forge.
+	CheckStates []string
+	Dismiss     bool // reviews can be dismissed (Repo.DismissReview)
+	Protection  bool // branch protection (Repo.Protect)
+	// ShareRepo: one repository may serve many parallel tests, each on
+	// its own branch (its Repo methods are safe for concurrent use).
+	ShareRepo bool
 }
 
 // Harness drives one forge for the contract.
@@ -58,10 +66,17 @@ type Repo interface {
 	OpenByHand(t testing.TB, branch, title, body string) int
 	// CloseByHand closes a pull request without merging (Caps.PullRequests).
 	CloseByHand(t testing.TB, pr forge.PullRequest)
-	// SetStatus reports a check ("success", "failure" or "pending") of
-	// context on sha, as CI would: a commit status, or a check run named
-	// context where CI reports only those (GitHub Actions) (Caps.Checks).
+	// SetStatus reports a check (a State* of Caps.CheckStates) of context
+	// on sha, as CI would: a commit status, or a check run named context
+	// where CI reports only those (GitHub Actions) (Caps.Checks).
 	SetStatus(t testing.TB, sha, context, state string)
+	// DeleteBranch deletes branch on the forge, as a person would.
+	DeleteBranch(t testing.TB, branch string)
+	// DismissReview dismisses the latest review of reviewer 0 or 1 on the
+	// pull request (Caps.Dismiss).
+	DismissReview(t testing.TB, pr forge.PullRequest, reviewer int)
+	// Protect protects main (Caps.Protection).
+	Protect(t testing.TB, p Protection)
 	// Review reviews the pull request as reviewer 0 or 1 (two people with
 	// write access), approving or requesting changes with body, and returns
 	// the reviewer's name (Caps.Reviews).

@@ -41,7 +41,10 @@ func newHarness(t testing.TB) *harness {
 func (h *harness) Forge() forge.Forge { return h.f }
 
 func (h *harness) Caps() forgetest.Caps {
-	return forgetest.Caps{PullRequests: true, Merge: true, MergeOnce: true, Checks: true, Reviews: true}
+	return forgetest.Caps{PullRequests: true, Merge: true, MergeOnce: true, Checks: true, Reviews: true,
+		CheckStates: []string{forgetest.StatePending, forgetest.StateSuccess, forgetest.StateFailure, forgetest.StateError,
+			forgetest.StateWarning, forgetest.StateSkipped},
+		Dismiss: true, Protection: true, ShareRepo: true}
 }
 
 func (h *harness) NewRepo(t testing.TB) forgetest.Repo {
@@ -65,6 +68,9 @@ type repo struct {
 	srv       *giteatest.Server
 	reviewers []giteatest.User
 	env       string
+
+	mu      sync.Mutex
+	reviews map[[2]int]int64 // pull request, reviewer → the latest review's id
 }
 
 func (r *repo) Repo() forge.Repo {
@@ -97,8 +103,30 @@ func (r *repo) Review(t testing.TB, pr forge.PullRequest, reviewer int, approve 
 		event = giteatest.Approve
 	}
 	u := r.reviewers[reviewer]
-	r.g.Review(t, pr.Number, u, event, body)
+	id := r.g.Review(t, pr.Number, u, event, body)
+	r.mu.Lock()
+	if r.reviews == nil {
+		r.reviews = map[[2]int]int64{}
+	}
+	r.reviews[[2]int{pr.Number, reviewer}] = id
+	r.mu.Unlock()
 	return u.Name
+}
+
+func (r *repo) DismissReview(t testing.TB, pr forge.PullRequest, reviewer int) {
+	r.mu.Lock()
+	id, ok := r.reviews[[2]int{pr.Number, reviewer}]
+	r.mu.Unlock()
+	if !ok {
+		t.Fatalf("reviewer %d has not reviewed #%d", reviewer, pr.Number)
+	}
+	r.g.DismissReview(t, pr.Number, id)
+}
+
+func (r *repo) DeleteBranch(t testing.TB, branch string) { r.g.DeleteBranch(t, branch) }
+
+func (r *repo) Protect(t testing.TB, p forgetest.Protection) {
+	r.g.Protect(t, "main", p.Checks, p.Approvals, p.DismissStale)
 }
 
 func (r *repo) SetStatus(t testing.TB, sha, context, state string) {
@@ -109,6 +137,12 @@ func (r *repo) MergesOf(t testing.TB, sha string) int { return r.g.MergesOf(t, s
 
 func TestContract(t *testing.T) {
 	forgetest.Run(t, newHarness(t))
+}
+
+// TestPolicy runs the merge-policy table on the package's real Gitea (one
+// server; the rows that leave main alone share one repository).
+func TestPolicy(t *testing.T) {
+	forgetest.Policy(t, newHarness(t))
 }
 
 // envs is a policy that lets every variable of lookup resolve (the tests'

@@ -20,6 +20,12 @@ func TestContract(t *testing.T) {
 	})
 }
 
+// TestPolicy runs the merge-policy table on plain git: the rows without
+// pull requests, checks or reviews, where a person merges.
+func TestPolicy(t *testing.T) {
+	forgetest.Policy(t, harness{f: New(t.TempDir()), caps: forgetest.Caps{}})
+}
+
 type harness struct {
 	f    forge.Forge
 	caps forgetest.Caps
@@ -85,4 +91,16 @@ func (r *contractRepo) SetStatus(testing.TB, string, string, string) {
 }
 func (r *contractRepo) Review(testing.TB, forge.PullRequest, int, bool, string) string {
 	panic("plain git has no reviews")
+}
+func (r *contractRepo) DismissReview(testing.TB, forge.PullRequest, int) {
+	panic("plain git has no reviews")
+}
+func (r *contractRepo) Protect(testing.TB, forgetest.Protection) {
+	panic("plain git has no branch protection")
+}
+
+// DeleteBranch deletes branch in the bare repository, as a person would
+// after merging it (or giving up on it).
+func (r *contractRepo) DeleteBranch(t testing.TB, branch string) {
+	r.w.run(r.w.dir, "--git-dir="+r.w.bare, "branch", "-D", branch)
 }

@@ -544,3 +544,14 @@ func TestRedact(t *testing.T) {
 		}
 	}
 }
+
+// TestGitTimeout: one git command is bounded at two minutes unless the
+// forge says otherwise.
+func TestGitTimeout(t *testing.T) {
+	if got := (&Forge{}).runner().Timeout; got != 2*time.Minute {
+		t.Errorf("default timeout %v, want 2m", got)
+	}
+	if got := (&Forge{Timeout: time.Second}).runner().Timeout; got != time.Second {
+		t.Errorf("timeout %v, want the forge's 1s", got)
+	}
+}

@@ -2,6 +2,7 @@ package github
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -16,6 +17,13 @@ import (
 func TestContract(t *testing.T) {
 	t.Run("Statuses", func(t *testing.T) { forgetest.Run(t, newContractHarness(t, false)) })
 	t.Run("CheckRuns", func(t *testing.T) { forgetest.Run(t, newContractHarness(t, true)) })
+}
+
+// TestPolicy runs the merge-policy table on the GitHub client against the
+// GitHub fake, with CI reporting commit statuses and check runs.
+func TestPolicy(t *testing.T) {
+	t.Run("Statuses", func(t *testing.T) { forgetest.Policy(t, newContractHarness(t, false)) })
+	t.Run("CheckRuns", func(t *testing.T) { forgetest.Policy(t, newContractHarness(t, true)) })
 }
 
 // contractHarness is one fake GitHub with a repository per test, acme/rN,
@@ -42,7 +50,16 @@ func newContractHarness(t *testing.T, checkRuns bool) *contractHarness {
 func (h *contractHarness) Forge() forge.Forge { return h.f }
 
 func (h *contractHarness) Caps() forgetest.Caps {
-	return forgetest.Caps{PullRequests: true, Merge: true, MergeOnce: true, Checks: true, Reviews: true}
+	c := forgetest.Caps{PullRequests: true, Merge: true, MergeOnce: true, Checks: true, Reviews: true,
+		Dismiss: true, Protection: true, ShareRepo: true,
+		// A commit status is one of four states.
+		CheckStates: []string{forgetest.StatePending, forgetest.StateSuccess, forgetest.StateFailure, forgetest.StateError}}
+	if h.checkRuns {
+		c.CheckStates = []string{forgetest.StatePending, forgetest.StateSuccess, forgetest.StateFailure, forgetest.StateNeutral,
+			forgetest.StateCancelled, forgetest.StateSkipped, forgetest.StateTimedOut, forgetest.StateActionRequired,
+			forgetest.StateStale, forgetest.StateUnknown}
+	}
+	return c
 }
 
 func (h *contractHarness) NewRepo(t testing.TB) forgetest.Repo {
@@ -55,6 +72,9 @@ type contractRepo struct {
 	h      *contractHarness
 	name   string
 	pushes atomic.Int64
+
+	mu      sync.Mutex
+	reviews map[[2]int]int64 // pull request, reviewer → the latest review's id
 }
 
 func (r *contractRepo) Repo() forge.Repo {
@@ -108,13 +128,31 @@ func (r *contractRepo) SetStatus(t testing.TB, sha, context, state string) {
 		return
 	}
 	switch state {
-	case "pending":
+	case forgetest.StatePending:
 		r.h.fake.SetCheckRun("acme", r.name, sha, context, "in_progress", "")
-	case "success", "failure":
-		r.h.fake.SetCheckRun("acme", r.name, sha, context, "completed", state)
+	case forgetest.StateUnknown: // a conclusion GitHub may add one day
+		r.h.fake.SetCheckRun("acme", r.name, sha, context, "completed", "deferred_to_a_future_version")
 	default:
-		t.Fatalf("SetStatus: unknown state %q", state)
+		r.h.fake.SetCheckRun("acme", r.name, sha, context, "completed", state)
 	}
+}
+
+func (r *contractRepo) DeleteBranch(t testing.TB, branch string) {
+	r.h.fake.DeleteBranch("acme", r.name, branch)
+}
+
+func (r *contractRepo) DismissReview(t testing.TB, pr forge.PullRequest, reviewer int) {
+	r.mu.Lock()
+	id, ok := r.reviews[[2]int{pr.Number, reviewer}]
+	r.mu.Unlock()
+	if !ok {
+		t.Fatalf("reviewer %d has not reviewed #%d", reviewer, pr.Number)
+	}
+	r.h.fake.DismissReview("acme", r.name, pr.Number, id)
+}
+
+func (r *contractRepo) Protect(t testing.TB, p forgetest.Protection) {
+	r.h.fake.Protect("acme", r.name, "main", githubfake.Protection{Checks: p.Checks, Approvals: p.Approvals, DismissStale: p.DismissStale})
 }
 
 // Review reviews as one of two collaborators: reviewer 0 is a member of
@@ -129,6 +167,12 @@ func (r *contractRepo) Review(t testing.TB, pr forge.PullRequest, reviewer int, 
 	if approve {
 		state = "APPROVED"
 	}
-	r.h.fake.AddReview("acme", r.name, pr.Number, user, assoc, state, body)
+	id := r.h.fake.AddReview("acme", r.name, pr.Number, user, assoc, state, body)
+	r.mu.Lock()
+	if r.reviews == nil {
+		r.reviews = map[[2]int]int64{}
+	}
+	r.reviews[[2]int{pr.Number, reviewer}] = id
+	r.mu.Unlock()
 	return user
 }

@@ -29,7 +29,10 @@
 //     conclusion GitHub adds later: never merge on a verdict not understood).
 //   - reviews: the latest APPROVED or CHANGES_REQUESTED review of each user
 //     decides; COMMENTED changes nothing; a DISMISSED review no longer
-//     counts. Only reviews whose author_association is OWNER, MEMBER or
+//     counts. A review counts for the head only when it reviewed that
+//     commit (its commit_id): an approval of an earlier commit does not
+//     count, a change request of one is an earlier change request (the
+//     stage waits for the reviewer instead of failing again). Only reviews whose author_association is OWNER, MEMBER or
 //     COLLABORATOR count, approvals and change requests alike (on a public
 //     repository anyone may review; GitHub's own required reviews count only
 //     those with write access).
@@ -467,13 +470,16 @@ func (c *client) reviews(ctx context.Context, number int, st *forge.State) error
 		}
 		opts.Page = resp.NextPage
 	}
-	st.Approvals, st.ChangesRequested, st.ChangeRequests = judgeReviews(all)
+	st.Approvals, st.ChangesRequested, st.ChangeRequests, st.EarlierChangeRequests = judgeReviews(all, st.HeadSHA)
 	return nil
 }
 
 // judgeReviews applies "the latest review of each user decides" to reviews
-// in GitHub's (chronological) order.
-func judgeReviews(reviews []*gh.PullRequestReview) (approvals int, changesRequested bool, requests []string) {
+// in GitHub's (chronological) order, for head: an approval counts only
+// when it approved head (one of an earlier commit did not see the code
+// pushed since), and a change request of an earlier commit is an earlier
+// change request.
+func judgeReviews(reviews []*gh.PullRequestReview, head string) (approvals int, changesRequested bool, requests, earlier []string) {
 	latest := map[string]*gh.PullRequestReview{}
 	var order []string
 	for _, r := range reviews {
@@ -500,18 +506,25 @@ func judgeReviews(reviews []*gh.PullRequestReview) (approvals int, changesReques
 		if !ok {
 			continue
 		}
+		fresh := r.GetCommitID() == head
 		if r.GetState() == "APPROVED" {
-			approvals++
+			if fresh {
+				approvals++
+			}
 			continue
 		}
-		changesRequested = true
 		body := strings.TrimSpace(r.GetBody())
 		if body == "" {
 			body = "(no comment)"
 		}
+		if !fresh {
+			earlier = append(earlier, user+": "+body)
+			continue
+		}
+		changesRequested = true
 		requests = append(requests, user+": "+body)
 	}
-	return approvals, changesRequested, requests
+	return approvals, changesRequested, requests, earlier
 }
 
 // Merge merges the pull request with a merge commit, guarded by

@@ -101,6 +101,23 @@ func (e env) settled(t *testing.T, pr forge.PullRequest) forge.State {
 	return forge.State{}
 }
 
+// TestNewDefaults: without options a call is bounded at 30 seconds, no
+// credentials reference resolves (the platform's policy is not given) and
+// time comes from the real clock.
+func TestNewDefaults(t *testing.T) {
+	t.Setenv("ACME_GITHUB_TEST_TOKEN", "x")
+	f := New(Options{})
+	if f.http.Timeout != 30*time.Second {
+		t.Errorf("timeout %v, want 30s", f.http.Timeout)
+	}
+	if v, err := f.secrets.Resolve("env:ACME_GITHUB_TEST_TOKEN"); err == nil {
+		t.Errorf("a reference resolved to %q without a policy", v)
+	}
+	if _, ok := f.clock.(clock.Real); !ok {
+		t.Errorf("clock %T, want clock.Real", f.clock)
+	}
+}
+
 func TestLocate(t *testing.T) {
 	tests := []struct {
 		url, api          string
@@ -393,6 +410,7 @@ func TestCombineChecks(t *testing.T) {
 		{"success neutral skipped pass", nil, []*gh.CheckRun{run("a", "completed", "success"), run("b", "completed", "neutral"), run("c", "completed", "skipped")}, forge.ChecksSuccess, "[]", "[]", "[a b c]"},
 		{"failing conclusions", nil, []*gh.CheckRun{run("a", "completed", "failure"), run("b", "completed", "timed_out"), run("c", "completed", "cancelled"), run("d", "completed", "action_required"), run("e", "completed", "startup_failure"), run("f", "completed", "stale")}, forge.ChecksFailure, "[a b c d e f]", "[]", "[]"},
 		{"queued and in progress pend", nil, []*gh.CheckRun{run("a", "queued", ""), run("b", "in_progress", ""), run("c", "waiting", "")}, forge.ChecksPending, "[]", "[a b c]", "[]"},
+		{"names sorted, whatever the order", nil, []*gh.CheckRun{run("h", "queued", ""), run("g", "queued", ""), run("f", "queued", ""), run("e", "queued", ""), run("d", "queued", ""), run("c", "queued", ""), run("b", "queued", ""), run("a", "queued", "")}, forge.ChecksPending, "[]", "[a b c d e f g h]", "[]"},
 		{"statuses", []*gh.RepoStatus{status("s1", "success"), status("s2", "pending"), status("s3", "error"), status("s4", "failure")}, nil, forge.ChecksFailure, "[s3 s4]", "[s2]", "[s1]"},
 		{"same name: the worst wins", []*gh.RepoStatus{status("ci", "success")}, []*gh.CheckRun{run("ci", "completed", "failure")}, forge.ChecksFailure, "[ci]", "[]", "[]"},
 		{"same name: pending beats passed", []*gh.RepoStatus{status("ci", "pending")}, []*gh.CheckRun{run("ci", "completed", "success")}, forge.ChecksPending, "[]", "[ci]", "[]"},

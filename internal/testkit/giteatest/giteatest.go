@@ -25,6 +25,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -33,6 +34,8 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,6 +51,10 @@ import (
 
 // Version is the Gitea release the tests run against.
 const Version = "v1.26.0"
+
+// Parallel is how many parallel tests of a package run at once against
+// its Gitea (Main).
+const Parallel = 8
 
 // SkipEnv set to 1 skips every test that needs Gitea.
 const SkipEnv = "BALLET_SKIP_GITEA"
@@ -129,8 +136,19 @@ var shared struct {
 }
 
 // Main runs a test package's tests (TestMain: os.Exit(giteatest.Main(m)))
-// and stops the package's shared server, if a test started it.
+// and stops the package's shared server, if a test started it. Unless
+// -test.parallel is given, up to Parallel parallel tests run at once: they
+// wait on Gitea, not on the CPU, and at GOMAXPROCS (go test's default) a
+// table of rows on a 2-core machine runs two at a time.
 func Main(m *testing.M) int {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		_ = flag.Set("test.parallel", strconv.Itoa(max(Parallel, runtime.GOMAXPROCS(0))))
+	}
 	code := m.Run()
 	shared.mu.Lock()
 	defer shared.mu.Unlock()

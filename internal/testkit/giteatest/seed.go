@@ -244,10 +244,17 @@ func (r *Repo) MergeByHand(t testing.TB, n int) {
 // owner can still push to it.
 func (r *Repo) ProtectBranch(t testing.TB, branch string, contexts []string, approvals int) {
 	t.Helper()
+	r.Protect(t, branch, contexts, approvals, false)
+}
+
+// Protect is ProtectBranch, and with dismissStale a push to a pull
+// request's head dismisses its approvals.
+func (r *Repo) Protect(t testing.TB, branch string, contexts []string, approvals int, dismissStale bool) {
+	t.Helper()
 	r.srv.api(t, r.Owner, http.MethodPost, "/repos/"+r.FullName()+"/branch_protections", map[string]any{
 		"rule_name": branch, "enable_push": true,
 		"enable_status_check": len(contexts) > 0, "status_check_contexts": contexts,
-		"required_approvals": approvals,
+		"required_approvals": approvals, "dismiss_stale_approvals": dismissStale,
 	}, http.StatusCreated, nil)
 }
 
