@@ -17,6 +17,7 @@ import (
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/bounds"
 	"github.com/ballet/ballet/internal/flow"
+	"github.com/ballet/ballet/internal/knowledge"
 	"github.com/ballet/ballet/internal/knowledge/client"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/tenancy"
@@ -254,6 +255,11 @@ func (h *MCP) knowledgeTools(s *mcp.Server, str func(string) *jsonschema.Schema)
 		if in.Space == "" {
 			in.Space = client.DefaultSpace
 		}
+		var v apperr.Validator
+		knowledge.CheckSpaceSlug(&v, "space", in.Space)
+		if err := v.Err(); err != nil {
+			return nil, nil, h.toolError(err, nil)
+		}
 		rs, err := h.Knowledge.Search(ctx, org, client.Query{Text: in.Query, Space: in.Space, Tags: in.Tags})
 		if err != nil {
 			return nil, nil, h.knowledgeError(err)
@@ -275,6 +281,17 @@ func (h *MCP) knowledgeTools(s *mcp.Server, str func(string) *jsonschema.Schema)
 		}
 		if strings.TrimSpace(in.Slug) == "" {
 			return nil, nil, errors.New("slug: must not be empty")
+		}
+		// Checked here, before any call: a slug such as ".." would name
+		// another resource of the service.
+		if in.Space == "" {
+			in.Space = client.DefaultSpace
+		}
+		var v apperr.Validator
+		knowledge.CheckSpaceSlug(&v, "space", in.Space)
+		knowledge.CheckSlug(&v, "slug", in.Slug)
+		if err := v.Err(); err != nil {
+			return nil, nil, h.toolError(err, nil)
 		}
 		if in.Version != 0 { // 0: the current version
 			if err := bounds.Version.Err("version", in.Version); err != nil {

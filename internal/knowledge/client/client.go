@@ -1,7 +1,8 @@
 // Package client is the Go client Core uses to call the Knowledge service
 // (search, read an entry) with the service credential, scoped to an
 // organization by the slug in the path. Errors say what failed: a missing
-// entry is apperr NotFound, a request the service refuses as invalid is
+// entry is apperr NotFound, a request the service refuses as invalid (or a
+// space or entry slug that is not one, refused before any request) is
 // apperr Invalid, and everything else (the service down, slow, answering
 // 5xx, or refusing the credential) wraps ErrUnavailable.
 package client
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/knowledge"
 	"github.com/ballet/ballet/internal/outbound"
 )
 
@@ -118,6 +120,13 @@ func (c *Client) Search(ctx context.Context, org string, q Query) ([]Result, err
 	var out struct {
 		Results []Result `json:"results"`
 	}
+	if q.Space != "" {
+		var v apperr.Validator
+		knowledge.CheckSpaceSlug(&v, "space", q.Space)
+		if err := v.Err(); err != nil {
+			return nil, fmt.Errorf("search the knowledge of %s for %q: %w", org, q.Text, err)
+		}
+	}
 	if err := c.get(ctx, "/api/v1/knowledge/orgs/"+url.PathEscape(org)+"/search?"+v.Encode(), &out); err != nil {
 		return nil, fmt.Errorf("search the knowledge of %s for %q: %w", org, q.Text, err)
 	}
@@ -132,6 +141,14 @@ func (c *Client) Search(ctx context.Context, org string, q Query) ([]Result, err
 func (c *Client) Entry(ctx context.Context, org, space, slug string, version int64) (Entry, error) {
 	if space == "" {
 		space = DefaultSpace
+	}
+	// A slug such as ".." would make the path another resource's (the
+	// space's own): names are checked before any request.
+	var v apperr.Validator
+	knowledge.CheckSpaceSlug(&v, "space", space)
+	knowledge.CheckSlug(&v, "slug", slug)
+	if err := v.Err(); err != nil {
+		return Entry{}, fmt.Errorf("read the knowledge entry %q of space %q: %w", slug, space, err)
 	}
 	path := "/api/v1/knowledge/orgs/" + url.PathEscape(org) + "/spaces/" + url.PathEscape(space) + "/entries/" + url.PathEscape(slug)
 	if version > 0 {

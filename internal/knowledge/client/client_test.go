@@ -92,3 +92,33 @@ func TestClientUnavailable(t *testing.T) {
 		t.Error("a URL without scheme was accepted")
 	}
 }
+
+// TestClientRefusesBadNamesBeforeAnyRequest: a space or entry slug that is
+// not one (such as "..", which the URL would resolve to the space itself)
+// is an Invalid error naming it, and no request leaves the client with the
+// service credential.
+func TestClientRefusesBadNamesBeforeAnyRequest(t *testing.T) {
+	f := clientfake.Start(t, token)
+	c, err := client.New(client.Options{URL: f.URL, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, tc := range []struct{ space, slug, field string }{
+		{"", "..", "slug"}, {"", ".", "slug"}, {"", "a/../b", "slug"}, {"", "a//b", "slug"}, {"", "%2e%2e", "slug"},
+		{"..", "deploy", "space"}, {"ops/x", "deploy", "space"},
+	} {
+		_, err := c.Entry(ctx, "acme", tc.space, tc.slug, 0)
+		var ae *apperr.Error
+		if !errors.As(err, &ae) || ae.Code != apperr.Invalid || len(ae.FieldErrors()) != 1 || ae.FieldErrors()[0].Field != tc.field ||
+			!strings.Contains(err.Error(), tc.slug) {
+			t.Errorf("Entry(%q, %q) = %v; want Invalid naming %s", tc.space, tc.slug, err, tc.field)
+		}
+	}
+	if _, err := c.Search(ctx, "acme", client.Query{Text: "x", Space: ".."}); apperr.Code(err) != apperr.Invalid {
+		t.Errorf("Search in space ..: %v; want Invalid", err)
+	}
+	if n := len(f.Requests()); n != 0 {
+		t.Errorf("%d requests reached the service; want none", n)
+	}
+}
