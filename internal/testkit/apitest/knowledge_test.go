@@ -299,6 +299,27 @@ func TestMCPKnowledgeTools(t *testing.T) {
 		if text, isErr := call(t, sess, "read_entry", map[string]any{"slug": ""}); !isErr || !strings.Contains(text, "slug: must not be empty") {
 			t.Errorf("empty slug: %s", text)
 		}
+		// A slug or space that is not one (".." once read the space's
+		// metadata through a redirect) is refused naming it; no request
+		// reaches the service.
+		before := len(fake.Requests())
+		for _, c := range []struct {
+			tool string
+			args map[string]any
+			want string
+		}{
+			{"read_entry", map[string]any{"slug": ".."}, `slug: ".."`},
+			{"read_entry", map[string]any{"slug": "guides/../.."}, `slug: "guides/../.."`},
+			{"read_entry", map[string]any{"slug": "deploy", "space": ".."}, `space: ".."`},
+			{"search_knowledge", map[string]any{"query": "x", "space": ".."}, `space: ".."`},
+		} {
+			if text, isErr := call(t, sess, c.tool, c.args); !isErr || !strings.Contains(text, c.want) {
+				t.Errorf("%s %v: %s; want an error naming %s", c.tool, c.args, text, c.want)
+			}
+		}
+		if n := len(fake.Requests()) - before; n != 0 {
+			t.Errorf("%d requests with bad slugs reached the service", n)
+		}
 		// Every call was scoped to acme, with the service credential.
 		for _, req := range fake.Requests() {
 			if !strings.HasPrefix(req.URL.Path, "/api/v1/knowledge/orgs/acme/") || req.Header.Get("Authorization") != "Bearer "+apitest.ServiceToken {
