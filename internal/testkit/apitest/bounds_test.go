@@ -67,8 +67,8 @@ func TestNumbersBeyondTheirBounds(t *testing.T) {
 }
 
 // TestQueryAndSettingsBeyondTheirBounds: the rest of the table — versions,
-// cursors, page sizes, log offsets, token lifetimes, concurrency and
-// approvals — each just below its minimum and just above its maximum is a
+// cursors, page sizes, log offsets, token lifetimes, concurrency,
+// approvals, stage timeouts and iterations — each just below its minimum and just above its maximum is a
 // 400 naming the field, and each end itself is accepted.
 func TestQueryAndSettingsBeyondTheirBounds(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
@@ -123,6 +123,20 @@ func TestQueryAndSettingsBeyondTheirBounds(t *testing.T) {
 			row{"POST", "/api/v1/tokens", map[string]any{"name": "t", "organization": "acme", "expires_in": "8761h"}, "expires_in"},
 			row{"POST", "/api/v1/tokens", map[string]any{"name": "t", "organization": "acme", "expires_in": "0s"}, "expires_in"},
 		)
+		// A pipeline's numbers (0 is "not written": the default).
+		stage := func(timeout int64) map[string]any {
+			return map[string]any{"id": "work", "kind": "agent", "timeout_minutes": timeout}
+		}
+		pipe := func(iterations, timeout int64) map[string]any {
+			def := map[string]any{"stages": []any{stage(timeout)}}
+			if iterations != 0 {
+				def["max_iterations"] = iterations
+			}
+			return map[string]any{"version": 0, "definition": def}
+		}
+		const pipePath = "/api/v1/projects/ACME/pipelines/default"
+		rows = append(rows, row{"PUT", pipePath, pipe(-1, 0), "max_iterations"}, row{"PUT", pipePath, pipe(bounds.MaxIterations.Max+1, 0), "max_iterations"},
+			row{"PUT", pipePath, pipe(0, -1), "timeout_minutes"}, row{"PUT", pipePath, pipe(0, bounds.StageTimeout.Max+1), "timeout_minutes"})
 		var p struct{ Version int64 }
 		e.Admin(200, "GET", "/api/v1/projects/ACME", nil).JSON(t, &p)
 		for _, f := range []struct {
@@ -143,13 +157,32 @@ func TestQueryAndSettingsBeyondTheirBounds(t *testing.T) {
 		}
 		for _, c := range rows {
 			r := e.Do(apitest.BootstrapToken, c.method, c.path, c.body)
-			if r.Status != 400 || !strings.Contains(fields(t, r), c.field) {
+			if r.Status != 400 || !strings.Contains(named(t, r), c.field) {
 				t.Errorf("%s %s %v: %d %s, want a 400 naming %s", c.method, c.path, c.body, r.Status, r.Body, c.field)
 			}
 		}
 		// The ends of the write numbers are accepted.
 		e.Admin(200, "PATCH", "/api/v1/projects/ACME", map[string]any{"version": p.Version, "concurrency_limit": bounds.ProjectConcurrency.Max,
 			"merge_policy": map[string]any{"required_approvals": bounds.RequiredApprovals.Max}})
+		e.Admin(200, "PUT", pipePath, pipe(bounds.MaxIterations.Max, bounds.StageTimeout.Max))
+		e.Admin(200, "PUT", pipePath, map[string]any{"version": 1, "definition": map[string]any{"max_iterations": bounds.MaxIterations.Min,
+			"stages": []any{stage(bounds.StageTimeout.Min)}}})
 		e.Admin(201, "POST", "/api/v1/tokens", map[string]any{"name": "year", "organization": "acme", "expires_in": "8760h"})
 	})
+}
+
+// named is every field and pipeline path a 400's details name.
+func named(t *testing.T, r *apitest.Response) string {
+	t.Helper()
+	var body struct {
+		Error struct {
+			Details []struct{ Field, Path string }
+		}
+	}
+	r.JSON(t, &body)
+	var out []string
+	for _, d := range body.Error.Details {
+		out = append(out, d.Field+d.Path)
+	}
+	return strings.Join(out, ",")
 }
