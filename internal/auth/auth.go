@@ -26,6 +26,7 @@ import (
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/credential"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/store"
 )
@@ -188,7 +189,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Princ
 	if header == "" {
 		return nil, unauthenticated("missing Authorization: Bearer credential")
 	}
-	cred, ok := Bearer(header)
+	cred, ok := credential.Bearer(header)
 	if !ok {
 		return nil, unauthenticated("the Authorization header must be \"Bearer <token>\"")
 	}

@@ -63,7 +63,7 @@ var (
 	Version = Bound{Name: "version", Min: 1, Max: MaxSafe, Unit: "a version read (optimistic writes), or the version to read", Fields: []string{
 		"PATCH /api/v1/items/{item} version", "PATCH /api/v1/projects/{project} version", "PATCH /api/v1/platform version",
 		"PUT /api/v1/projects/{project}/skills/{name} version", "GET /api/v1/projects/{project}/skills/{name}?version",
-		"PUT /api/v1/projects/{project}/pipelines/{name} version", "GET /api/v1/projects/{project}/pipelines/{name}?version",
+		"PUT /api/v1/projects/{project}/pipelines/{name} version (0: the built-in default)", "GET /api/v1/projects/{project}/pipelines/{name}?version (0: the built-in default)",
 		"Knowledge PUT …/entries/{slug} version", "Knowledge POST …/entries/{slug}/restore version, based_on",
 		"Knowledge GET …/entries/{slug}?version, …/diff?from, ?to", "MCP read_entry version"}}
 	After = Bound{Name: "cursor", Min: 0, Max: MaxSafe, Unit: "an event seq (answers after it)", Fields: []string{
@@ -108,6 +108,16 @@ func (b Bound) Err(field string, n int64) error {
 	var v apperr.Validator
 	b.Check(&v, field, n)
 	return v.Err()
+}
+
+// CheckVersionRead adds the problem of the version an optimistic write
+// sends (the one read): required, and within Version.
+func CheckVersionRead(v *apperr.Validator, version int64) {
+	if version < 1 {
+		v.Add("version", "is required: the version you read")
+		return
+	}
+	Version.Check(v, "version", version)
 }
 
 // Markdown is the table as docs/api.md shows it.

@@ -81,7 +81,8 @@ type fcRun struct {
 	Log        []byte
 	Truncated  bool
 	Finishes   []protocol.Finish
-	Status     string // running, then the final status
+	Usage      protocol.Usage // the last running total sent to /usage
+	Status     string         // running, then the final status
 	// Over: a heartbeat of its runner after its finish no longer lists
 	// it — the session has ended whole (checkpoint dropped, folder gone).
 	Over bool
@@ -97,6 +98,7 @@ func newFakeCore(t testing.TB) *fakeCore {
 	mux.HandleFunc("POST /api/v1/runs/{run}/heartbeat", fc.runHeartbeat)
 	mux.HandleFunc("POST /api/v1/runs/{run}/log", fc.appendLog)
 	mux.HandleFunc("POST /api/v1/runs/{run}/finish", fc.finish)
+	mux.HandleFunc("POST /api/v1/runs/{run}/usage", fc.reportUsage)
 	mux.Handle("/api/v1/mcp", fc.mcpHandler())
 	srv := httptest.NewServer(fc.record(mux))
 	t.Cleanup(srv.Close)
@@ -362,6 +364,19 @@ func (fc *fakeCore) runHeartbeat(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]bool{"cancelled": cancelled})
 }
 
+func (fc *fakeCore) reportUsage(w http.ResponseWriter, r *http.Request) {
+	run := fc.runOf(w, r)
+	if run == nil {
+		return
+	}
+	var u protocol.Usage
+	if !decode(w, r, &u) {
+		return
+	}
+	fc.update(func() { run.Usage = u })
+	writeJSON(w, http.StatusOK, protocol.Run{ID: run.ID, Status: run.Status})
+}
+
 func (fc *fakeCore) appendLog(w http.ResponseWriter, r *http.Request) {
 	run := fc.runOf(w, r)
 	if run == nil {
@@ -412,9 +427,10 @@ func (fc *fakeCore) finish(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var f struct {
-		ExitStatus *int            `json:"exit_status"`
-		Usage      *protocol.Usage `json:"usage"`
-		Error      string          `json:"error"`
+		ExitStatus  *int            `json:"exit_status"`
+		Usage       *protocol.Usage `json:"usage"`
+		Error       string          `json:"error"`
+		BranchAhead *int            `json:"branch_ahead"`
 	}
 	if !decode(w, r, &f) {
 		return
@@ -425,7 +441,7 @@ func (fc *fakeCore) finish(w http.ResponseWriter, r *http.Request) {
 	}
 	var answer protocol.Run
 	fc.update(func() {
-		pf := protocol.Finish{ExitStatus: *f.ExitStatus, Usage: f.Usage, Error: f.Error}
+		pf := protocol.Finish{ExitStatus: *f.ExitStatus, Usage: f.Usage, Error: f.Error, BranchAhead: f.BranchAhead}
 		run.Finishes = append(run.Finishes, pf)
 		if run.Status == "running" {
 			switch {

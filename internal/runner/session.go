@@ -36,6 +36,13 @@ type session struct {
 	stopped  chan struct{} // closed by stop
 	reason   string        // why it was stopped (set before stopped is closed)
 	done     chan struct{} // closed when the session has finished
+
+	// The usage the CLI's output has told so far, and what Core was last
+	// told of it: the heartbeats send the running total whenever it grew,
+	// so a runner killed mid-session leaves its run's spend counted.
+	usageMu   sync.Mutex
+	usage     protocol.Usage
+	usageSent protocol.Usage
 }
 
 func newSession(r *Runner, l protocol.Lease) *session {
@@ -194,6 +201,7 @@ func (s *session) work(life context.Context, up *uploader) *ending {
 		_, _ = up.Write(line)
 		_, _ = up.Write([]byte{'\n'})
 		ev := out.Line(line, truncated)
+		s.told(out.Result().Usage)
 		psMu.Lock()
 		p := ps
 		psMu.Unlock()
@@ -359,6 +367,9 @@ func (s *session) heartbeats(ctx context.Context) {
 	r, l := s.r, s.lease
 	for sleep(ctx, r.clock, r.timing.RunHeartbeat) {
 		cancelled, err := r.client.RunHeartbeat(ctx, l.Run.ID)
+		if err == nil && !cancelled {
+			s.reportUsage(ctx)
+		}
 		switch st := protocol.StatusOf(err); {
 		case err == nil && cancelled:
 			s.stop("cancelled: the ticket was paused or cancelled, the stage timed out, or the kill switch was pulled")
@@ -369,6 +380,34 @@ func (s *session) heartbeats(ctx context.Context) {
 			s.log.Warn("run heartbeat failed", "err", err)
 		}
 	}
+}
+
+// told records the usage the CLI's output has told so far.
+func (s *session) told(u protocol.Usage) {
+	s.usageMu.Lock()
+	s.usage = u
+	s.usageMu.Unlock()
+}
+
+// reportUsage sends Core the session's usage so far when it grew since it
+// was last sent (a running total: Core keeps the largest of each figure).
+// A failure is logged; the finish sends the whole usage anyway.
+func (s *session) reportUsage(ctx context.Context) {
+	s.usageMu.Lock()
+	u, sent := s.usage, s.usageSent
+	s.usageMu.Unlock()
+	if u == sent {
+		return
+	}
+	if _, err := s.r.client.ReportUsage(ctx, s.lease.Run.ID, u); err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("reporting the session's usage so far failed", "err", err)
+		}
+		return
+	}
+	s.usageMu.Lock()
+	s.usageSent = u
+	s.usageMu.Unlock()
 }
 
 // errorText joins the reasons into finish's error: valid, printable

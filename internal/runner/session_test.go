@@ -329,6 +329,9 @@ func TestRunnerKilledMidWork(t *testing.T) {
 				c := w.remote.ref("refs/ballet/checkpoints/ACME-1/implement")
 				return c != "" && w.remote.show(c, "work.txt") == "step 1\n"
 			})
+			// The heartbeats have told Core the usage of the first step:
+			// a runner killed now leaves its run's spend counted.
+			w.core.wait("the session's usage so far", func() bool { return run.Usage.InputTokens > 0 })
 			if err := child.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}

@@ -3,7 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
-	"math"
+
+	"github.com/ballet/ballet/internal/bounds"
 
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apperr"
@@ -107,7 +108,7 @@ func (h *History) list(r *Request, f event.Filter) (any, error) {
 
 // eventPage reads a history's after and limit.
 func eventPage(r *Request) (after int64, limit int, err error) {
-	if after, err = r.QueryInt("after", 0, 0, math.MaxInt64); err != nil {
+	if after, err = r.QueryInt("after", 0, bounds.After.Min, bounds.After.Max); err != nil {
 		return 0, 0, err
 	}
 	l, err := r.QueryInt("limit", 100, 1, 1000)

@@ -2,8 +2,9 @@ package server
 
 import (
 	"context"
-	"math"
 	"net/http"
+
+	"github.com/ballet/ballet/internal/bounds"
 
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apperr"
@@ -204,7 +205,7 @@ func (h *Items) listItems(r *Request) (any, error) {
 		}
 		f.EpicID = e.ID
 	}
-	if f.After, err = r.QueryInt("after", 0, 0, math.MaxInt64); err != nil {
+	if f.After, err = r.QueryInt("after", 0, bounds.After.Min, bounds.After.Max); err != nil {
 		return nil, err
 	}
 	limit, err := r.QueryInt("limit", tracker.DefaultItemPage, 1, tracker.MaxItemPage)

@@ -17,6 +17,7 @@ import (
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/auth"
+	"github.com/ballet/ballet/internal/credential"
 )
 
 // Core's side of the Knowledge service (issue 17): the introspection
@@ -118,7 +119,7 @@ func (h *Introspect) introspect(r *Request) (any, error) {
 // isService reports, in constant time, whether an Authorization header
 // carries the service credential.
 func (h *Introspect) isService(header string) bool {
-	cred, ok := auth.Bearer(header)
+	cred, ok := credential.Bearer(header)
 	return ok && h.Token != "" && subtle.ConstantTimeCompare([]byte(cred), []byte(h.Token)) == 1
 }
 
@@ -240,7 +241,7 @@ func (p *KnowledgeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, apperr.NotFound, "no route for "+r.Method+" "+r.URL.Path)
 		return
 	}
-	if cred, ok := auth.Bearer(r.Header.Get("Authorization")); ok && p.Reserved != nil && p.Reserved(cred) {
+	if cred, ok := credential.Bearer(r.Header.Get("Authorization")); ok && p.Reserved != nil && p.Reserved(cred) {
 		WriteError(w, http.StatusUnauthorized, apperr.Unauthenticated, "a service credential is not a user credential")
 		return
 	}

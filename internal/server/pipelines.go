@@ -3,6 +3,8 @@ package server
 import (
 	"encoding/json"
 
+	"github.com/ballet/ballet/internal/bounds"
+
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/pipeline"
@@ -122,7 +124,7 @@ func (h *Pipelines) get(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	version, err := r.QueryInt("version", -1, 0, 1<<31)
+	version, err := r.QueryInt("version", -1, 0, bounds.Version.Max) // 0: the built-in default
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/ballet/ballet/internal/apijson"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/auth"
+	"github.com/ballet/ballet/internal/credential"
 )
 
 // Session serves browser sessions: sign in with a token (the session cookie
@@ -91,7 +92,7 @@ func SessionValue(r *http.Request) (value string, ok bool) {
 	if !cookie {
 		return "", false
 	}
-	return auth.Bearer(header)
+	return credential.Bearer(header)
 }
 
 // SessionCookie is the cookie that carries a new session.

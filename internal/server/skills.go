@@ -1,8 +1,9 @@
 package server
 
 import (
-	"math"
 	"net/http"
+
+	"github.com/ballet/ballet/internal/bounds"
 
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/skill"
@@ -83,7 +84,7 @@ func (h *Skills) get(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := r.QueryInt("version", 0, 1, math.MaxInt64)
+	n, err := r.QueryInt("version", 0, bounds.Version.Min, bounds.Version.Max)
 	if err != nil {
 		return nil, err
 	}

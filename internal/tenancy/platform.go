@@ -3,6 +3,8 @@ package tenancy
 import (
 	"context"
 
+	"github.com/ballet/ballet/internal/bounds"
+
 	"time"
 
 	"github.com/ballet/ballet/internal/apperr"
@@ -82,10 +84,10 @@ func (p Platform) pause(actor event.Actor, paused bool, now time.Time) (Platform
 // the version the caller read.
 func (s *Service) UpdatePlatform(ctx context.Context, actor event.Actor, version int64, in PlatformPatch) (Platform, error) {
 	var v apperr.Validator
-	v.Check(version >= 1, "version", "is required: the version you read")
+	bounds.CheckVersionRead(&v, version)
 	v.Check(in.ConcurrencyLimit != nil, "concurrency_limit", "is required")
 	if in.ConcurrencyLimit != nil {
-		v.Check(*in.ConcurrencyLimit >= 0 && *in.ConcurrencyLimit <= 10000, "concurrency_limit", "%d is outside 0 … 10000 (0: no limit)", *in.ConcurrencyLimit)
+		bounds.PlatformConcurrency.Check(&v, "concurrency_limit", int64(*in.ConcurrencyLimit))
 	}
 	if err := v.Err(); err != nil {
 		return Platform{}, err

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ballet/ballet/internal/bounds"
+
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/budget"
 	"github.com/ballet/ballet/internal/event"
@@ -203,14 +205,14 @@ func validateProject(v *apperr.Validator, p *Project) {
 	}
 	m := p.MergePolicy
 	v.Check(m.Mode == "auto" || m.Mode == "manual", "merge_policy.mode", "%q is not auto or manual", m.Mode)
-	v.Check(m.RequiredApprovals >= 0 && m.RequiredApprovals <= 10, "merge_policy.required_approvals", "%d is outside 0 … 10", m.RequiredApprovals)
+	bounds.RequiredApprovals.Check(v, "merge_policy.required_approvals", int64(m.RequiredApprovals))
 	v.Check(len(m.RequiredChecks) <= 50, "merge_policy.required_checks", "at most 50 checks")
 	for i, c := range m.RequiredChecks {
 		field := fmt.Sprintf("merge_policy.required_checks[%d]", i)
 		v.Check(strings.TrimSpace(c) != "" && len(c) <= 200, field, "must be 1–200 characters")
 		v.CheckErr(field, text.Line(c))
 	}
-	v.Check(p.ConcurrencyLimit >= 0 && p.ConcurrencyLimit <= 1000, "concurrency_limit", "%d is outside 0 … 1000 (0: no limit)", p.ConcurrencyLimit)
+	bounds.ProjectConcurrency.Check(v, "concurrency_limit", int64(p.ConcurrencyLimit))
 	for field, b := range map[string]*budget.Dollars{"budgets.per_ticket_usd": p.Budgets.PerTicketUSD, "budgets.per_day_usd": p.Budgets.PerDayUSD} {
 		if b != nil {
 			v.Check(*b >= 0 && *b <= budget.MaxMicros, field, "%v is outside 0 … %d", *b, budget.MaxDollars)
@@ -395,7 +397,7 @@ func (s *Service) ListProjects(ctx context.Context, orgID string) ([]Project, er
 // names nothing, or makes a project that breaks a rule, is invalid.
 func patchProject(p Project, version int64, in ProjectPatch) (Project, ProjectChanges, error) {
 	var v apperr.Validator
-	v.Check(version >= 1, "version", "is required: the version you read")
+	bounds.CheckVersionRead(&v, version)
 	var changes ProjectChanges
 	if in.Name != nil {
 		p.Name = strings.TrimSpace(*in.Name)

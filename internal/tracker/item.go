@@ -9,6 +9,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/ballet/ballet/internal/bounds"
+
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/keys"
@@ -388,7 +390,7 @@ state, created_by, created_at, updated_at, version) SELECT ?, ?, ?, ?, ?, ?, ?, 
 // stale version is a conflict, as is a state change a user may not make.
 func (s *Service) UpdateItem(ctx context.Context, actor event.Actor, itemID string, version int64, in ItemPatch) (Item, error) {
 	var v apperr.Validator
-	v.Check(version >= 1, "version", "is required: the version you read")
+	bounds.CheckVersionRead(&v, version)
 	if in.Title != nil {
 		validateTitle(&v, strings.TrimSpace(*in.Title))
 	}

@@ -16,8 +16,8 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/ballet/ballet/internal/apperr"
-	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/credential"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/outbound"
 )
@@ -120,7 +120,7 @@ type cached struct {
 
 // Authenticate resolves an Authorization header.
 func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Principal, error) {
-	cred, ok := auth.Bearer(header)
+	cred, ok := credential.Bearer(header)
 	if !ok {
 		return nil, apperr.New(apperr.Unauthenticated, "send a bearer credential: Authorization: Bearer <token>")
 	}

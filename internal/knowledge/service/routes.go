@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/bounds"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/knowledge"
 )
@@ -70,11 +71,14 @@ type (
 	}
 )
 
-func required(field string, v *int64) error {
-	if v == nil {
+// version checks a version a body must carry: present and within
+// bounds.Version.
+func version(field string, v *int64) error {
+	switch {
+	case v == nil:
 		return apperr.Fields([]apperr.FieldError{{Field: field, Message: "is required"}})
 	}
-	return nil
+	return bounds.Version.Err(field, *v)
 }
 
 func (a *API) table() []*Route {
@@ -103,7 +107,7 @@ func (a *API) table() []*Route {
 				{Name: "limit", Type: "integer", Description: "at most this many (100; 1 … 1000)"}},
 			Response: EntryList{},
 			Handle: func(r *Request) (any, error) {
-				limit, err := r.QueryInt("limit", 100, 1, 1000)
+				limit, err := r.QueryInt("limit", 100, bounds.Limit.Min, bounds.Limit.Max)
 				if err != nil {
 					return nil, err
 				}
@@ -130,7 +134,7 @@ func (a *API) table() []*Route {
 			Query:    []QueryParam{{Name: "version", Type: "integer", Description: "an older version"}},
 			Response: knowledge.Entry{},
 			Handle: func(r *Request) (any, error) {
-				n, err := r.QueryInt("version", 0, 1, 1<<53)
+				n, err := r.QueryInt("version", 0, bounds.Version.Min, bounds.Version.Max)
 				if err != nil {
 					return nil, err
 				}
@@ -146,7 +150,7 @@ func (a *API) table() []*Route {
 				if err := r.Decode(&in); err != nil {
 					return nil, err
 				}
-				if err := required("version", in.Version); err != nil {
+				if err := version("version", in.Version); err != nil {
 					return nil, err
 				}
 				return k.Save(r.Context(), r.Actor(), r.Org, r.PathValue("space"), pathSlug(r), *in.Version,
@@ -170,11 +174,11 @@ func (a *API) table() []*Route {
 				{Name: "to", Type: "integer", Description: "the newer version (required)"}},
 			Response: DiffResult{},
 			Handle: func(r *Request) (any, error) {
-				from, err := r.QueryInt("from", 0, 1, 1<<53)
+				from, err := r.QueryInt("from", 0, bounds.Version.Min, bounds.Version.Max)
 				if err != nil {
 					return nil, err
 				}
-				to, err := r.QueryInt("to", 0, 1, 1<<53)
+				to, err := r.QueryInt("to", 0, bounds.Version.Min, bounds.Version.Max)
 				if err != nil {
 					return nil, err
 				}
@@ -191,10 +195,10 @@ func (a *API) table() []*Route {
 				if err := r.Decode(&in); err != nil {
 					return nil, err
 				}
-				if err := required("version", in.Version); err != nil {
+				if err := version("version", in.Version); err != nil {
 					return nil, err
 				}
-				if err := required("based_on", in.BasedOn); err != nil {
+				if err := version("based_on", in.BasedOn); err != nil {
 					return nil, err
 				}
 				return k.Restore(r.Context(), r.Actor(), r.Org, r.PathValue("space"), pathSlug(r), *in.Version, *in.BasedOn)

@@ -453,12 +453,12 @@ func TestNothingToApprove(t *testing.T) {
 			r := w.leaseStage(key, "implement", 1)
 			w.Must(200, r.Token, "POST", "/api/v1/runs/"+r.ID+"/report", map[string]any{"outcome": "done", "summary": "Wrote it."})
 			for _, bad := range []int{-1, 1_000_001} {
-				resp := w.Do(r.Token, "POST", "/api/v1/runs/"+r.ID+"/finish", map[string]any{"exit_status": 0, "branch_ahead": bad})
+				resp := w.Do(w.runner.Token, "POST", "/api/v1/runs/"+r.ID+"/finish", map[string]any{"exit_status": 0, "branch_ahead": bad})
 				if resp.Status != 400 || !strings.Contains(string(resp.Body), "branch_ahead") {
 					t.Fatalf("finish with branch_ahead %d: %d %s", bad, resp.Status, resp.Body)
 				}
 			}
-			w.Must(200, r.Token, "POST", "/api/v1/runs/"+r.ID+"/finish", map[string]any{"exit_status": 0, "branch_ahead": ahead})
+			w.Must(200, w.runner.Token, "POST", "/api/v1/runs/"+r.ID+"/finish", map[string]any{"exit_status": 0, "branch_ahead": ahead})
 			w.await(key, "approval", func(f flowView) bool { return f.Waiting == "approval" })
 			return w.Admin(200, "GET", "/api/v1/items/"+key+"/flow", nil).Map(t)
 		}

@@ -155,6 +155,7 @@ func writeEveryEventType(t *testing.T, w *flowWorld) {
 	w.await(done, "approval", func(f flowView) bool { return f.Waiting == "approval" })
 	w.Admin(200, "POST", "/api/v1/items/"+done+"/flow/approve", nil)
 	r := w.leaseStage(done, "fix", 1)
+	w.Must(200, w.runner.Token, "POST", "/api/v1/runs/"+r.ID+"/usage", map[string]any{"input_tokens": 10, "output_tokens": 2, "cost_usd": 0.01})
 	w.runner.Ask(r, "Which database?", true)
 	w.runner.Complete(r, "done", "asked")
 	w.await(done, "answer", func(f flowView) bool { return f.Waiting == "answer" })

@@ -295,12 +295,12 @@ func (w *tenancyWorld) seed(ten *tenant) {
 	as(200, "POST", "/api/v1/items/"+ten.items["t3"]+"/flow/start", nil)
 	r := w.leaseFor(ten.items["t3"])
 	ten.finished, ten.runIDs = r, append(ten.runIDs, r.ID)
-	if resp := w.Raw(r.Token, "POST", "/api/v1/runs/"+r.ID+"/log?offset=0", octets, []byte("log line of "+m+"\n")); resp.Status != 200 {
+	if resp := w.Raw(w.runner.Token, "POST", "/api/v1/runs/"+r.ID+"/log?offset=0", octets, []byte("log line of "+m+"\n")); resp.Status != 200 {
 		t.Fatalf("log: %d %s", resp.Status, resp.Body)
 	}
 	ten.questionIDs = append(ten.questionIDs, w.runner.Ask(r, "Fine for "+m+"?", false))
 	w.Must(200, r.Token, "POST", "/api/v1/runs/"+r.ID+"/report", map[string]any{"outcome": "done", "summary": "done for " + m})
-	w.Must(200, r.Token, "POST", "/api/v1/runs/"+r.ID+"/finish", map[string]any{"exit_status": 0,
+	w.Must(200, w.runner.Token, "POST", "/api/v1/runs/"+r.ID+"/finish", map[string]any{"exit_status": 0,
 		"usage": map[string]any{"input_tokens": ten.inputTokens, "output_tokens": 7, "cost_usd": 0.25}})
 	as(200, "POST", "/api/v1/items/"+ten.items["t4"]+"/flow/start", nil)
 	ten.live = w.leaseFor(ten.items["t4"])

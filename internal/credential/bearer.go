@@ -1,4 +1,7 @@
-package auth
+// Package credential reads the credential of an Authorization header: the
+// one parser of the Bearer scheme, shared by Core and the Knowledge service
+// (a leaf: any package may use it).
+package credential
 
 import "strings"
 
