@@ -196,7 +196,7 @@ func (s *suite) drive() {
 	var settledSince time.Time
 	for {
 		now := time.Now()
-		killing := s.sched.killing(now)
+		killing := now.Before(s.sched.end)
 		forging := now.Before(s.forgeUntil)
 		if now.After(deadline) {
 			s.failUnsettled()
@@ -234,8 +234,7 @@ func (s *suite) drive() {
 						t.Fatal(err)
 					}
 					s.sum.RandomKills++
-					s.sched.cutPlan(now)
-					s.forgeUntil = now
+					s.sched.end, s.forgeUntil = now, now
 					s.restart("settled: restart without a fault point")
 					continue
 				}

@@ -18,11 +18,9 @@ import (
 
 // schedule is the kill schedule of a run while drive runs.
 type schedule struct {
-	end           time.Time // the kill phase ends (not before the plan is armed through, see killing)
+	end           time.Time // the kill phase ends
 	plan          []string  // the fault points to arm, in turn (faultPlan)
 	next          int       // the next point of plan
-	cut           int       // points of plan left unarmed: every ticket settled first
-	lastForge     bool      // the point armed last is the Gitea client's
 	nextRandom    time.Time // when Core is killed at random, once the plan is armed
 	runnerAt      []float64 // the done shares at which the test runner is still to be killed
 	runnerRestart time.Time // when the killed test runner starts again (zero: it is not down)
@@ -57,37 +55,18 @@ func (s *suite) faultPlan() []string {
 	return plan
 }
 
-// planLeft reports whether points of the plan are still to be armed.
-func (k *schedule) planLeft() bool { return k.next < len(k.plan) }
-
-// killing reports whether the kill phase lasts: for KillPhase, and until
-// every point of the plan was armed — however long the Gitea client's
-// points and a loaded machine make that take — unless every ticket
-// settled first (cutPlan).
-func (k *schedule) killing(now time.Time) bool { return now.Before(k.end) || k.planLeft() }
-
-// cutPlan ends the kill phase now: every ticket has settled, so the
-// points still to arm would not be passed.
-func (k *schedule) cutPlan(now time.Time) {
-	k.end = now
-	k.cut += len(k.plan) - k.next
-	k.next = len(k.plan)
-}
-
 // restart starts Core again with the next fault point armed: the Gitea
-// client's next point that is ready, else the plan's next (the two take
-// turns while both have one); once the plan is armed, it picks when the
-// next random kill comes.
+// client's next point that is ready, else (in the kill phase) the plan's
+// next; once the plan is armed, it picks when the next random kill comes.
 func (s *suite) restart(reason string) {
 	k := &s.sched
 	f := ""
-	if time.Now().Before(s.forgeUntil) && !(k.lastForge && k.planLeft()) {
+	if time.Now().Before(s.forgeUntil) {
 		f = s.nextForgePoint()
 	}
-	if f == "" && k.planLeft() {
+	if f == "" && time.Now().Before(k.end) && k.next < len(k.plan) {
 		f, k.next = k.plan[k.next], k.next+1
 	}
-	k.lastForge = isForgePoint(f)
 	s.approvedArm = 0
 	s.logf("core: %s; restart with BALLET_FAULT=%q", reason, f)
 	if err := s.core.start(f); err != nil {
