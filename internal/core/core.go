@@ -36,6 +36,7 @@ import (
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/knowledge/client"
 	"github.com/ballet/ballet/internal/leader"
+	"github.com/ballet/ballet/internal/mcp"
 	"github.com/ballet/ballet/internal/needsme"
 	"github.com/ballet/ballet/internal/pipeline/versions"
 	"github.com/ballet/ballet/internal/realtime"
@@ -199,7 +200,7 @@ func New(o Options) (*Core, error) {
 	c.Tracker = tracker.New(st, c.Applier, clk, c.Tenancy, flow.TrackerHooks())
 	c.Skills = skill.New(st, c.Applier, clk)
 	c.Pipelines = versions.New(st, c.Applier, clk)
-	sessions := &flow.Sessions{Store: st, Projects: c.Tenancy, Skills: c.Skills, MCPURL: cfg.PublicURL() + "/api/v1/mcp", LogLimit: cfg.Runs.LogLimit,
+	sessions := &flow.Sessions{Store: st, Projects: c.Tenancy, Skills: c.Skills, MCPURL: cfg.PublicURL() + mcp.Path, LogLimit: cfg.Runs.LogLimit,
 		Secrets: secrets}
 	c.Runs = run.NewService(st, c.Applier, clk, c.Tracker, run.Config{Grace: cfg.Runs.Grace.Duration, LogLimit: cfg.Runs.LogLimit,
 		Log: log.With("component", "runs"), OnFinish: flow.OnRunFinished, Sessions: sessions})
@@ -264,7 +265,7 @@ func New(o Options) (*Core, error) {
 	}
 	c.API.Add((&server.Skills{S: c.Skills}).Routes()...)
 	c.API.Add((&server.Runs{S: c.Runs, Skills: c.Skills, Orgs: c.Tenancy}).Routes()...)
-	c.API.Add((&server.MCP{Runs: c.Runs, Tracker: c.Tracker, Orgs: c.Tenancy, Knowledge: c.Knowledge, Log: log.With("component", "mcp")}).Routes()...)
+	c.API.Add((&mcp.Tools{Runs: c.Runs, Tickets: c.Tracker, Orgs: c.Tenancy, Knowledge: c.Knowledge, Log: log.With("component", "mcp")}).Routes()...)
 	c.API.Add((&server.Flows{F: c.Flows}).Routes()...)
 	c.API.Add((&server.Hooks{Projects: c.Tenancy, MergeChecks: c.Flows.MergeChecks, Wake: c.Jobs.Wake, Secrets: secrets,
 		Log: log.With("component", "hooks"), Deliveries: server.NewHookMetrics(reg)}).Routes()...)

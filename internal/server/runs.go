@@ -196,7 +196,7 @@ func authorizeRun(p *auth.Principal, runID string) error {
 	if p.TokenKind != auth.KindRun {
 		return apperr.New(apperr.Forbidden, "only the run's own run token may do this")
 	}
-	if id, _ := runOfToken(p); id != runID {
+	if id, _ := run.TokenRun(p); id != runID {
 		return apperr.New(apperr.NotFound, "run %q not found", runID)
 	}
 	return nil
