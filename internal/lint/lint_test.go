@@ -119,7 +119,7 @@ func TestImportBoundaries(t *testing.T) {
 		"internal/knowledge":         append(slices.Clone(coreOnly), "net/http"),
 		"internal/knowledge/service": coreOnly,
 		// The realtime door stands beside the REST API, not on it: what
-		// both need on the wire is in apijson.
+		// both need on the wire is in the door kit (internal/door).
 		"internal/realtime": {"internal/server", "internal/core"},
 		// The MCP door is one route of Core's table, on the domains'
 		// services through the interfaces it declares: no storage, no wiring.
