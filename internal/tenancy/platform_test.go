@@ -23,7 +23,9 @@ func fakeWorld(t *testing.T, st store.Store) (*Service, *clock.Fake, Organizatio
 	ctx := context.Background()
 	c := clock.NewFake(time.Date(2026, 3, 1, 9, 0, 0, 123_456_789, time.UTC))
 	svc := New(st, &transition.Applier{Store: st, Clock: c, Attempts: 200}, c, Hooks{
-		ProjectChanged: func(p Project, _ ProjectChanges) []job.Spec { return []job.Spec{{Kind: "test.project_changed", Payload: p.ID}} },
+		ProjectChanged: func(p Project, _ ProjectChanges) []job.Spec {
+			return []job.Spec{{Kind: "test.project_changed", Payload: p.ID}}
+		},
 		PlatformPaused: func(paused bool) []job.Spec { return []job.Spec{{Kind: "test.platform_paused", Payload: paused}} },
 	})
 	o, err := svc.CreateOrganization(ctx, alice, OrganizationInput{Slug: "acme", Name: "Acme"})
@@ -193,7 +195,10 @@ func TestEventsListsEveryTypeTenancyWrites(t *testing.T) {
 		name := "Acme 2"
 		n := 4
 		steps := []func() error{
-			func() error { _, err := svc.UpdateProject(ctx, alice, p, p.Version, ProjectPatch{Name: &name}); return err },
+			func() error {
+				_, err := svc.UpdateProject(ctx, alice, p, p.Version, ProjectPatch{Name: &name})
+				return err
+			},
 			func() error { _, err := svc.SetMember(ctx, alice, o.ID, "", "bea", "member"); return err },
 			func() error { return svc.RemoveMember(ctx, alice, o.ID, "", "bea") },
 			func() error { _, err := svc.SetPlatformPaused(ctx, alice, true); return err },
