@@ -240,3 +240,32 @@ func TestEventsListsEveryTypeTenancyWrites(t *testing.T) {
 		}
 	})
 }
+
+// TestAPauseDecidedOnAStaleReadLoses: pulling the kill switch is written
+// only over the platform version it was decided on, so of two pauses
+// decided on the same read only the first is recorded (the other decides
+// again and finds nothing to do).
+func TestAPauseDecidedOnAStaleReadLoses(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, st store.Store) {
+		ctx := context.Background()
+		svc, c, _, _ := fakeWorld(t, st)
+		read, err := svc.GetPlatform(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, stale := read.pause(alice, true, c.Now())
+		if _, err := svc.SetPlatformPaused(ctx, alice, true); err != nil {
+			t.Fatal(err)
+		}
+		if err := svc.Applier.Apply(ctx, stale); err == nil {
+			t.Error("a pause decided on the version before was written")
+		}
+		evs, err := event.List(ctx, st, event.Filter{EntityType: "platform"})
+		if err != nil || len(evs) != 1 {
+			t.Errorf("platform events %d, %v; want one platform.paused", len(evs), err)
+		}
+		if p, err := svc.GetPlatform(ctx); err != nil || p.Version != read.Version+1 {
+			t.Errorf("platform %+v %v, want version %d", p, err, read.Version+1)
+		}
+	})
+}
