@@ -304,3 +304,34 @@ func TestSpaceInputIsChecked(t *testing.T) {
 		}
 	})
 }
+
+// TestTagAndResultBounds: an entry holds at most MaxTags tags and a search
+// answers at most MaxResults hits; exactly the bound is fine, one more is
+// a 400 naming the field.
+func TestTagAndResultBounds(t *testing.T) {
+	s := storetest.OpenWith(t, "sqlite", knowledge.Migrations)
+	k := knowledge.New(s, nil)
+	ctx := context.Background()
+	tags := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("t%d", i)
+		}
+		return out
+	}
+	e, err := k.CreateEntry(ctx, ann, "acme", "default", knowledge.EntryInput{Slug: "many", Content: content("Many", "tags", tags(knowledge.MaxTags)...)})
+	if err != nil || len(e.Tags) != knowledge.MaxTags {
+		t.Errorf("%d tags: %v, %v", knowledge.MaxTags, e.Tags, err)
+	}
+	_, err = k.CreateEntry(ctx, ann, "acme", "default", knowledge.EntryInput{Slug: "too-many", Content: content("Too many", "tags", tags(knowledge.MaxTags+1)...)})
+	if code(err) != apperr.Invalid || !strings.HasPrefix(err.Error(), "tags:") || !strings.Contains(err.Error(), "at most") {
+		t.Errorf("%d tags: %v, want a 400 naming tags", knowledge.MaxTags+1, err)
+	}
+	if _, err := k.Search(ctx, "acme", knowledge.Query{Text: "tags", Limit: knowledge.MaxResults}); err != nil {
+		t.Errorf("a search for %d hits: %v", knowledge.MaxResults, err)
+	}
+	_, err = k.Search(ctx, "acme", knowledge.Query{Text: "tags", Limit: knowledge.MaxResults + 1})
+	if code(err) != apperr.Invalid || !strings.HasPrefix(err.Error(), "limit:") {
+		t.Errorf("a search for %d hits: %v, want a 400 naming limit", knowledge.MaxResults+1, err)
+	}
+}
