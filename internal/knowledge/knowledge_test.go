@@ -335,3 +335,29 @@ func TestTagAndResultBounds(t *testing.T) {
 		t.Errorf("a search for %d hits: %v, want a 400 naming limit", knowledge.MaxResults+1, err)
 	}
 }
+
+// TestASpaceAnswersWhatALaterReadFinds: creating a space, and the first
+// access that writes the default one, answer the creation time as
+// stored (to the millisecond), on a clock that has finer time.
+func TestASpaceAnswersWhatALaterReadFinds(t *testing.T) {
+	storetest.EachWith(t, knowledge.Migrations, func(t *testing.T, s store.Store) {
+		ctx := t.Context()
+		fc := clock.NewFake(t0.Add(123_456_789 * time.Nanosecond))
+		k := knowledge.New(s, fc)
+		created, err := k.CreateSpace(ctx, ann, "acme", knowledge.SpaceInput{Slug: "ops", Title: "Ops"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, err := k.Space(ctx, "acme", knowledge.DefaultSpace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fc.Advance(time.Hour)
+		for _, want := range []knowledge.Space{created, first} {
+			got, err := k.Space(ctx, "acme", want.Slug)
+			if err != nil || !got.CreatedAt.Equal(want.CreatedAt) || !got.CreatedAt.Equal(t0.Add(123*time.Millisecond)) {
+				t.Errorf("space %s read back %+v, %v; answered %+v", want.Slug, got, err, want)
+			}
+		}
+	})
+}
