@@ -118,3 +118,29 @@ func TestValidGuardMatchesOnlyALiveToken(t *testing.T) {
 		}
 	})
 }
+
+// TestATokenIsFoundByItsCreatorOrAPlatformAdminOnly: for anyone else a
+// token does not exist, like an unknown one.
+func TestATokenIsFoundByItsCreatorOrAPlatformAdminOnly(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		f := setup(t, s)
+		c, err := f.svc.Create(ctx, member, auth.TokenInput{Name: "ci", Organization: "acme", Role: "viewer"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []*auth.Principal{member, root} {
+			if tok, err := f.svc.Find(ctx, p, c.ID); err != nil || tok.ID != c.ID || tok.Name != "ci" {
+				t.Errorf("%s finds the token: %+v %v", p.Subject, tok, err)
+			}
+		}
+		for _, look := range []struct {
+			p  *auth.Principal
+			id string
+		}{{admin, c.ID}, {viewer, c.ID}, {member, "nope"}} {
+			if _, err := f.svc.Find(ctx, look.p, look.id); code(err) != "not_found" {
+				t.Errorf("%s looks up %s: %v, want not found", look.p.Subject, look.id, err)
+			}
+		}
+	})
+}
