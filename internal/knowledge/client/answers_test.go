@@ -39,3 +39,19 @@ func TestClientReadsWhatAProxyOrAnOldServiceAnswers(t *testing.T) {
 		t.Errorf("a search answering null: %#v, %v; want an empty list", rs, err)
 	}
 }
+
+// TestClientTakesAnHTTPOrHTTPSURLWithAHost: the service's address is an
+// http or https URL naming a host; anything else is refused when the
+// client is made.
+func TestClientTakesAnHTTPOrHTTPSURLWithAHost(t *testing.T) {
+	for _, u := range []string{"http://knowledge.example:8090", "https://knowledge.example"} {
+		if _, err := client.New(client.Options{URL: u, Token: token}); err != nil {
+			t.Errorf("%s: %v", u, err)
+		}
+	}
+	for _, u := range []string{"ftp://knowledge.example", "https://", "http://", "knowledge.example", "unix:///run/k.sock"} {
+		if _, err := client.New(client.Options{URL: u, Token: token}); err == nil {
+			t.Errorf("%s: accepted", u)
+		}
+	}
+}
