@@ -135,8 +135,12 @@ func TestTheCodeFlowRefusesWhatItDidNotStart(t *testing.T) {
 	if p, err := f.Finish(ctx, pend, state, code); err != nil || p.Subject != "olga" {
 		t.Fatalf("the sign-in itself: %+v %v", p, err)
 	}
+	before := len(iss.ClientAuth())
 	p, err := f.Finish(ctx, pend, state, code)
 	wantUnauthenticated(t, "the code again", p, err, "did not exchange the code")
+	if tries := iss.ClientAuth()[before:]; len(tries) != 1 {
+		t.Errorf("a refused exchange was tried %d times (%v), want once: the issuer has spent the code", len(tries), tries)
+	}
 
 	for _, c := range []struct {
 		name, subject string
