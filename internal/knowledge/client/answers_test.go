@@ -14,9 +14,14 @@ import (
 // TestClientReadsWhatAProxyOrAnOldServiceAnswers: an answer without the
 // service's error shape (a proxy's HTML page) is unavailable with the
 // status's own text; a search answering no results list gives an empty
-// list, never nil (it is written as [] to the agent).
+// list, never nil (it is written as [] to the agent). The client asks
+// for JSON.
 func TestClientReadsWhatAProxyOrAnOldServiceAnswers(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Accept") != "application/json" {
+			http.Error(w, "ask for JSON", http.StatusNotAcceptable) // as a proxy that serves HTML by default might
+			return
+		}
 		if strings.HasSuffix(r.URL.Path, "/search") {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write([]byte(`{"results": null}`))
