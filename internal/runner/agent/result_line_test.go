@@ -101,3 +101,31 @@ func TestClaudeStoppedUsageNeedsUsageAndID(t *testing.T) {
 		t.Error("no result line: not final")
 	}
 }
+
+// opencode's steps: reasoning tokens are billed as output, cache writes
+// count, and each step adds to the session's usage; the session id is the
+// first one told.
+func TestOpenCodeStepsAddReasoningAndCacheWrites(t *testing.T) {
+	out := OpenCode{}.Output("anthropic/claude-sonnet-4-5")
+	for _, l := range []string{
+		`{"type":"step_start","sessionID":"ses_first"}`,
+		`{"type":"step_finish","part":{"tokens":{"input":100,"output":10,"reasoning":5,"cache":{"write":40,"read":30}},"cost":0.5}}`,
+		`{"type":"step_finish","sessionID":"ses_other","part":{"tokens":{"input":1,"output":2,"reasoning":3,"cache":{"write":4,"read":5}},"cost":0.25}}`,
+	} {
+		out.Line([]byte(l), false)
+	}
+	r := out.Result()
+	if want := (protocol.Usage{InputTokens: 101, OutputTokens: 20, CacheWriteTokens: 44, CacheReadTokens: 35, CostUSD: 0.75}); !sameUsage(r.Usage, want) {
+		t.Errorf("usage %+v, want %+v", r.Usage, want)
+	}
+	if r.SessionID != "ses_first" {
+		t.Errorf("session id %q, want ses_first", r.SessionID)
+	}
+
+	// Without opencode's cost, the reasoning tokens are priced as output.
+	out = OpenCode{}.Output("anthropic/claude-sonnet-4-5")
+	out.Line([]byte(`{"type":"step_finish","part":{"tokens":{"input":0,"output":0,"reasoning":1000000,"cache":{"write":0,"read":0}},"cost":0}}`), false)
+	if got := out.Result().Usage.CostUSD; !near(got, sonnet.Output) {
+		t.Errorf("a million reasoning tokens cost %v, want sonnet's output price %v", got, sonnet.Output)
+	}
+}
