@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/ballet/ballet/internal/runner/protocol"
 )
@@ -127,5 +129,21 @@ func TestOpenCodeStepsAddReasoningAndCacheWrites(t *testing.T) {
 	out.Line([]byte(`{"type":"step_finish","part":{"tokens":{"input":0,"output":0,"reasoning":1000000,"cache":{"write":0,"read":0}},"cost":0}}`), false)
 	if got := out.Result().Usage.CostUSD; !near(got, sonnet.Output) {
 		t.Errorf("a million reasoning tokens cost %v, want sonnet's output price %v", got, sonnet.Output)
+	}
+}
+
+// A CLI's error is kept whole up to maxError bytes; a longer one is cut
+// to maxError bytes of valid UTF-8, marked with "…".
+func TestErrorIsBounded(t *testing.T) {
+	prefix := "claude-code: "
+	whole := strings.Repeat("a", maxError-len(prefix))
+	r := claudeLines(t, `{"type":"result","subtype":"error","is_error":true,"result":"`+whole+`"}`)
+	if r.Error != prefix+whole {
+		t.Errorf("an error of exactly %d bytes was changed to %d bytes", maxError, len(r.Error))
+	}
+	long := strings.Repeat("é", maxError)
+	r = claudeLines(t, `{"type":"result","subtype":"error","is_error":true,"result":"`+long+`"}`)
+	if len(r.Error) > maxError || !strings.HasSuffix(r.Error, "…") || !utf8.ValidString(r.Error) || !strings.HasPrefix(r.Error, prefix+"éé") {
+		t.Errorf("a long error cut to %d bytes (valid UTF-8 %v), ending %q; want at most %d, marked", len(r.Error), utf8.ValidString(r.Error), r.Error[len(r.Error)-8:], maxError)
 	}
 }
