@@ -1,7 +1,10 @@
 package proc
 
 import (
+	"fmt"
 	"os"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -72,4 +75,44 @@ func openFiles(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return len(fds)
+}
+
+// TestOutputHeldOutsideTheSession: a process that left the session (its
+// own session, no marker) and kept the session's stdout open does not
+// keep the session from ending: its output is closed after a bounded
+// wait, and the result says so.
+func TestOutputHeldOutsideTheSession(t *testing.T) {
+	t.Parallel()
+	out := make(lines, 10)
+	s := start(t, Spec{Env: []string{helperEnv + "=escape", "GOCOVERDIR=" + t.TempDir()}, OnLine: out.onLine})
+	var escaped int
+	if _, err := fmt.Sscanf(out.next(t, ""), "escaped %d", &escaped); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(escaped, syscall.SIGKILL) })
+	r := wait(t, s)
+	if r.Reason != Exited || r.Err == nil || !strings.Contains(r.Err.Error(), "kept its output open") {
+		t.Errorf("result %+v, want an exit with the held output reported", r)
+	}
+}
+
+// TestNoTimerOutlivesTheSession: a session that armed every timer (the
+// watchdog, the deadline, the final grace and the kill grace) leaves none
+// of them running once it is over.
+func TestNoTimerOutlivesTheSession(t *testing.T) {
+	t.Parallel()
+	clk := fake()
+	out := make(lines, 10)
+	s := start(t, Spec{Env: []string{helperEnv + "=hang"}, OnLine: out.onLine, Clock: clk,
+		Idle: time.Hour, Timeout: time.Hour, FinalGrace: time.Hour, KillGrace: time.Hour})
+	out.next(t, "ready")
+	s.Final()
+	clk.BlockUntil(3) // the watchdog, the deadline, the final grace
+	s.Stop()          // SIGTERM ends the helper; the kill grace was armed
+	if r := wait(t, s); r.Reason != Cancelled || r.Signal != syscall.SIGTERM {
+		t.Fatalf("result %+v, want cancelled by SIGTERM", r)
+	}
+	if n := clk.Waiters(); n != 0 {
+		t.Errorf("%d timers still running after the session", n)
+	}
 }
