@@ -3,6 +3,7 @@ package proc
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -114,5 +115,51 @@ func TestNoTimerOutlivesTheSession(t *testing.T) {
 	}
 	if n := clk.Waiters(); n != 0 {
 		t.Errorf("%d timers still running after the session", n)
+	}
+}
+
+// TestStderrIsPassedOn: Spec.Stderr receives what the command prints on
+// stderr, and the result keeps it too.
+func TestStderrIsPassedOn(t *testing.T) {
+	t.Parallel()
+	var stderr strings.Builder
+	env := []string{helperEnv + "=print", "GOCOVERDIR=" + t.TempDir()}
+	r := wait(t, start(t, Spec{Env: env, Stderr: &stderr}))
+	if stderr.String() != "some trouble\n" || r.Stderr != "some trouble\n" {
+		t.Errorf("stderr passed on %q, kept %q; want both some trouble", stderr.String(), r.Stderr)
+	}
+}
+
+// TestStartFailuresLeaveNothing: a session that cannot start — its state
+// folder cannot be written, its working folder does not exist — leaves
+// no open file and no record behind.
+func TestStartFailuresLeaveNothing(t *testing.T) {
+	// Not parallel: it counts this process's open files.
+	notDir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	for _, c := range []struct {
+		name string
+		spec Spec
+	}{
+		{"state folder a file", Spec{StateDir: notDir}},
+		{"no working folder", Spec{StateDir: state, Dir: filepath.Join(t.TempDir(), "missing")}},
+	} {
+		spec := c.spec
+		spec.ID, spec.Path, spec.Env = "fails", testBinary(t), []string{helperEnv + "=hang"}
+		before := openFiles(t)
+		if s, err := Start(t.Context(), spec); err == nil {
+			s.Stop()
+			wait(t, s)
+			t.Fatalf("%s: started", c.name)
+		}
+		if after := openFiles(t); after != before {
+			t.Errorf("%s: %d open files after, %d before", c.name, after, before)
+		}
+	}
+	if left, _ := os.ReadDir(state); len(left) != 0 {
+		t.Errorf("the state folder holds %v after a failed start", left)
 	}
 }
