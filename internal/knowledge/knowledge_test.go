@@ -305,9 +305,9 @@ func TestSpaceInputIsChecked(t *testing.T) {
 	})
 }
 
-// TestTagAndResultBounds: an entry holds at most MaxTags tags and a search
-// answers at most MaxResults hits; exactly the bound is fine, one more is
-// a 400 naming the field.
+// TestTagAndResultBounds: an entry holds at most MaxTags tags, a search
+// has at most 32 words and answers at most MaxResults hits; exactly the
+// bound is fine, one more is a 400 naming the field.
 func TestTagAndResultBounds(t *testing.T) {
 	s := storetest.OpenWith(t, "sqlite", knowledge.Migrations)
 	k := knowledge.New(s, nil)
@@ -329,6 +329,13 @@ func TestTagAndResultBounds(t *testing.T) {
 	}
 	if _, err := k.Search(ctx, "acme", knowledge.Query{Text: "tags", Limit: knowledge.MaxResults}); err != nil {
 		t.Errorf("a search for %d hits: %v", knowledge.MaxResults, err)
+	}
+	words := func(n int) string { return strings.TrimSpace(strings.Repeat("tags ", n)) }
+	if _, err := k.Search(ctx, "acme", knowledge.Query{Text: words(32)}); err != nil {
+		t.Errorf("a search of 32 words: %v", err)
+	}
+	if _, err := k.Search(ctx, "acme", knowledge.Query{Text: words(33)}); code(err) != apperr.Invalid || !strings.HasPrefix(err.Error(), "q:") {
+		t.Errorf("a search of 33 words: %v, want a 400 naming q", err)
 	}
 	_, err = k.Search(ctx, "acme", knowledge.Query{Text: "tags", Limit: knowledge.MaxResults + 1})
 	if code(err) != apperr.Invalid || !strings.HasPrefix(err.Error(), "limit:") {
