@@ -374,3 +374,30 @@ func TestEndingASessionEndsThatOne(t *testing.T) {
 		}
 	})
 }
+
+// TestASessionOfATokenRevokedUnawaresEnds: a token revoked without its
+// sessions being ended with it (by a Core before sessions ended with
+// their token) still ends them: the session says why.
+func TestASessionOfATokenRevokedUnawaresEnds(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		f, sessions := sessionFixture(t, s)
+		c, err := f.svc.Create(ctx, member, auth.TokenInput{Name: "laptop", Organization: "acme", Role: "viewer"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tp, err := f.authenticate(c.Secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secret, _, err := sessions.Start(ctx, tp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Exec(ctx, store.Stmt(`UPDATE tokens SET revoked_at = ? WHERE id = ?`, start.UnixMilli(), c.ID)); err != nil {
+			t.Fatal(err)
+		}
+		p, err := f.authenticate(secret)
+		wantUnauthenticated(t, "a session of a token revoked unawares", p, err, "the token it was started with is no longer valid (token revoked)")
+	})
+}

@@ -327,8 +327,8 @@ func TestTagAndResultBounds(t *testing.T) {
 	if code(err) != apperr.Invalid || !strings.HasPrefix(err.Error(), "tags:") || !strings.Contains(err.Error(), "at most") {
 		t.Errorf("%d tags: %v, want a 400 naming tags", knowledge.MaxTags+1, err)
 	}
-	if _, err := k.Search(ctx, "acme", knowledge.Query{Text: "tags", Limit: knowledge.MaxResults}); err != nil {
-		t.Errorf("a search for %d hits: %v", knowledge.MaxResults, err)
+	if hits, err := k.Search(ctx, "acme", knowledge.Query{Text: "tags", Limit: knowledge.MaxResults}); err != nil || len(hits) != 1 || len(hits[0].Tags) != knowledge.MaxTags {
+		t.Errorf("a search for %d hits: %+v, %v; want the entry with its tags", knowledge.MaxResults, hits, err)
 	}
 	words := func(n int) string { return strings.TrimSpace(strings.Repeat("tags ", n)) }
 	if _, err := k.Search(ctx, "acme", knowledge.Query{Text: words(32)}); err != nil {
