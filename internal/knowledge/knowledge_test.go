@@ -368,3 +368,29 @@ func TestASpaceAnswersWhatALaterReadFinds(t *testing.T) {
 		}
 	})
 }
+
+// TestSearchChecksItsSpaceAndTags: a search's space must be a space slug
+// (400 naming space, not a 404) and its tags are matched as entries store
+// them (lower case), a tag that is none being a 400 naming it.
+func TestSearchChecksItsSpaceAndTags(t *testing.T) {
+	s := storetest.OpenWith(t, "sqlite", knowledge.Migrations)
+	k := knowledge.New(s, nil)
+	ctx := context.Background()
+	if _, err := k.CreateEntry(ctx, ann, "acme", "default", knowledge.EntryInput{Slug: "deploy", Content: content("Deploy", "release steps", "Ops")}); err != nil {
+		t.Fatal(err)
+	}
+	if hits, err := k.Search(ctx, "acme", knowledge.Query{Text: "release", Tags: []string{" OPS "}}); err != nil || len(hits) != 1 {
+		t.Errorf("a search by tag OPS: %+v %v, want the entry tagged ops", hits, err)
+	}
+	for _, c := range []struct {
+		q     knowledge.Query
+		field string
+	}{
+		{knowledge.Query{Text: "release", Space: "../default"}, "space:"},
+		{knowledge.Query{Text: "release", Tags: []string{"no spaces"}}, "tag[0]:"},
+	} {
+		if _, err := k.Search(ctx, "acme", c.q); code(err) != apperr.Invalid || !strings.HasPrefix(err.Error(), c.field) {
+			t.Errorf("%+v: %v, want a 400 naming %s", c.q, err, c.field)
+		}
+	}
+}
