@@ -1,7 +1,7 @@
-# The whole test suite: vets, builds (or reuses) the rqlite server the
-# storage tests need, installs (or reuses) the pinned agent CLIs the agent
-# tests drive, builds (or reuses) the pinned Gitea the forge tests run, runs
-# every test on SQLite and rqlite, and a short fuzz.
+# The whole test suite: vets while it builds (or reuses) the rqlite server
+# the storage tests need, installs (or reuses) the pinned agent CLIs the
+# agent tests drive and builds (or reuses) the pinned Gitea the forge tests
+# run, side by side; runs every test on SQLite and rqlite, and a short fuzz.
 # A part that cannot be built or installed fails the run; the tests that
 # need it are skipped when asked: BALLET_SKIP_RQLITE=1, BALLET_SKIP_AGENTS=1,
 # BALLET_SKIP_GITEA=1 and BALLET_SKIP_BROWSER=1 make test. Every skip is
@@ -18,17 +18,6 @@ need_rqlited = if [ -z "$${BALLET_RQLITED:-}" ]; then \
 		export BALLET_RQLITED; \
 	fi
 
-# need_agents sets BALLET_CLAUDE and BALLET_OPENCODE in a recipe's shell:
-# the caller's values, else the CLIs scripts/agent-clis.sh installs (once,
-# pinned, ~20 s); a failed install stops make before any test runs.
-# BALLET_SKIP_AGENTS=1 skips the install and the tests that need the CLIs.
-need_agents = if [ "$${BALLET_SKIP_AGENTS:-}" != 1 ] && { [ -z "$${BALLET_CLAUDE:-}" ] || [ -z "$${BALLET_OPENCODE:-}" ]; }; then \
-		given_claude="$${BALLET_CLAUDE:-}"; given_opencode="$${BALLET_OPENCODE:-}"; \
-		clis=$$(scripts/agent-clis.sh) || { echo "make $@: installing the agent CLIs (scripts/agent-clis.sh) failed; BALLET_SKIP_AGENTS=1 make $@ skips the tests that need them" >&2; exit 1; }; \
-		eval "$$clis"; \
-		export BALLET_CLAUDE="$${given_claude:-$$BALLET_CLAUDE}" BALLET_OPENCODE="$${given_opencode:-$$BALLET_OPENCODE}"; \
-	fi
-
 # need_chromium checks for the browser the UI tests drive (internal/testkit/uitest):
 # $BALLET_CHROMIUM, else Debian's /usr/bin/chromium, which .ci/run installs;
 # a missing one stops make before any test runs. The tests also run axe-core
@@ -42,17 +31,35 @@ need_chromium = if [ "$${BALLET_SKIP_BROWSER:-}" != 1 ]; then \
 		fi; \
 	fi
 
-# Gitea's cold build (~6 min, mostly downloading and compiling its modules)
-# starts first, in the background, so that it overlaps the rqlited build, the
-# CLI install and vet; gitea_wait then sets BALLET_GITEA from it (or the
-# caller's value). BALLET_SKIP_GITEA=1 skips the build and the tests that
-# need it; a failed build stops make before any test runs.
-gitea_start = gitea_out=$$(mktemp); gitea_pid=; \
-	if [ "$${BALLET_SKIP_GITEA:-}" != 1 ] && [ -z "$${BALLET_GITEA:-}" ]; then scripts/gitea.sh >"$$gitea_out" & gitea_pid=$$!; fi
-gitea_wait = if [ -n "$$gitea_pid" ]; then \
-		wait $$gitea_pid || { echo "make $@: building Gitea (scripts/gitea.sh) failed; BALLET_SKIP_GITEA=1 make $@ skips the tests that need it" >&2; exit 1; }; \
-		BALLET_GITEA=$$(cat "$$gitea_out"); export BALLET_GITEA; \
-	fi; rm -f "$$gitea_out"
+# The parts make test builds or installs run side by side, in the
+# background, while the rest is prepared (vet compiles Ballet meanwhile):
+# Gitea's cold build (~6 min, mostly downloading and compiling its modules),
+# rqlited's (~90 s) and the agent CLIs' npm install (~20 s). parts_start
+# starts each one the caller neither gave (BALLET_GITEA, BALLET_RQLITED,
+# BALLET_CLAUDE and BALLET_OPENCODE) nor asked to skip (BALLET_SKIP_…=1);
+# parts_wait waits for all of them, sets the variables from their output,
+# and stops make before any test runs when one failed, naming it and how to
+# skip it (every failure is reported, not only the first).
+parts_start = parts_out=$$(mktemp -d); gitea_pid=; rqlited_pid=; agents_pid=; \
+	given_claude="$${BALLET_CLAUDE:-}"; given_opencode="$${BALLET_OPENCODE:-}"; \
+	if [ "$${BALLET_SKIP_GITEA:-}" != 1 ] && [ -z "$${BALLET_GITEA:-}" ]; then scripts/gitea.sh >"$$parts_out/gitea" & gitea_pid=$$!; fi; \
+	if [ "$${BALLET_SKIP_RQLITE:-}" != 1 ] && [ -z "$${BALLET_RQLITED:-}" ]; then scripts/rqlited.sh >"$$parts_out/rqlited" & rqlited_pid=$$!; fi; \
+	if [ "$${BALLET_SKIP_AGENTS:-}" != 1 ] && { [ -z "$$given_claude" ] || [ -z "$$given_opencode" ]; }; then scripts/agent-clis.sh >"$$parts_out/agents" & agents_pid=$$!; fi
+parts_wait = parts_failed=; \
+	if [ -n "$$rqlited_pid" ]; then \
+		if wait $$rqlited_pid; then BALLET_RQLITED=$$(cat "$$parts_out/rqlited"); export BALLET_RQLITED; \
+		else echo "make $@: building rqlited (scripts/rqlited.sh) failed; BALLET_SKIP_RQLITE=1 make test skips the tests that need it" >&2; parts_failed=1; fi; \
+	fi; \
+	if [ -n "$$agents_pid" ]; then \
+		if wait $$agents_pid; then eval "$$(cat "$$parts_out/agents")"; \
+			export BALLET_CLAUDE="$${given_claude:-$$BALLET_CLAUDE}" BALLET_OPENCODE="$${given_opencode:-$$BALLET_OPENCODE}"; \
+		else echo "make $@: installing the agent CLIs (scripts/agent-clis.sh) failed; BALLET_SKIP_AGENTS=1 make $@ skips the tests that need them" >&2; parts_failed=1; fi; \
+	fi; \
+	if [ -n "$$gitea_pid" ]; then \
+		if wait $$gitea_pid; then BALLET_GITEA=$$(cat "$$parts_out/gitea"); export BALLET_GITEA; \
+		else echo "make $@: building Gitea (scripts/gitea.sh) failed; BALLET_SKIP_GITEA=1 make $@ skips the tests that need it" >&2; parts_failed=1; fi; \
+	fi; \
+	rm -rf "$$parts_out"; [ -z "$$parts_failed" ] || exit 1
 
 # The failure suite's summary lines are printed after the run (go test hides
 # the output of packages that pass), then the skips' (internal/testkit/parts:
@@ -64,12 +71,10 @@ skip_summary = count() { awk -F'\t' -v k="$$1" '$$1 == k { print $$2 }' "$$skips
 	if [ -n "$$asked" ]; then echo "skipped on request: $$asked"; fi
 
 test:
-	@$(gitea_start); \
-	if [ "$${BALLET_SKIP_RQLITE:-}" != 1 ]; then $(need_rqlited); fi; \
-	$(need_agents); \
+	@$(parts_start); \
 	$(need_chromium); \
 	$(MAKE) --no-print-directory vet || exit 1; \
-	$(gitea_wait); \
+	$(parts_wait); \
 	sum=$$(mktemp); skips=$$(mktemp); \
 	BALLET_FAILURETEST_SUMMARY=$$sum BALLET_SKIP_SUMMARY=$$skips go test -count=1 -timeout 25m ./...; rc=$$?; \
 	cat $$sum; $(skip_summary); rm -f $$sum $$skips; exit $$rc

@@ -115,6 +115,26 @@ func TestMakeTestNeedsGitea(t *testing.T) {
 	}
 }
 
+// TestMakeTestPreparesThePartsSideBySide: make test builds rqlited while
+// the agent CLIs install (and Gitea builds): the fake rqlited build
+// finishes only once the CLI install has started, which it never would if
+// the parts were prepared one after the other.
+func TestMakeTestPreparesThePartsSideBySide(t *testing.T) {
+	scripts := fakeScripts{
+		agents: "touch agents.started\n" + fakeScripts{}.withDefaults().agents,
+		rqlited: "i=0; while [ ! -e agents.started ]; do i=$((i+1)); " +
+			"if [ $i -gt 200 ]; then echo 'the CLI install never started' >&2; exit 1; fi; sleep 0.05; done\n" +
+			"echo /built/rqlited\n",
+	}
+	out, log, err := runMake(t, "test", scripts, nil)
+	if err != nil {
+		t.Fatalf("make test: %v\n%s", err, out)
+	}
+	if !strings.Contains(log, "rqlited=/built/rqlited") || !strings.Contains(log, "claude=/cache/claude") {
+		t.Errorf("the tests did not get both parts:\n%s", log)
+	}
+}
+
 // TestMakeTestNeedsChromium: make test checks for the browser the UI tests
 // drive ($BALLET_CHROMIUM, else /usr/bin/chromium) and fails before any test
 // runs without it, saying how to skip; BALLET_SKIP_BROWSER=1 skips the
@@ -233,6 +253,20 @@ type fakeScripts struct {
 	noAxe bool
 }
 
+// withDefaults fills the scripts left "" with ones that succeed.
+func (f fakeScripts) withDefaults() fakeScripts {
+	if f.rqlited == "" {
+		f.rqlited = "echo /built/rqlited\n"
+	}
+	if f.agents == "" {
+		f.agents = "echo \"BALLET_CLAUDE='/cache/claude'\"\necho \"BALLET_OPENCODE='/cache/opencode'\"\n"
+	}
+	if f.gitea == "" {
+		f.gitea = "echo /built/gitea\n"
+	}
+	return f
+}
+
 // runMake runs `make TARGET` on a copy of the repository's Makefile in a
 // temporary folder, with a fake go and gofmt on PATH and fake scripts, so
 // nothing is built, installed or tested for real. The environment is the
@@ -252,15 +286,7 @@ func runMake(t *testing.T, target string, scripts fakeScripts, env []string) (ou
 	}
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "calls.log")
-	if scripts.rqlited == "" {
-		scripts.rqlited = "echo /built/rqlited\n"
-	}
-	if scripts.agents == "" {
-		scripts.agents = "echo \"BALLET_CLAUDE='/cache/claude'\"\necho \"BALLET_OPENCODE='/cache/opencode'\"\n"
-	}
-	if scripts.gitea == "" {
-		scripts.gitea = "echo /built/gitea\n"
-	}
+	scripts = scripts.withDefaults()
 	for name, content := range map[string]string{
 		"Makefile":              string(makefile),
 		"scripts/gitea.sh":      "#!/bin/sh\necho gitea.sh >> " + logPath + "\n" + scripts.gitea,
