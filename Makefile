@@ -70,13 +70,21 @@ skip_summary = count() { awk -F'\t' -v k="$$1" '$$1 == k { print $$2 }' "$$skips
 	echo "skipped for missing parts: $${missing:-none}"; \
 	if [ -n "$$asked" ]; then echo "skipped on request: $$asked"; fi
 
+# go test starts the packages in the order it is given them (./... adds the
+# rest, alphabetically), at most two at a time on two cores: the ones that
+# take minutes go first, so that the short ones fill the other slot while
+# they run instead of the whole run waiting on them at its end. Their
+# output is printed in this order too.
+TEST_FIRST := ./internal/testkit/failuretest ./internal/testkit/apitest ./internal/testkit/uitest \
+	./cmd/ballet ./internal/runner ./internal/forge/gitea ./internal/lint ./internal/testkit/giteatest
+
 test:
 	@$(parts_start); \
 	$(need_chromium); \
 	$(MAKE) --no-print-directory vet || exit 1; \
 	$(parts_wait); \
 	sum=$$(mktemp); skips=$$(mktemp); \
-	BALLET_FAILURETEST_SUMMARY=$$sum BALLET_SKIP_SUMMARY=$$skips go test -count=1 -timeout 25m ./...; rc=$$?; \
+	BALLET_FAILURETEST_SUMMARY=$$sum BALLET_SKIP_SUMMARY=$$skips go test -count=1 -timeout 25m $(TEST_FIRST) ./...; rc=$$?; \
 	cat $$sum; $(skip_summary); rm -f $$sum $$skips; exit $$rc
 	$(MAKE) fuzz
 

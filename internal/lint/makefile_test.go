@@ -29,11 +29,11 @@ func TestMakeTestNeedsRqlited(t *testing.T) {
 	}{
 		{name: "build fails", target: "test", buildFails: true, wantBuild: true},
 		{name: "build works", target: "test", wantOK: true, wantBuild: true,
-			wantGo: "go test -count=1 -timeout 25m ./... rqlited=/built/rqlited skip_rqlite="},
+			wantGo: " ./... rqlited=/built/rqlited skip_rqlite="},
 		{name: "skip asked", target: "test", env: []string{"BALLET_SKIP_RQLITE=1"}, buildFails: true, wantOK: true,
-			wantGo: "go test -count=1 -timeout 25m ./... rqlited= skip_rqlite=1"},
+			wantGo: " ./... rqlited= skip_rqlite=1"},
 		{name: "binary given", target: "test", env: []string{"BALLET_RQLITED=/given/rqlited"}, buildFails: true, wantOK: true,
-			wantGo: "go test -count=1 -timeout 25m ./... rqlited=/given/rqlited skip_rqlite="},
+			wantGo: " ./... rqlited=/given/rqlited skip_rqlite="},
 		{name: "bench build fails", target: "bench", buildFails: true, wantBuild: true},
 		{name: "bench", target: "bench", wantOK: true, wantBuild: true, wantGo: "go run . rqlited=/built/rqlited skip_rqlite="},
 	} {
@@ -96,7 +96,7 @@ func TestMakeTestNeedsGitea(t *testing.T) {
 			}
 			var testLine string
 			for _, l := range strings.Split(log, "\n") {
-				if strings.HasPrefix(l, "go test -count=1 -timeout 25m ./...") {
+				if isTestRun(l) {
 					testLine = l
 				}
 			}
@@ -135,6 +135,30 @@ func TestMakeTestPreparesThePartsSideBySide(t *testing.T) {
 	}
 }
 
+// TestMakeTestStartsTheLongestFirst: go test starts packages in the order
+// it is given them, and the failure suite, the API suite and the UI suite
+// take minutes: listed first, they run while the short packages fill the
+// other slots, instead of starting last (./... is alphabetical) and making
+// the whole run wait on them.
+func TestMakeTestStartsTheLongestFirst(t *testing.T) {
+	out, log, err := runMake(t, "test", fakeScripts{}, nil)
+	if err != nil {
+		t.Fatalf("make test: %v\n%s", err, out)
+	}
+	var line string
+	for _, l := range strings.Split(log, "\n") {
+		if isTestRun(l) {
+			line = l
+		}
+	}
+	all := strings.Index(line, " ./... ")
+	for _, pkg := range []string{"./internal/testkit/failuretest", "./internal/testkit/apitest", "./internal/testkit/uitest"} {
+		if i := strings.Index(line, " "+pkg+" "); i < 0 || i > all {
+			t.Errorf("the tests' call does not list %s before ./...: %q", pkg, line)
+		}
+	}
+}
+
 // TestMakeTestNeedsChromium: make test checks for the browser the UI tests
 // drive ($BALLET_CHROMIUM, else /usr/bin/chromium) and fails before any test
 // runs without it, saying how to skip; BALLET_SKIP_BROWSER=1 skips the
@@ -158,7 +182,7 @@ func TestMakeTestNeedsChromium(t *testing.T) {
 			}
 			var testLine string
 			for _, l := range strings.Split(log, "\n") {
-				if strings.HasPrefix(l, "go test -count=1 -timeout 25m ./...") {
+				if isTestRun(l) {
 					testLine = l
 				}
 			}
@@ -251,6 +275,12 @@ type fakeScripts struct {
 	// noAxe leaves web/node_modules out, as in a fresh clone: the fake npm
 	// (which logs "npm ARGS" and installs axe-core) must be run.
 	noAxe bool
+}
+
+// isTestRun tells whether a line of the calls log is make test's run of
+// the whole suite.
+func isTestRun(line string) bool {
+	return strings.HasPrefix(line, "go test -count=1 -timeout 25m ") && strings.Contains(line, " ./... ")
 }
 
 // withDefaults fills the scripts left "" with ones that succeed.
