@@ -83,16 +83,22 @@ test:
 	$(need_chromium); \
 	$(MAKE) --no-print-directory vet || exit 1; \
 	$(parts_wait); \
-	sum=$$(mktemp); skips=$$(mktemp); \
+	sum=$$(mktemp); skips=$$(mktemp); fuzzlog=$$(mktemp); \
+	nice -n 19 $(MAKE) --no-print-directory fuzz >$$fuzzlog 2>&1 & fuzz_pid=$$!; \
 	BALLET_FAILURETEST_SUMMARY=$$sum BALLET_SKIP_SUMMARY=$$skips go test -count=1 -timeout 25m $(TEST_FIRST) ./...; rc=$$?; \
-	cat $$sum; $(skip_summary); rm -f $$sum $$skips; exit $$rc
-	$(MAKE) fuzz
+	cat $$sum; $(skip_summary); \
+	wait $$fuzz_pid; fuzz_rc=$$?; grep -v '^fuzz: elapsed: ' $$fuzzlog; \
+	if [ $$fuzz_rc -ne 0 ]; then echo "make test: make fuzz failed (above)" >&2; rc=1; fi; \
+	rm -f $$sum $$skips $$fuzzlog; exit $$rc
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt: files above are not formatted"; exit 1; }
 	go vet ./...
 
-# Short runs of every fuzz target (package:Target); a longer run is
+# Short runs of every fuzz target (package:Target); make test runs them
+# beside the tests, at the lowest priority (nice 19): they use the CPU the
+# tests leave idle while they wait, and print their output after the
+# tests' (its progress lines left out). A longer run is
 # `go test -run='^$$' -fuzz=Target -fuzztime=5m ./path`.
 FUZZ_TARGETS := internal/keys:FuzzParseItem internal/config:FuzzParse \
 	internal/pipeline:FuzzParse internal/pipeline:FuzzValidate internal/pipeline:FuzzDecodeJSON \

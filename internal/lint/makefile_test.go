@@ -159,6 +159,27 @@ func TestMakeTestStartsTheLongestFirst(t *testing.T) {
 	}
 }
 
+// TestMakeTestFuzzes: make test runs every fuzz target (beside the tests)
+// and fails, saying so, when one fails, even though the tests passed.
+func TestMakeTestFuzzes(t *testing.T) {
+	for _, fails := range []bool{false, true} {
+		var env []string
+		if fails {
+			env = []string{"FAKE_FUZZ_FAILS=1"}
+		}
+		out, log, err := runMake(t, "test", fakeScripts{}, env)
+		if (err != nil) != fails {
+			t.Errorf("fuzz fails %v: make test: %v\n%s", fails, err, out)
+		}
+		if !strings.Contains(log, "go test -run=^$ -fuzz=^FuzzParseItem$ -fuzztime=20000x ./internal/keys") {
+			t.Errorf("fuzz fails %v: FuzzParseItem not run:\n%s", fails, log)
+		}
+		if fails && (!strings.Contains(out, "make fuzz failed") || !strings.Contains(out, "found a failing input")) {
+			t.Errorf("the fuzz failure is not reported:\n%s", out)
+		}
+	}
+}
+
 // TestMakeTestNeedsChromium: make test checks for the browser the UI tests
 // drive ($BALLET_CHROMIUM, else /usr/bin/chromium) and fails before any test
 // runs without it, saying how to skip; BALLET_SKIP_BROWSER=1 skips the
@@ -328,7 +349,9 @@ func runMake(t *testing.T, target string, scripts fakeScripts, env []string) (ou
 			` gitea=${BALLET_GITEA:-} skip_gitea=${BALLET_SKIP_GITEA:-}` +
 			` chromium=${BALLET_CHROMIUM:-} skip_browser=${BALLET_SKIP_BROWSER:-} " >> ` + logPath + "\n" +
 			// the test binaries' skips (internal/testkit/parts), as a go test run counts them
-			`if [ "$1" = test ] && [ -n "${BALLET_SKIP_SUMMARY:-}" ]; then printf '` + scripts.skips + `' >> "$BALLET_SKIP_SUMMARY"; fi` + "\n",
+			`if [ "$1" = test ] && [ -n "${BALLET_SKIP_SUMMARY:-}" ]; then printf '` + scripts.skips + `' >> "$BALLET_SKIP_SUMMARY"; fi` + "\n" +
+			// FAKE_FUZZ_FAILS=1: every fuzz run fails
+			`case "$*" in *-fuzz=*) if [ -n "${FAKE_FUZZ_FAILS:-}" ]; then echo "fuzz: found a failing input"; exit 1; fi;; esac` + "\n",
 		"bin/chromium": "#!/bin/sh\n",
 		"bin/npm": "#!/bin/sh\n" + `echo "npm $* in ${PWD##*/}" >> ` + logPath + "\n" +
 			"mkdir -p node_modules/axe-core && : > node_modules/axe-core/axe.min.js\n",
