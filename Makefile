@@ -75,8 +75,8 @@ skip_summary = count() { awk -F'\t' -v k="$$1" '$$1 == k { print $$2 }' "$$skips
 # take minutes go first, so that the short ones fill the other slot while
 # they run instead of the whole run waiting on them at its end. Their
 # output is printed in this order too.
-TEST_FIRST := ./internal/testkit/failuretest ./internal/testkit/apitest ./internal/testkit/uitest \
-	./cmd/ballet ./internal/runner ./internal/forge/gitea ./internal/lint ./internal/testkit/giteatest
+TEST_FIRST := ./internal/testkit/failuretest ./internal/testkit/apitest ./internal/forge/gitea \
+	./internal/testkit/uitest ./cmd/ballet ./internal/runner ./internal/lint ./internal/testkit/giteatest
 
 test:
 	@$(parts_start); \
