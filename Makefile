@@ -32,7 +32,9 @@ need_chromium = if [ "$${BALLET_SKIP_BROWSER:-}" != 1 ]; then \
 	fi
 
 # The parts make test builds or installs run side by side, in the
-# background, while the rest is prepared (vet compiles Ballet meanwhile):
+# background, while the rest is prepared (vet, at nice 19, compiles Ballet
+# meanwhile and goes on beside the tests; its output and verdict come after
+# theirs, and a failed vet fails make test):
 # Gitea's cold build (~6 min, mostly downloading and compiling its modules),
 # rqlited's (~90 s) and the agent CLIs' npm install (~20 s). parts_start
 # starts each one the caller neither gave (BALLET_GITEA, BALLET_RQLITED,
@@ -81,15 +83,17 @@ TEST_FIRST := ./internal/testkit/failuretest ./internal/testkit/apitest ./intern
 test:
 	@$(parts_start); \
 	$(need_chromium); \
-	$(MAKE) --no-print-directory vet || exit 1; \
+	vetlog=$$(mktemp); nice -n 19 $(MAKE) --no-print-directory vet >$$vetlog 2>&1 & vet_pid=$$!; \
 	$(parts_wait); \
 	sum=$$(mktemp); skips=$$(mktemp); fuzzlog=$$(mktemp); \
 	nice -n 19 $(MAKE) --no-print-directory fuzz >$$fuzzlog 2>&1 & fuzz_pid=$$!; \
 	BALLET_FAILURETEST_SUMMARY=$$sum BALLET_SKIP_SUMMARY=$$skips go test -count=1 -timeout 25m $(TEST_FIRST) ./...; rc=$$?; \
 	cat $$sum; $(skip_summary); \
+	wait $$vet_pid; vet_rc=$$?; cat $$vetlog; \
+	if [ $$vet_rc -ne 0 ]; then echo "make test: make vet failed (above)" >&2; rc=1; fi; \
 	wait $$fuzz_pid; fuzz_rc=$$?; grep -v '^fuzz: elapsed: ' $$fuzzlog; \
 	if [ $$fuzz_rc -ne 0 ]; then echo "make test: make fuzz failed (above)" >&2; rc=1; fi; \
-	rm -f $$sum $$skips $$fuzzlog; exit $$rc
+	rm -f $$sum $$skips $$fuzzlog $$vetlog; exit $$rc
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt: files above are not formatted"; exit 1; }

@@ -180,6 +180,27 @@ func TestMakeTestFuzzes(t *testing.T) {
 	}
 }
 
+// TestMakeTestVets: make test runs go vet (beside the tests) and fails,
+// showing the finding, when vet fails.
+func TestMakeTestVets(t *testing.T) {
+	for _, fails := range []bool{false, true} {
+		var env []string
+		if fails {
+			env = []string{"FAKE_VET_FAILS=1"}
+		}
+		out, log, err := runMake(t, "test", fakeScripts{}, env)
+		if (err != nil) != fails {
+			t.Errorf("vet fails %v: make test: %v\n%s", fails, err, out)
+		}
+		if !strings.Contains(log, "go vet ./...") {
+			t.Errorf("vet fails %v: go vet not run:\n%s", fails, log)
+		}
+		if fails && (!strings.Contains(out, "make vet failed") || !strings.Contains(out, "a finding")) {
+			t.Errorf("the vet failure is not reported:\n%s", out)
+		}
+	}
+}
+
 // TestMakeTestNeedsChromium: make test checks for the browser the UI tests
 // drive ($BALLET_CHROMIUM, else /usr/bin/chromium) and fails before any test
 // runs without it, saying how to skip; BALLET_SKIP_BROWSER=1 skips the
@@ -350,8 +371,9 @@ func runMake(t *testing.T, target string, scripts fakeScripts, env []string) (ou
 			` chromium=${BALLET_CHROMIUM:-} skip_browser=${BALLET_SKIP_BROWSER:-} " >> ` + logPath + "\n" +
 			// the test binaries' skips (internal/testkit/parts), as a go test run counts them
 			`if [ "$1" = test ] && [ -n "${BALLET_SKIP_SUMMARY:-}" ]; then printf '` + scripts.skips + `' >> "$BALLET_SKIP_SUMMARY"; fi` + "\n" +
-			// FAKE_FUZZ_FAILS=1: every fuzz run fails
-			`case "$*" in *-fuzz=*) if [ -n "${FAKE_FUZZ_FAILS:-}" ]; then echo "fuzz: found a failing input"; exit 1; fi;; esac` + "\n",
+			// FAKE_FUZZ_FAILS=1: every fuzz run fails; FAKE_VET_FAILS=1: go vet fails
+			`case "$*" in *-fuzz=*) if [ -n "${FAKE_FUZZ_FAILS:-}" ]; then echo "fuzz: found a failing input"; exit 1; fi;; esac` + "\n" +
+			`if [ "$1" = vet ] && [ -n "${FAKE_VET_FAILS:-}" ]; then echo "vet: x.go:1: a finding"; exit 1; fi` + "\n",
 		"bin/chromium": "#!/bin/sh\n",
 		"bin/npm": "#!/bin/sh\n" + `echo "npm $* in ${PWD##*/}" >> ` + logPath + "\n" +
 			"mkdir -p node_modules/axe-core && : > node_modules/axe-core/axe.min.js\n",
