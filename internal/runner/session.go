@@ -198,9 +198,11 @@ func (s *session) work(life context.Context, up *uploader) *ending {
 	var ps *proc.Session
 	var psMu sync.Mutex
 	onLine := func(line []byte, truncated bool) {
-		_, _ = up.Write(line)
-		_, _ = up.Write([]byte{'\n'})
 		ev := out.Line(line, truncated)
+		if !ev.Quiet {
+			_, _ = up.Write(line)
+			_, _ = up.Write([]byte{'\n'})
+		}
 		s.told(out.Result().Usage)
 		psMu.Lock()
 		p := ps

@@ -122,7 +122,10 @@ func (c Claude) Prepare(s Spec) (Command, error) {
 		env.set(k, "1")
 	}
 	id := uuid.NewString()
-	args := []string{"-p", prompt, "--output-format", "stream-json", "--verbose"}
+	// --include-partial-messages: the model's stream events, the only
+	// lines that tell an answer's output tokens before the result line (a
+	// session stopped earlier has none).
+	args := []string{"-p", prompt, "--output-format", "stream-json", "--verbose", "--include-partial-messages"}
 	model := or(s.Session.Stage.Model, c.Model)
 	if model != "" {
 		args = append(args, "--model", model)

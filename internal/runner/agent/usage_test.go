@@ -161,6 +161,79 @@ func TestClaudeKilledStreams(t *testing.T) {
 	}
 }
 
+// With --include-partial-messages a claude-code session stopped at any
+// point counts every token of each answer the model finished streaming —
+// the output tokens too, which its message_delta event tells before the
+// answer's tool calls run — and the input and cache tokens of one it was
+// streaming; cut right before the result line, that is the result's total.
+// Its stream events stay out of the log.
+func TestClaudeStoppedStreamsCountOutputTokens(t *testing.T) {
+	lines := sampleLines(t, "claude-partial-done.ndjson")
+	total := protocol.Usage{InputTokens: 2261, OutputTokens: 68, CacheWriteTokens: 6948, CacheReadTokens: 13896}
+	for _, c := range []struct {
+		cut  int
+		want protocol.Usage
+	}{
+		{2, protocol.Usage{}},
+		{3, protocol.Usage{InputTokens: 650, CacheWriteTokens: 6948}},                   // the first answer's message_start
+		{7, protocol.Usage{InputTokens: 650, CacheWriteTokens: 6948}},                   // its assistant line and block end
+		{8, protocol.Usage{InputTokens: 650, OutputTokens: 26, CacheWriteTokens: 6948}}, // its message_delta
+		{18, protocol.Usage{InputTokens: 650 + 754, OutputTokens: 52, CacheWriteTokens: 6948, CacheReadTokens: 6948}},
+		{len(lines) - 1, total},
+	} {
+		out := Claude{}.Output("claude-sonnet-4-5")
+		got := feed(out, lines[:c.cut])
+		want := c.want
+		want.CostUSD = sonnet.Cost(want)
+		if !sameUsage(got.Usage, want) || got.Final {
+			t.Errorf("cut after %d lines: usage %+v (final %v), want %+v", c.cut, got.Usage, got.Final, want)
+		}
+	}
+	// The whole stream: the result's total, as the CLI priced it, equal to
+	// the sum of the stream events.
+	got := feed(Claude{}.Output(""), lines)
+	want := total
+	want.CostUSD = 0.038026800000000006
+	if !sameUsage(got.Usage, want) || !near(sonnet.Cost(total), want.CostUSD) {
+		t.Errorf("whole stream: usage %+v, want %+v", got.Usage, want)
+	}
+	for i, l := range lines {
+		ev := Claude{}.Output("").Line(l, false)
+		if quiet := bytes.Contains(l, []byte(`"type":"stream_event"`)); ev.Quiet != quiet {
+			t.Errorf("line %d: quiet %v, want %v: %.80s", i, ev.Quiet, quiet, l)
+		}
+	}
+
+	// Killed (SIGKILL) in its first answer's command: the answer's input,
+	// cache and output tokens, at list prices.
+	killed := feed(Claude{}.Output(""), sampleLines(t, "claude-partial-killed.ndjson")).Usage
+	want = protocol.Usage{InputTokens: 651, OutputTokens: 26, CacheWriteTokens: 6948}
+	want.CostUSD = sonnet.Cost(want)
+	if !sameUsage(killed, want) {
+		t.Errorf("killed: usage %+v, want %+v", killed, want)
+	}
+
+	// Running totals told twice or out of order count once, the largest:
+	// a message_delta that also repeats the input tokens, a late assistant
+	// line with fewer.
+	out := Claude{}.Output("claude-sonnet-4-5")
+	for _, l := range []string{
+		`{"type":"stream_event","api_message_id":"m1","event":{"type":"message_start","message":{"id":"m1","usage":{"input_tokens":100,"cache_read_input_tokens":1000,"output_tokens":1}}}}`,
+		`{"type":"stream_event","api_message_id":"m1","event":{"type":"message_delta","usage":{"input_tokens":100,"cache_read_input_tokens":1000,"output_tokens":40}}}`,
+		`{"type":"assistant","message":{"id":"m1","usage":{"input_tokens":100,"cache_read_input_tokens":1000,"output_tokens":0}}}`,
+		`{"type":"stream_event","api_message_id":"m1","event":{"type":"message_delta","usage":{"output_tokens":30}}}`,
+		`{"type":"stream_event","api_message_id":"m2","event":{"type":"message_start","message":{"id":"m2","usage":{"input_tokens":10,"cache_creation_input_tokens":500}}}}`,
+		`{"type":"stream_event","api_message_id":"m2","event":{"type":"message_delta","usage":{"output_tokens":7}}}`,
+	} {
+		out.Line([]byte(l), false)
+	}
+	want = protocol.Usage{InputTokens: 110, OutputTokens: 47, CacheReadTokens: 1000, CacheWriteTokens: 500}
+	want.CostUSD = sonnet.Cost(want)
+	if got := out.Result().Usage; !sameUsage(got, want) {
+		t.Errorf("running totals: usage %+v, want %+v", got, want)
+	}
+}
+
 // A result line repeated (a CLI that printed its summary twice) counts
 // once: the usage is the last total. A result that told tokens but no cost
 // is priced.
