@@ -311,7 +311,7 @@ func TestOpenCodePrepare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"run", "--format", "json", "--model", "ballet-openai/claude-sonnet-4-5"}; !slices.Equal(cmd.Args[:5], want) || len(cmd.Args) != 6 {
+	if want := []string{"run", "--format", "json", "--model", "ballet-openai/claude-sonnet-4-5", "--title", "ACME-1 implement"}; !slices.Equal(cmd.Args[:7], want) || len(cmd.Args) != 8 {
 		t.Errorf("args %q", cmd.Args)
 	}
 	env := envMap(cmd.Env)

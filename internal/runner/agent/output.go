@@ -15,8 +15,33 @@ type Output interface {
 	// Line takes one line of output (truncated: it was cut, and is only
 	// its beginning).
 	Line(line []byte, truncated bool) Event
+	// Served tells the output what the model API served the session so
+	// far, as Ballet's meter counted it (internal/runner/meter): Result's
+	// usage is never less, and the tokens the CLI did not tell are priced.
+	Served(u protocol.Usage)
 	// Result is what the output told so far.
 	Result() Result
+}
+
+// served is what a meter counted of a session's usage.
+type served struct{ u protocol.Usage }
+
+func (s *served) Served(u protocol.Usage) { s.u = u }
+
+// floor is told raised to what the model served, field by field; the
+// tokens the CLI did not tell cost what price makes of them.
+func (s *served) floor(told protocol.Usage, price func(protocol.Usage) float64) protocol.Usage {
+	extra := protocol.Usage{InputTokens: max(0, s.u.InputTokens-told.InputTokens), OutputTokens: max(0, s.u.OutputTokens-told.OutputTokens),
+		CacheReadTokens: max(0, s.u.CacheReadTokens-told.CacheReadTokens), CacheWriteTokens: max(0, s.u.CacheWriteTokens-told.CacheWriteTokens)}
+	if extra == (protocol.Usage{}) {
+		return told
+	}
+	told.InputTokens += extra.InputTokens
+	told.OutputTokens += extra.OutputTokens
+	told.CacheReadTokens += extra.CacheReadTokens
+	told.CacheWriteTokens += extra.CacheWriteTokens
+	told.CostUSD += price(extra)
+	return told
 }
 
 // Event is what one line means to the runner.
@@ -69,6 +94,7 @@ const (
 
 // claudeOutput reads claude-code's stream-json output.
 type claudeOutput struct {
+	served
 	res     Result
 	pending map[string]Report // submit_report calls by id, until their result
 	// turns is the usage of each model answer (by message id) as its
@@ -243,10 +269,11 @@ func (o *claudeOutput) Result() Result {
 			r.Usage.CacheWriteTokens += t.CacheWriteTokens
 		}
 	}
+	p, _ := ListPrices(o.model)
 	if r.Usage.CostUSD == 0 {
-		p, _ := ListPrices(o.model)
 		r.Usage.CostUSD = p.Cost(r.Usage)
 	}
+	r.Usage = o.floor(r.Usage, p.Cost)
 	return r
 }
 
@@ -262,6 +289,7 @@ func blocks(raw json.RawMessage) []claudeBlock {
 
 // opencodeOutput reads opencode's --format json output.
 type opencodeOutput struct {
+	served
 	res    Result
 	errors []string
 	model  string // the session's provider/model
@@ -335,7 +363,15 @@ func (o *opencodeOutput) Line(b []byte, truncated bool) Event {
 	return Event{}
 }
 
-func (o *opencodeOutput) Result() Result { return o.res }
+// Result is what the output told: the usage is the sum of the steps that
+// finished, or what the model served when that is more (a step still
+// under way when the session was stopped: opencode tells a step's tokens
+// only after its tool calls ran).
+func (o *opencodeOutput) Result() Result {
+	r := o.res
+	r.Usage = o.floor(r.Usage, func(u protocol.Usage) float64 { return o.cost(0, u) })
+	return r
+}
 
 // cost is a step's cost: opencode's own figure, or when it told none for
 // the step's tokens (a model it has no prices for), the configured prices,

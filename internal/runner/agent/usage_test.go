@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -332,6 +333,89 @@ func TestCommandNamesTheModel(t *testing.T) {
 		}
 		if cmd.Model != c.want {
 			t.Errorf("%T stage model %q: command's model %q, want %q", c.ad, c.stage, cmd.Model, c.want)
+		}
+	}
+}
+
+// opencode stopped in a step's tool calls told nothing of the step; the
+// meter counted what the model served: the usage is never less than that,
+// the tokens opencode did not tell priced at the configured prices (or the
+// list prices), the steps it told at its own figures. What it told in full
+// stays as it is.
+func TestOpenCodeUsageIsWhatTheModelServed(t *testing.T) {
+	lines := sampleLines(t, "opencode-done.ndjson")
+	step1 := protocol.Usage{InputTokens: 2737, OutputTokens: 42, CostUSD: 0.008841}
+	step2 := protocol.Usage{InputTokens: 488, OutputTokens: 12, CacheReadTokens: 2356}
+	mine := Prices{Input: 1, Output: 2, CacheRead: 0.5, CacheWrite: 4}
+	for _, c := range []struct {
+		name   string
+		ad     OpenCode
+		cut    int
+		served protocol.Usage
+		want   protocol.Usage
+	}{
+		{"first step cut", OpenCode{}, 3, step1, protocol.Usage{InputTokens: 2737, OutputTokens: 42, CostUSD: sonnet.Cost(step1)}},
+		{"first step cut, priced", OpenCode{Prices: mine}, 3, step1, protocol.Usage{InputTokens: 2737, OutputTokens: 42, CostUSD: mine.Cost(step1)}},
+		{"nothing served", OpenCode{}, 3, protocol.Usage{}, protocol.Usage{}},
+		{"second step cut", OpenCode{}, 6, protocol.Usage{InputTokens: 2737 + 488, OutputTokens: 54, CacheReadTokens: 2356},
+			protocol.Usage{InputTokens: 3225, OutputTokens: 54, CacheReadTokens: 2356, CostUSD: step1.CostUSD + sonnet.Cost(step2)}},
+		{"told in full", OpenCode{}, 7, protocol.Usage{InputTokens: 3225, OutputTokens: 54, CacheReadTokens: 2356},
+			protocol.Usage{InputTokens: 3225, OutputTokens: 54, CacheReadTokens: 2356, CostUSD: 0.008841 + 0.0023508}},
+		{"a meter that missed a step", OpenCode{}, 7, step1,
+			protocol.Usage{InputTokens: 3225, OutputTokens: 54, CacheReadTokens: 2356, CostUSD: 0.008841 + 0.0023508}},
+	} {
+		out := c.ad.Output("anthropic/claude-sonnet-4-5")
+		for _, l := range lines[:c.cut] {
+			out.Line(l, false)
+		}
+		out.Served(c.served)
+		if got := out.Result().Usage; !sameUsage(got, c.want) {
+			t.Errorf("%s: usage %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+// opencode reaches the model API through the session's meter when there
+// is one: the anthropic provider (its URL, or Anthropic's own when none is
+// set) and the OpenAI-compatible one; a meter that cannot start fails the
+// session's preparation.
+func TestOpenCodeGoesThroughTheMeter(t *testing.T) {
+	for _, c := range []struct {
+		ad       OpenCode
+		environ  []string
+		upstream string
+		provider string
+	}{
+		{OpenCode{Model: "claude-sonnet-4-5"}, nil, "https://api.anthropic.com/v1", "anthropic"},
+		{OpenCode{Model: "claude-sonnet-4-5"}, []string{"ANTHROPIC_BASE_URL=http://model:9"}, "http://model:9/v1", "anthropic"},
+		{OpenCode{Model: "m", Provider: ProviderOpenAI, BaseURL: "http://oai:9/v1"}, nil, "http://oai:9/v1", openAIProvider},
+	} {
+		s := spec(t)
+		s.Session.Stage.Model = ""
+		s.Environ = c.environ
+		var asked []string
+		s.Meter = func(up string) (string, error) { asked = append(asked, up); return "http://127.0.0.1:1/v1", nil }
+		cmd, err := c.ad.Prepare(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(asked) != 1 || asked[0] != c.upstream {
+			t.Errorf("%+v: metered %q, want %q", c.ad, asked, c.upstream)
+		}
+		var config struct {
+			Provider map[string]struct {
+				Options map[string]any `json:"options"`
+			} `json:"provider"`
+		}
+		if err := json.Unmarshal([]byte(envMap(cmd.Env)["OPENCODE_CONFIG_CONTENT"]), &config); err != nil {
+			t.Fatal(err)
+		}
+		if got := config.Provider[c.provider].Options["baseURL"]; got != "http://127.0.0.1:1/v1" {
+			t.Errorf("%+v: baseURL %v, want the meter's", c.ad, got)
+		}
+		s.Meter = func(string) (string, error) { return "", errors.New("no port") }
+		if _, err := c.ad.Prepare(s); err == nil || !strings.Contains(err.Error(), "no port") {
+			t.Errorf("%+v: a meter that failed: %v", c.ad, err)
 		}
 	}
 }
