@@ -287,6 +287,37 @@ func TestCancelMidRun(t *testing.T) {
 	}
 }
 
+// A session cancelled while the model has served nothing yet (its first
+// request hangs) costs nothing: its usage is reported, all zeros. (opencode
+// and its meter: TestOpenCodeUsageIsWhatTheModelServed in agent and the
+// meter's tests.)
+func TestCancelBeforeTheModelServed(t *testing.T) {
+	t.Parallel()
+	for _, cli := range []string{protocol.ClaudeCode} {
+		t.Run(cli, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			w.start(w.options(cli))
+			ss := w.session(fakemodel.Marker("hang"))
+			ss.Stage.Adapter = cli
+			run := w.core.enqueue(ss)
+			waitFor(t, "the model's first request", func() bool {
+				served := w.served()
+				return len(served) > 0 && served[0].Hangs > 0
+			})
+			w.core.cancel(run)
+			got := w.core.over(run)
+			f := got.Finishes[0]
+			if got.Status != protocol.StatusCancelled || f.Usage == nil || *f.Usage != (protocol.Usage{}) {
+				t.Fatalf("run %s, usage %+v", got.Status, f.Usage)
+			}
+			if served := w.servedFirst(); served.Usage != (fakemodel.Usage{}) {
+				t.Fatalf("the model served %+v", served.Usage)
+			}
+		})
+	}
+}
+
 // A line of 20 MB (the model's answer) comes through: the session
 // succeeds, and Core keeps its log up to the limit, marked truncated.
 func TestHugeLine(t *testing.T) {
