@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ballet/ballet/internal/access"
+	"github.com/ballet/ballet/internal/config"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/server"
 	"github.com/ballet/ballet/internal/testkit/apitest"
@@ -45,9 +46,9 @@ type probeWorld struct {
 	secrets []string
 }
 
-func newProbeWorld(t *testing.T) *probeWorld {
+func newProbeWorld(t *testing.T, adjust ...func(*config.Config)) *probeWorld {
 	t.Helper()
-	e := apitest.New(t, storetest.Open(t, "sqlite"))
+	e := apitest.New(t, storetest.Open(t, "sqlite"), adjust...)
 	acme, globex := e.Org("acme"), e.Org("globex")
 	e.Project("acme", "ACME")
 	e.Project("globex", "GLX")
