@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/ballet/ballet/internal/access"
+	"github.com/ballet/ballet/internal/apijson"
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/budget"
 	"github.com/ballet/ballet/internal/clock"
@@ -437,9 +438,9 @@ func (c *Core) Handler() http.Handler {
 	if err != nil {
 		// The binary was built without the UI: serve the API alone.
 		c.Log.Error("web UI unavailable", "err", err)
-		return mux
+		return apijson.Headers(mux)
 	}
-	return ui
+	return apijson.Headers(ui) // the UI's page and assets set their own
 }
 
 // uiConfig is what the web UI's page tells the browser.

@@ -109,7 +109,7 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, apperr.NotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 	})
-	return mux
+	return apijson.Headers(mux)
 }
 
 func (a *API) handler(rt *Route) http.Handler {
