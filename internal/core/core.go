@@ -27,6 +27,7 @@ import (
 	"github.com/ballet/ballet/internal/budget"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/config"
+	"github.com/ballet/ballet/internal/door"
 	"github.com/ballet/ballet/internal/feed"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/forge"
@@ -438,9 +439,9 @@ func (c *Core) Handler() http.Handler {
 	if err != nil {
 		// The binary was built without the UI: serve the API alone.
 		c.Log.Error("web UI unavailable", "err", err)
-		return mux
+		return door.Headers(mux)
 	}
-	return ui
+	return door.Headers(ui) // the UI's page and assets set their own
 }
 
 // uiConfig is what the web UI's page tells the browser.

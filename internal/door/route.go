@@ -379,6 +379,5 @@ func (p *plainErrors) finish() {
 	if !ok {
 		code = apperr.Invalid
 	}
-	p.Header().Del("X-Content-Type-Options")
 	WriteError(p.ResponseWriter, p.status, code, strings.TrimSpace(p.msg.String()))
 }

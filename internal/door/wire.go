@@ -141,3 +141,38 @@ func CodeOf(status int) (string, bool) {
 
 // Codes lists every application error code the APIs answer, sorted.
 func Codes() []string { return slices.Sorted(maps.Keys(statusOf)) }
+
+// Headers wraps a service's whole handler: every answer carries
+// Cache-Control: no-store (an answer may hold a token, a run token or a
+// person's data: no browser or proxy cache may keep it),
+// X-Content-Type-Options: nosniff (a JSON answer is never read as HTML or
+// script), X-Frame-Options: DENY and a Content-Security-Policy that lets
+// nothing load, run or frame it. They are set before next runs, so a
+// handler that serves something else (the web UI's page and assets, with
+// their own caching and policy) replaces them with Set.
+func Headers(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		for k, v := range secureHeaders {
+			h[k] = []string{v}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// secureHeaders are the headers Headers sets, by canonical name.
+var secureHeaders = map[string]string{
+	"Cache-Control":           "no-store",
+	"X-Content-Type-Options":  "nosniff",
+	"X-Frame-Options":         "DENY",
+	"Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'; sandbox",
+}
+
+// DropHeaders removes what Headers sets from h, the answer of another
+// service a proxy passes on (Headers sets its own; two values are
+// ambiguous to a browser).
+func DropHeaders(h http.Header) {
+	for k := range secureHeaders {
+		h.Del(k)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apperr"
@@ -23,7 +24,10 @@ import (
 //     item when the tracker records them so.
 //   - org:SLUG (or id): every event whose organization_id is the
 //     organization; needs tracker.read at organization level (a principal
-//     with only project overrides subscribes per project).
+//     with only project overrides subscribes per project). The events of
+//     no project (the organization's own history: the organization, its
+//     members, its tokens) come only to a caller holding member.manage
+//     there, as GET /orgs/{org}/events answers them.
 type stream struct {
 	name      string
 	orgID     string
@@ -37,6 +41,10 @@ type stream struct {
 	// children caches whether a question/flow/run id belongs to the item.
 	mu       sync.Mutex
 	children map[string]bool
+	// orgHistory: the caller may read the organization's own events (of
+	// no project: the organization, its members, its tokens), which need
+	// member.manage as GET /orgs/{org}/events does; set by authorize.
+	orgHistory atomic.Bool
 }
 
 const maxChildCache = 10000
@@ -94,7 +102,21 @@ func (h *Handler) resolveStream(ctx context.Context, name string) (*stream, *Err
 // authorize checks that p may read the stream now: tracker.read on its
 // project (its organization for org streams).
 func (h *Handler) authorize(ctx context.Context, p access.Principal, s *stream) *Error {
-	return h.refusal(s.name, h.Access.Check(ctx, p, access.TrackerRead, s.orgID, s.projectID))
+	if e := h.refusal(s.name, h.Access.Check(ctx, p, access.TrackerRead, s.orgID, s.projectID)); e != nil {
+		return e
+	}
+	if s.projectID == "" {
+		err := h.Access.Check(ctx, p, access.MemberManage, s.orgID, "")
+		switch code := apperr.Code(err); {
+		case err == nil:
+			s.orgHistory.Store(true)
+		case code == apperr.Forbidden || code == apperr.NotFound:
+			s.orgHistory.Store(false)
+		default:
+			return h.refusal(s.name, err)
+		}
+	}
+	return nil
 }
 
 // refusal turns a lookup or access error into the stream's refusal: the
@@ -115,6 +137,9 @@ func (h *Handler) refusal(name string, err error) *Error {
 // the stream.
 func (s *stream) visible(ctx context.Context, q event.Querier, e event.Event) (bool, error) {
 	if s.itemID == "" {
+		if s.projectID == "" && e.ProjectID == "" && !s.orgHistory.Load() {
+			return false, nil // the organization's own history: member.manage
+		}
 		return s.live(e), nil
 	}
 	if e.ProjectID != s.projectID {

@@ -91,7 +91,7 @@ func TestCheckpointKeptPastTheStageTimeout(t *testing.T) {
 	if got.Status != protocol.StatusFailed || f.ExitStatus == 0 || !strings.Contains(f.Error, "past the stage's timeout") {
 		t.Fatalf("run %s, finish %+v", got.Status, f)
 	}
-	wantCostOfUsage(t, f.Usage)
+	wantUsage(t, f.Usage, w.servedFirst()) // every token served before the timeout
 	c := w.remote.ref(checkpointRef)
 	if c == "" || w.remote.show(c, "seed.txt") != "seed\n" {
 		t.Errorf("the checkpoint %q (was %s) is lost after a timeout", c, seed)
@@ -107,7 +107,8 @@ func TestCheckpointKeptPastTheStageTimeout(t *testing.T) {
 // The runner process gets a real SIGTERM mid-session: it drains, and when
 // its drain time runs out it stops the session — the CLI, its shell and
 // the shell's sleep, all gone — finishes the run failed saying why, keeps
-// the work in the stage's checkpoint and exits 0. (SIGKILL:
+// the work in the stage's checkpoint, reports every token the model served
+// and exits 0. (SIGKILL:
 // TestRunnerKilledMidWork.)
 func TestRunnerSIGTERMMidWork(t *testing.T) {
 	t.Parallel()
@@ -140,6 +141,7 @@ func TestRunnerSIGTERMMidWork(t *testing.T) {
 		!strings.Contains(got.Finishes[0].Error, "the runner was stopped and its drain time (1s) ran out") {
 		t.Fatalf("run %s, finishes %+v", got.Status, got.Finishes)
 	}
+	wantUsage(t, got.Finishes[0].Usage, w.servedFirst()) // the spend of a drained-out session counts
 	if pids := sessionProcs(run.ID); len(pids) > 0 {
 		t.Errorf("processes of the session outlive the runner: %v", pids)
 	}

@@ -5,12 +5,14 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ballet/ballet/internal/bounds"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/runner/protocol"
 )
@@ -229,5 +231,23 @@ func TestErrorText(t *testing.T) {
 	}
 	if got := errorText([]string{strings.Repeat("é", 20000)}); len(got) > protocol.MaxError || !strings.HasSuffix(got, "…") {
 		t.Errorf("%d bytes", len(got))
+	}
+}
+
+// A usage a CLI or model API told beyond what Core takes (bounds.Tokens,
+// bounds.CostUSD) is reported at the bound, never refused: a refused
+// finish would leave the run's spend at nothing.
+func TestUsageWithinCoreBounds(t *testing.T) {
+	huge := protocol.Usage{InputTokens: math.MaxInt64, OutputTokens: -5, CacheReadTokens: 7, CacheWriteTokens: bounds.Tokens.Max + 1, CostUSD: math.Inf(1)}
+	want := protocol.Usage{InputTokens: bounds.Tokens.Max, OutputTokens: 0, CacheReadTokens: 7, CacheWriteTokens: bounds.Tokens.Max, CostUSD: float64(bounds.CostUSD.Max)}
+	if got := bounded(huge); got != want {
+		t.Errorf("bounded(%+v) = %+v, want %+v", huge, got, want)
+	}
+	if got := bounded(protocol.Usage{InputTokens: 3, CostUSD: math.NaN()}); got != (protocol.Usage{InputTokens: 3}) {
+		t.Errorf("a NaN cost: %+v", got)
+	}
+	ok := protocol.Usage{InputTokens: 1, OutputTokens: 2, CacheReadTokens: 3, CacheWriteTokens: 4, CostUSD: 0.5}
+	if got := bounded(ok); got != ok {
+		t.Errorf("bounded(%+v) = %+v", ok, got)
 	}
 }

@@ -11,7 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ballet/ballet/internal/bounds"
 	"github.com/ballet/ballet/internal/runner/agent"
+	"github.com/ballet/ballet/internal/runner/meter"
 	"github.com/ballet/ballet/internal/runner/proc"
 	"github.com/ballet/ballet/internal/runner/protocol"
 	"github.com/ballet/ballet/internal/runner/sandbox"
@@ -43,6 +45,10 @@ type session struct {
 	usageMu   sync.Mutex
 	usage     protocol.Usage
 	usageSent protocol.Usage
+	// usageNow, once the CLI runs, reads the usage so far from its output
+	// and meter: the heartbeats use it, since the meter counts between
+	// lines (a model answer served while a command runs).
+	usageNow func() protocol.Usage
 }
 
 func newSession(r *Runner, l protocol.Lease) *session {
@@ -169,8 +175,26 @@ func (s *session) work(life context.Context, up *uploader) *ending {
 		restored = &agent.Checkpoint{Merged: rs.Merged, Conflicts: rs.Conflicts, Kept: rs.Kept}
 		s.log.Info("restored the stage's checkpoint", "commit", rs.Commit, "merged", rs.Merged, "conflicts", len(rs.Conflicts))
 	}
+	// The session's meter (when its adapter asks for one) counts what the
+	// model serves, whatever the CLI tells before it is stopped.
+	var m *meter.Meter
+	defer func() {
+		if m != nil {
+			_ = m.Close()
+		}
+	}()
+	startMeter := func(upstream string) (string, error) {
+		if m != nil {
+			return "", fmt.Errorf("a second model API %s: one meter per session", upstream)
+		}
+		var err error
+		if m, err = meter.Start(upstream, s.log); err != nil {
+			return "", err
+		}
+		return m.URL(), nil
+	}
 	cmd, err := ad.Prepare(agent.Spec{Session: l.Session, RunToken: l.RunToken, Workspace: ws.Dir, Home: ws.Home,
-		Checkpoint: restored, Environ: r.opts.Environ, PassEnv: r.cfg.PassEnv})
+		Checkpoint: restored, Environ: r.opts.Environ, PassEnv: r.cfg.PassEnv, Meter: startMeter})
 	if err != nil {
 		e.fail("preparing the session: %v", err)
 		return e
@@ -195,13 +219,29 @@ func (s *session) work(life context.Context, up *uploader) *ending {
 		timeout = defaultStageTimeout
 	}
 	out := ad.Output(cmd.Model)
+	var outMu sync.Mutex // out is read by the output's reader and the heartbeats
+	usageNow := func() protocol.Usage {
+		outMu.Lock()
+		defer outMu.Unlock()
+		if m != nil {
+			out.Served(m.Usage())
+		}
+		return out.Result().Usage
+	}
+	s.usageMu.Lock()
+	s.usageNow = usageNow
+	s.usageMu.Unlock()
 	var ps *proc.Session
 	var psMu sync.Mutex
 	onLine := func(line []byte, truncated bool) {
-		_, _ = up.Write(line)
-		_, _ = up.Write([]byte{'\n'})
+		outMu.Lock()
 		ev := out.Line(line, truncated)
-		s.told(out.Result().Usage)
+		outMu.Unlock()
+		if !ev.Quiet {
+			_, _ = up.Write(line)
+			_, _ = up.Write([]byte{'\n'})
+		}
+		s.told(usageNow())
 		psMu.Lock()
 		p := ps
 		psMu.Unlock()
@@ -246,7 +286,14 @@ func (s *session) work(life context.Context, up *uploader) *ending {
 	res := ps.Wait()
 	stopCheckpoints()
 	<-checkpoints
-	s.ended(life, e, res, out.Result())
+	if m != nil {
+		_ = m.Close() // what the CLI was still receiving is counted as far as it came
+	}
+	usageNow()
+	outMu.Lock()
+	final := out.Result()
+	outMu.Unlock()
+	s.ended(life, e, res, final)
 	return e
 }
 
@@ -260,7 +307,7 @@ func (s *session) ended(ctx context.Context, e *ending, res proc.Result, out age
 	if res.Signal != 0 {
 		e.exit = 128 + int(res.Signal)
 	}
-	u := out.Usage
+	u := bounded(out.Usage)
 	e.usage = &u
 	clean := false // the CLI ended by itself without error
 	switch res.Reason {
@@ -385,14 +432,35 @@ func (s *session) heartbeats(ctx context.Context) {
 // told records the usage the CLI's output has told so far.
 func (s *session) told(u protocol.Usage) {
 	s.usageMu.Lock()
-	s.usage = u
+	s.usage = bounded(u)
 	s.usageMu.Unlock()
+}
+
+// bounded is u within the figures Core takes (bounds.Tokens,
+// bounds.CostUSD): a CLI (or a model API) that told more, or less than
+// nothing, must not get the run's usage and finish refused — its spend
+// would then count nothing at all.
+func bounded(u protocol.Usage) protocol.Usage {
+	tokens := func(n int64) int64 { return min(max(n, bounds.Tokens.Min), bounds.Tokens.Max) }
+	cost := u.CostUSD
+	if !(cost >= 0) { // NaN too
+		cost = 0
+	}
+	return protocol.Usage{InputTokens: tokens(u.InputTokens), OutputTokens: tokens(u.OutputTokens),
+		CacheReadTokens: tokens(u.CacheReadTokens), CacheWriteTokens: tokens(u.CacheWriteTokens),
+		CostUSD: min(cost, float64(bounds.CostUSD.Max))}
 }
 
 // reportUsage sends Core the session's usage so far when it grew since it
 // was last sent (a running total: Core keeps the largest of each figure).
 // A failure is logged; the finish sends the whole usage anyway.
 func (s *session) reportUsage(ctx context.Context) {
+	s.usageMu.Lock()
+	now := s.usageNow
+	s.usageMu.Unlock()
+	if now != nil {
+		s.told(now())
+	}
 	s.usageMu.Lock()
 	u, sent := s.usage, s.usageSent
 	s.usageMu.Unlock()

@@ -147,7 +147,7 @@ func TestNoReport(t *testing.T) {
 			if got.Status != protocol.StatusFailed || f.ExitStatus != 0 || !strings.Contains(f.Error, "the session ended without submit_report") {
 				t.Fatalf("run %s, finish %+v", got.Status, f)
 			}
-			wantUsage(t, f.Usage, w.served()[0])
+			wantUsage(t, f.Usage, w.servedFirst())
 			if c := w.remote.ref("refs/heads/ballet/ACME-1"); c != "" {
 				t.Errorf("the branch was pushed: %s", c)
 			}
@@ -248,7 +248,7 @@ func (w *world) midWork(run *fcRun) {
 }
 
 // A cancellation (the ticket paused) stops the session mid-work at once:
-// the run finishes cancelled with the usage so far, the work done is kept
+// the run finishes cancelled with the usage the model served so far, the work done is kept
 // in the stage's checkpoint, nothing is pushed to the branch, and nothing
 // of the session runs on.
 func TestCancelMidRun(t *testing.T) {
@@ -268,14 +268,11 @@ func TestCancelMidRun(t *testing.T) {
 			if got.Status != protocol.StatusCancelled || f.ExitStatus == 0 || !strings.Contains(f.Error, "cancelled") {
 				t.Fatalf("run %s, finish %+v", got.Status, f)
 			}
-			if f.Usage == nil {
-				t.Fatal("the cancelled run's finish carries no usage")
-			}
-			// opencode tells a step's tokens when the step ends, after its
-			// tool calls: stopped in its first shell call it told none.
-			if cli == protocol.ClaudeCode {
-				wantCostOfUsage(t, f.Usage)
-			}
+			// Stopped in its first shell call, the session told no total
+			// (claude-code) or nothing at all (opencode tells a step's
+			// tokens after its tool calls): the usage is still every token
+			// the model served, its cost their list prices (issue 23).
+			wantUsage(t, f.Usage, w.servedFirst())
 			c := w.remote.ref("refs/ballet/checkpoints/ACME-1/implement")
 			if c == "" || w.remote.show(c, "work.txt") != "step 1\n" {
 				t.Errorf("the checkpoint %q does not keep the work done", c)
@@ -285,6 +282,37 @@ func TestCancelMidRun(t *testing.T) {
 			}
 			if pids := sessionProcs(run.ID); len(pids) > 0 {
 				t.Errorf("processes of the session run on: %v", pids)
+			}
+		})
+	}
+}
+
+// A session cancelled while the model has served nothing yet (its first
+// request hangs) costs nothing: its usage is reported, all zeros. (opencode
+// and its meter: TestOpenCodeUsageIsWhatTheModelServed in agent and the
+// meter's tests.)
+func TestCancelBeforeTheModelServed(t *testing.T) {
+	t.Parallel()
+	for _, cli := range []string{protocol.ClaudeCode} {
+		t.Run(cli, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			w.start(w.options(cli))
+			ss := w.session(fakemodel.Marker("hang"))
+			ss.Stage.Adapter = cli
+			run := w.core.enqueue(ss)
+			waitFor(t, "the model's first request", func() bool {
+				served := w.served()
+				return len(served) > 0 && served[0].Hangs > 0
+			})
+			w.core.cancel(run)
+			got := w.core.over(run)
+			f := got.Finishes[0]
+			if got.Status != protocol.StatusCancelled || f.Usage == nil || *f.Usage != (protocol.Usage{}) {
+				t.Fatalf("run %s, usage %+v", got.Status, f.Usage)
+			}
+			if served := w.servedFirst(); served.Usage != (fakemodel.Usage{}) {
+				t.Fatalf("the model served %+v", served.Usage)
 			}
 		})
 	}
@@ -329,9 +357,18 @@ func TestRunnerKilledMidWork(t *testing.T) {
 				c := w.remote.ref("refs/ballet/checkpoints/ACME-1/implement")
 				return c != "" && w.remote.show(c, "work.txt") == "step 1\n"
 			})
-			// The heartbeats have told Core the usage of the first step:
-			// a runner killed now leaves its run's spend counted.
-			w.core.wait("the session's usage so far", func() bool { return run.Usage.InputTokens > 0 })
+			// The heartbeats have told Core the usage of the first step,
+			// every token the model served (its output tokens too): a
+			// runner killed now leaves its run's spend counted.
+			w.core.wait("the session's usage so far", func() bool {
+				u := run.Usage
+				served := w.served()
+				return len(served) == 1 && served[0].Usage.Output > 0 && served[0].Usage ==
+					fakemodel.Usage{Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.CacheReadTokens, CacheWrite: u.CacheWriteTokens}
+			})
+			if want := listCost(w.servedFirst().Usage); !sameCost(run.Usage.CostUSD, want) {
+				t.Errorf("the usage so far costs $%.9f, the list prices make $%.9f", run.Usage.CostUSD, want)
+			}
 			if err := child.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}

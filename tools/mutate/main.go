@@ -43,6 +43,7 @@ type options struct {
 	match   string
 	dry     bool
 	out     string
+	isolate bool
 }
 
 func run(args []string, stdout, progress io.Writer) error {
@@ -57,6 +58,7 @@ func run(args []string, stdout, progress io.Writer) error {
 	fs.StringVar(&o.match, "match", "", "only mutants whose file:line contains this")
 	fs.BoolVar(&o.dry, "dry", false, "list the mutants and their coverage; run nothing")
 	fs.StringVar(&o.out, "out", "", "also write the report to this file")
+	fs.BoolVar(&o.isolate, "isolate", true, "run each test binary in its own PID namespace (bubblewrap), so a mutant that kills processes reaches only its own")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -80,7 +82,11 @@ func run(args []string, stdout, progress io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	r := &runner{factor: o.factor, minTime: o.minTime, work: work}
+	jail, err := pidJail(o.isolate)
+	if err != nil {
+		return err
+	}
+	r := &runner{factor: o.factor, minTime: o.minTime, work: work, jail: jail}
 	if o.engines != "" {
 		r.env = append(r.env, "BALLET_ENGINES="+o.engines)
 	}

@@ -94,7 +94,8 @@ type runner struct {
 	env     []string // added to the environment of the tests
 	factor  float64  // a mutant's tests get factor × the baseline …
 	minTime time.Duration
-	work    string // scratch folder
+	work    string   // scratch folder
+	jail    []string // the command that runs a test binary in its own PID namespace, or nil
 }
 
 // baseline runs the unmutated tests with coverage; they must pass.
@@ -221,6 +222,10 @@ func (r *runner) goCmd(ctx context.Context, p *pkg, args ...string) *exec.Cmd {
 // Its -test.timeout makes a hanging mutant fail with a timeout report.
 func (r *runner) testCmd(ctx context.Context, p *pkg, bin string, limit time.Duration, args ...string) *exec.Cmd {
 	args = append([]string{"-test.count=1", "-test.timeout=" + limit.String()}, args...)
+	if len(r.jail) > 0 {
+		args = append(append(append([]string{}, r.jail[1:]...), bin), args...)
+		bin = r.jail[0]
+	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = p.Dir
 	cmd.Env = append(os.Environ(), r.env...)
@@ -265,4 +270,22 @@ func stderr(err error) string {
 		return ": " + strings.TrimSpace(string(ee.Stderr))
 	}
 	return ""
+}
+
+// pidJail is the command that runs a test binary in a PID namespace of its
+// own, with its own /proc, so that a mutant of the code that kills process
+// groups (runner/proc: a flipped pgid check, a negated mark) reaches only
+// the processes of its own tests, never the rest of the machine's (as
+// root, one such mutant killed every process it could see). It is
+// bubblewrap sharing everything else (files, devices, network); nil when
+// isolation is off.
+func pidJail(isolate bool) ([]string, error) {
+	if !isolate {
+		return nil, nil
+	}
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		return nil, fmt.Errorf("-isolate: no bubblewrap (bwrap) on PATH to run the tests in their own PID namespace (apt-get install bubblewrap), or -isolate=false: %w", err)
+	}
+	return []string{bwrap, "--dev-bind", "/", "/", "--proc", "/proc", "--unshare-pid", "--die-with-parent", "--"}, nil
 }

@@ -97,6 +97,8 @@ func TestMergeAnswers(t *testing.T) {
 				t.Fatalf("err = %v, want a plain failure, not a merge decision", err)
 			case !strings.Contains(err.Error(), c.says):
 				t.Fatalf("err = %v, want it to say %q", err, c.says)
+			case c.is != nil && strings.Contains(err.Error(), "PUT "):
+				t.Fatalf("err = %v quotes the request, want GitHub's message only in a merge decision", err)
 			}
 		})
 	}
@@ -135,5 +137,36 @@ func TestCloseAnswers(t *testing.T) {
 				t.Errorf("%d edits, want %d", calls[pullEdit], c.edits)
 			}
 		})
+	}
+}
+
+// TestForbiddenWithRetryAfterIsRateLimited: a 403 carrying Retry-After is
+// GitHub's secondary limit even when its message does not say so; a 422
+// naming another field than the head is no missing branch.
+func TestForbiddenWithRetryAfterIsRateLimited(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "30")
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprint(w, `{"message":"Forbidden"}`)
+	}))
+	t.Cleanup(srv.Close)
+	f := New(Options{Secrets: envs(func(string) (string, bool) { return token, true })})
+	repo := forge.Repo{URL: "https://github.com/acme/app", DefaultBranch: "main", APIURL: srv.URL, CredentialsRef: "env:GH_TOKEN"}
+	var rl *forge.RateLimitedError
+	if err := f.Merge(t.Context(), repo, forge.PullRequest{Number: 7, HeadSHA: headA}); !errors.As(err, &rl) {
+		t.Fatalf("err = %v, want a rate limit", err)
+	}
+}
+
+func TestEnsure422OnAnotherFieldIsNoMissingBranch(t *testing.T) {
+	f, repo, _ := answeringInTurn(t, map[string][]string{
+		"GET /repos/acme/app/branches/ballet/ACME-1": {branchA1},
+		"GET /repos/acme/app/pulls":                  {`200 []`},
+		"POST /repos/acme/app/pulls":                 {`422 {"message":"Validation Failed","errors":[{"resource":"PullRequest","field":"base","code":"invalid"}]}`},
+	})
+	_, err := f.EnsurePullRequest(t.Context(), repo, "ballet/ACME-1", "t", "b")
+	if err == nil || errors.Is(err, forge.ErrBranchNotPushed) || !strings.Contains(err.Error(), "PullRequest base is invalid") {
+		t.Fatalf("err = %v, want a plain error naming the base", err)
 	}
 }

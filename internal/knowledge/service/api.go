@@ -82,7 +82,7 @@ func (a *API) Handler() http.Handler {
 		door.Write(w, 200, map[string]string{"status": "ready"})
 	})
 	mux.HandleFunc("/", door.NoRoute)
-	return mux
+	return door.Headers(mux)
 }
 
 // open is the service's prologue (door.Table.Open): the caller, resolved

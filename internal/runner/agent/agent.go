@@ -50,7 +50,16 @@ type Spec struct {
 	Environ []string
 	// PassEnv names more variables of Environ to pass on ([runner] pass_env).
 	PassEnv []string
+	// Meter, when set, puts a meter in front of the model API at upstream
+	// and returns the URL the CLI is to use instead (internal/runner/meter):
+	// the adapters whose CLI tells its usage late use it for the model
+	// APIs whose URL they configure.
+	Meter func(upstream string) (string, error)
 }
+
+// anthropicAPI is the Anthropic API's URL, opencode's default for its
+// anthropic provider.
+const anthropicAPI = "https://api.anthropic.com/v1"
 
 // Checkpoint describes restored work, for the prompt.
 type Checkpoint struct {
@@ -122,7 +131,10 @@ func (c Claude) Prepare(s Spec) (Command, error) {
 		env.set(k, "1")
 	}
 	id := uuid.NewString()
-	args := []string{"-p", prompt, "--output-format", "stream-json", "--verbose"}
+	// --include-partial-messages: the model's stream events, the only
+	// lines that tell an answer's output tokens before the result line (a
+	// session stopped earlier has none).
+	args := []string{"-p", prompt, "--output-format", "stream-json", "--verbose", "--include-partial-messages"}
 	model := or(s.Session.Stage.Model, c.Model)
 	if model != "" {
 		args = append(args, "--model", model)
@@ -195,12 +207,32 @@ func (o OpenCode) Prepare(s Spec) (Command, error) {
 	if name == "" {
 		provider, name = or(o.Provider, ProviderAnthropic), model
 	}
+	// metered is the URL opencode is to reach the model API at upstream
+	// with: through the session's meter, since opencode tells a step's
+	// tokens only after its tool calls ran (a session stopped in its first
+	// command would otherwise count nothing the model served).
+	metered := func(upstream string) (string, error) {
+		if s.Meter == nil {
+			return upstream, nil
+		}
+		u, err := s.Meter(upstream)
+		if err != nil {
+			return "", fmt.Errorf("agent: the model API's meter: %w", err)
+		}
+		return u, nil
+	}
 	var providers map[string]any
 	switch provider {
 	case ProviderAnthropic:
 		opts := map[string]any{}
-		if u := or(o.BaseURL, envURL(s.Environ, "ANTHROPIC_BASE_URL", "/v1")); u != "" {
-			opts["baseURL"] = u
+		u := or(o.BaseURL, envURL(s.Environ, "ANTHROPIC_BASE_URL", "/v1"))
+		if s.Meter != nil && u == "" {
+			u = anthropicAPI
+		}
+		if u != "" {
+			if opts["baseURL"], err = metered(u); err != nil {
+				return Command{}, err
+			}
 		}
 		if k := lookup(s.Environ, "ANTHROPIC_API_KEY"); k != "" {
 			opts["apiKey"] = k
@@ -215,6 +247,9 @@ func (o OpenCode) Prepare(s Spec) (Command, error) {
 		u := or(o.BaseURL, envURL(s.Environ, "OPENAI_BASE_URL", ""))
 		if u == "" {
 			return Command{}, errors.New("agent: opencode with the openai provider needs an API URL: [adapters.opencode] base_url or OPENAI_BASE_URL")
+		}
+		if u, err = metered(u); err != nil {
+			return Command{}, err
 		}
 		opts := map[string]any{"baseURL": u}
 		if k := lookup(s.Environ, "OPENAI_API_KEY"); k != "" {
@@ -258,7 +293,12 @@ func (o OpenCode) Prepare(s Spec) (Command, error) {
 	if err != nil {
 		return Command{}, err
 	}
-	return Command{Path: o.Executable(), Args: []string{"run", "--format", "json", "--model", full, prompt}, Env: env.list(), Model: full}, nil
+	// --title: the session's title is given, so opencode asks the model
+	// for none (one request less per session, and one its output would
+	// not count).
+	title := strings.TrimSpace(s.Session.Ticket.Key + " " + s.Session.Stage.ID)
+	return Command{Path: o.Executable(), Args: []string{"run", "--format", "json", "--model", full, "--title", or(title, "Ballet"), prompt},
+		Env: env.list(), Model: full}, nil
 }
 
 func (o OpenCode) models(name string) map[string]any {

@@ -235,7 +235,7 @@ func TestClaudePrepare(t *testing.T) {
 		t.Errorf("path %q, session id %q", cmd.Path, cmd.SessionID)
 	}
 	args := strings.Join(cmd.Args[2:], " ")
-	wantArgs := "--output-format stream-json --verbose --model claude-sonnet-4-5 --session-id " + cmd.SessionID +
+	wantArgs := "--output-format stream-json --verbose --include-partial-messages --model claude-sonnet-4-5 --session-id " + cmd.SessionID +
 		" --no-session-persistence --mcp-config " + filepath.Join(s.Home, "mcp.json") + " --strict-mcp-config --permission-mode acceptEdits" +
 		" --tools Bash,Edit,Write,Read,Glob,Grep,Skill --allowedTools mcp__ballet,Bash,Edit,Write,Read,Glob,Grep,Skill"
 	if cmd.Args[0] != "-p" || args != wantArgs {
@@ -311,7 +311,7 @@ func TestOpenCodePrepare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"run", "--format", "json", "--model", "ballet-openai/claude-sonnet-4-5"}; !slices.Equal(cmd.Args[:5], want) || len(cmd.Args) != 6 {
+	if want := []string{"run", "--format", "json", "--model", "ballet-openai/claude-sonnet-4-5", "--title", "ACME-1 implement"}; !slices.Equal(cmd.Args[:7], want) || len(cmd.Args) != 8 {
 		t.Errorf("args %q", cmd.Args)
 	}
 	env := envMap(cmd.Env)

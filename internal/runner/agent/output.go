@@ -15,8 +15,33 @@ type Output interface {
 	// Line takes one line of output (truncated: it was cut, and is only
 	// its beginning).
 	Line(line []byte, truncated bool) Event
+	// Served tells the output what the model API served the session so
+	// far, as Ballet's meter counted it (internal/runner/meter): Result's
+	// usage is never less, and the tokens the CLI did not tell are priced.
+	Served(u protocol.Usage)
 	// Result is what the output told so far.
 	Result() Result
+}
+
+// served is what a meter counted of a session's usage.
+type served struct{ u protocol.Usage }
+
+func (s *served) Served(u protocol.Usage) { s.u = u }
+
+// floor is told raised to what the model served, field by field; the
+// tokens the CLI did not tell cost what price makes of them.
+func (s *served) floor(told protocol.Usage, price func(protocol.Usage) float64) protocol.Usage {
+	extra := protocol.Usage{InputTokens: max(0, s.u.InputTokens-told.InputTokens), OutputTokens: max(0, s.u.OutputTokens-told.OutputTokens),
+		CacheReadTokens: max(0, s.u.CacheReadTokens-told.CacheReadTokens), CacheWriteTokens: max(0, s.u.CacheWriteTokens-told.CacheWriteTokens)}
+	if extra == (protocol.Usage{}) {
+		return told
+	}
+	told.InputTokens += extra.InputTokens
+	told.OutputTokens += extra.OutputTokens
+	told.CacheReadTokens += extra.CacheReadTokens
+	told.CacheWriteTokens += extra.CacheWriteTokens
+	told.CostUSD += price(extra)
+	return told
 }
 
 // Event is what one line means to the runner.
@@ -26,6 +51,10 @@ type Event struct {
 	// Abort, when set, says why the session cannot succeed and should be
 	// stopped at once (Core's MCP endpoint did not connect).
 	Abort string
+	// Quiet: the line only feeds the usage (one of claude-code's raw
+	// stream events, a few per token): it stays out of the session's log,
+	// whose assistant lines tell the same.
+	Quiet bool
 }
 
 // Result is what a session's output told.
@@ -65,11 +94,14 @@ const (
 
 // claudeOutput reads claude-code's stream-json output.
 type claudeOutput struct {
+	served
 	res     Result
 	pending map[string]Report // submit_report calls by id, until their result
 	// turns is the usage of each model answer (by message id) as its
-	// assistant lines tell: exact for input and cache tokens, without the
-	// output. Only a session stopped before its result line uses it.
+	// stream events (message_start, then message_delta with the output
+	// tokens, printed before the answer's tool calls run) and its assistant
+	// lines (input and cache tokens only) tell, the largest of each figure.
+	// Only a session stopped before its result line uses it.
 	turns map[string]protocol.Usage
 	// model is the model the session was told to use, then the one its
 	// init line names: what prices the usage the CLI did not.
@@ -96,6 +128,17 @@ type claudeLine struct {
 	TotalCostUSD      float64           `json:"total_cost_usd"`
 	Usage             claudeUsage       `json:"usage"`
 	PermissionDenials []json.RawMessage `json:"permission_denials"`
+	// A stream_event line (--include-partial-messages): one event of the
+	// model's answer api_message_id, as the Messages API streamed it.
+	APIMessageID string `json:"api_message_id"`
+	Event        struct {
+		Type    string `json:"type"`
+		Message struct {
+			ID    string       `json:"id"`
+			Usage *claudeUsage `json:"usage"`
+		} `json:"message"`
+		Usage *claudeUsage `json:"usage"`
+	} `json:"event"`
 }
 
 type claudeUsage struct {
@@ -150,12 +193,16 @@ func (o *claudeOutput) Line(b []byte, truncated bool) Event {
 			return Event{}
 		}
 		return Event{Abort: fmt.Sprintf("claude-code could not connect to Core's MCP endpoint (ballet: %s): the session would run without Ballet's tools", status)}
-	case "assistant":
-		if u := l.Message.Usage; u != nil && l.Message.ID != "" {
-			t, v := o.turns[l.Message.ID], u.usage()
-			o.turns[l.Message.ID] = protocol.Usage{InputTokens: max(t.InputTokens, v.InputTokens), OutputTokens: max(t.OutputTokens, v.OutputTokens),
-				CacheReadTokens: max(t.CacheReadTokens, v.CacheReadTokens), CacheWriteTokens: max(t.CacheWriteTokens, v.CacheWriteTokens)}
+	case "stream_event":
+		switch l.Event.Type {
+		case "message_start":
+			o.turn(or(l.Event.Message.ID, l.APIMessageID), l.Event.Message.Usage)
+		case "message_delta":
+			o.turn(l.APIMessageID, l.Event.Usage)
 		}
+		return Event{Quiet: true}
+	case "assistant":
+		o.turn(l.Message.ID, l.Message.Usage)
 		for _, blk := range blocks(l.Message.Content) {
 			if blk.Type == "tool_use" && blk.Name == claudeReportTool {
 				var r Report
@@ -193,10 +240,22 @@ func (o *claudeOutput) Line(b []byte, truncated bool) Event {
 	return Event{}
 }
 
+// turn records what a line told of the usage of model answer id: each
+// figure is the answer's running total, so the largest counts.
+func (o *claudeOutput) turn(id string, u *claudeUsage) {
+	if u == nil || id == "" {
+		return
+	}
+	t, v := o.turns[id], u.usage()
+	o.turns[id] = protocol.Usage{InputTokens: max(t.InputTokens, v.InputTokens), OutputTokens: max(t.OutputTokens, v.OutputTokens),
+		CacheReadTokens: max(t.CacheReadTokens, v.CacheReadTokens), CacheWriteTokens: max(t.CacheWriteTokens, v.CacheWriteTokens)}
+}
+
 // Result is what the output told. Without a result line (the session was
-// stopped) the usage is the sum of the model answers' input and cache
-// tokens as their assistant lines told (their output tokens are not known
-// then). Whenever the CLI told no cost for tokens, they are priced at the
+// stopped) the usage is the sum of the model answers' usage as their
+// stream events and assistant lines told: every token of each answer the
+// model finished streaming, and the input and cache tokens of one it was
+// still streaming (its output tokens are told at its end). Whenever the CLI told no cost for tokens, they are priced at the
 // model's list prices (ListPrices): a session that was stopped costs what
 // it used.
 func (o *claudeOutput) Result() Result {
@@ -210,10 +269,11 @@ func (o *claudeOutput) Result() Result {
 			r.Usage.CacheWriteTokens += t.CacheWriteTokens
 		}
 	}
+	p, _ := ListPrices(o.model)
 	if r.Usage.CostUSD == 0 {
-		p, _ := ListPrices(o.model)
 		r.Usage.CostUSD = p.Cost(r.Usage)
 	}
+	r.Usage = o.floor(r.Usage, p.Cost)
 	return r
 }
 
@@ -229,6 +289,7 @@ func blocks(raw json.RawMessage) []claudeBlock {
 
 // opencodeOutput reads opencode's --format json output.
 type opencodeOutput struct {
+	served
 	res    Result
 	errors []string
 	model  string // the session's provider/model
@@ -302,7 +363,15 @@ func (o *opencodeOutput) Line(b []byte, truncated bool) Event {
 	return Event{}
 }
 
-func (o *opencodeOutput) Result() Result { return o.res }
+// Result is what the output told: the usage is the sum of the steps that
+// finished, or what the model served when that is more (a step still
+// under way when the session was stopped: opencode tells a step's tokens
+// only after its tool calls ran).
+func (o *opencodeOutput) Result() Result {
+	r := o.res
+	r.Usage = o.floor(r.Usage, func(u protocol.Usage) float64 { return o.cost(0, u) })
+	return r
+}
 
 // cost is a step's cost: opencode's own figure, or when it told none for
 // the step's tokens (a model it has no prices for), the configured prices,

@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -161,6 +162,79 @@ func TestClaudeKilledStreams(t *testing.T) {
 	}
 }
 
+// With --include-partial-messages a claude-code session stopped at any
+// point counts every token of each answer the model finished streaming —
+// the output tokens too, which its message_delta event tells before the
+// answer's tool calls run — and the input and cache tokens of one it was
+// streaming; cut right before the result line, that is the result's total.
+// Its stream events stay out of the log.
+func TestClaudeStoppedStreamsCountOutputTokens(t *testing.T) {
+	lines := sampleLines(t, "claude-partial-done.ndjson")
+	total := protocol.Usage{InputTokens: 2261, OutputTokens: 68, CacheWriteTokens: 6948, CacheReadTokens: 13896}
+	for _, c := range []struct {
+		cut  int
+		want protocol.Usage
+	}{
+		{2, protocol.Usage{}},
+		{3, protocol.Usage{InputTokens: 650, CacheWriteTokens: 6948}},                   // the first answer's message_start
+		{7, protocol.Usage{InputTokens: 650, CacheWriteTokens: 6948}},                   // its assistant line and block end
+		{8, protocol.Usage{InputTokens: 650, OutputTokens: 26, CacheWriteTokens: 6948}}, // its message_delta
+		{18, protocol.Usage{InputTokens: 650 + 754, OutputTokens: 52, CacheWriteTokens: 6948, CacheReadTokens: 6948}},
+		{len(lines) - 1, total},
+	} {
+		out := Claude{}.Output("claude-sonnet-4-5")
+		got := feed(out, lines[:c.cut])
+		want := c.want
+		want.CostUSD = sonnet.Cost(want)
+		if !sameUsage(got.Usage, want) || got.Final {
+			t.Errorf("cut after %d lines: usage %+v (final %v), want %+v", c.cut, got.Usage, got.Final, want)
+		}
+	}
+	// The whole stream: the result's total, as the CLI priced it, equal to
+	// the sum of the stream events.
+	got := feed(Claude{}.Output(""), lines)
+	want := total
+	want.CostUSD = 0.038026800000000006
+	if !sameUsage(got.Usage, want) || !near(sonnet.Cost(total), want.CostUSD) {
+		t.Errorf("whole stream: usage %+v, want %+v", got.Usage, want)
+	}
+	for i, l := range lines {
+		ev := Claude{}.Output("").Line(l, false)
+		if quiet := bytes.Contains(l, []byte(`"type":"stream_event"`)); ev.Quiet != quiet {
+			t.Errorf("line %d: quiet %v, want %v: %.80s", i, ev.Quiet, quiet, l)
+		}
+	}
+
+	// Killed (SIGKILL) in its first answer's command: the answer's input,
+	// cache and output tokens, at list prices.
+	killed := feed(Claude{}.Output(""), sampleLines(t, "claude-partial-killed.ndjson")).Usage
+	want = protocol.Usage{InputTokens: 651, OutputTokens: 26, CacheWriteTokens: 6948}
+	want.CostUSD = sonnet.Cost(want)
+	if !sameUsage(killed, want) {
+		t.Errorf("killed: usage %+v, want %+v", killed, want)
+	}
+
+	// Running totals told twice or out of order count once, the largest:
+	// a message_delta that also repeats the input tokens, a late assistant
+	// line with fewer.
+	out := Claude{}.Output("claude-sonnet-4-5")
+	for _, l := range []string{
+		`{"type":"stream_event","api_message_id":"m1","event":{"type":"message_start","message":{"id":"m1","usage":{"input_tokens":100,"cache_read_input_tokens":1000,"output_tokens":1}}}}`,
+		`{"type":"stream_event","api_message_id":"m1","event":{"type":"message_delta","usage":{"input_tokens":100,"cache_read_input_tokens":1000,"output_tokens":40}}}`,
+		`{"type":"assistant","message":{"id":"m1","usage":{"input_tokens":100,"cache_read_input_tokens":1000,"output_tokens":0}}}`,
+		`{"type":"stream_event","api_message_id":"m1","event":{"type":"message_delta","usage":{"output_tokens":30}}}`,
+		`{"type":"stream_event","api_message_id":"m2","event":{"type":"message_start","message":{"id":"m2","usage":{"input_tokens":10,"cache_creation_input_tokens":500}}}}`,
+		`{"type":"stream_event","api_message_id":"m2","event":{"type":"message_delta","usage":{"output_tokens":7}}}`,
+	} {
+		out.Line([]byte(l), false)
+	}
+	want = protocol.Usage{InputTokens: 110, OutputTokens: 47, CacheReadTokens: 1000, CacheWriteTokens: 500}
+	want.CostUSD = sonnet.Cost(want)
+	if got := out.Result().Usage; !sameUsage(got, want) {
+		t.Errorf("running totals: usage %+v, want %+v", got, want)
+	}
+}
+
 // A result line repeated (a CLI that printed its summary twice) counts
 // once: the usage is the last total. A result that told tokens but no cost
 // is priced.
@@ -259,6 +333,89 @@ func TestCommandNamesTheModel(t *testing.T) {
 		}
 		if cmd.Model != c.want {
 			t.Errorf("%T stage model %q: command's model %q, want %q", c.ad, c.stage, cmd.Model, c.want)
+		}
+	}
+}
+
+// opencode stopped in a step's tool calls told nothing of the step; the
+// meter counted what the model served: the usage is never less than that,
+// the tokens opencode did not tell priced at the configured prices (or the
+// list prices), the steps it told at its own figures. What it told in full
+// stays as it is.
+func TestOpenCodeUsageIsWhatTheModelServed(t *testing.T) {
+	lines := sampleLines(t, "opencode-done.ndjson")
+	step1 := protocol.Usage{InputTokens: 2737, OutputTokens: 42, CostUSD: 0.008841}
+	step2 := protocol.Usage{InputTokens: 488, OutputTokens: 12, CacheReadTokens: 2356}
+	mine := Prices{Input: 1, Output: 2, CacheRead: 0.5, CacheWrite: 4}
+	for _, c := range []struct {
+		name   string
+		ad     OpenCode
+		cut    int
+		served protocol.Usage
+		want   protocol.Usage
+	}{
+		{"first step cut", OpenCode{}, 3, step1, protocol.Usage{InputTokens: 2737, OutputTokens: 42, CostUSD: sonnet.Cost(step1)}},
+		{"first step cut, priced", OpenCode{Prices: mine}, 3, step1, protocol.Usage{InputTokens: 2737, OutputTokens: 42, CostUSD: mine.Cost(step1)}},
+		{"nothing served", OpenCode{}, 3, protocol.Usage{}, protocol.Usage{}},
+		{"second step cut", OpenCode{}, 6, protocol.Usage{InputTokens: 2737 + 488, OutputTokens: 54, CacheReadTokens: 2356},
+			protocol.Usage{InputTokens: 3225, OutputTokens: 54, CacheReadTokens: 2356, CostUSD: step1.CostUSD + sonnet.Cost(step2)}},
+		{"told in full", OpenCode{}, 7, protocol.Usage{InputTokens: 3225, OutputTokens: 54, CacheReadTokens: 2356},
+			protocol.Usage{InputTokens: 3225, OutputTokens: 54, CacheReadTokens: 2356, CostUSD: 0.008841 + 0.0023508}},
+		{"a meter that missed a step", OpenCode{}, 7, step1,
+			protocol.Usage{InputTokens: 3225, OutputTokens: 54, CacheReadTokens: 2356, CostUSD: 0.008841 + 0.0023508}},
+	} {
+		out := c.ad.Output("anthropic/claude-sonnet-4-5")
+		for _, l := range lines[:c.cut] {
+			out.Line(l, false)
+		}
+		out.Served(c.served)
+		if got := out.Result().Usage; !sameUsage(got, c.want) {
+			t.Errorf("%s: usage %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+// opencode reaches the model API through the session's meter when there
+// is one: the anthropic provider (its URL, or Anthropic's own when none is
+// set) and the OpenAI-compatible one; a meter that cannot start fails the
+// session's preparation.
+func TestOpenCodeGoesThroughTheMeter(t *testing.T) {
+	for _, c := range []struct {
+		ad       OpenCode
+		environ  []string
+		upstream string
+		provider string
+	}{
+		{OpenCode{Model: "claude-sonnet-4-5"}, nil, "https://api.anthropic.com/v1", "anthropic"},
+		{OpenCode{Model: "claude-sonnet-4-5"}, []string{"ANTHROPIC_BASE_URL=http://model:9"}, "http://model:9/v1", "anthropic"},
+		{OpenCode{Model: "m", Provider: ProviderOpenAI, BaseURL: "http://oai:9/v1"}, nil, "http://oai:9/v1", openAIProvider},
+	} {
+		s := spec(t)
+		s.Session.Stage.Model = ""
+		s.Environ = c.environ
+		var asked []string
+		s.Meter = func(up string) (string, error) { asked = append(asked, up); return "http://127.0.0.1:1/v1", nil }
+		cmd, err := c.ad.Prepare(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(asked) != 1 || asked[0] != c.upstream {
+			t.Errorf("%+v: metered %q, want %q", c.ad, asked, c.upstream)
+		}
+		var config struct {
+			Provider map[string]struct {
+				Options map[string]any `json:"options"`
+			} `json:"provider"`
+		}
+		if err := json.Unmarshal([]byte(envMap(cmd.Env)["OPENCODE_CONFIG_CONTENT"]), &config); err != nil {
+			t.Fatal(err)
+		}
+		if got := config.Provider[c.provider].Options["baseURL"]; got != "http://127.0.0.1:1/v1" {
+			t.Errorf("%+v: baseURL %v, want the meter's", c.ad, got)
+		}
+		s.Meter = func(string) (string, error) { return "", errors.New("no port") }
+		if _, err := c.ad.Prepare(s); err == nil || !strings.Contains(err.Error(), "no port") {
+			t.Errorf("%+v: a meter that failed: %v", c.ad, err)
 		}
 	}
 }

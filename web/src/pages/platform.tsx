@@ -16,6 +16,30 @@ export default function Page() {
     ]);
     return { platform, runners };
   }, [admin]);
+  // A runner's liveness is Core's reading of its heartbeats, and losing it
+  // is no event: the list is read again every runnersRefreshMs while the
+  // tab is visible, so a runner that stops heartbeating turns silent
+  // without a reload.
+  const [runners, setRunners] = useState<Runner[] | null>(null);
+  useEffect(() => {
+    setRunners(null);
+    if (!admin) return;
+    let stopped = false;
+    const refresh = () => {
+      if (document.visibilityState !== "visible") return;
+      get<{ runners: Runner[] }>("/api/v1/runners").then(
+        (r) => stopped || setRunners(r.runners),
+        () => {}, // a failed read keeps the last list; the next one tries again
+      );
+    };
+    const timer = window.setInterval(refresh, runnersRefreshMs);
+    document.addEventListener("visibilitychange", refresh);
+    return () => {
+      stopped = true;
+      clearInterval(timer);
+      document.removeEventListener("visibilitychange", refresh);
+    };
+  }, [admin]);
   const [limit, setLimit] = useState("");
   const [saved, setSaved] = useState(false);
   const [run, busy, actionError] = useAction();
@@ -111,10 +135,13 @@ export default function Page() {
       )}
       <Alert error={actionError} />
       {dialog}
-      {data?.runners && <Runners runners={data.runners} />}
+      {data?.runners && <Runners runners={runners ?? data.runners} />}
     </section>
   );
 }
+
+// runnersRefreshMs is how often the runners' list is read again.
+const runnersRefreshMs = 5000;
 
 function Runners({ runners }: { runners: Runner[] }) {
   return (
