@@ -16,6 +16,7 @@ import (
 	"github.com/ballet/ballet/internal/runner/protocol"
 	"github.com/ballet/ballet/internal/runner/sandbox"
 	"github.com/ballet/ballet/internal/runner/workspace"
+	"github.com/ballet/ballet/internal/runproto"
 	"github.com/ballet/ballet/internal/text"
 )
 
@@ -29,7 +30,7 @@ const noCLI = -1
 // session is one leased run, from the lease to its finish.
 type session struct {
 	r     *Runner
-	lease protocol.Lease
+	lease runproto.Lease
 	log   *slog.Logger
 
 	stopOnce sync.Once
@@ -41,11 +42,11 @@ type session struct {
 	// told of it: the heartbeats send the running total whenever it grew,
 	// so a runner killed mid-session leaves its run's spend counted.
 	usageMu   sync.Mutex
-	usage     protocol.Usage
-	usageSent protocol.Usage
+	usage     runproto.Usage
+	usageSent runproto.Usage
 }
 
-func newSession(r *Runner, l protocol.Lease) *session {
+func newSession(r *Runner, l runproto.Lease) *session {
 	key := l.Session.Ticket.Key
 	if key == "" {
 		key = l.Run.Item
@@ -75,7 +76,7 @@ func (s *session) isStopped() bool {
 // left to clean up.
 type ending struct {
 	exit  int
-	usage *protocol.Usage
+	usage *runproto.Usage
 	err   []string
 	ws    *workspace.Workspace
 	ahead *int // commits of the branch ahead of the default branch after the session (nil: not known)
@@ -95,7 +96,7 @@ func (s *session) run(life context.Context) {
 	go func() { defer close(beats); s.heartbeats(hbCtx) }()
 	defer func() { stopBeats(); <-beats }()
 
-	up := newUploader(func(ctx context.Context, offset int64, data []byte) (protocol.LogAnswer, error) {
+	up := newUploader(func(ctx context.Context, offset int64, data []byte) (runproto.LogAppended, error) {
 		return r.client.AppendLog(ctx, l.Run.ID, offset, data)
 	}, r.clock, s.log, l.Session.Log.Limit, r.retry)
 	upCtx, stopUpload := context.WithCancel(life)
@@ -108,7 +109,7 @@ func (s *session) run(life context.Context) {
 
 	run, ok := s.finish(life, e)
 	if ws := e.ws; ws != nil {
-		if ok && run.EndedWithOutcome() {
+		if ok && endedWithOutcome(run) {
 			if err := ws.DropCheckpoint(life); err != nil {
 				s.log.Warn("deleting the stage's checkpoint", "err", err)
 			}
@@ -330,11 +331,18 @@ func (s *session) ended(ctx context.Context, e *ending, res proc.Result, out age
 	}
 }
 
+// endedWithOutcome reports whether a finished run ended its stage with an
+// outcome (the session reported and succeeded, with no blocking question
+// pending): the stage's checkpoint is then of no more use.
+func endedWithOutcome(r runproto.Run) bool {
+	return r.Status == runproto.StatusSucceeded && r.Outcome != "" && !r.BlockingQuestion
+}
+
 // finish reports how the session ended, retrying while Core is
 // unreachable; ok is false when Core never took it.
-func (s *session) finish(life context.Context, e *ending) (protocol.Run, bool) {
+func (s *session) finish(life context.Context, e *ending) (runproto.Run, bool) {
 	r, l := s.r, s.lease
-	f := protocol.Finish{ExitStatus: e.exit, Usage: e.usage, Error: errorText(e.err), BranchAhead: e.ahead}
+	f := runproto.FinishIn{ExitStatus: &e.exit, Usage: e.usage, Error: errorText(e.err), BranchAhead: e.ahead}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(life))
 	defer cancel()
 	deadline := r.clock.Now().Add(r.timing.FinishFor)
@@ -350,11 +358,11 @@ func (s *session) finish(life context.Context, e *ending) (protocol.Run, bool) {
 			} else {
 				s.log.Error("Core refused the run's finish", "finish", "refused", "err", err)
 			}
-			return protocol.Run{}, false
+			return runproto.Run{}, false
 		}
 		if !r.clock.Now().Before(deadline) {
 			s.log.Error("Core did not take the run's finish in time; it fails the run once its grace has passed", "finish", "timed_out", "err", err)
-			return protocol.Run{}, false
+			return runproto.Run{}, false
 		}
 		s.log.Warn("finish failed; trying again", "err", err)
 		sleep(ctx, r.clock, r.retry.delay(attempt))
@@ -383,7 +391,7 @@ func (s *session) heartbeats(ctx context.Context) {
 }
 
 // told records the usage the CLI's output has told so far.
-func (s *session) told(u protocol.Usage) {
+func (s *session) told(u runproto.Usage) {
 	s.usageMu.Lock()
 	s.usage = u
 	s.usageMu.Unlock()
@@ -428,8 +436,8 @@ func errorText(parts []string) string {
 		}
 		return c
 	}, strings.ToValidUTF8(strings.Join(kept, "\n"), "?"))
-	if len(s) > protocol.MaxError {
-		s = strings.ToValidUTF8(s[:protocol.MaxError-3], "") + "…"
+	if len(s) > runproto.MaxError {
+		s = strings.ToValidUTF8(s[:runproto.MaxError-3], "") + "…"
 	}
 	if text.Multiline(s) != nil {
 		return "the session failed (its messages were not printable)"

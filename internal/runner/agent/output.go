@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ballet/ballet/internal/runner/protocol"
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 // Output reads a session's stdout, one NDJSON line at a time, and tells
@@ -30,7 +30,7 @@ type Event struct {
 
 // Result is what a session's output told.
 type Result struct {
-	Usage protocol.Usage
+	Usage runproto.Usage
 	// Final: the CLI printed its final line (claude-code's result line;
 	// opencode has none).
 	Final bool
@@ -70,7 +70,7 @@ type claudeOutput struct {
 	// turns is the usage of each model answer (by message id) as its
 	// assistant lines tell: exact for input and cache tokens, without the
 	// output. Only a session stopped before its result line uses it.
-	turns map[string]protocol.Usage
+	turns map[string]runproto.Usage
 	// model is the model the session was told to use, then the one its
 	// init line names: what prices the usage the CLI did not.
 	model string
@@ -105,8 +105,8 @@ type claudeUsage struct {
 	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
 }
 
-func (u claudeUsage) usage() protocol.Usage {
-	return protocol.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+func (u claudeUsage) usage() runproto.Usage {
+	return runproto.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 		CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens}
 }
 
@@ -153,7 +153,7 @@ func (o *claudeOutput) Line(b []byte, truncated bool) Event {
 	case "assistant":
 		if u := l.Message.Usage; u != nil && l.Message.ID != "" {
 			t, v := o.turns[l.Message.ID], u.usage()
-			o.turns[l.Message.ID] = protocol.Usage{InputTokens: max(t.InputTokens, v.InputTokens), OutputTokens: max(t.OutputTokens, v.OutputTokens),
+			o.turns[l.Message.ID] = runproto.Usage{InputTokens: max(t.InputTokens, v.InputTokens), OutputTokens: max(t.OutputTokens, v.OutputTokens),
 				CacheReadTokens: max(t.CacheReadTokens, v.CacheReadTokens), CacheWriteTokens: max(t.CacheWriteTokens, v.CacheWriteTokens)}
 		}
 		for _, blk := range blocks(l.Message.Content) {
@@ -202,7 +202,7 @@ func (o *claudeOutput) Line(b []byte, truncated bool) Event {
 func (o *claudeOutput) Result() Result {
 	r := o.res
 	if !r.Final {
-		r.Usage = protocol.Usage{}
+		r.Usage = runproto.Usage{}
 		for _, t := range o.turns {
 			r.Usage.InputTokens += t.InputTokens
 			r.Usage.OutputTokens += t.OutputTokens
@@ -282,7 +282,7 @@ func (o *opencodeOutput) Line(b []byte, truncated bool) Event {
 		u.OutputTokens += t.Output + t.Reasoning // reasoning is billed as output
 		u.CacheReadTokens += t.Cache.Read
 		u.CacheWriteTokens += t.Cache.Write
-		u.CostUSD += o.cost(l.Part.Cost, protocol.Usage{InputTokens: t.Input, OutputTokens: t.Output + t.Reasoning,
+		u.CostUSD += o.cost(l.Part.Cost, runproto.Usage{InputTokens: t.Input, OutputTokens: t.Output + t.Reasoning,
 			CacheReadTokens: t.Cache.Read, CacheWriteTokens: t.Cache.Write})
 	case "tool_use":
 		if l.Part.Tool == opencodeReportTool && l.Part.State.Status == "completed" {
@@ -309,7 +309,7 @@ func (o *opencodeOutput) Result() Result { return o.res }
 // else the list prices of a Claude model. A model of no known family
 // without configured prices stays free, as the configuration declares it
 // (an OpenAI-compatible provider's model with no prices).
-func (o *opencodeOutput) cost(told float64, u protocol.Usage) float64 {
+func (o *opencodeOutput) cost(told float64, u runproto.Usage) float64 {
 	if told != 0 {
 		return told
 	}
