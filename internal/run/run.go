@@ -254,11 +254,5 @@ func queryRuns(ctx context.Context, q store.Store, where string, args ...any) ([
 	if err != nil {
 		return nil, fmt.Errorf("read runs: %w", err)
 	}
-	out := make([]Run, rows.Len())
-	for i := range out {
-		if out[i], err = scanRun(rows, i); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return store.ScanAll(rows, scanRun)
 }

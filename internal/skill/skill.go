@@ -151,13 +151,7 @@ func (s *Service) List(ctx context.Context, projectID string) ([]Skill, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list skills: %w", err)
 	}
-	out := make([]Skill, rows.Len())
-	for i := range out {
-		if out[i], err = scanSkill(rows, i); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return store.ScanAll(rows, scanSkill)
 }
 
 // ForRun returns the skills an agent session of the project gets:
