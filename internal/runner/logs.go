@@ -215,12 +215,5 @@ func (p retryPolicy) delay(attempt int) time.Duration {
 
 // sleep waits d on clk; false when ctx ended first.
 func sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
-	t := clk.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return clock.Sleep(ctx, clk, d) == nil
 }
