@@ -1,7 +1,7 @@
-# The whole test suite: vets, builds (or reuses) the rqlite server the
-# storage tests need, installs (or reuses) the pinned agent CLIs the agent
-# tests drive, builds (or reuses) the pinned Gitea the forge tests run, runs
-# every test on SQLite and rqlite, and a short fuzz.
+# The whole test suite: vets while it builds (or reuses) the rqlite server
+# the storage tests need, installs (or reuses) the pinned agent CLIs the
+# agent tests drive and builds (or reuses) the pinned Gitea the forge tests
+# run, side by side; runs every test on SQLite and rqlite, and a short fuzz.
 # A part that cannot be built or installed fails the run; the tests that
 # need it are skipped when asked: BALLET_SKIP_RQLITE=1, BALLET_SKIP_AGENTS=1,
 # BALLET_SKIP_GITEA=1 and BALLET_SKIP_BROWSER=1 make test. Every skip is
@@ -18,17 +18,6 @@ need_rqlited = if [ -z "$${BALLET_RQLITED:-}" ]; then \
 		export BALLET_RQLITED; \
 	fi
 
-# need_agents sets BALLET_CLAUDE and BALLET_OPENCODE in a recipe's shell:
-# the caller's values, else the CLIs scripts/agent-clis.sh installs (once,
-# pinned, ~20 s); a failed install stops make before any test runs.
-# BALLET_SKIP_AGENTS=1 skips the install and the tests that need the CLIs.
-need_agents = if [ "$${BALLET_SKIP_AGENTS:-}" != 1 ] && { [ -z "$${BALLET_CLAUDE:-}" ] || [ -z "$${BALLET_OPENCODE:-}" ]; }; then \
-		given_claude="$${BALLET_CLAUDE:-}"; given_opencode="$${BALLET_OPENCODE:-}"; \
-		clis=$$(scripts/agent-clis.sh) || { echo "make $@: installing the agent CLIs (scripts/agent-clis.sh) failed; BALLET_SKIP_AGENTS=1 make $@ skips the tests that need them" >&2; exit 1; }; \
-		eval "$$clis"; \
-		export BALLET_CLAUDE="$${given_claude:-$$BALLET_CLAUDE}" BALLET_OPENCODE="$${given_opencode:-$$BALLET_OPENCODE}"; \
-	fi
-
 # need_chromium checks for the browser the UI tests drive (internal/testkit/uitest):
 # $BALLET_CHROMIUM, else Debian's /usr/bin/chromium, which .ci/run installs;
 # a missing one stops make before any test runs. The tests also run axe-core
@@ -42,17 +31,37 @@ need_chromium = if [ "$${BALLET_SKIP_BROWSER:-}" != 1 ]; then \
 		fi; \
 	fi
 
-# Gitea's cold build (~6 min, mostly downloading and compiling its modules)
-# starts first, in the background, so that it overlaps the rqlited build, the
-# CLI install and vet; gitea_wait then sets BALLET_GITEA from it (or the
-# caller's value). BALLET_SKIP_GITEA=1 skips the build and the tests that
-# need it; a failed build stops make before any test runs.
-gitea_start = gitea_out=$$(mktemp); gitea_pid=; \
-	if [ "$${BALLET_SKIP_GITEA:-}" != 1 ] && [ -z "$${BALLET_GITEA:-}" ]; then scripts/gitea.sh >"$$gitea_out" & gitea_pid=$$!; fi
-gitea_wait = if [ -n "$$gitea_pid" ]; then \
-		wait $$gitea_pid || { echo "make $@: building Gitea (scripts/gitea.sh) failed; BALLET_SKIP_GITEA=1 make $@ skips the tests that need it" >&2; exit 1; }; \
-		BALLET_GITEA=$$(cat "$$gitea_out"); export BALLET_GITEA; \
-	fi; rm -f "$$gitea_out"
+# The parts make test builds or installs run side by side, in the
+# background, while the rest is prepared (vet, at nice 19, compiles Ballet
+# meanwhile and goes on beside the tests; its output and verdict come after
+# theirs, and a failed vet fails make test):
+# Gitea's cold build (~6 min, mostly downloading and compiling its modules),
+# rqlited's (~90 s) and the agent CLIs' npm install (~20 s). parts_start
+# starts each one the caller neither gave (BALLET_GITEA, BALLET_RQLITED,
+# BALLET_CLAUDE and BALLET_OPENCODE) nor asked to skip (BALLET_SKIP_…=1);
+# parts_wait waits for all of them, sets the variables from their output,
+# and stops make before any test runs when one failed, naming it and how to
+# skip it (every failure is reported, not only the first).
+parts_start = parts_out=$$(mktemp -d); gitea_pid=; rqlited_pid=; agents_pid=; \
+	given_claude="$${BALLET_CLAUDE:-}"; given_opencode="$${BALLET_OPENCODE:-}"; \
+	if [ "$${BALLET_SKIP_GITEA:-}" != 1 ] && [ -z "$${BALLET_GITEA:-}" ]; then scripts/gitea.sh >"$$parts_out/gitea" & gitea_pid=$$!; fi; \
+	if [ "$${BALLET_SKIP_RQLITE:-}" != 1 ] && [ -z "$${BALLET_RQLITED:-}" ]; then scripts/rqlited.sh >"$$parts_out/rqlited" & rqlited_pid=$$!; fi; \
+	if [ "$${BALLET_SKIP_AGENTS:-}" != 1 ] && { [ -z "$$given_claude" ] || [ -z "$$given_opencode" ]; }; then scripts/agent-clis.sh >"$$parts_out/agents" & agents_pid=$$!; fi
+parts_wait = parts_failed=; \
+	if [ -n "$$rqlited_pid" ]; then \
+		if wait $$rqlited_pid; then BALLET_RQLITED=$$(cat "$$parts_out/rqlited"); export BALLET_RQLITED; \
+		else echo "make $@: building rqlited (scripts/rqlited.sh) failed; BALLET_SKIP_RQLITE=1 make test skips the tests that need it" >&2; parts_failed=1; fi; \
+	fi; \
+	if [ -n "$$agents_pid" ]; then \
+		if wait $$agents_pid; then eval "$$(cat "$$parts_out/agents")"; \
+			export BALLET_CLAUDE="$${given_claude:-$$BALLET_CLAUDE}" BALLET_OPENCODE="$${given_opencode:-$$BALLET_OPENCODE}"; \
+		else echo "make $@: installing the agent CLIs (scripts/agent-clis.sh) failed; BALLET_SKIP_AGENTS=1 make $@ skips the tests that need them" >&2; parts_failed=1; fi; \
+	fi; \
+	if [ -n "$$gitea_pid" ]; then \
+		if wait $$gitea_pid; then BALLET_GITEA=$$(cat "$$parts_out/gitea"); export BALLET_GITEA; \
+		else echo "make $@: building Gitea (scripts/gitea.sh) failed; BALLET_SKIP_GITEA=1 make $@ skips the tests that need it" >&2; parts_failed=1; fi; \
+	fi; \
+	rm -rf "$$parts_out"; [ -z "$$parts_failed" ] || exit 1
 
 # The failure suite's summary lines are printed after the run (go test hides
 # the output of packages that pass), then the skips' (internal/testkit/parts:
@@ -63,23 +72,37 @@ skip_summary = count() { awk -F'\t' -v k="$$1" '$$1 == k { print $$2 }' "$$skips
 	echo "skipped for missing parts: $${missing:-none}"; \
 	if [ -n "$$asked" ]; then echo "skipped on request: $$asked"; fi
 
+# go test starts the packages in the order it is given them (./... adds the
+# rest, alphabetically), at most two at a time on two cores: the ones that
+# take minutes go first, so that the short ones fill the other slot while
+# they run instead of the whole run waiting on them at its end. Their
+# output is printed in this order too.
+TEST_FIRST := ./internal/testkit/failuretest ./internal/testkit/apitest ./internal/forge/gitea \
+	./internal/testkit/uitest ./cmd/ballet ./internal/runner ./internal/lint ./internal/testkit/giteatest
+
 test:
-	@$(gitea_start); \
-	if [ "$${BALLET_SKIP_RQLITE:-}" != 1 ]; then $(need_rqlited); fi; \
-	$(need_agents); \
+	@$(parts_start); \
 	$(need_chromium); \
-	$(MAKE) --no-print-directory vet || exit 1; \
-	$(gitea_wait); \
-	sum=$$(mktemp); skips=$$(mktemp); \
-	BALLET_FAILURETEST_SUMMARY=$$sum BALLET_SKIP_SUMMARY=$$skips go test -count=1 -timeout 25m ./...; rc=$$?; \
-	cat $$sum; $(skip_summary); rm -f $$sum $$skips; exit $$rc
-	$(MAKE) fuzz
+	vetlog=$$(mktemp); nice -n 19 $(MAKE) --no-print-directory vet >$$vetlog 2>&1 & vet_pid=$$!; \
+	$(parts_wait); \
+	sum=$$(mktemp); skips=$$(mktemp); fuzzlog=$$(mktemp); \
+	nice -n 19 $(MAKE) --no-print-directory fuzz >$$fuzzlog 2>&1 & fuzz_pid=$$!; \
+	BALLET_FAILURETEST_SUMMARY=$$sum BALLET_SKIP_SUMMARY=$$skips go test -count=1 -timeout 25m $(TEST_FIRST) ./...; rc=$$?; \
+	cat $$sum; $(skip_summary); \
+	wait $$vet_pid; vet_rc=$$?; cat $$vetlog; \
+	if [ $$vet_rc -ne 0 ]; then echo "make test: make vet failed (above)" >&2; rc=1; fi; \
+	wait $$fuzz_pid; fuzz_rc=$$?; grep -v '^fuzz: elapsed: ' $$fuzzlog; \
+	if [ $$fuzz_rc -ne 0 ]; then echo "make test: make fuzz failed (above)" >&2; rc=1; fi; \
+	rm -f $$sum $$skips $$fuzzlog $$vetlog; exit $$rc
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt: files above are not formatted"; exit 1; }
 	go vet ./...
 
-# Short runs of every fuzz target (package:Target); a longer run is
+# Short runs of every fuzz target (package:Target); make test runs them
+# beside the tests, at the lowest priority (nice 19): they use the CPU the
+# tests leave idle while they wait, and print their output after the
+# tests' (its progress lines left out). A longer run is
 # `go test -run='^$$' -fuzz=Target -fuzztime=5m ./path`.
 FUZZ_TARGETS := internal/keys:FuzzParseItem internal/config:FuzzParse \
 	internal/pipeline:FuzzParse internal/pipeline:FuzzValidate internal/pipeline:FuzzDecodeJSON \

@@ -3,6 +3,7 @@ package auth_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -287,5 +288,116 @@ func TestASessionsLastUseIsWrittenAtMostOnceAMinute(t *testing.T) {
 		if err != nil || rows.Scan(0, &ms) != nil || ms != start.UnixMilli() {
 			t.Errorf("the other session's last use moved: %d %v", ms, err)
 		}
+	})
+}
+
+// raceStore runs before once, just before the first batch it is asked to
+// write: a change that lands between a decision's read and its write.
+type raceStore struct {
+	store.Store
+	once   sync.Once
+	before func()
+}
+
+func (r *raceStore) Exec(ctx context.Context, batch ...store.Statement) ([]store.Result, error) {
+	r.once.Do(r.before)
+	return r.Store.Exec(ctx, batch...)
+}
+
+// TestASessionEndsOnceWhenTwoSignOutsRace: of two sign-outs decided on
+// the same read of a session, one ends it; the other, finding its read
+// stale, decides again and finds nothing to do — session.ended is
+// recorded once.
+func TestASessionEndsOnceWhenTwoSignOutsRace(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		f, sessions := sessionFixture(t, s)
+		secret, _, err := sessions.Start(ctx, &auth.Principal{Kind: event.ActorHuman, Subject: "olga"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := f.authenticate(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		racing := &auth.Sessions{Auth: f.authn, TTL: sessions.TTL}
+		racing.Applier = &transition.Applier{Store: &raceStore{Store: s, before: func() {
+			if err := sessions.End(ctx, p); err != nil { // the other tab signs out first
+				t.Error(err)
+			}
+		}}, Clock: f.clock}
+		if err := racing.End(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(sessionEvents(t, s), " "); got != "session.started session.ended" {
+			t.Errorf("events %s, want the session ended once", got)
+		}
+	})
+}
+
+// TestEndingASessionEndsThatOne: with an ended session and another
+// before it, ending a session ends that one and records its own subject.
+func TestEndingASessionEndsThatOne(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		f, sessions := sessionFixture(t, s)
+		var ps []*auth.Principal
+		for _, sub := range []string{"olga", "pia"} {
+			secret, _, err := sessions.Start(ctx, &auth.Principal{Kind: event.ActorHuman, Subject: sub})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := f.authenticate(secret)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps = append(ps, p)
+		}
+		for _, p := range ps {
+			if err := sessions.End(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		evs, err := event.List(ctx, s, event.Filter{Limit: event.MaxLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ended []string
+		for _, e := range evs {
+			if se, ok, err := event.Decode[auth.SessionEnded](e); ok && err == nil {
+				ended = append(ended, se.Subject+"="+se.ID)
+			}
+		}
+		want := []string{"olga=" + ps[0].SessionID, "pia=" + ps[1].SessionID}
+		if strings.Join(ended, " ") != strings.Join(want, " ") {
+			t.Errorf("sessions ended %v, want %v", ended, want)
+		}
+	})
+}
+
+// TestASessionOfATokenRevokedUnawaresEnds: a token revoked without its
+// sessions being ended with it (by a Core before sessions ended with
+// their token) still ends them: the session says why.
+func TestASessionOfATokenRevokedUnawaresEnds(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		f, sessions := sessionFixture(t, s)
+		c, err := f.svc.Create(ctx, member, auth.TokenInput{Name: "laptop", Organization: "acme", Role: "viewer"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tp, err := f.authenticate(c.Secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secret, _, err := sessions.Start(ctx, tp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Exec(ctx, store.Stmt(`UPDATE tokens SET revoked_at = ? WHERE id = ?`, start.UnixMilli(), c.ID)); err != nil {
+			t.Fatal(err)
+		}
+		p, err := f.authenticate(secret)
+		wantUnauthenticated(t, "a session of a token revoked unawares", p, err, "the token it was started with is no longer valid (token revoked)")
 	})
 }

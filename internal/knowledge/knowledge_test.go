@@ -305,9 +305,9 @@ func TestSpaceInputIsChecked(t *testing.T) {
 	})
 }
 
-// TestTagAndResultBounds: an entry holds at most MaxTags tags and a search
-// answers at most MaxResults hits; exactly the bound is fine, one more is
-// a 400 naming the field.
+// TestTagAndResultBounds: an entry holds at most MaxTags tags, a search
+// has at most 32 words and answers at most MaxResults hits; exactly the
+// bound is fine, one more is a 400 naming the field.
 func TestTagAndResultBounds(t *testing.T) {
 	s := storetest.OpenWith(t, "sqlite", knowledge.Migrations)
 	k := knowledge.New(s, nil)
@@ -327,8 +327,15 @@ func TestTagAndResultBounds(t *testing.T) {
 	if code(err) != apperr.Invalid || !strings.HasPrefix(err.Error(), "tags:") || !strings.Contains(err.Error(), "at most") {
 		t.Errorf("%d tags: %v, want a 400 naming tags", knowledge.MaxTags+1, err)
 	}
-	if _, err := k.Search(ctx, "acme", knowledge.Query{Text: "tags", Limit: knowledge.MaxResults}); err != nil {
-		t.Errorf("a search for %d hits: %v", knowledge.MaxResults, err)
+	if hits, err := k.Search(ctx, "acme", knowledge.Query{Text: "tags", Limit: knowledge.MaxResults}); err != nil || len(hits) != 1 || len(hits[0].Tags) != knowledge.MaxTags {
+		t.Errorf("a search for %d hits: %+v, %v; want the entry with its tags", knowledge.MaxResults, hits, err)
+	}
+	words := func(n int) string { return strings.TrimSpace(strings.Repeat("tags ", n)) }
+	if _, err := k.Search(ctx, "acme", knowledge.Query{Text: words(32)}); err != nil {
+		t.Errorf("a search of 32 words: %v", err)
+	}
+	if _, err := k.Search(ctx, "acme", knowledge.Query{Text: words(33)}); code(err) != apperr.Invalid || !strings.HasPrefix(err.Error(), "q:") {
+		t.Errorf("a search of 33 words: %v, want a 400 naming q", err)
 	}
 	_, err = k.Search(ctx, "acme", knowledge.Query{Text: "tags", Limit: knowledge.MaxResults + 1})
 	if code(err) != apperr.Invalid || !strings.HasPrefix(err.Error(), "limit:") {
@@ -360,4 +367,30 @@ func TestASpaceAnswersWhatALaterReadFinds(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSearchChecksItsSpaceAndTags: a search's space must be a space slug
+// (400 naming space, not a 404) and its tags are matched as entries store
+// them (lower case), a tag that is none being a 400 naming it.
+func TestSearchChecksItsSpaceAndTags(t *testing.T) {
+	s := storetest.OpenWith(t, "sqlite", knowledge.Migrations)
+	k := knowledge.New(s, nil)
+	ctx := context.Background()
+	if _, err := k.CreateEntry(ctx, ann, "acme", "default", knowledge.EntryInput{Slug: "deploy", Content: content("Deploy", "release steps", "Ops")}); err != nil {
+		t.Fatal(err)
+	}
+	if hits, err := k.Search(ctx, "acme", knowledge.Query{Text: "release", Tags: []string{" OPS "}}); err != nil || len(hits) != 1 {
+		t.Errorf("a search by tag OPS: %+v %v, want the entry tagged ops", hits, err)
+	}
+	for _, c := range []struct {
+		q     knowledge.Query
+		field string
+	}{
+		{knowledge.Query{Text: "release", Space: "../default"}, "space:"},
+		{knowledge.Query{Text: "release", Tags: []string{"no spaces"}}, "tag[0]:"},
+	} {
+		if _, err := k.Search(ctx, "acme", c.q); code(err) != apperr.Invalid || !strings.HasPrefix(err.Error(), c.field) {
+			t.Errorf("%+v: %v, want a 400 naming %s", c.q, err, c.field)
+		}
+	}
 }

@@ -29,11 +29,11 @@ func TestMakeTestNeedsRqlited(t *testing.T) {
 	}{
 		{name: "build fails", target: "test", buildFails: true, wantBuild: true},
 		{name: "build works", target: "test", wantOK: true, wantBuild: true,
-			wantGo: "go test -count=1 -timeout 25m ./... rqlited=/built/rqlited skip_rqlite="},
+			wantGo: " ./... rqlited=/built/rqlited skip_rqlite="},
 		{name: "skip asked", target: "test", env: []string{"BALLET_SKIP_RQLITE=1"}, buildFails: true, wantOK: true,
-			wantGo: "go test -count=1 -timeout 25m ./... rqlited= skip_rqlite=1"},
+			wantGo: " ./... rqlited= skip_rqlite=1"},
 		{name: "binary given", target: "test", env: []string{"BALLET_RQLITED=/given/rqlited"}, buildFails: true, wantOK: true,
-			wantGo: "go test -count=1 -timeout 25m ./... rqlited=/given/rqlited skip_rqlite="},
+			wantGo: " ./... rqlited=/given/rqlited skip_rqlite="},
 		{name: "bench build fails", target: "bench", buildFails: true, wantBuild: true},
 		{name: "bench", target: "bench", wantOK: true, wantBuild: true, wantGo: "go run . rqlited=/built/rqlited skip_rqlite="},
 	} {
@@ -96,7 +96,7 @@ func TestMakeTestNeedsGitea(t *testing.T) {
 			}
 			var testLine string
 			for _, l := range strings.Split(log, "\n") {
-				if strings.HasPrefix(l, "go test -count=1 -timeout 25m ./...") {
+				if isTestRun(l) {
 					testLine = l
 				}
 			}
@@ -112,6 +112,92 @@ func TestMakeTestNeedsGitea(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMakeTestPreparesThePartsSideBySide: make test builds rqlited while
+// the agent CLIs install (and Gitea builds): the fake rqlited build
+// finishes only once the CLI install has started, which it never would if
+// the parts were prepared one after the other.
+func TestMakeTestPreparesThePartsSideBySide(t *testing.T) {
+	scripts := fakeScripts{
+		agents: "touch agents.started\n" + fakeScripts{}.withDefaults().agents,
+		rqlited: "i=0; while [ ! -e agents.started ]; do i=$((i+1)); " +
+			"if [ $i -gt 200 ]; then echo 'the CLI install never started' >&2; exit 1; fi; sleep 0.05; done\n" +
+			"echo /built/rqlited\n",
+	}
+	out, log, err := runMake(t, "test", scripts, nil)
+	if err != nil {
+		t.Fatalf("make test: %v\n%s", err, out)
+	}
+	if !strings.Contains(log, "rqlited=/built/rqlited") || !strings.Contains(log, "claude=/cache/claude") {
+		t.Errorf("the tests did not get both parts:\n%s", log)
+	}
+}
+
+// TestMakeTestStartsTheLongestFirst: go test starts packages in the order
+// it is given them, and the failure suite, the API suite and the UI suite
+// take minutes: listed first, they run while the short packages fill the
+// other slots, instead of starting last (./... is alphabetical) and making
+// the whole run wait on them.
+func TestMakeTestStartsTheLongestFirst(t *testing.T) {
+	out, log, err := runMake(t, "test", fakeScripts{}, nil)
+	if err != nil {
+		t.Fatalf("make test: %v\n%s", err, out)
+	}
+	var line string
+	for _, l := range strings.Split(log, "\n") {
+		if isTestRun(l) {
+			line = l
+		}
+	}
+	all := strings.Index(line, " ./... ")
+	for _, pkg := range []string{"./internal/testkit/failuretest", "./internal/testkit/apitest", "./internal/testkit/uitest"} {
+		if i := strings.Index(line, " "+pkg+" "); i < 0 || i > all {
+			t.Errorf("the tests' call does not list %s before ./...: %q", pkg, line)
+		}
+	}
+}
+
+// TestMakeTestFuzzes: make test runs every fuzz target (beside the tests)
+// and fails, saying so, when one fails, even though the tests passed.
+func TestMakeTestFuzzes(t *testing.T) {
+	for _, fails := range []bool{false, true} {
+		var env []string
+		if fails {
+			env = []string{"FAKE_FUZZ_FAILS=1"}
+		}
+		out, log, err := runMake(t, "test", fakeScripts{}, env)
+		if (err != nil) != fails {
+			t.Errorf("fuzz fails %v: make test: %v\n%s", fails, err, out)
+		}
+		if !strings.Contains(log, "go test -run=^$ -fuzz=^FuzzParseItem$ -fuzztime=20000x ./internal/keys") {
+			t.Errorf("fuzz fails %v: FuzzParseItem not run:\n%s", fails, log)
+		}
+		if fails && (!strings.Contains(out, "make fuzz failed") || !strings.Contains(out, "found a failing input")) {
+			t.Errorf("the fuzz failure is not reported:\n%s", out)
+		}
+	}
+}
+
+// TestMakeTestVets: make test runs go vet (beside the tests) and fails,
+// showing the finding, when vet fails.
+func TestMakeTestVets(t *testing.T) {
+	for _, fails := range []bool{false, true} {
+		var env []string
+		if fails {
+			env = []string{"FAKE_VET_FAILS=1"}
+		}
+		out, log, err := runMake(t, "test", fakeScripts{}, env)
+		if (err != nil) != fails {
+			t.Errorf("vet fails %v: make test: %v\n%s", fails, err, out)
+		}
+		if !strings.Contains(log, "go vet ./...") {
+			t.Errorf("vet fails %v: go vet not run:\n%s", fails, log)
+		}
+		if fails && (!strings.Contains(out, "make vet failed") || !strings.Contains(out, "a finding")) {
+			t.Errorf("the vet failure is not reported:\n%s", out)
+		}
 	}
 }
 
@@ -138,7 +224,7 @@ func TestMakeTestNeedsChromium(t *testing.T) {
 			}
 			var testLine string
 			for _, l := range strings.Split(log, "\n") {
-				if strings.HasPrefix(l, "go test -count=1 -timeout 25m ./...") {
+				if isTestRun(l) {
 					testLine = l
 				}
 			}
@@ -233,6 +319,26 @@ type fakeScripts struct {
 	noAxe bool
 }
 
+// isTestRun tells whether a line of the calls log is make test's run of
+// the whole suite.
+func isTestRun(line string) bool {
+	return strings.HasPrefix(line, "go test -count=1 -timeout 25m ") && strings.Contains(line, " ./... ")
+}
+
+// withDefaults fills the scripts left "" with ones that succeed.
+func (f fakeScripts) withDefaults() fakeScripts {
+	if f.rqlited == "" {
+		f.rqlited = "echo /built/rqlited\n"
+	}
+	if f.agents == "" {
+		f.agents = "echo \"BALLET_CLAUDE='/cache/claude'\"\necho \"BALLET_OPENCODE='/cache/opencode'\"\n"
+	}
+	if f.gitea == "" {
+		f.gitea = "echo /built/gitea\n"
+	}
+	return f
+}
+
 // runMake runs `make TARGET` on a copy of the repository's Makefile in a
 // temporary folder, with a fake go and gofmt on PATH and fake scripts, so
 // nothing is built, installed or tested for real. The environment is the
@@ -252,15 +358,7 @@ func runMake(t *testing.T, target string, scripts fakeScripts, env []string) (ou
 	}
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "calls.log")
-	if scripts.rqlited == "" {
-		scripts.rqlited = "echo /built/rqlited\n"
-	}
-	if scripts.agents == "" {
-		scripts.agents = "echo \"BALLET_CLAUDE='/cache/claude'\"\necho \"BALLET_OPENCODE='/cache/opencode'\"\n"
-	}
-	if scripts.gitea == "" {
-		scripts.gitea = "echo /built/gitea\n"
-	}
+	scripts = scripts.withDefaults()
 	for name, content := range map[string]string{
 		"Makefile":              string(makefile),
 		"scripts/gitea.sh":      "#!/bin/sh\necho gitea.sh >> " + logPath + "\n" + scripts.gitea,
@@ -272,7 +370,10 @@ func runMake(t *testing.T, target string, scripts fakeScripts, env []string) (ou
 			` gitea=${BALLET_GITEA:-} skip_gitea=${BALLET_SKIP_GITEA:-}` +
 			` chromium=${BALLET_CHROMIUM:-} skip_browser=${BALLET_SKIP_BROWSER:-} " >> ` + logPath + "\n" +
 			// the test binaries' skips (internal/testkit/parts), as a go test run counts them
-			`if [ "$1" = test ] && [ -n "${BALLET_SKIP_SUMMARY:-}" ]; then printf '` + scripts.skips + `' >> "$BALLET_SKIP_SUMMARY"; fi` + "\n",
+			`if [ "$1" = test ] && [ -n "${BALLET_SKIP_SUMMARY:-}" ]; then printf '` + scripts.skips + `' >> "$BALLET_SKIP_SUMMARY"; fi` + "\n" +
+			// FAKE_FUZZ_FAILS=1: every fuzz run fails; FAKE_VET_FAILS=1: go vet fails
+			`case "$*" in *-fuzz=*) if [ -n "${FAKE_FUZZ_FAILS:-}" ]; then echo "fuzz: found a failing input"; exit 1; fi;; esac` + "\n" +
+			`if [ "$1" = vet ] && [ -n "${FAKE_VET_FAILS:-}" ]; then echo "vet: x.go:1: a finding"; exit 1; fi` + "\n",
 		"bin/chromium": "#!/bin/sh\n",
 		"bin/npm": "#!/bin/sh\n" + `echo "npm $* in ${PWD##*/}" >> ` + logPath + "\n" +
 			"mkdir -p node_modules/axe-core && : > node_modules/axe-core/axe.min.js\n",

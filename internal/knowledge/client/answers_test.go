@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ballet/ballet/internal/knowledge/client"
@@ -58,5 +59,41 @@ func TestClientTakesAnHTTPOrHTTPSURLWithAHost(t *testing.T) {
 		if _, err := client.New(client.Options{URL: u, Token: token}); err == nil {
 			t.Errorf("%s: accepted", u)
 		}
+	}
+}
+
+// TestClientAnswersUpTo8MiBAndTheServicesMessages: an answer of exactly
+// 8 MiB is read, one byte more is refused as unavailable; the service's
+// error message (its one error shape) is what the error says.
+func TestClientAnswersUpTo8MiBAndTheServicesMessages(t *testing.T) {
+	const limit = 8 << 20
+	var size atomic.Int64
+	size.Store(limit)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/search"):
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":{"code":"invalid","message":"q: has no word to search for"}}`))
+		default:
+			head := `{"slug":"big","title":"Big","body":"`
+			tail := `"}`
+			_, _ = w.Write([]byte(head + strings.Repeat("x", int(size.Load())-len(head)-len(tail)) + tail))
+		}
+	}))
+	defer srv.Close()
+	c, err := client.New(client.Options{URL: srv.URL, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if e, err := c.Entry(ctx, "acme", "", "big", 0); err != nil || e.Title != "Big" {
+		t.Errorf("an answer of exactly 8 MiB: %v", err)
+	}
+	size.Store(limit + 1)
+	if _, err := c.Entry(ctx, "acme", "", "big", 0); !errors.Is(err, client.ErrUnavailable) || !strings.Contains(err.Error(), "exceeds") {
+		t.Errorf("an answer of 8 MiB and a byte: %v, want unavailable: exceeds", err)
+	}
+	if _, err := c.Search(ctx, "acme", client.Query{Text: "x"}); err == nil || !strings.Contains(err.Error(), "q: has no word to search for") {
+		t.Errorf("the service's 400: %v, want its message", err)
 	}
 }

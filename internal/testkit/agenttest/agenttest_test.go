@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ballet/ballet/internal/testkit/parts"
 )
 
 // fakeTB records how Path ended a test: Fatalf and Skipf stop it like the
@@ -56,6 +58,7 @@ func script(t *testing.T, dir, out string) string {
 // version. A missing or wrong one fails the test with how to install it;
 // only BALLET_SKIP_AGENTS=1 skips.
 func TestPath(t *testing.T) {
+	parts.Aside(t) // the skips below are provoked, not missing parts
 	cli := CLI{Name: "demo", Package: "demo-pkg", Version: "1.2.3", Bin: "demo", Env: "AGENTTEST_DEMO"}
 	dir := t.TempDir()
 	for _, c := range []struct {

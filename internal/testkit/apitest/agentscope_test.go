@@ -17,6 +17,7 @@ import (
 // its run first with cost 0; the runner's finish, with the real usage, is
 // the one that counts, and usage its runner reports later still counts.
 func TestAgentSessionCannotEndItsRunToDodgeItsSpend(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		e.Org("acme")
@@ -57,6 +58,7 @@ func TestAgentSessionCannotEndItsRunToDodgeItsSpend(t *testing.T) {
 // requested takes no report through REST either (409 naming it), as
 // through MCP: the rule is the domain's, every door gets it.
 func TestRESTReportRefusedForCancelledRun(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		e.Org("acme")

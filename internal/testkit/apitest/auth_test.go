@@ -70,6 +70,7 @@ func fields(t *testing.T, r *apitest.Response) string {
 }
 
 func TestOIDC(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		iss := oidctest.New(t)
 		e := oidcEnv(t, s, iss)
@@ -136,6 +137,7 @@ func TestOIDC(t *testing.T) {
 }
 
 func TestOIDCNotConfigured(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		iss := oidctest.New(t)
 		e := apitest.New(t, s)
@@ -153,6 +155,7 @@ func TestOIDCNotConfigured(t *testing.T) {
 // (discovery is lazy); identity tokens then get 503 while other
 // credentials work, and are accepted once the provider is back.
 func TestOIDCIssuerDown(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		iss := oidctest.New(t)
 		iss.Stop()
@@ -188,6 +191,7 @@ type tokenOut struct {
 // TestTokens: the lifecycle through the API with human creators of every
 // role: create within the role ceiling, use, list, revoke.
 func TestTokens(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		iss := oidctest.New(t)
 		e := oidcEnv(t, s, iss)
@@ -385,6 +389,7 @@ func checkNoSecrets(t *testing.T, e *apitest.Env, s store.Store, secrets, reader
 // follows her current role: lifted with the override, gone with her
 // membership (the organization disappears from the token's list too).
 func TestTokenNeverActsAboveItsCreatorInAProject(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		iss := oidctest.New(t)
 		e := oidcEnv(t, s, iss)
@@ -436,6 +441,7 @@ func TestTokenNeverActsAboveItsCreatorInAProject(t *testing.T) {
 // creates a token for the organization; it acts in that project with at
 // most that role, and nowhere else.
 func TestProjectOnlyMemberToken(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		iss := oidctest.New(t)
 		e := oidcEnv(t, s, iss)

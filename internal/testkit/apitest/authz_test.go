@@ -12,6 +12,7 @@ import (
 // admin, another organization's admin, platform admin) gets exactly the
 // status its case names, on both engines.
 func TestAuthorizationMatrix(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		apitest.RunMatrix(t, s)
 	})

@@ -17,6 +17,7 @@ import (
 // the right end: the newest flows and tokens, the oldest waiting
 // questions (and says it is truncated).
 func TestBoundedListsWithMoreRowsThanTheLimit(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		e.Org("acme")

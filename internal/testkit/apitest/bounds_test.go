@@ -17,6 +17,7 @@ import (
 // overflowed the budget's sum), lease waits, runner capacity, budgets,
 // concurrency, approvals, log offsets. Nothing past a bound is stored.
 func TestNumbersBeyondTheirBounds(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		e.Org("acme")
@@ -71,6 +72,7 @@ func TestNumbersBeyondTheirBounds(t *testing.T) {
 // approvals, stage timeouts and iterations — each just below its minimum and just above its maximum is a
 // 400 naming the field, and each end itself is accepted.
 func TestQueryAndSettingsBeyondTheirBounds(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		e.Org("acme")

@@ -47,6 +47,7 @@ func burst(e *apitest.Env, n int) ([]apiItem, map[int]int) {
 // engines. They collide on the project's key counter; the applier retries
 // lost races in a fair queue, bounded by time, so none gives up with 409.
 func TestCreationBurstNeverConflicts(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		e.Org("acme")

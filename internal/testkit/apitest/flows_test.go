@@ -133,6 +133,7 @@ func (w *flowWorld) flowEvents(key string) []string {
 // → back to implement (a new iteration, with the report handed over), a
 // plain-git merge by a human, and the ticket done.
 func TestTemplatePipelineEndToEnd(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		w := newFlowWorld(t, s)
 		key := w.ticket("task")
@@ -233,6 +234,7 @@ func TestTemplatePipelineEndToEnd(t *testing.T) {
 // raises a blocking question; the ticket waits for an answer; answering it
 // resumes the same stage in a new session with the answer handed over.
 func TestIterationLimitQuestionAnswerResume(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		w := newFlowWorld(t, s)
 		key := w.ticket("task")
@@ -273,6 +275,7 @@ func TestIterationLimitQuestionAnswerResume(t *testing.T) {
 // for bugs: a human approval, then an agent stage whose failure fails the
 // pipeline ($failed), and blocking questions raised by a run.
 func TestHumanStagesFailedTargetAndBlockingQuestions(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		w := newFlowWorld(t, s)
 		w.Admin(200, "PUT", "/api/v1/projects/ACME/pipelines/bug", map[string]any{"version": 0, "definition": map[string]any{
@@ -324,6 +327,7 @@ func TestHumanStagesFailedTargetAndBlockingQuestions(t *testing.T) {
 // pushed ends failed with a report saying so; pausing a ticket stops its
 // flow and cancels its run.
 func TestNeverPushedBranchAndStopping(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		w := newFlowWorld(t, s)
 		w.Admin(200, "PUT", "/api/v1/projects/ACME/pipelines/docs", map[string]any{"version": 0, "definition": map[string]any{
@@ -363,6 +367,7 @@ func TestNeverPushedBranchAndStopping(t *testing.T) {
 // TestFlowRunsOnThePinnedVersion: a ticket runs on the pipeline version it
 // started with, even when a new version is published meanwhile.
 func TestFlowRunsOnThePinnedVersion(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		w := newFlowWorld(t, s)
 		key := w.ticket("task")
@@ -391,6 +396,7 @@ func TestFlowRunsOnThePinnedVersion(t *testing.T) {
 // its state, and changes nothing; once none is open (removed, done or
 // cancelled) it starts.
 func TestStartRefusesABlockedTicket(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		e.Org("acme")
@@ -440,6 +446,7 @@ func TestStartRefusesABlockedTicket(t *testing.T) {
 // beyond). With none, the stage's report says so and the human stage that
 // follows shows nothing_to_approve (branch_ahead 0); with some, neither.
 func TestNothingToApprove(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		w := newFlowWorld(t, s)
 		w.Admin(200, "PUT", "/api/v1/projects/ACME/pipelines/task", map[string]any{"version": 0, "definition": map[string]any{

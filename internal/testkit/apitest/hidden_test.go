@@ -20,6 +20,7 @@ import (
 // (server.Request.Org, Project, Item, Visible), so a handler cannot answer
 // differently; this holds every route of the table to it.
 func TestHiddenLooksUnknown(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		e.Org("acme")

@@ -22,6 +22,7 @@ import (
 // that this world does not write fails here: add it, and its history is
 // checked too.
 func TestEveryEventTypeHasAHistory(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		w := newFlowWorld(t, s, func(c *config.Config) { c.Knowledge.Wait.Duration = time.Millisecond })
 		writeEveryEventType(t, w)
@@ -203,6 +204,7 @@ func writeEveryEventType(t *testing.T, w *flowWorld) {
 // runner's registration, a browser session and a platform token only for
 // platform admins (for anyone else they are not there at all).
 func TestPlatformHistoryKeepsEachEntitysAuthorization(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		member := e.RoleToken(e.Org("acme"), "member")

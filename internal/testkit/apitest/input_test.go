@@ -18,6 +18,7 @@ import (
 // field (package text); multi-line texts keep their line feeds and tabs.
 // Nothing of it is stored.
 func TestControlCharactersAreRefused(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		w := newFlowWorld(t, s)
 		key := w.ticket("task")
@@ -84,6 +85,7 @@ func TestControlCharactersAreRefused(t *testing.T) {
 // be answered as sent and stored as 0, 0.0000015 stored as 0.000002), and
 // what is kept is answered exactly.
 func TestBudgetsAreExact(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		e.Org("acme")
@@ -122,6 +124,7 @@ func with(m map[string]any, k string, v any) map[string]any { m[k] = v; return m
 // one stored directly in the database, past the API, still makes git run
 // nothing when the merge stage reaches it.
 func TestRepositorySettingsGitWouldExecute(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		w := newFlowWorld(t, s)
 		marker := filepath.Join(t.TempDir(), "pwned")

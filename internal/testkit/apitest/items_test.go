@@ -62,6 +62,7 @@ func sortedKeys(m map[string]any) string {
 }
 
 func TestItemsAPI(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		orgID := e.Org("acme")
@@ -288,6 +289,7 @@ func TestItemsAPI(t *testing.T) {
 }
 
 func TestItemsBadInput(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s, func(c *config.Config) { c.HTTP.MaxBodyBytes = 128 << 10 })
 		e.Org("acme")
@@ -364,6 +366,7 @@ func TestItemsBadInput(t *testing.T) {
 // 404 on every item, question and event route, with the message an
 // unknown entity gets; blockers never cross organizations.
 func TestItemsInvisibleAcrossOrganizations(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		e.Org("acme")

@@ -24,6 +24,7 @@ import (
 // nothing of another's, and Core's own client (the MCP tools' and the
 // stages') reads with the service credential.
 func TestKnowledgeServiceBehindCore(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		var handler atomic.Pointer[http.Handler]
 		ks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*handler.Load()).ServeHTTP(w, r) }))

@@ -48,6 +48,7 @@ func roles(in introspection) map[string]string {
 // accepts into its subject and organization roles, and nothing else may
 // call the endpoint.
 func TestIntrospect(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		iss := oidctest.New(t)
 		e := oidcEnv(t, s, iss)
@@ -102,6 +103,7 @@ func TestIntrospect(t *testing.T) {
 // TestIntrospectWithoutServiceCredential: a Core with no service
 // credential configured lets nothing call the endpoint.
 func TestIntrospectWithoutServiceCredential(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s, func(c *config.Config) { c.Knowledge.ServiceToken = "" })
 		for _, caller := range []string{"", apitest.BootstrapToken, apitest.ServiceToken} {
@@ -114,6 +116,7 @@ func TestIntrospectWithoutServiceCredential(t *testing.T) {
 // introspection endpoint refuses the service credential (401), as do the
 // realtime WebSocket and the Knowledge proxy.
 func TestServiceCredentialIsNoUserCredential(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		fake := clientfake.Start(t, apitest.ServiceToken)
 		e := apitest.New(t, s, func(c *config.Config) { c.Knowledge.URL = fake.URL })
@@ -157,6 +160,7 @@ func TestServiceCredentialIsNoUserCredential(t *testing.T) {
 // cookies either way, within Core's body limit; a service that does not
 // answer is a 503 in the API's error shape.
 func TestKnowledgeProxy(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		fake := clientfake.Start(t, apitest.ServiceToken)
 		e := apitest.New(t, s, func(c *config.Config) { c.Knowledge.URL = fake.URL; c.HTTP.MaxBodyBytes = 4096 })
@@ -247,6 +251,7 @@ func TestKnowledgeProxy(t *testing.T) {
 // never another organization's; with the service down the tools answer an
 // error the agent can read, and the session goes on.
 func TestMCPKnowledgeTools(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		fake := clientfake.Start(t, apitest.ServiceToken)
 		fake.Put("acme", knowledge.Entry{Slug: "conventions/go", Title: "Go conventions", Body: "Wrap every error with context.", Tags: []string{"go"}})

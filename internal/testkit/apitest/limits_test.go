@@ -14,6 +14,7 @@ import (
 // not with one problem per entry. The body is refused before anything is
 // stored, so one engine is enough.
 func TestFieldErrorsLimited(t *testing.T) {
+	t.Parallel()
 	e := apitest.New(t, storetest.Open(t, "sqlite"))
 	e.Org("acme")
 	types := make([]string, 100_000)

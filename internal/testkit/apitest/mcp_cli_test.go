@@ -26,6 +26,7 @@ import (
 // token (the model is the scripted fake): the session reads the ticket
 // with get_ticket and submits it as its report, which lands on the run.
 func TestClaudeCodeTalksToCoresMCP(t *testing.T) {
+	t.Parallel()
 	claude := agenttest.Claude(t)
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
@@ -49,6 +50,7 @@ func TestClaudeCodeTalksToCoresMCP(t *testing.T) {
 // scripted model) searches its organization's knowledge through Core's
 // MCP endpoint and reports what it found.
 func TestClaudeCodeSearchesKnowledge(t *testing.T) {
+	t.Parallel()
 	claude := agenttest.Claude(t)
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		fake := clientfake.Start(t, apitest.ServiceToken)

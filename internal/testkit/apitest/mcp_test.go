@@ -80,6 +80,7 @@ func getTicket(t *testing.T, s *mcp.ClientSession) ticketView {
 // it wait, and the tools are closed once the run is finished or
 // cancelled.
 func TestMCPTools(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		w := newFlowWorld(t, s)
 		k := w.ticket("task")
@@ -215,6 +216,7 @@ var initialize = map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize
 // TestMCPTakesOnlyRunTokens: no credential, or any credential but a run
 // token, is a 401 in the API's error shape.
 func TestMCPTakesOnlyRunTokens(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		orgID := e.Org("acme")

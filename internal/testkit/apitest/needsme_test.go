@@ -67,6 +67,7 @@ func flag(t *testing.T, w *flowWorld, key string) {
 // stage; a question with its text; a limit truncates; another
 // organization's admin sees none of it, and a viewer of acme sees it all.
 func TestNeedsMe(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		w := newFlowWorld(t, s)
 		w.Admin(200, "PUT", "/api/v1/projects/ACME/pipelines/bug", map[string]any{"version": 0, "definition": map[string]any{
@@ -269,6 +270,7 @@ func (c *countingStore) Query(ctx context.Context, sql string, args ...any) (*st
 // the board read the store a fixed number of times, however many entries
 // and items they answer (no read per ticket).
 func TestNeedsMeAndTheBoardReadInAFewQueries(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		cs := &countingStore{Store: s}
 		e := apitest.New(t, cs)
@@ -304,6 +306,7 @@ func TestNeedsMeAndTheBoardReadInAFewQueries(t *testing.T) {
 // instance authenticates on another over the same database, and signing
 // out on the second ends it on the first.
 func TestSessionsAreSharedByCoreInstances(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		a, b := apitest.New(t, s), apitest.New(t, s)
 		br := a.Browser("")

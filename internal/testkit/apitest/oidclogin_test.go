@@ -65,6 +65,7 @@ type visited struct {
 // nonce), the issuer back with a code, Core exchanges it and starts a
 // session, then sends the browser to next. The session is the person's.
 func TestOIDCSignIn(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		iss := oidctest.New(t)
 		e := oidcLoginEnv(t, s, iss)
@@ -101,6 +102,7 @@ func TestOIDCSignIn(t *testing.T) {
 // another browser's sign-in (its PKCE verifier does not match) start no
 // session; next must be a path of Ballet's own.
 func TestOIDCSignInRefusals(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		iss := oidctest.New(t)
 		e := oidcLoginEnv(t, s, iss)

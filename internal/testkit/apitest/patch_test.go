@@ -19,6 +19,7 @@ import (
 // cleared. Sending one budget used to remove the other; sending the
 // repository's url alone needed the whole repository.
 func TestProjectPatchMergesNestedObjects(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		e.Org("acme")

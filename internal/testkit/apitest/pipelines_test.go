@@ -26,6 +26,7 @@ type pipelineBody struct {
 }
 
 func TestPipelinesREST(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		e.Org("acme")
@@ -141,6 +142,7 @@ func TestPipelinesREST(t *testing.T) {
 }
 
 func TestTemplateResolvesWithoutSaves(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		e.Org("acme")
@@ -156,6 +158,7 @@ func TestTemplateResolvesWithoutSaves(t *testing.T) {
 // TestConcurrentPublishExactlyOneWins: saves based on the same version race;
 // the check is part of the write batch, so exactly one succeeds.
 func TestConcurrentPublishExactlyOneWins(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		e.Org("acme")
@@ -195,6 +198,7 @@ func TestConcurrentPublishExactlyOneWins(t *testing.T) {
 // TestParseAndRender: parse and render read and store nothing, so one
 // engine is enough.
 func TestParseAndRender(t *testing.T) {
+	t.Parallel()
 	s := storetest.Open(t, "sqlite")
 	e := apitest.New(t, s)
 	var parsed struct {
@@ -244,6 +248,7 @@ type problemsBody struct {
 // one of the two); YAML problems come back as parse reports them, with
 // their lines and columns.
 func TestPublishYAML(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		e.Org("acme")
@@ -325,6 +330,7 @@ func stagesYAML(n int) string {
 // are refused before anything is stored, so one engine is enough (saving
 // pipelines runs on both in TestPipelinesREST).
 func TestPipelineInputLimits(t *testing.T) {
+	t.Parallel()
 	s := storetest.Open(t, "sqlite")
 	e := apitest.New(t, s)
 	e.Org("acme")

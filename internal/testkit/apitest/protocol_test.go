@@ -41,6 +41,7 @@ func wantField(t *testing.T, r *apitest.Response, field string) {
 // and a finish that may be repeated while the run token serves nothing
 // else. The credential is in no event and no log line.
 func TestRunnerProtocolV2(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s, func(c *config.Config) { c.HTTP.PublicURL = "https://ballet.example.com/" })
 		e.Org("acme")
@@ -168,6 +169,7 @@ func TestRunnerProtocolV2(t *testing.T) {
 // organization admin sees them without token and labels, with only the
 // sessions of its own organization's tickets; anyone else is refused.
 func TestListRunners(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		acme, beta := e.Org("acme"), e.Org("beta")
@@ -225,6 +227,7 @@ func createTask(e *apitest.Env, project string) string {
 // address it answers on, so the sessions its leases describe reach its MCP
 // endpoint (an agent CLI driven against a test Core needs it).
 func TestLeaseNamesTheTestCoresMCP(t *testing.T) {
+	t.Parallel()
 	e := apitest.New(t, storetest.Open(t, "sqlite"))
 	e.Org("acme")
 	e.Project("acme", "ACME")

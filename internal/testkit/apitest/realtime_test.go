@@ -16,6 +16,7 @@ import (
 // TestRealtimeIsWired: Core serves the realtime API on its own handler; a
 // subscriber sees the replay and then a change made through REST.
 func TestRealtimeIsWired(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		e.Org("acme")
@@ -50,6 +51,7 @@ func TestRealtimeIsWired(t *testing.T) {
 // -32003 before any later event, and the person's identity token still
 // holds the connection (it is valid, only the role is gone).
 func TestRealtimeEndsWhenAPersonLosesAccess(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		iss := oidctest.New(t)
 		e := oidcEnv(t, s, iss)

@@ -45,6 +45,7 @@ func upload(e *apitest.Env, want int, token, runID string, offset any, data stri
 }
 
 func TestRunLogAPI(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s, func(c *config.Config) { c.Runs.LogLimit = 2048 })
 		orgID := e.Org("acme")
@@ -158,6 +159,7 @@ func TestRunLogAPI(t *testing.T) {
 // race; exactly one lands whole, every uploader gets 200 (the others'
 // chunks end at the stored size: repeats).
 func TestRunLogConcurrentUploads(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		e.Org("acme")

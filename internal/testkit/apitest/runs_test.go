@@ -117,6 +117,7 @@ func runEvents(e *apitest.Env, runID string) []string {
 }
 
 func TestRunnerProtocolAPI(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		orgID := e.Org("acme")
@@ -274,6 +275,7 @@ func TestRunnerProtocolAPI(t *testing.T) {
 }
 
 func TestRunTokenScopeAPI(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		e.Org("acme")
@@ -320,6 +322,7 @@ func TestRunTokenScopeAPI(t *testing.T) {
 }
 
 func TestLeaseAPIWaitsAndRaces(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		e.Org("acme")

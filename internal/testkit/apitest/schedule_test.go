@@ -16,6 +16,7 @@ import (
 // starts on that change's event; the blocked one as soon as the blocker is
 // done.
 func TestSchedulerReactsToEvents(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		repo := apitest.NewGitRepo(t)
 		dir := t.TempDir()

@@ -21,6 +21,7 @@ import (
 // or changing the project is a 400 naming the field, and the project is
 // left as it was. A reference the allow-list makes referable is saved.
 func TestSecretRefsNeverNameBalletsOwn(t *testing.T) {
+	t.Parallel()
 	for _, allow := range [][]string{{apitest.SecretsAllow}, {"env:*", "file:/*"}} {
 		t.Run(strings.Join(allow, ","), func(t *testing.T) {
 			storetest.Each(t, func(t *testing.T, s store.Store) {

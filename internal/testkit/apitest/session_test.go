@@ -43,6 +43,7 @@ func sessionEnded(t *testing.T, s store.Store, subject string) []bool {
 // signing out ends the session on the server, so the same cookie value,
 // replayed, is refused.
 func TestSessionSignInAndOut(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		b := e.Browser("")
@@ -118,6 +119,7 @@ func TestSessionSignInAndOut(t *testing.T) {
 // tokens minted), and ends when the token is revoked — REST at once, and
 // the row says so.
 func TestSessionActsAsItsAPIToken(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		org := e.Org("acme")
@@ -149,6 +151,7 @@ func TestSessionActsAsItsAPIToken(t *testing.T) {
 // TestSessionRefusesOtherCredentials: a bad token is 401, a runner token
 // 403, a session value 400 naming the field, an empty body's token 400.
 func TestSessionRefusesOtherCredentials(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		var runner struct{ Token string }
@@ -176,6 +179,7 @@ func TestSessionRefusesOtherCredentials(t *testing.T) {
 // TestSessionExpires: a session lives session_ttl from sign-in, however
 // much it is used (absolute), on Core's clock.
 func TestSessionExpires(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		clk := clock.NewFake(time.Now().UTC()) // the cookie jar expires the cookie on the real clock
 		e := apitest.NewOn(t, s, clk, func(c *config.Config) { c.Auth.SessionTTL = config.Duration{Duration: time.Hour} })
@@ -217,6 +221,7 @@ func TestSessionExpires(t *testing.T) {
 // page works; a bearer is not affected whatever its Origin; a sign-in
 // from another site is refused too.
 func TestSessionCSRF(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		b := e.Browser("")
@@ -268,6 +273,7 @@ func TestSessionCSRF(t *testing.T) {
 // upgrade), and closes when the session is signed out — at once, not at
 // the next periodic re-check (an hour away here).
 func TestSessionRealtime(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s, func(c *config.Config) { c.Events.AuthRecheck = config.Duration{Duration: time.Hour} })
 		e.Org("acme")
@@ -315,6 +321,7 @@ func TestSessionRealtime(t *testing.T) {
 // would grant it in the project; a token's scopes narrow them; a stranger
 // gets the project's 404.
 func TestProjectPermissions(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		org := e.Org("acme")
@@ -351,6 +358,7 @@ func TestProjectPermissions(t *testing.T) {
 // proxy), the cookie is Secure, and a page of that origin may write with
 // it although the Host Core sees is another.
 func TestSessionBehindAProxy(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s, func(c *config.Config) { c.HTTP.PublicURL = "https://ballet.example.com" })
 		r := e.Browser("").Do("POST", "/api/v1/session", map[string]any{"token": apitest.BootstrapToken})
@@ -400,6 +408,7 @@ func TestSessionBehindAProxy(t *testing.T) {
 // as the bearer and no cookie; another site's write with the cookie is
 // refused at Core and never reaches the service.
 func TestSessionThroughTheKnowledgeProxy(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		var mu sync.Mutex
 		var got []string

@@ -23,6 +23,7 @@ type skillOut struct {
 }
 
 func TestSkillsAPI(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		orgID := e.Org("acme")
@@ -121,6 +122,7 @@ func TestSkillsAPI(t *testing.T) {
 
 // TestSkillsBadInput: every 400 names the field at fault.
 func TestSkillsBadInput(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		e.Org("acme")
@@ -158,6 +160,7 @@ func TestSkillsBadInput(t *testing.T) {
 // TestSkillsConcurrentPut: two writers send the same version at once;
 // exactly one gets 200, the other 409.
 func TestSkillsConcurrentPut(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		orgID := e.Org("acme")

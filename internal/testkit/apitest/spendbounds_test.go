@@ -15,6 +15,7 @@ import (
 // — and another project's flows enter their agent stages within budget.
 // On the old code SUM overflowed: the reads answered 500.
 func TestHugeStoredSpendBreaksNoFlow(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		w := newFlowWorld(t, s)
 		w.Project("acme", "BAD")

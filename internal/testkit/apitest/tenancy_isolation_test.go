@@ -332,6 +332,7 @@ func (w *tenancyWorld) seed(ten *tenant) {
 // sees its own rows and none of the other's; counts and sums count only
 // its own.
 func TestTenantsSeeNothingOfEachOther(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		w := newTenancyWorld(t, s)
 		a := &tenant{marker: "zqalfa", slug: "zqalfa-org", key: "ALF", inputTokens: 1111}

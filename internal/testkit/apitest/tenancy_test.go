@@ -21,6 +21,7 @@ import (
 // TestOpenAPIDocumentsEveryRoute: the document is built from the route
 // table; nothing stored is read, so one engine is enough.
 func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
+	t.Parallel()
 	s := storetest.Open(t, "sqlite")
 	e := apitest.New(t, s)
 	type schema struct {
@@ -129,6 +130,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 }
 
 func TestTenancyLifecycle(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		orgID := e.Org("acme")
@@ -218,6 +220,7 @@ func TestTenancyLifecycle(t *testing.T) {
 }
 
 func TestBadInputIsRejectedClearly(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s, func(c *config.Config) { c.HTTP.MaxBodyBytes = 4096 })
 		e.Org("acme")
@@ -291,6 +294,7 @@ func TestBadInputIsRejectedClearly(t *testing.T) {
 }
 
 func TestBootstrapTokenIsGeneratedOnce(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		dir := t.TempDir()
 		file := filepath.Join(dir, "data", "bootstrap-token")
@@ -322,6 +326,7 @@ func TestBootstrapTokenIsGeneratedOnce(t *testing.T) {
 }
 
 func TestConcurrentProjectUpdatesOneWins(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		e := apitest.New(t, s)
 		e.Org("acme")

@@ -19,6 +19,7 @@ func (w *flowWorld) patchProject(body map[string]any) {
 // before entering its next stage; resuming releases it. The platform kill
 // switch cancels running stages at once; after the resume they run again.
 func TestProjectPauseAndKillSwitch(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		w := newFlowWorld(t, s)
 		key := w.ticket("task")
@@ -71,6 +72,7 @@ func TestProjectPauseAndKillSwitch(t *testing.T) {
 // budget makes the flow wait (waiting: budget) until budget is back; a
 // used-up ticket budget raises a blocking question. Spend is visible.
 func TestBudgets(t *testing.T) {
+	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		w := newFlowWorld(t, s)
 		w.patchProject(map[string]any{"budgets": map[string]any{"per_ticket_usd": nil, "per_day_usd": 0.015}})

@@ -85,3 +85,34 @@ func has(msg, want string) bool {
 	}
 	return strings.Contains(msg, want)
 }
+
+// TestProvokedSkipsAreAside: a test that sets CI itself (a test of a kit's
+// skip rule) provokes the skips it checks; it calls Aside, or make test's
+// summary would count them as missing parts under CI=true, where nothing
+// may be missing.
+func TestProvokedSkipsAreAside(t *testing.T) {
+	root := filepath.Join("..", "..", "..")
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p != root && (d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")) {
+			return filepath.SkipDir
+		}
+		// This package's own test sets CI around a summary file of its own.
+		if d.IsDir() || !strings.HasSuffix(p, "_test.go") || filepath.Dir(p) == filepath.Join(root, "internal", "testkit", "parts") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(b), `Setenv("CI"`) && !strings.Contains(string(b), "parts.Aside(t)") {
+			t.Errorf("%s sets CI in a test but never calls parts.Aside(t): its provoked skips are counted as missing parts", p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

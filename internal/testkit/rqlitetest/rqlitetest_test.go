@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/ballet/ballet/internal/testkit/parts"
 )
 
 func TestSingleNode(t *testing.T) {
@@ -63,6 +65,7 @@ func TestThreeNodesKillRestart(t *testing.T) {
 // CI=true and skips it elsewhere (counted, package parts);
 // BALLET_SKIP_RQLITE=1 skips, and then even when the binary exists.
 func TestBinaryFailsUnlessSkipAsked(t *testing.T) {
+	parts.Aside(t) // the skips below are provoked, not missing parts
 	present := filepath.Join(t.TempDir(), "rqlited")
 	if err := os.WriteFile(present, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)

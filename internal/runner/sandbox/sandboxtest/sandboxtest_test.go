@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/ballet/ballet/internal/testkit/parts"
 )
 
 // fakeTB records how Need ended a test: Fatalf and Skipf stop it like the
@@ -46,6 +48,7 @@ func outcome(check func(context.Context) error) (f *fakeTB) {
 // how to skip, and skips it elsewhere (counted); BALLET_SKIP_SANDBOX=1
 // skips, whatever the machine has.
 func TestNeed(t *testing.T) {
+	parts.Aside(t) // the skips below are provoked, not missing parts
 	noSandbox := func(context.Context) error { return errors.New("bwrap is not installed") }
 	sandbox := func(context.Context) error { return nil }
 	for _, c := range []struct {
