@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 // MaxSafe is the largest integer every JSON client reads exactly (2^53 −
@@ -46,9 +47,9 @@ var (
 		"PATCH /api/v1/projects/{project} budgets.per_ticket_usd", "PATCH /api/v1/projects/{project} budgets.per_day_usd"}}
 	ExitStatus = Bound{Name: "exit status", Min: math.MinInt32, Max: math.MaxInt32, Unit: "a process's exit status", Fields: []string{
 		"POST /api/v1/runs/{run}/finish exit_status"}}
-	LeaseWait = Bound{Name: "lease wait", Min: 0, Max: 60, Unit: "seconds", Fields: []string{
+	LeaseWait = Bound{Name: "lease wait", Min: 0, Max: runproto.MaxLeaseWait, Unit: "seconds", Fields: []string{
 		"POST /api/v1/runners/{runner}/lease wait_seconds"}}
-	Capacity = Bound{Name: "runner capacity", Min: 1, Max: 64, Unit: "sessions at once", Fields: []string{
+	Capacity = Bound{Name: "runner capacity", Min: 1, Max: runproto.MaxCapacity, Unit: "sessions at once", Fields: []string{
 		"POST /api/v1/runners capacity"}}
 	ProjectConcurrency = Bound{Name: "project concurrency", Min: 0, Max: 1000, Unit: "tickets running at once (0: no limit)", Fields: []string{
 		"POST /api/v1/orgs/{org}/projects concurrency_limit", "PATCH /api/v1/projects/{project} concurrency_limit"}}
