@@ -76,11 +76,11 @@ type Core struct {
 	Reconciler *reconcile.Reconciler
 	// Notifier turns the events that need a person into notifications
 	// (the leader runs it).
-	Notifier *notify.Notifier
-	Feed       *feed.Feed        // tails the event log on every instance
-	Realtime   *realtime.Handler // the WebSocket JSON-RPC API
-	OIDCLogin  *server.OIDCLogin // the browser's sign-in through the issuer (nil: [auth] oidc_client_id unset)
-	Runs       *run.Service
+	Notifier  *notify.Notifier
+	Feed      *feed.Feed        // tails the event log on every instance
+	Realtime  *realtime.Handler // the WebSocket JSON-RPC API
+	OIDCLogin *server.OIDCLogin // the browser's sign-in through the issuer (nil: [auth] oidc_client_id unset)
+	Runs      *run.Service
 	// Knowledge calls the Knowledge service with the service credential
 	// (the MCP tools, the entries a stage names).
 	Knowledge *client.Client
