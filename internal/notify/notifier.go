@@ -186,7 +186,7 @@ func (n *Notifier) batch(ctx context.Context) (made int, more bool, err error) {
 		out = append(out, ns...)
 	}
 	now := n.Clock.Now().Truncate(time.Millisecond)
-	advance := store.Stmt(`UPDATE event_cursors SET seq = ?, updated_at = ? WHERE name = ? AND seq = ?`, to, now.UnixMilli(), Cursor, from)
+	advance := advance(from, to, now)
 	if len(out) == 0 {
 		// Nothing to tell anyone: the cursor alone moves (bookkeeping of
 		// the consumer, as a job's claim is: no event).
@@ -199,6 +199,12 @@ func (n *Notifier) batch(ctx context.Context) (made int, more bool, err error) {
 		return 0, false, fmt.Errorf("notifications of events %d–%d: %w", from+1, to, err)
 	}
 	return len(out), len(evs) == size, nil
+}
+
+// advance is the statement that moves the cursor from the seq read to
+// another; guarded, it loses the race when the cursor moved meanwhile.
+func advance(from, to int64, now time.Time) store.Statement {
+	return store.Stmt(`UPDATE event_cursors SET seq = ?, updated_at = ? WHERE name = ? AND seq = ?`, to, now.UnixMilli(), Cursor, from)
 }
 
 // write is the batch of notifications ns with the cursor's guarded

@@ -52,9 +52,10 @@ func person(r *Request) string {
 func (r *Request) readable() notify.Readable {
 	return func(ctx context.Context, orgID, projectID string) (bool, error) {
 		err := r.api.access.Check(ctx, r.Principal, access.TrackerRead, orgID, projectID)
-		switch apperr.Code(err) {
-		case "":
+		if err == nil {
 			return true, nil
+		}
+		switch apperr.Code(err) {
 		case apperr.NotFound, apperr.Forbidden:
 			return false, nil
 		}
