@@ -6,6 +6,7 @@ import (
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apijson"
 	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/bounds"
 	"github.com/ballet/ballet/internal/notify"
 )
 
@@ -69,7 +70,7 @@ func (h *Notifications) list(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	before, err := r.QueryInt("before", 0, 0, 1<<53)
+	before, err := r.QueryInt("before", 0, bounds.After.Min, bounds.After.Max)
 	if err != nil {
 		return nil, err
 	}
