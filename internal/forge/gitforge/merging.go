@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/ballet/ballet/internal/fault"
 	"github.com/ballet/ballet/internal/forge"
@@ -142,6 +145,9 @@ func (m *Merging) Merge(ctx context.Context, repo forge.Repo, pr forge.PullReque
 			return err
 		}
 		// Compare and swap: the base moves only from the head merged into.
+		if _, err := RecoverStaleRefLock(dir, "refs/heads/"+base, time.Now()); err != nil {
+			return err
+		}
 		_, err = m.git(ctx, "--git-dir="+dir, "update-ref", "-m", "ballet merge", "refs/heads/"+base, strings.TrimSpace(commit), baseSHA)
 		if err == nil {
 			fault.Hit(FaultMerged)
@@ -194,4 +200,36 @@ func (m *Merging) Merges(ctx context.Context, repo forge.Repo, branch string) ([
 		heads = append(heads, p[1])
 	}
 	return heads, nil
+}
+
+// StaleRefLock is how old a ref's lock file must be before
+// RecoverStaleRefLock removes it: git holds one for milliseconds while it
+// updates the ref, so a lock this old was left by a process that was killed
+// holding it.
+const StaleRefLock = 2 * time.Second
+
+// RecoverStaleRefLock removes ref's lock file (ref + ".lock") in the git
+// directory dir when it is older than StaleRefLock at now, and reports
+// whether it did. git leaves the lock behind when the process updating the
+// ref is killed between taking and releasing it (a Core killed during a
+// merge), and every later update of that ref then fails with "File exists".
+// A forge's server recovers its own locks after a crash; the test forge,
+// which writes the repository itself, must do it, and so must a test that
+// pushes to the same repository as a person would.
+func RecoverStaleRefLock(dir, ref string, now time.Time) (bool, error) {
+	lock := filepath.Join(dir, filepath.FromSlash(ref)+".lock")
+	fi, err := os.Stat(lock)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("gitforge: the lock of %s: %w", ref, err)
+	}
+	if now.Sub(fi.ModTime()) < StaleRefLock {
+		return false, nil
+	}
+	if err := os.Remove(lock); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return false, fmt.Errorf("gitforge: removing the stale lock of %s: %w", ref, err)
+	}
+	return true, nil
 }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ballet/ballet/internal/fault"
 	"github.com/ballet/ballet/internal/forge"
@@ -265,5 +267,43 @@ func TestForBuild(t *testing.T) {
 	_, merging := ForBuild("").(*Merging)
 	if merging != TestBuild || ForBuild("").CanMerge() != TestBuild {
 		t.Fatalf("ForBuild is %T in a build with TestBuild %v", ForBuild(""), TestBuild)
+	}
+}
+
+// TestMergingRecoversAStaleRefLock: a Core killed while it updated main left
+// main's lock file in the repository; the next merge removes it once it is
+// stale and merges, while a fresh lock (someone is updating main right now)
+// is left alone and the merge fails instead of breaking it.
+func TestMergingRecoversAStaleRefLock(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	f := NewMerging("")
+	repo := forge.Repo{URL: w.bare, DefaultBranch: "main"}
+	ctx := context.Background()
+	c1 := w.pushBranch("ACME-1")
+	lock := filepath.Join(w.bare, "refs", "heads", "main.lock")
+
+	if err := os.WriteFile(lock, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Merge(ctx, repo, forge.PullRequest{Branch: "ACME-1", Base: "main", HeadSHA: c1}); err == nil {
+		t.Fatal("Merge went through a fresh lock of main")
+	}
+	if _, err := os.Stat(lock); err != nil {
+		t.Fatalf("a fresh lock was removed: %v", err)
+	}
+
+	old := time.Now().Add(-2 * StaleRefLock)
+	if err := os.Chtimes(lock, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Merge(ctx, repo, forge.PullRequest{Branch: "ACME-1", Base: "main", HeadSHA: c1}); err != nil {
+		t.Fatalf("Merge with a stale lock of main: %v", err)
+	}
+	if got := w.mergeRecords(); len(got) != 1 || got[0] != "ACME-1@"+c1 {
+		t.Fatalf("merge records %v, want ACME-1@%s", got, c1)
+	}
+	if _, err := os.Stat(lock); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the stale lock is still there: %v", err)
 	}
 }
