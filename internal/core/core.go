@@ -232,6 +232,7 @@ func New(o Options) (*Core, error) {
 	})
 	c.Notifier = (&notify.Notifier{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "notify"), Items: c.Tracker,
 		Members: c.Tenancy, Roles: res, PlatformAdmin: c.Auth.IsPlatformAdmin}).Init()
+	reg.MustRegister(notify.NewLagCollector(st, clk))
 	c.leading = func() bool { return true }
 	if st.Engine() == "rqlite" {
 		// Another instance may lead once the lease has ended: the handlers

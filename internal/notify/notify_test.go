@@ -2,9 +2,9 @@ package notify_test
 
 import (
 	"context"
-
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/notify"
@@ -217,7 +217,13 @@ func TestANewNotifierResumesFromTheCursor(t *testing.T) {
 		if cur, err := notify.ReadCursor(context.Background(), s); err != nil || cur != head {
 			t.Fatalf("cursor %d, %v; want the head %d", cur, err, head)
 		}
+		if n, age, err := notify.Lag(context.Background(), s, time.Now()); err != nil || n != 0 || age != 0 {
+			t.Errorf("caught up, the lag is %d events, %s (%v)", n, age, err)
+		}
 		w.ask("dave", key)
+		if n, _, err := notify.Lag(context.Background(), s, time.Now()); err != nil || n != 1 {
+			t.Errorf("after a question, the lag is %d events (%v), want 1", n, err)
+		}
 		restarted := fresh(w)
 		if made := w.pass(restarted); made != 1 {
 			t.Errorf("the restarted notifier made %d, want 1 (only the new question)", made)
