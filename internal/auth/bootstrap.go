@@ -26,16 +26,8 @@ func Bootstrap(configured, file string) (token string, generated bool, err error
 	if configured != "" {
 		return configured, false, nil
 	}
-	b, err := os.ReadFile(file)
-	switch {
-	case err == nil:
-		t := strings.TrimSpace(string(b))
-		if len(t) < 16 {
-			return "", false, fmt.Errorf("bootstrap token file %s holds no usable token (delete it to generate a new one)", file)
-		}
-		return t, false, nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return "", false, fmt.Errorf("read bootstrap token: %w", err)
+	if t, err := readBootstrap(file); !errors.Is(err, fs.ErrNotExist) {
+		return t, false, err
 	}
 	if err := os.MkdirAll(filepath.Dir(file), 0o750); err != nil {
 		return "", false, fmt.Errorf("create folder for %s: %w", file, err)
@@ -64,10 +56,31 @@ func Bootstrap(configured, file string) (token string, generated bool, err error
 		return "", false, fmt.Errorf("write bootstrap token: %w", err)
 	}
 	if err := os.Link(tmp.Name(), file); err != nil {
-		if errors.Is(err, fs.ErrExist) { // another instance wrote it meanwhile
-			return Bootstrap(configured, file)
+		if errors.Is(err, fs.ErrExist) {
+			// Another instance wrote it meanwhile: read it, once (a link
+			// to nothing exists and cannot be read, so trying again would
+			// never end).
+			t, err := readBootstrap(file)
+			if errors.Is(err, fs.ErrNotExist) {
+				return "", false, fmt.Errorf("bootstrap token file %s exists but cannot be read (a link to nothing?): %w", file, err)
+			}
+			return t, false, err
 		}
 		return "", false, fmt.Errorf("write bootstrap token %s: %w", file, err)
 	}
 	return secret, true, nil
+}
+
+// readBootstrap reads the token stored in file: an error wrapping
+// fs.ErrNotExist when there is none.
+func readBootstrap(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("read bootstrap token: %w", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if len(t) < 16 {
+		return "", fmt.Errorf("bootstrap token file %s holds no usable token (delete it to generate a new one)", file)
+	}
+	return t, nil
 }

@@ -3,6 +3,7 @@ package budget_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -181,3 +182,59 @@ func usage(runs int64, ns ...int64) budget.Usage {
 }
 
 func ptr(v int64) *int64 { return &v }
+
+// runUsage adds a finished run of ticket with the given usage, which may
+// be beyond the API's bounds (a row written around it).
+func (sd *seed) runUsage(ticket, project, org string, in, out, cost int64, finished time.Time) {
+	sd.n++
+	sd.add(`INSERT INTO runs (id, organization_id, project_id, item_id, flow_id, stage, iteration, step, adapter, model, instructions,
+skills, artifacts, status, runner_id, token_id, outcome, report, blocking_question, exit_status, error, input_tokens, output_tokens,
+cost_micros, cancel_requested, created_at, started_at, heartbeat_at, finished_at, updated_at, version)
+VALUES (?, ?, ?, ?, ?, 'build', 1, ?, 'claude-code', '', '', '[]', '{}', 'succeeded', 'runner', NULL, NULL, NULL, 0, NULL, NULL, ?, ?, ?, 0, 0, 0, 0, ?, 0, 2)`,
+		fmt.Sprintf("r%d", sd.n), org, project, ticket, "f-"+ticket, sd.n, in, out, cost, finished.UnixMilli())
+}
+
+// TestRollupsBeyondInt64Saturate: a rollup whose rows sum past the largest
+// int64 (or below the smallest) reads as that bound — a spent budget —
+// instead of failing or wrapping around, on every engine; a single row at
+// the largest int64 reads as itself; the other tickets' and projects'
+// rollups are untouched.
+func TestRollupsBeyondInt64Saturate(t *testing.T) {
+	const maxI, minI = int64(math.MaxInt64), int64(math.MinInt64)
+	noon := time.Date(2026, 3, 29, 12, 0, 0, 0, time.UTC)
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		sd := &seed{t: t, s: s}
+		sd.org("OA")
+		sd.project("P1", "OA")
+		sd.project("P2", "OA")
+		sd.ticket("T1", "P1", "OA")
+		sd.ticket("T2", "P1", "OA")
+		sd.ticket("T3", "P2", "OA")
+		sd.runUsage("T1", "P1", "OA", maxI, minI, maxI, noon)
+		sd.runUsage("T1", "P1", "OA", maxI, minI, 1_000_000, noon)
+		sd.runUsage("T2", "P1", "OA", maxI, 0, maxI, noon)
+		sd.runUsage("T3", "P2", "OA", 5, 6, 7, noon)
+		sd.write()
+		svc := &budget.Service{Store: s, Clock: clock.NewFake(noon)}
+		ctx := context.Background()
+		for _, c := range []struct {
+			name string
+			got  func() (budget.Usage, error)
+			want budget.Usage
+		}{
+			{"T1, past both ends", func() (budget.Usage, error) { return svc.TicketUsage(ctx, "T1") }, budget.Usage{InputTokens: maxI, OutputTokens: minI, CostMicros: maxI, Runs: 2}},
+			{"T2, one row at the largest", func() (budget.Usage, error) { return svc.TicketUsage(ctx, "T2") }, budget.Usage{InputTokens: maxI, CostMicros: maxI, Runs: 1}},
+			{"P1's day", func() (budget.Usage, error) { return svc.DayUsage(ctx, "P1", noon) }, budget.Usage{InputTokens: maxI, OutputTokens: minI, CostMicros: maxI, Runs: 3}},
+			{"P2's day", func() (budget.Usage, error) { return svc.DayUsage(ctx, "P2", noon) }, budget.Usage{InputTokens: 5, OutputTokens: 6, CostMicros: 7, Runs: 1}},
+		} {
+			got, err := c.got()
+			if err != nil || got != c.want {
+				t.Errorf("%s: %+v, %v; want %+v", c.name, got, err, c.want)
+			}
+		}
+		l := maxI
+		if v, _, err := svc.Gate(ctx, budget.Limits{PerDay: &l}, "P1", "T3"); err != nil || v.Kind != budget.DaySpent {
+			t.Errorf("the gate over a saturated day: %+v %v, want day spent", v, err)
+		}
+	})
+}

@@ -304,3 +304,60 @@ func TestSpaceInputIsChecked(t *testing.T) {
 		}
 	})
 }
+
+// TestTagAndResultBounds: an entry holds at most MaxTags tags and a search
+// answers at most MaxResults hits; exactly the bound is fine, one more is
+// a 400 naming the field.
+func TestTagAndResultBounds(t *testing.T) {
+	s := storetest.OpenWith(t, "sqlite", knowledge.Migrations)
+	k := knowledge.New(s, nil)
+	ctx := context.Background()
+	tags := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("t%d", i)
+		}
+		return out
+	}
+	e, err := k.CreateEntry(ctx, ann, "acme", "default", knowledge.EntryInput{Slug: "many", Content: content("Many", "tags", tags(knowledge.MaxTags)...)})
+	if err != nil || len(e.Tags) != knowledge.MaxTags {
+		t.Errorf("%d tags: %v, %v", knowledge.MaxTags, e.Tags, err)
+	}
+	_, err = k.CreateEntry(ctx, ann, "acme", "default", knowledge.EntryInput{Slug: "too-many", Content: content("Too many", "tags", tags(knowledge.MaxTags+1)...)})
+	if code(err) != apperr.Invalid || !strings.HasPrefix(err.Error(), "tags:") || !strings.Contains(err.Error(), "at most") {
+		t.Errorf("%d tags: %v, want a 400 naming tags", knowledge.MaxTags+1, err)
+	}
+	if _, err := k.Search(ctx, "acme", knowledge.Query{Text: "tags", Limit: knowledge.MaxResults}); err != nil {
+		t.Errorf("a search for %d hits: %v", knowledge.MaxResults, err)
+	}
+	_, err = k.Search(ctx, "acme", knowledge.Query{Text: "tags", Limit: knowledge.MaxResults + 1})
+	if code(err) != apperr.Invalid || !strings.HasPrefix(err.Error(), "limit:") {
+		t.Errorf("a search for %d hits: %v, want a 400 naming limit", knowledge.MaxResults+1, err)
+	}
+}
+
+// TestASpaceAnswersWhatALaterReadFinds: creating a space, and the first
+// access that writes the default one, answer the creation time as
+// stored (to the millisecond), on a clock that has finer time.
+func TestASpaceAnswersWhatALaterReadFinds(t *testing.T) {
+	storetest.EachWith(t, knowledge.Migrations, func(t *testing.T, s store.Store) {
+		ctx := t.Context()
+		fc := clock.NewFake(t0.Add(123_456_789 * time.Nanosecond))
+		k := knowledge.New(s, fc)
+		created, err := k.CreateSpace(ctx, ann, "acme", knowledge.SpaceInput{Slug: "ops", Title: "Ops"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, err := k.Space(ctx, "acme", knowledge.DefaultSpace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fc.Advance(time.Hour)
+		for _, want := range []knowledge.Space{created, first} {
+			got, err := k.Space(ctx, "acme", want.Slug)
+			if err != nil || !got.CreatedAt.Equal(want.CreatedAt) || !got.CreatedAt.Equal(t0.Add(123*time.Millisecond)) {
+				t.Errorf("space %s read back %+v, %v; answered %+v", want.Slug, got, err, want)
+			}
+		}
+	})
+}

@@ -115,6 +115,16 @@ func helper(mode string) {
 			os.Exit(0)
 		}
 		hang()
+	case "escape": // starts a hanging grandchild that leaves the session (its own session, no marker) holding stdout, says its PID, exits
+		gc := exec.Command(os.Args[0])
+		gc.Env = []string{helperEnv + "=hang"}
+		gc.Stdout = os.Stdout
+		gc.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := gc.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		fmt.Println("escaped", gc.Process.Pid)
 	case "family": // a session's family: child A (in the group, its environment cleared: no marker) with grandchild B, and C in a session of its own (marked); each says "guard NAME PID" and TERM is survived by all, saying so; exits 0 on SIGUSR1
 		usr := make(chan os.Signal, 1)
 		signal.Notify(usr, syscall.SIGUSR1)

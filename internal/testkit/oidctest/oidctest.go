@@ -58,6 +58,7 @@ type Issuer struct {
 	signIn                 string   // the subject the authorization endpoint approves
 	signInOpts             []Option // changes to the ID tokens it leads to
 	codes                  map[string]grant
+	clientAuth             []string // how each exchange authenticated its client: basic or post
 }
 
 // grant is an authorization code's request, until it is exchanged.
@@ -285,6 +286,15 @@ func (i *Issuer) SignInAs(subject string, opts ...Option) {
 	i.signIn, i.signInOpts = subject, opts
 }
 
+// ClientAuth lists how each code exchange so far authenticated its
+// client: "basic" (client_secret_basic, the Authorization header) or
+// "post" (the id, and any secret, in the form).
+func (i *Issuer) ClientAuth() []string {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return append([]string(nil), i.clientAuth...)
+}
+
 // oauthError answers an OAuth error (RFC 6749 5.2).
 func oauthError(w http.ResponseWriter, status int, code, desc string) {
 	w.Header().Set("Content-Type", "application/json")
@@ -350,6 +360,11 @@ func (i *Issuer) exchange(w http.ResponseWriter, r *http.Request) {
 		secret, _ = url.QueryUnescape(secret)
 	}
 	i.mu.Lock()
+	how := "post"
+	if basic {
+		how = "basic"
+	}
+	i.clientAuth = append(i.clientAuth, how)
 	g, ok := i.codes[r.PostForm.Get("code")]
 	delete(i.codes, r.PostForm.Get("code")) // once
 	wantID, wantSecret := i.clientID, i.clientSecret

@@ -1,0 +1,101 @@
+package service_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/knowledge"
+	"github.com/ballet/ballet/internal/knowledge/service"
+	"github.com/ballet/ballet/internal/testkit/storetest"
+)
+
+// TestAFullCacheDropsExpiredAnswersFirst: when the cache is full, answers
+// past their credential's expiry go first, and only if that frees no room
+// the oldest live one.
+func TestAFullCacheDropsExpiredAnswersFirst(t *testing.T) {
+	core := newFakeCore(t)
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(t0)
+	a := &service.Authenticator{Core: core.srv.URL, ServiceToken: serviceToken, TTL: time.Minute, MaxEntries: 3, Client: core.srv.Client(), Clock: clk}
+	for i, tok := range []string{"a", "b", "c"} {
+		core.person(tok, tok, map[string]string{"acme": "viewer"})
+		if tok == "b" {
+			exp := t0.Add(5 * time.Second)
+			core.mu.Lock()
+			ans := core.tokens[tok]
+			ans.ExpiresAt = &exp
+			core.tokens[tok] = ans
+			core.mu.Unlock()
+		}
+		clk.Advance(time.Duration(i+1) * time.Second)
+		if _, err := a.Authenticate(t.Context(), "Bearer "+tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(10 * time.Second) // b's credential has expired; a and c have not
+	core.person("d", "d", map[string]string{"acme": "viewer"})
+	if _, err := a.Authenticate(t.Context(), "Bearer d"); err != nil {
+		t.Fatal(err)
+	}
+	calls := core.calls.Load()
+	for _, tok := range []string{"a", "c", "d"} {
+		if _, err := a.Authenticate(t.Context(), "Bearer "+tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := core.calls.Load() - calls; got != 0 {
+		t.Errorf("%d live answers were asked again: the expired one should have made the room", got)
+	}
+}
+
+// TestAServiceAnswerIsAService: an introspection answer of any kind but
+// human acts as a service.
+func TestAServiceAnswerIsAService(t *testing.T) {
+	core := newFakeCore(t)
+	core.mu.Lock()
+	core.tokens["bot"] = service.IntrospectResponse{Active: true, Subject: "token:1", Kind: "robot"}
+	core.mu.Unlock()
+	a := &service.Authenticator{Core: core.srv.URL, ServiceToken: serviceToken, TTL: time.Minute, Client: core.srv.Client(), Clock: clock.NewFake(time.Now())}
+	p, err := a.Authenticate(t.Context(), "Bearer bot")
+	if err != nil || p.Kind != event.ActorService {
+		t.Errorf("a robot's answer: %+v %v, want a service", p, err)
+	}
+}
+
+// TestHealthReadinessAndUnknownRoutes: /healthz answers while the process
+// runs, /readyz while the database can be read (503 once it cannot), and
+// any other path is a 404 naming it.
+func TestHealthReadinessAndUnknownRoutes(t *testing.T) {
+	s := storetest.OpenWith(t, "sqlite", knowledge.Migrations)
+	e := newEnv(t, s)
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		e.h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	for _, c := range []struct {
+		path string
+		code int
+		body string
+	}{
+		{"/healthz", http.StatusOK, `"ok"`},
+		{"/readyz", http.StatusOK, `"ready"`},
+		{"/nowhere", http.StatusNotFound, "no route GET /nowhere"},
+	} {
+		if code, body := get(c.path); code != c.code || !strings.Contains(body, c.body) {
+			t.Errorf("GET %s: %d %s, want %d with %s", c.path, code, body, c.code, c.body)
+		}
+	}
+	s.Close()
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "unavailable") {
+		t.Errorf("GET /readyz with the database closed: %d %s, want 503 unavailable", code, body)
+	}
+	if code, _ := get("/healthz"); code != http.StatusOK {
+		t.Errorf("GET /healthz with the database closed: %d, want 200", code)
+	}
+}
