@@ -16,6 +16,7 @@ import (
 	"github.com/ballet/ballet/internal/knowledge"
 	"github.com/ballet/ballet/internal/knowledge/client"
 	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 // The tools: each its declaration (name, description, input schema) and
@@ -111,9 +112,9 @@ var getTicketTool = &sdk.Tool{
 // answered during the session shows), and the previous stage's report the
 // run was created with.
 type TicketView struct {
-	Ticket            run.SessionTicket   `json:"ticket"`
-	AnsweredQuestions []run.SessionAnswer `json:"answered_questions"`
-	PreviousReport    *run.SessionReport  `json:"previous_report"`
+	Ticket            runproto.SessionTicket   `json:"ticket"`
+	AnsweredQuestions []runproto.SessionAnswer `json:"answered_questions"`
+	PreviousReport    *runproto.SessionReport  `json:"previous_report"`
 }
 
 // getTicket answers the run's ticket as it is now (ticket).
@@ -148,13 +149,13 @@ func (h *Tools) ticket(ctx context.Context, r run.Run) (TicketView, error) {
 		return TicketView{}, err
 	}
 	v := TicketView{
-		Ticket: run.SessionTicket{Key: it.Key, Type: it.Type, Title: it.Title, Description: it.Description,
+		Ticket: runproto.SessionTicket{Key: it.Key, Type: it.Type, Title: it.Title, Description: it.Description,
 			AcceptanceCriteria: it.AcceptanceCriteria},
-		AnsweredQuestions: []run.SessionAnswer{},
-		PreviousReport:    (*run.SessionReport)(a.PreviousReport),
+		AnsweredQuestions: []runproto.SessionAnswer{},
+		PreviousReport:    (*runproto.SessionReport)(a.PreviousReport),
 	}
 	for _, q := range flow.Answered(qs) {
-		v.AnsweredQuestions = append(v.AnsweredQuestions, run.SessionAnswer(q))
+		v.AnsweredQuestions = append(v.AnsweredQuestions, runproto.SessionAnswer(q))
 	}
 	return v, nil
 }
