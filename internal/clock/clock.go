@@ -47,3 +47,34 @@ type realTimer struct{ t *time.Timer }
 
 func (r realTimer) C() <-chan time.Time { return r.t.C }
 func (r realTimer) Stop() bool          { return r.t.Stop() }
+
+// Waker wakes a loop that runs on a timer and on demand (the scheduler,
+// the job orchestrator, the notifier): Nudge asks for a run at once, and
+// nudges that come while the loop is busy coalesce into one. Its zero
+// value is not usable; NewWaker makes one.
+type Waker struct{ c chan struct{} }
+
+// NewWaker returns a Waker with no nudge pending.
+func NewWaker() *Waker { return &Waker{c: make(chan struct{}, 1)} }
+
+// Nudge asks for a run at once; it never blocks.
+func (w *Waker) Nudge() {
+	select {
+	case w.c <- struct{}{}:
+	default:
+	}
+}
+
+// Wait waits until a nudge or until d has passed on c, and reports true;
+// it reports false when ctx ends first.
+func (w *Waker) Wait(ctx context.Context, c Clock, d time.Duration) bool {
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-w.c:
+	case <-t.C():
+	}
+	return true
+}

@@ -47,7 +47,7 @@ type Orchestrator struct {
 	metrics  *Metrics
 	handlers map[string]Handler
 
-	wake chan struct{}
+	wake *clock.Waker
 
 	mu      sync.Mutex
 	running int
@@ -81,7 +81,7 @@ func NewOrchestrator(s store.Store, c clock.Clock, log *slog.Logger, cfg Config,
 	return &Orchestrator{
 		store: s, clock: c, log: log, cfg: cfg, owner: owner, metrics: metrics,
 		handlers: map[string]Handler{},
-		wake:     make(chan struct{}, 1),
+		wake:     clock.NewWaker(),
 	}
 }
 
@@ -90,12 +90,7 @@ func (o *Orchestrator) Handle(kind string, h Handler) { o.handlers[kind] = h }
 
 // Notify wakes the orchestrator at once, e.g. after a batch enqueued jobs
 // in this process.
-func (o *Orchestrator) Notify() {
-	select {
-	case o.wake <- struct{}{}:
-	default:
-	}
-}
+func (o *Orchestrator) Notify() { o.wake.Nudge() }
 
 // Running returns how many handlers run now.
 func (o *Orchestrator) Running() int {
@@ -131,16 +126,10 @@ func (o *Orchestrator) Run(ctx context.Context) {
 		if full {
 			continue // there may be more due jobs
 		}
-		t := o.clock.NewTimer(o.sleep(ctx))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !o.wake.Wait(ctx, o.clock, o.sleep(ctx)) {
 			o.shutdown(cancelHandlers)
 			return
-		case <-o.wake:
-		case <-t.C():
 		}
-		t.Stop()
 	}
 }
 

@@ -67,13 +67,13 @@ type Notifier struct {
 	// Batch is how many events one batch decides (DefaultBatch when ≤ 0).
 	Batch int
 
-	wake chan struct{}
+	wake *clock.Waker
 }
 
 // Init makes the notifier ready; call it once before Run, Nudge or
 // OnCommit.
 func (n *Notifier) Init() *Notifier {
-	n.wake = make(chan struct{}, 1)
+	n.wake = clock.NewWaker()
 	if n.Log == nil {
 		n.Log = slog.New(slog.DiscardHandler)
 	}
@@ -92,12 +92,7 @@ func (n *Notifier) OnCommit(c transition.Committed) {
 }
 
 // Nudge asks for a pass at once; it never blocks.
-func (n *Notifier) Nudge() {
-	select {
-	case n.wake <- struct{}{}:
-	default:
-	}
-}
+func (n *Notifier) Nudge() { n.wake.Nudge() }
 
 // Run passes at once, then after every nudge and at least every
 // Interval, until ctx ends (the leader runs it). A pass's error is
@@ -111,15 +106,9 @@ func (n *Notifier) Run(ctx context.Context) {
 		if _, err := n.Pass(ctx); err != nil && ctx.Err() == nil {
 			n.Log.Error("notifier pass (retried from the cursor)", "err", err)
 		}
-		t := n.Clock.NewTimer(every)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !n.wake.Wait(ctx, n.Clock, every) {
 			return
-		case <-n.wake:
-		case <-t.C():
 		}
-		t.Stop()
 	}
 }
 

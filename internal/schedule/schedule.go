@@ -89,7 +89,7 @@ type Scheduler struct {
 	log     *slog.Logger
 	starter Starter
 	cfg     Config
-	wake    chan struct{}
+	wake    *clock.Waker
 }
 
 // New returns a scheduler. log may be nil.
@@ -103,7 +103,7 @@ func New(s store.Store, c clock.Clock, log *slog.Logger, starter Starter, cfg Co
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Scheduler{store: s, clock: c, log: log, starter: starter, cfg: cfg, wake: make(chan struct{}, 1)}
+	return &Scheduler{store: s, clock: c, log: log, starter: starter, cfg: cfg, wake: clock.NewWaker()}
 }
 
 // Wakes reports whether an event of this type can make a ticket runnable
@@ -159,12 +159,7 @@ func (s *Scheduler) OnCommit(c transition.Committed) {
 
 // Nudge asks for a pass at once. It never blocks; nudges that arrive
 // during a pass coalesce into one more pass after it.
-func (s *Scheduler) Nudge() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
+func (s *Scheduler) Nudge() { s.wake.Nudge() }
 
 // Run runs a pass at once, then one after every Nudge and, without nudges,
 // every Interval, until ctx ends. Errors of a pass are logged; the next
@@ -172,15 +167,9 @@ func (s *Scheduler) Nudge() {
 func (s *Scheduler) Run(ctx context.Context) {
 	for {
 		s.runPass(ctx)
-		t := s.clock.NewTimer(s.cfg.Interval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !s.wake.Wait(ctx, s.clock, s.cfg.Interval) {
 			return
-		case <-s.wake:
-		case <-t.C():
 		}
-		t.Stop()
 	}
 }
 
