@@ -18,6 +18,9 @@ import (
 // ProjectSource finds a project by id: tenancy.Service.FindProject.
 type ProjectSource interface {
 	FindProject(ctx context.Context, id string) (tenancy.Project, error)
+	// FindOrganization: the project's organization, whose slug its
+	// credentials_ref resolves for.
+	FindOrganization(ctx context.Context, ref string) (tenancy.Organization, error)
 }
 
 // SkillSource returns a project's skills that a stage allows (all when it
@@ -100,7 +103,11 @@ func (s *Sessions) Session(ctx context.Context, r run.Run) (run.Session, error) 
 	if repo.CredentialsRef == "" || !(strings.HasPrefix(repo.URL, "https://") || strings.HasPrefix(repo.URL, "http://")) {
 		return ss, nil // git's own credentials (ssh, a local path)
 	}
-	user, pass, err := forge.ResolveCredentials(repo.CredentialsRef, s.Secrets)
+	org, err := s.Projects.FindOrganization(ctx, proj.OrganizationID)
+	if err != nil {
+		return run.Session{}, fmt.Errorf("read the organization of project %s: %w", proj.Key, err)
+	}
+	user, pass, err := forge.ResolveCredentials(org.Slug, repo.CredentialsRef, s.Secrets)
 	if errors.Is(err, forge.ErrCredentialMissing) || errors.Is(err, secret.ErrRefused) {
 		return run.Session{}, fmt.Errorf("%w: %v", run.ErrUnrunnable, err)
 	}

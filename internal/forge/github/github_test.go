@@ -110,7 +110,7 @@ func TestNewDefaults(t *testing.T) {
 	if f.http.Timeout != 30*time.Second {
 		t.Errorf("timeout %v, want 30s", f.http.Timeout)
 	}
-	if v, err := f.secrets.Resolve("env:ACME_GITHUB_TEST_TOKEN"); err == nil {
+	if v, err := f.secrets.Resolve("acme", "env:ACME_GITHUB_TEST_TOKEN"); err == nil {
 		t.Errorf("a reference resolved to %q without a policy", v)
 	}
 	if _, ok := f.clock.(clock.Real); !ok {
