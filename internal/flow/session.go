@@ -103,17 +103,27 @@ func (s *Sessions) Session(ctx context.Context, r run.Run) (run.Session, error) 
 	if repo.CredentialsRef == "" || !(strings.HasPrefix(repo.URL, "https://") || strings.HasPrefix(repo.URL, "http://")) {
 		return ss, nil // git's own credentials (ssh, a local path)
 	}
+	if ss.Credential, err = s.credential(ctx, proj); err != nil {
+		return run.Session{}, err
+	}
+	return ss, nil
+}
+
+// credential is the repository credential a session of proj gets: its
+// credentials_ref resolved for the project's organization, or
+// run.ErrUnrunnable naming the field when the policy refuses it or it
+// names nothing (no run can change that; nothing is sent).
+func (s *Sessions) credential(ctx context.Context, proj tenancy.Project) (*run.Credential, error) {
 	org, err := s.Projects.FindOrganization(ctx, proj.OrganizationID)
 	if err != nil {
-		return run.Session{}, fmt.Errorf("read the organization of project %s: %w", proj.Key, err)
+		return nil, fmt.Errorf("read the organization of project %s: %w", proj.Key, err)
 	}
-	user, pass, err := forge.ResolveCredentials(org.Slug, repo.CredentialsRef, s.Secrets)
+	user, pass, err := forge.ResolveCredentials(org.Slug, proj.Repository.CredentialsRef, s.Secrets)
 	if errors.Is(err, forge.ErrCredentialMissing) || errors.Is(err, secret.ErrRefused) {
-		return run.Session{}, fmt.Errorf("%w: %v", run.ErrUnrunnable, err)
+		return nil, fmt.Errorf("%w: %v", run.ErrUnrunnable, err)
 	}
 	if err != nil {
-		return run.Session{}, fmt.Errorf("project %s credentials: %w", proj.Key, err)
+		return nil, fmt.Errorf("project %s credentials: %w", proj.Key, err)
 	}
-	ss.Credential = &run.Credential{Username: user, Secret: pass}
-	return ss, nil
+	return &run.Credential{Username: user, Secret: pass}, nil
 }
