@@ -1,8 +1,10 @@
 // Package secret resolves secret references — where a project keeps a
 // credential (env:NAME, a variable of Core's environment; file:/path, a
 // file on Core's machine), never the credential itself — under the
-// platform's policy: a reference resolves only when it matches a pattern a
-// platform admin put in [secrets] allow, and never when it names one of
+// platform's policy: a reference of an organization resolves only when it
+// matches a pattern a platform admin put in [secrets] allow for that
+// organization (a pattern naming it, {ORG} or {org}, or one naming none,
+// unless a pattern naming another organization claims the name), and never when it names one of
 // Ballet's own credentials (its BALLET_* variables, the model providers'
 // keys, the variables passed on to agent sessions, its configuration,
 // data folder and token files, or any value equal to a credential Ballet
