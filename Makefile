@@ -106,7 +106,7 @@ vet:
 # `go test -run='^$$' -fuzz=Target -fuzztime=5m ./path`.
 FUZZ_TARGETS := internal/keys:FuzzParseItem internal/config:FuzzParse \
 	internal/pipeline:FuzzParse internal/pipeline:FuzzValidate internal/pipeline:FuzzDecodeJSON \
-	internal/server:FuzzDecode internal/server:FuzzParseOffset internal/realtime:FuzzDecodeMessage internal/budget:FuzzParseDollars \
+	internal/door:FuzzDecode internal/server:FuzzParseOffset internal/realtime:FuzzDecodeMessage internal/budget:FuzzParseDollars \
 	internal/forge:FuzzParseHook internal/knowledge/service:FuzzDecodeBodies
 # A count of inputs, not a duration: Go 1.26's fuzz coordinator can report
 # "context deadline exceeded" when a duration ends while a worker is mid-input

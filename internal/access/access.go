@@ -142,6 +142,14 @@ func (r *Resolver) Role(ctx context.Context, p Principal, orgID, projectID strin
 	return Lower(g.Role, creator), nil
 }
 
+// SubjectRole returns a person's current role in the organization,
+// overridden by their role in the project when projectID is set and an
+// override exists ("" means none): what a ticket's assignee must hold, and
+// what a notification's recipient is re-checked against.
+func (r *Resolver) SubjectRole(ctx context.Context, subject, orgID, projectID string) (string, error) {
+	return r.memberRole(ctx, subject, orgID, projectID)
+}
+
 // memberRole is subject's recorded role: its project override when
 // projectID is set and one exists, else its organization role.
 func (r *Resolver) memberRole(ctx context.Context, subject, orgID, projectID string) (string, error) {

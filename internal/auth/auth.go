@@ -184,6 +184,13 @@ func unauthenticated(format string, args ...any) error {
 	return apperr.New(apperr.Unauthenticated, format, args...)
 }
 
+// IsPlatformAdmin reports whether a person (a subject) is a platform
+// admin: the bootstrap token's subject while a bootstrap token is set, or
+// one of [auth] platform_admins.
+func (a *Authenticator) IsPlatformAdmin(subject string) bool {
+	return (subject == BootstrapSubject && a.bootstrap != "") || a.admins[subject]
+}
+
 // Authenticate checks an Authorization header value.
 func (a *Authenticator) Authenticate(ctx context.Context, header string) (*Principal, error) {
 	if header == "" {

@@ -285,13 +285,7 @@ func (s *TokenService) List(ctx context.Context, p *Principal, f TokenFilter) ([
 	if err != nil {
 		return nil, fmt.Errorf("list tokens: %w", err)
 	}
-	out := make([]Token, rows.Len())
-	for i := range out {
-		if out[i], err = scanToken(rows, i); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return store.ScanAll(rows, scanToken)
 }
 
 // Revoke revokes a token p created (any token for platform admins); other

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 // MaxSafe is the largest integer every JSON client reads exactly (2^53 −
@@ -46,9 +47,9 @@ var (
 		"PATCH /api/v1/projects/{project} budgets.per_ticket_usd", "PATCH /api/v1/projects/{project} budgets.per_day_usd"}}
 	ExitStatus = Bound{Name: "exit status", Min: math.MinInt32, Max: math.MaxInt32, Unit: "a process's exit status", Fields: []string{
 		"POST /api/v1/runs/{run}/finish exit_status"}}
-	LeaseWait = Bound{Name: "lease wait", Min: 0, Max: 60, Unit: "seconds", Fields: []string{
+	LeaseWait = Bound{Name: "lease wait", Min: 0, Max: runproto.MaxLeaseWait, Unit: "seconds", Fields: []string{
 		"POST /api/v1/runners/{runner}/lease wait_seconds"}}
-	Capacity = Bound{Name: "runner capacity", Min: 1, Max: 64, Unit: "sessions at once", Fields: []string{
+	Capacity = Bound{Name: "runner capacity", Min: 1, Max: runproto.MaxCapacity, Unit: "sessions at once", Fields: []string{
 		"POST /api/v1/runners capacity"}}
 	ProjectConcurrency = Bound{Name: "project concurrency", Min: 0, Max: 1000, Unit: "tickets running at once (0: no limit)", Fields: []string{
 		"POST /api/v1/orgs/{org}/projects concurrency_limit", "PATCH /api/v1/projects/{project} concurrency_limit"}}
@@ -68,12 +69,12 @@ var (
 		"Knowledge GET …/entries/{slug}?version, …/diff?from, ?to", "MCP read_entry version"}}
 	After = Bound{Name: "cursor", Min: 0, Max: MaxSafe, Unit: "an event seq (answers after it)", Fields: []string{
 		"GET …/events?after (items, projects, organizations, tokens, runners …)", "GET /api/v1/projects/{project}/items?after",
-		"realtime subscribe after_seq"}}
+		"realtime subscribe after_seq", "GET /api/v1/me/notifications/inbox?before (answers before it)"}}
 	LogOffset = Bound{Name: "log offset", Min: 0, Max: 999_999_999_999_999_999, Unit: "bytes (at most 18 digits)", Fields: []string{
 		"POST /api/v1/runs/{run}/log?offset", "GET /api/v1/runs/{run}/log?offset"}}
 	Limit = Bound{Name: "page size", Min: 1, Max: 1000, Unit: "entries (each route its own default and maximum, at most this)", Fields: []string{
 		"GET /api/v1/projects/{project}/items?limit (200 at most)", "GET …/events?limit", "GET /api/v1/tokens?limit",
-		"GET /api/v1/projects/{project}/flows?limit", "GET /api/v1/needs-me?limit", "Knowledge GET …/entries?limit", "Knowledge GET /search?limit"}}
+		"GET /api/v1/projects/{project}/flows?limit", "GET /api/v1/needs-me?limit", "GET /api/v1/me/notifications/inbox?limit (200 at most)", "Knowledge GET …/entries?limit", "Knowledge GET /search?limit"}}
 	TokenLifetime = Bound{Name: "token lifetime", Min: 1, Max: 365 * 24 * 3600, Unit: "seconds (a Go duration: expires_in, at most 8760h)", Fields: []string{
 		"POST /api/v1/tokens expires_in"}}
 )

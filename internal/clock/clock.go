@@ -3,7 +3,10 @@
 // uses Real, tests use Fake.
 package clock
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Clock is what components need from time.
 type Clock interface {
@@ -16,6 +19,19 @@ type Clock interface {
 type Timer interface {
 	C() <-chan time.Time
 	Stop() bool
+}
+
+// Sleep waits d on c: nil once d has passed, ctx's error when ctx ends
+// first. It is the one interruptible sleep of every loop.
+func Sleep(ctx context.Context, c Clock, d time.Duration) error {
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C():
+		return nil
+	}
 }
 
 // Real is the wall clock. Times are returned in UTC.

@@ -23,11 +23,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/ballet/ballet/internal/access"
-	"github.com/ballet/ballet/internal/apijson"
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/budget"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/config"
+	"github.com/ballet/ballet/internal/door"
 	"github.com/ballet/ballet/internal/feed"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/forge"
@@ -37,7 +37,9 @@ import (
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/knowledge/client"
 	"github.com/ballet/ballet/internal/leader"
+	"github.com/ballet/ballet/internal/mcp"
 	"github.com/ballet/ballet/internal/needsme"
+	"github.com/ballet/ballet/internal/notify"
 	"github.com/ballet/ballet/internal/pipeline/versions"
 	"github.com/ballet/ballet/internal/realtime"
 	"github.com/ballet/ballet/internal/reconcile"
@@ -74,10 +76,13 @@ type Core struct {
 	Flows      *flow.Service
 	Scheduler  *schedule.Scheduler
 	Reconciler *reconcile.Reconciler
-	Feed       *feed.Feed        // tails the event log on every instance
-	Realtime   *realtime.Handler // the WebSocket JSON-RPC API
-	OIDCLogin  *server.OIDCLogin // the browser's sign-in through the issuer (nil: [auth] oidc_client_id unset)
-	Runs       *run.Service
+	// Notifier turns the events that need a person into notifications
+	// (the leader runs it).
+	Notifier  *notify.Notifier
+	Feed      *feed.Feed        // tails the event log on every instance
+	Realtime  *realtime.Handler // the WebSocket JSON-RPC API
+	OIDCLogin *server.OIDCLogin // the browser's sign-in through the issuer (nil: [auth] oidc_client_id unset)
+	Runs      *run.Service
 	// Knowledge calls the Knowledge service with the service credential
 	// (the MCP tools, the entries a stage names).
 	Knowledge *client.Client
@@ -200,7 +205,7 @@ func New(o Options) (*Core, error) {
 	c.Tracker = tracker.New(st, c.Applier, clk, c.Tenancy, flow.TrackerHooks())
 	c.Skills = skill.New(st, c.Applier, clk)
 	c.Pipelines = versions.New(st, c.Applier, clk)
-	sessions := &flow.Sessions{Store: st, Projects: c.Tenancy, Skills: c.Skills, MCPURL: cfg.PublicURL() + "/api/v1/mcp", LogLimit: cfg.Runs.LogLimit,
+	sessions := &flow.Sessions{Store: st, Projects: c.Tenancy, Skills: c.Skills, MCPURL: cfg.PublicURL() + mcp.Path, LogLimit: cfg.Runs.LogLimit,
 		Secrets: secrets}
 	c.Runs = run.NewService(st, c.Applier, clk, c.Tracker, run.Config{Grace: cfg.Runs.Grace.Duration, LogLimit: cfg.Runs.LogLimit,
 		Log: log.With("component", "runs"), OnFinish: flow.OnRunFinished, Sessions: sessions})
@@ -227,6 +232,9 @@ func New(o Options) (*Core, error) {
 		Release: c.Flows.Release, Metrics: reconcile.NewMetrics(reg), WakeJobs: c.Jobs.Notify, MaxAttempts: cfg.Jobs.MaxAttempts,
 		RunnerRetention: cfg.Runs.RunnerRetention.Duration,
 	})
+	c.Notifier = (&notify.Notifier{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "notify"), Items: c.Tracker,
+		Members: c.Tenancy, Roles: res, PlatformAdmin: c.Auth.IsPlatformAdmin}).Init()
+	reg.MustRegister(notify.NewLagCollector(st, clk))
 	c.leading = func() bool { return true }
 	if st.Engine() == "rqlite" {
 		// Another instance may lead once the lease has ended: the handlers
@@ -247,7 +255,7 @@ func New(o Options) (*Core, error) {
 	// the change within milliseconds, enqueued jobs run at once, the
 	// scheduler passes, waiting runners lease a new run, spend is counted.
 	c.Applier.Subscribe(c.Feed.OnCommit, transition.WakeOnJobs(c.Jobs.Notify), c.Scheduler.OnCommit, c.Runs.OnCommit,
-		run.SpendMetric(reg))
+		run.SpendMetric(reg), c.Notifier.OnCommit)
 
 	// HTTP: the REST routes and the realtime WebSocket.
 	c.API = server.NewAPI(log.With("component", "api"), c.Auth, res, server.Finders{Orgs: c.Tenancy, Items: c.Tracker},
@@ -265,10 +273,11 @@ func New(o Options) (*Core, error) {
 	}
 	c.API.Add((&server.Skills{S: c.Skills}).Routes()...)
 	c.API.Add((&server.Runs{S: c.Runs, Skills: c.Skills, Orgs: c.Tenancy}).Routes()...)
-	c.API.Add((&server.MCP{Runs: c.Runs, Tracker: c.Tracker, Orgs: c.Tenancy, Knowledge: c.Knowledge, Log: log.With("component", "mcp")}).Routes()...)
+	c.API.Add((&mcp.Tools{Runs: c.Runs, Tickets: c.Tracker, Orgs: c.Tenancy, Knowledge: c.Knowledge, Log: log.With("component", "mcp")}).Routes()...)
 	c.API.Add((&server.Flows{F: c.Flows}).Routes()...)
 	c.API.Add((&server.Hooks{Projects: c.Tenancy, MergeChecks: c.Flows.MergeChecks, Wake: c.Jobs.Wake, Secrets: secrets,
 		Log: log.With("component", "hooks"), Deliveries: server.NewHookMetrics(reg)}).Routes()...)
+	c.API.Add((&server.Notifications{Inbox: &notify.Inbox{Store: st, Applier: c.Applier, Clock: clk}}).Routes()...)
 	c.API.Add((&server.NeedsMe{L: &needsme.Service{Store: st, Access: res, Flows: c.Flows}}).Routes()...)
 	c.API.Add((&server.Unattended{T: c.Tracker, Tenancy: c.Tenancy, F: c.Flows, B: c.Flows.Budget}).Routes()...)
 	c.API.Add((&server.Introspect{Token: serviceToken, Authn: c.Auth, Orgs: c.Tenancy, Access: res}).Routes()...)
@@ -438,9 +447,9 @@ func (c *Core) Handler() http.Handler {
 	if err != nil {
 		// The binary was built without the UI: serve the API alone.
 		c.Log.Error("web UI unavailable", "err", err)
-		return apijson.Headers(mux)
+		return door.Headers(mux)
 	}
-	return apijson.Headers(ui) // the UI's page and assets set their own
+	return door.Headers(ui) // the UI's page and assets set their own
 }
 
 // uiConfig is what the web UI's page tells the browser.
@@ -487,7 +496,7 @@ func (c *Core) Run(ctx context.Context) error {
 		// orchestrator; all stop the moment leadership is lost. Each logs
 		// its own errors and goes on: none returns one.
 		var loops sync.WaitGroup
-		for _, loop := range []func(context.Context){c.Runs.RunSweeper, c.Scheduler.Run, c.Reconciler.Run} {
+		for _, loop := range []func(context.Context){c.Runs.RunSweeper, c.Scheduler.Run, c.Reconciler.Run, c.Notifier.Run} {
 			loops.Add(1)
 			go func() { defer loops.Done(); loop(ctx) }()
 		}

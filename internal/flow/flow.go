@@ -417,13 +417,7 @@ func (s *Service) query(ctx context.Context, what, q string, args ...any) ([]Flo
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	out := make([]Flow, rows.Len())
-	for i := range out {
-		if out[i], err = s.scanAttended(rows, i); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return store.ScanAll(rows, s.scanAttended)
 }
 
 // own reads flows of flowColumns: their own rows, for steps.
@@ -432,11 +426,5 @@ func (s *Service) own(ctx context.Context, what, q string, args ...any) ([]Flow,
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	out := make([]Flow, rows.Len())
-	for i := range out {
-		if out[i], err = scanFlow(rows, i); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return store.ScanAll(rows, scanFlow)
 }

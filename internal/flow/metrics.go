@@ -18,6 +18,10 @@ type Collector struct {
 
 // NewCollector returns a collector of ballet_flows{status,waiting} and
 // ballet_flows_attention{attention}.
+//
+// Each package declares its own metrics (names, help, labels) in the
+// Prometheus client's one shape; what looks alike across packages' metrics
+// files is that shape, not shared logic, so it is not factored out.
 func NewCollector(s *Service) *Collector {
 	return &Collector{flows: s,
 		desc: prometheus.NewDesc("ballet_flows", "Flows by status and what they wait for.", []string{"status", "waiting"}, nil),

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ballet/ballet/internal/forge"
 	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/runproto"
 	"github.com/ballet/ballet/internal/secret"
 	"github.com/ballet/ballet/internal/skill"
 	"github.com/ballet/ballet/internal/store"
@@ -52,59 +53,59 @@ type Sessions struct {
 // cannot be resolved, or that the platform's policy refuses, makes the run
 // unrunnable (run.ErrUnrunnable): the session could not clone or push, and
 // nothing of the credential leaves Core.
-func (s *Sessions) Session(ctx context.Context, r run.Run) (run.Session, error) {
+func (s *Sessions) Session(ctx context.Context, r run.Run) (runproto.Session, error) {
 	var a Artifacts
 	if err := json.Unmarshal(r.Artifacts, &a); err != nil {
-		return run.Session{}, fmt.Errorf("run %s artifacts: %w", r.ID, err)
+		return runproto.Session{}, fmt.Errorf("run %s artifacts: %w", r.ID, err)
 	}
 	f, err := Read(ctx, s.Store, r.FlowID)
 	if err != nil {
-		return run.Session{}, err
+		return runproto.Session{}, err
 	}
 	stage, _ := f.Definition.Stage(r.Stage)
-	ss := run.Session{
-		Ticket: run.SessionTicket(a.Ticket),
-		Stage: run.SessionStage{ID: r.Stage, Name: stage.Name, Instructions: r.Instructions, Adapter: r.Adapter, Model: r.Model,
+	ss := runproto.Session{
+		Ticket: runproto.SessionTicket(a.Ticket),
+		Stage: runproto.SessionStage{ID: r.Stage, Name: stage.Name, Instructions: r.Instructions, Adapter: r.Adapter, Model: r.Model,
 			TimeoutSeconds: int(stage.Timeout().Seconds()), Iteration: r.Iteration, MaxIterations: f.MaxIterations},
-		Skills:            []run.SessionSkill{},
-		AnsweredQuestions: make([]run.SessionAnswer, len(a.AnsweredQuestions)),
-		Knowledge:         make([]run.SessionEntry, len(a.Knowledge)),
-		MCP:               run.SessionMCP{URL: s.MCPURL},
-		Log:               run.SessionLog{Limit: s.LogLimit},
+		Skills:            []runproto.SessionSkill{},
+		AnsweredQuestions: make([]runproto.SessionAnswer, len(a.AnsweredQuestions)),
+		Knowledge:         make([]runproto.SessionEntry, len(a.Knowledge)),
+		MCP:               runproto.SessionMCP{URL: s.MCPURL},
+		Log:               runproto.SessionLog{Limit: s.LogLimit},
 	}
 	if ss.Stage.Name == "" {
 		ss.Stage.Name = r.Stage
 	}
 	if a.PreviousReport != nil {
-		ss.PreviousReport = (*run.SessionReport)(a.PreviousReport)
+		ss.PreviousReport = (*runproto.SessionReport)(a.PreviousReport)
 	}
 	for i, q := range a.AnsweredQuestions {
-		ss.AnsweredQuestions[i] = run.SessionAnswer(q)
+		ss.AnsweredQuestions[i] = runproto.SessionAnswer(q)
 	}
 	for i, e := range a.Knowledge {
-		ss.Knowledge[i] = run.SessionEntry(e)
+		ss.Knowledge[i] = runproto.SessionEntry(e)
 	}
 	skills, err := s.Skills.ForRun(ctx, r.ProjectID, r.Skills)
 	if err != nil {
-		return run.Session{}, fmt.Errorf("read the skills of run %s: %w", r.ID, err)
+		return runproto.Session{}, fmt.Errorf("read the skills of run %s: %w", r.ID, err)
 	}
 	for _, sk := range skills {
-		ss.Skills = append(ss.Skills, run.SessionSkill{Name: sk.Name, Description: sk.Description, Content: sk.Content})
+		ss.Skills = append(ss.Skills, runproto.SessionSkill{Name: sk.Name, Description: sk.Description, Content: sk.Content})
 	}
 	proj, err := s.Projects.FindProject(ctx, r.ProjectID)
 	if err != nil {
-		return run.Session{}, fmt.Errorf("read the project of run %s: %w", r.ID, err)
+		return runproto.Session{}, fmt.Errorf("read the project of run %s: %w", r.ID, err)
 	}
 	repo := proj.Repository
 	if repo.URL == "" {
 		return ss, nil
 	}
-	ss.Repository = &run.SessionRepo{Forge: repo.Forge, URL: repo.URL, DefaultBranch: repo.DefaultBranch, Branch: Branch(a.Ticket.Key)}
+	ss.Repository = &runproto.SessionRepo{Forge: repo.Forge, URL: repo.URL, DefaultBranch: repo.DefaultBranch, Branch: Branch(a.Ticket.Key)}
 	if repo.CredentialsRef == "" || !(strings.HasPrefix(repo.URL, "https://") || strings.HasPrefix(repo.URL, "http://")) {
 		return ss, nil // git's own credentials (ssh, a local path)
 	}
 	if ss.Credential, err = s.credential(ctx, proj); err != nil {
-		return run.Session{}, err
+		return runproto.Session{}, err
 	}
 	return ss, nil
 }
@@ -113,7 +114,7 @@ func (s *Sessions) Session(ctx context.Context, r run.Run) (run.Session, error) 
 // credentials_ref resolved for the project's organization, or
 // run.ErrUnrunnable naming the field when the policy refuses it or it
 // names nothing (no run can change that; nothing is sent).
-func (s *Sessions) credential(ctx context.Context, proj tenancy.Project) (*run.Credential, error) {
+func (s *Sessions) credential(ctx context.Context, proj tenancy.Project) (*runproto.Credential, error) {
 	org, err := s.Projects.FindOrganization(ctx, proj.OrganizationID)
 	if err != nil {
 		return nil, fmt.Errorf("read the organization of project %s: %w", proj.Key, err)
@@ -125,5 +126,5 @@ func (s *Sessions) credential(ctx context.Context, proj tenancy.Project) (*run.C
 	if err != nil {
 		return nil, fmt.Errorf("project %s credentials: %w", proj.Key, err)
 	}
-	return &run.Credential{Username: user, Secret: pass}, nil
+	return &runproto.Credential{Username: user, Secret: pass}, nil
 }

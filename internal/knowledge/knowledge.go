@@ -75,6 +75,8 @@ type Space struct {
 }
 
 // Entry is an entry at one of its versions (the current one unless asked).
+// Core's client (knowledge/client.Entry) reads its JSON with a type of its
+// own, on purpose: Core does not import the service's domain.
 type Entry struct {
 	ID        string    `json:"-"`
 	Space     string    `json:"space"`

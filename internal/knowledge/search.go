@@ -26,6 +26,8 @@ type Query struct {
 const MaxResults = 100
 
 // Hit is one search result: an entry's current version, where it matched.
+// Core's client reads it as knowledge/client.Result, a type of its own on
+// purpose: Core does not import the service's domain.
 type Hit struct {
 	Space   string   `json:"space"`
 	Slug    string   `json:"slug"`

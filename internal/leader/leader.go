@@ -242,12 +242,5 @@ func (e *Elector) release() {
 }
 
 func (e *Elector) sleep(ctx context.Context, d time.Duration) bool {
-	t := e.clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C():
-		return true
-	}
+	return clock.Sleep(ctx, e.clock, d) == nil
 }

@@ -46,6 +46,8 @@ var tableOwners = map[string]string{
 	"leader_leases":     "internal/leader",
 	"race_guard":        "internal/transition",
 	"schema_migrations": "internal/store",
+	"event_cursors":     "internal/notify",
+	"notifications":     "internal/notify",
 	// The Knowledge service's own database (internal/knowledge/migrations).
 	"spaces":         "internal/knowledge",
 	"entries":        "internal/knowledge",

@@ -63,10 +63,10 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ballet/ballet/internal/access"
-	"github.com/ballet/ballet/internal/apijson"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/door"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/feed"
 	"github.com/ballet/ballet/internal/tenancy"
@@ -171,9 +171,9 @@ func New(f *feed.Feed, authn Authenticator, res *access.Resolver, tn *tenancy.Se
 // even looked at.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	opts := &websocket.AcceptOptions{OriginPatterns: h.Config.OriginPatterns}
-	header, cookie := apijson.Credential(r)
+	header, cookie := door.Credential(r)
 	if cookie && !sameOrigin(r, opts.OriginPatterns) {
-		apijson.WriteError(w, http.StatusForbidden, apperr.Forbidden,
+		door.WriteError(w, http.StatusForbidden, apperr.Forbidden,
 			fmt.Sprintf("cross-origin WebSocket refused: a connection with the session cookie must come from Ballet's own pages, not %s", r.Header.Get("Origin")))
 		return
 	}
@@ -182,12 +182,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		switch apperr.Code(err) {
 		case apperr.Unauthenticated:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ballet"`)
-			apijson.WriteError(w, http.StatusUnauthorized, apperr.Unauthenticated, err.Error())
+			door.WriteError(w, http.StatusUnauthorized, apperr.Unauthenticated, err.Error())
 		case apperr.Forbidden:
-			apijson.WriteError(w, http.StatusForbidden, apperr.Forbidden, err.Error())
+			door.WriteError(w, http.StatusForbidden, apperr.Forbidden, err.Error())
 		default:
 			h.Log.Error("realtime: authentication failed", "err", err)
-			apijson.WriteError(w, http.StatusServiceUnavailable, apperr.Unavailable, "cannot authenticate now; retry")
+			door.WriteError(w, http.StatusServiceUnavailable, apperr.Unavailable, "cannot authenticate now; retry")
 		}
 		return
 	}

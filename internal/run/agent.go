@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/text"
@@ -21,6 +22,21 @@ import (
 // ActorOf is the actor of what a run's agent session does: the service
 // "run:<id>".
 func ActorOf(runID string) event.Actor { return actorOf(runID) }
+
+// TokenRun returns the run a run token acts on (its scope "run:<id>"),
+// and false for any other credential: what every door of a session (REST,
+// MCP) resolves once.
+func TokenRun(p *auth.Principal) (string, bool) {
+	if p.TokenKind != auth.KindRun {
+		return "", false
+	}
+	for _, s := range p.Scopes {
+		if id, ok := strings.CutPrefix(s, scopeOf("")); ok {
+			return id, true
+		}
+	}
+	return "", false
+}
 
 // open is the rule every session tool obeys: its run must be running and
 // not asked to stop. A finished run, or one whose cancellation was

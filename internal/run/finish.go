@@ -8,6 +8,7 @@ import (
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/bounds"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/runproto"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/transition"
 )
@@ -23,7 +24,7 @@ import (
 
 // validateUsage checks a usage report's figures (bounds.Tokens,
 // bounds.CostUSD), its fields named under prefix.
-func validateUsage(v *apperr.Validator, prefix string, u Usage) {
+func validateUsage(v *apperr.Validator, prefix string, u runproto.Usage) {
 	bounds.Tokens.Check(v, prefix+"input_tokens", u.InputTokens)
 	bounds.Tokens.Check(v, prefix+"output_tokens", u.OutputTokens)
 	bounds.Tokens.Check(v, prefix+"cache_read_tokens", u.CacheReadTokens)
@@ -34,8 +35,8 @@ func validateUsage(v *apperr.Validator, prefix string, u Usage) {
 // merged is the usage after a report of v on recorded u: per figure, the
 // larger (usage is a running total: a late or repeated report never
 // lowers it). The cost is kept in whole micro-USD.
-func merged(u, v Usage) Usage {
-	return Usage{InputTokens: max(u.InputTokens, v.InputTokens), OutputTokens: max(u.OutputTokens, v.OutputTokens),
+func merged(u, v runproto.Usage) runproto.Usage {
+	return runproto.Usage{InputTokens: max(u.InputTokens, v.InputTokens), OutputTokens: max(u.OutputTokens, v.OutputTokens),
 		CacheReadTokens: max(u.CacheReadTokens, v.CacheReadTokens), CacheWriteTokens: max(u.CacheWriteTokens, v.CacheWriteTokens),
 		CostUSD: fromMicros(max(toMicros(u.CostUSD), toMicros(v.CostUSD)))}
 }
@@ -43,7 +44,7 @@ func merged(u, v Usage) Usage {
 // FinishInput is how a session ended.
 type FinishInput struct {
 	ExitStatus *int // required
-	Usage      *Usage
+	Usage      *runproto.Usage
 	Error      string
 	// BranchAhead: the commits the ticket's branch has ahead of the
 	// default branch after the session (nil: not known).
@@ -62,7 +63,7 @@ func (in FinishInput) validate() error {
 	if u := in.Usage; u != nil {
 		validateUsage(&v, "usage.", *u)
 	}
-	validateText(&v, "error", in.Error, MaxError, false)
+	validateText(&v, "error", in.Error, runproto.MaxError, false)
 	if in.BranchAhead != nil {
 		v.Check(*in.BranchAhead >= 0 && *in.BranchAhead <= MaxBranchAhead, "branch_ahead", "must be a whole number from 0 to %d", MaxBranchAhead)
 	}
@@ -105,7 +106,7 @@ func (s *Service) Finish(ctx context.Context, actor event.Actor, runID string, i
 	if err := in.validate(); err != nil {
 		return Run{}, err
 	}
-	var usage Usage
+	var usage runproto.Usage
 	if in.Usage != nil {
 		usage = *in.Usage
 	}
@@ -137,7 +138,7 @@ func (s *Service) Finish(ctx context.Context, actor event.Actor, runID string, i
 // recorded (see merged; event run.usage_recorded when it grows, nothing
 // when it does not). It is counted whatever the run's status but queued
 // (no session has run: 409).
-func (s *Service) RecordUsage(ctx context.Context, actor event.Actor, runID string, u Usage) (Run, error) {
+func (s *Service) RecordUsage(ctx context.Context, actor event.Actor, runID string, u runproto.Usage) (Run, error) {
 	var v apperr.Validator
 	validateUsage(&v, "", u)
 	if err := v.Err(); err != nil {
@@ -164,7 +165,7 @@ func (s *Service) RecordUsage(ctx context.Context, actor event.Actor, runID stri
 // usageTransition records the report u on r (event run.usage_recorded,
 // guarded by r's version), or nil when it adds nothing; out receives the
 // run as it will be.
-func (s *Service) usageTransition(r Run, actor event.Actor, u Usage, out *Run) *transition.Transition {
+func (s *Service) usageTransition(r Run, actor event.Actor, u runproto.Usage, out *Run) *transition.Transition {
 	next := merged(r.Usage, u)
 	*out = r
 	if next == r.Usage {
@@ -187,7 +188,7 @@ cost_micros = ?, updated_at = ?, version = version + 1 WHERE id = ? AND version 
 // sweep), the write is also guarded by the heartbeat read, so that a
 // heartbeat landing meanwhile makes it a lost race (heartbeats do not bump
 // the version).
-func (s *Service) finishTransition(ctx context.Context, r Run, actor event.Actor, status string, exit *int, errText string, usage Usage,
+func (s *Service) finishTransition(ctx context.Context, r Run, actor event.Actor, status string, exit *int, errText string, usage runproto.Usage,
 	silent, revoke bool, out *Run) (*transition.Transition, error) {
 	now := s.now()
 	at := now.UnixMilli()

@@ -11,6 +11,7 @@ import (
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/runproto"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/transition"
 )
@@ -25,9 +26,9 @@ import (
 // this once: the runner hands it to the agent session, for MCP) and what
 // its session needs.
 type Leased struct {
-	Run      Run     `json:"run"`
-	RunToken string  `json:"run_token"`
-	Session  Session `json:"session"`
+	Run      Run              `json:"run"`
+	RunToken string           `json:"run_token"`
+	Session  runproto.Session `json:"session"`
 }
 
 // Lease gives the runner the oldest queued run of one of adapters (nil:
@@ -166,9 +167,9 @@ heartbeat_at = ?, updated_at = ?, version = version + 1 WHERE id = ? AND status 
 }
 
 // session builds r's session (Config.Sessions).
-func (s *Service) session(ctx context.Context, r Run) (Session, error) {
+func (s *Service) session(ctx context.Context, r Run) (runproto.Session, error) {
 	if s.cfg.Sessions == nil {
-		return Session{Skills: []SessionSkill{}, AnsweredQuestions: []SessionAnswer{}}, nil
+		return runproto.Session{Skills: []runproto.SessionSkill{}, AnsweredQuestions: []runproto.SessionAnswer{}}, nil
 	}
 	return s.cfg.Sessions.Session(ctx, r)
 }
@@ -209,22 +210,17 @@ func (s *Service) Held(ctx context.Context, c RunnerCaller, runID string) (Run, 
 	return s.Get(ctx, runID)
 }
 
-// HeartbeatReply tells a run's runner whether to stop its session.
-type HeartbeatReply struct {
-	Cancelled bool `json:"cancelled"` // cancellation was requested: stop and finish
-}
-
 // Heartbeat records that run r's session is alive (heartbeat_at; no event:
 // liveness pings are not tracked changes) and says whether it was asked to
 // stop. r is the run as the caller resolved it (Held): it must be running.
-func (s *Service) Heartbeat(ctx context.Context, r Run) (HeartbeatReply, error) {
+func (s *Service) Heartbeat(ctx context.Context, r Run) (runproto.HeartbeatReply, error) {
 	if err := requireRunning(r); err != nil {
-		return HeartbeatReply{}, err
+		return runproto.HeartbeatReply{}, err
 	}
 	res, err := s.store.Exec(ctx, store.Stmt(`UPDATE runs SET heartbeat_at = MAX(COALESCE(heartbeat_at, 0), ?) WHERE id = ? AND status = 'running'`,
 		s.now().UnixMilli(), r.ID))
 	if err != nil {
-		return HeartbeatReply{}, fmt.Errorf("heartbeat run %s: %w", r.ID, err)
+		return runproto.HeartbeatReply{}, fmt.Errorf("heartbeat run %s: %w", r.ID, err)
 	}
 	if len(res) == 1 && res[0].RowsAffected == 0 {
 		now, err := s.Get(ctx, r.ID) // it finished meanwhile: say how
@@ -234,9 +230,9 @@ func (s *Service) Heartbeat(ctx context.Context, r Run) (HeartbeatReply, error) 
 		if err == nil {
 			err = apperr.New(apperr.Conflict, "run %s changed concurrently: retry", r.ID)
 		}
-		return HeartbeatReply{}, err
+		return runproto.HeartbeatReply{}, err
 	}
-	return HeartbeatReply{Cancelled: r.CancelRequested}, nil
+	return runproto.HeartbeatReply{Cancelled: r.CancelRequested}, nil
 }
 
 // requireRunning is 409 for a run that is not running (queued, or final).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/bounds"
+	"github.com/ballet/ballet/internal/runproto"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/transition"
 )
@@ -20,19 +21,12 @@ import (
 // are operational data, written without an event or a version bump.
 const (
 	DefaultLogLimit = 8 << 20 // bytes of a run's log kept ([runs] log_limit)
-	MaxLogChunk     = 1 << 20 // bytes of one upload
 	MaxLogRead      = 1 << 20 // bytes of one read
 	// appendTries bounds the re-reads of an upload that lost its race to
 	// another upload of the same run (each re-read then sees a repeat or
 	// a gap, so one more is nearly always enough).
 	appendTries = 5
 )
-
-// LogAppended answers a log upload.
-type LogAppended struct {
-	Size      int64 `json:"size"`      // bytes stored
-	Truncated bool  `json:"truncated"` // the log reached its limit: further chunks are dropped
-}
 
 // LogPage is a piece of a run's log.
 type LogPage struct {
@@ -69,7 +63,7 @@ type logChunk struct {
 	start     int64
 	data      []byte
 	truncated bool
-	answer    LogAppended
+	answer    runproto.LogAppended
 }
 
 // decideAppend decides what an upload of data at offset does to a log
@@ -80,7 +74,7 @@ type logChunk struct {
 // The gap's message names no number but the stored size, which the
 // runner reads from it.
 func decideAppend(end logEnd, offset int64, data []byte, limit int64) (logChunk, bool, error) {
-	stored := LogAppended{Size: end.size, Truncated: end.truncated}
+	stored := runproto.LogAppended{Size: end.size, Truncated: end.truncated}
 	switch {
 	case end.truncated:
 		return logChunk{answer: stored}, false, nil
@@ -93,9 +87,9 @@ func decideAppend(end logEnd, offset int64, data []byte, limit int64) (logChunk,
 	fresh := data[end.size-offset:]
 	room := max(limit-end.size, 0)
 	if int64(len(fresh)) <= room {
-		return logChunk{start: end.size, data: fresh, answer: LogAppended{Size: end.size + int64(len(fresh))}}, true, nil
+		return logChunk{start: end.size, data: fresh, answer: runproto.LogAppended{Size: end.size + int64(len(fresh))}}, true, nil
 	}
-	return logChunk{start: end.size, data: fresh[:room], truncated: true, answer: LogAppended{Size: end.size + room, Truncated: true}}, true, nil
+	return logChunk{start: end.size, data: fresh[:room], truncated: true, answer: runproto.LogAppended{Size: end.size + room, Truncated: true}}, true, nil
 }
 
 // appendChunk is the guarded insert of c into runID's log: it lands only
@@ -114,26 +108,26 @@ AND COALESCE((SELECT CASE WHEN truncated = 1 THEN -1 ELSE start + size END FROM 
 // before it is a repeat and changes nothing. The log takes chunks while
 // the run is running (409 once it has ended) and keeps Config.LogLimit
 // bytes; past them it marks the log truncated and drops what comes.
-func (s *Service) AppendLog(ctx context.Context, runID string, offset int64, data []byte) (LogAppended, error) {
+func (s *Service) AppendLog(ctx context.Context, runID string, offset int64, data []byte) (runproto.LogAppended, error) {
 	if err := bounds.LogOffset.Err("offset", offset); err != nil {
-		return LogAppended{}, err
+		return runproto.LogAppended{}, err
 	}
-	if len(data) > MaxLogChunk {
-		return LogAppended{}, apperr.New(apperr.TooLarge, "a log chunk is at most %d bytes (this one has %d)", MaxLogChunk, len(data))
+	if len(data) > runproto.MaxLogChunk {
+		return runproto.LogAppended{}, apperr.New(apperr.TooLarge, "a log chunk is at most %d bytes (this one has %d)", runproto.MaxLogChunk, len(data))
 	}
 	for try := 1; ; try++ {
 		r, err := s.Get(ctx, runID)
 		if err != nil {
-			return LogAppended{}, err
+			return runproto.LogAppended{}, err
 		}
 		if r.Status != StatusRunning {
 			// No number in the message: the runner reads the stored size
 			// out of a 409's message.
-			return LogAppended{}, apperr.New(apperr.Conflict, "the run is %s, not running: its log takes no more chunks", r.Status)
+			return runproto.LogAppended{}, apperr.New(apperr.Conflict, "the run is %s, not running: its log takes no more chunks", r.Status)
 		}
 		end, err := readLogEnd(ctx, s.store, runID)
 		if err != nil {
-			return LogAppended{}, err
+			return runproto.LogAppended{}, err
 		}
 		c, write, err := decideAppend(end, offset, data, s.cfg.LogLimit)
 		if err != nil || !write {
@@ -148,7 +142,7 @@ func (s *Service) AppendLog(ctx context.Context, runID string, offset int64, dat
 			// fate is unknown: the next read tells (a chunk that did land
 			// reads as a repeat).
 		default:
-			return LogAppended{}, fmt.Errorf("append to run %s's log: %w", runID, err)
+			return runproto.LogAppended{}, fmt.Errorf("append to run %s's log: %w", runID, err)
 		}
 	}
 }

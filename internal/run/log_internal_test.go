@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 func TestDecideAppend(t *testing.T) {
@@ -19,26 +20,26 @@ func TestDecideAppend(t *testing.T) {
 		start     int64
 		kept      string
 		truncated bool
-		answer    LogAppended
+		answer    runproto.LogAppended
 		conflict  bool
 	}{
-		{name: "first chunk", offset: 0, data: "abc", write: true, kept: "abc", answer: LogAppended{Size: 3}},
-		{name: "next chunk", end: logEnd{size: 3}, offset: 3, data: "de", write: true, start: 3, kept: "de", answer: LogAppended{Size: 5}},
-		{name: "a repeat", end: logEnd{size: 5}, offset: 0, data: "abc", answer: LogAppended{Size: 5}},
-		{name: "a repeat ending at the end", end: logEnd{size: 5}, offset: 3, data: "de", answer: LogAppended{Size: 5}},
-		{name: "an empty chunk at the end", end: logEnd{size: 5}, offset: 5, answer: LogAppended{Size: 5}},
-		{name: "an overlap keeps the new bytes", end: logEnd{size: 5}, offset: 3, data: "defg", write: true, start: 5, kept: "fg", answer: LogAppended{Size: 7}},
+		{name: "first chunk", offset: 0, data: "abc", write: true, kept: "abc", answer: runproto.LogAppended{Size: 3}},
+		{name: "next chunk", end: logEnd{size: 3}, offset: 3, data: "de", write: true, start: 3, kept: "de", answer: runproto.LogAppended{Size: 5}},
+		{name: "a repeat", end: logEnd{size: 5}, offset: 0, data: "abc", answer: runproto.LogAppended{Size: 5}},
+		{name: "a repeat ending at the end", end: logEnd{size: 5}, offset: 3, data: "de", answer: runproto.LogAppended{Size: 5}},
+		{name: "an empty chunk at the end", end: logEnd{size: 5}, offset: 5, answer: runproto.LogAppended{Size: 5}},
+		{name: "an overlap keeps the new bytes", end: logEnd{size: 5}, offset: 3, data: "defg", write: true, start: 5, kept: "fg", answer: runproto.LogAppended{Size: 7}},
 		{name: "a gap", end: logEnd{size: 5}, offset: 6, data: "x", conflict: true},
-		{name: "up to the limit", end: logEnd{size: 7}, offset: 7, data: "hij", write: true, start: 7, kept: "hij", answer: LogAppended{Size: 10}},
+		{name: "up to the limit", end: logEnd{size: 7}, offset: 7, data: "hij", write: true, start: 7, kept: "hij", answer: runproto.LogAppended{Size: 10}},
 		{name: "past the limit", end: logEnd{size: 7}, offset: 7, data: "hijk", write: true, start: 7, kept: "hij", truncated: true,
-			answer: LogAppended{Size: 10, Truncated: true}},
+			answer: runproto.LogAppended{Size: 10, Truncated: true}},
 		{name: "one byte past a full log marks it", end: logEnd{size: 10}, offset: 10, data: "k", write: true, start: 10, truncated: true,
-			answer: LogAppended{Size: 10, Truncated: true}},
-		{name: "a truncated log drops everything", end: logEnd{size: 10, truncated: true}, offset: 10, data: "k", answer: LogAppended{Size: 10, Truncated: true}},
+			answer: runproto.LogAppended{Size: 10, Truncated: true}},
+		{name: "a truncated log drops everything", end: logEnd{size: 10, truncated: true}, offset: 10, data: "k", answer: runproto.LogAppended{Size: 10, Truncated: true}},
 		{name: "a truncated log drops a chunk past its end too", end: logEnd{size: 10, truncated: true}, offset: 99, data: "k",
-			answer: LogAppended{Size: 10, Truncated: true}},
+			answer: runproto.LogAppended{Size: 10, Truncated: true}},
 		{name: "a log over a lowered limit", end: logEnd{size: 12}, offset: 12, data: "x", write: true, start: 12, truncated: true,
-			answer: LogAppended{Size: 12, Truncated: true}},
+			answer: runproto.LogAppended{Size: 12, Truncated: true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, write, err := decideAppend(c.end, c.offset, []byte(c.data), limit)

@@ -11,6 +11,7 @@ import (
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/runproto"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/testkit/storetest"
 	"github.com/ballet/ballet/internal/transition"
@@ -22,7 +23,7 @@ func (w *world) logService(limit int64) *run.Service {
 	return run.NewService(w.st, w.applier, w.fc, w.tr, run.Config{Grace: grace, LogLimit: limit, OnFinish: flow.OnRunFinished})
 }
 
-func (w *world) append(svc *run.Service, p *auth.Principal, id string, offset int64, data string) (run.LogAppended, error) {
+func (w *world) append(svc *run.Service, p *auth.Principal, id string, offset int64, data string) (runproto.LogAppended, error) {
 	w.t.Helper()
 	before := w.lastSeq()
 	a, err := svc.AppendLog(w.ctx, id, offset, []byte(data))
@@ -39,7 +40,7 @@ func TestAppendAndReadLog(t *testing.T) {
 		w.newRun()
 		l, p := w.lease()
 		id := l.Run.ID
-		want := func(a run.LogAppended, err error, size int64, truncated bool) {
+		want := func(a runproto.LogAppended, err error, size int64, truncated bool) {
 			t.Helper()
 			if err != nil || a.Size != size || a.Truncated != truncated {
 				t.Fatalf("appended %+v, %v; want size %d truncated %v", a, err, size, truncated)
@@ -59,7 +60,7 @@ func TestAppendAndReadLog(t *testing.T) {
 		if _, err = w.append(svc, p, id, -1, "x"); apperr.Code(err) != apperr.Invalid {
 			t.Fatalf("a negative offset: %v", err)
 		}
-		if _, err = w.append(svc, p, id, 11, strings.Repeat("x", run.MaxLogChunk+1)); apperr.Code(err) != apperr.TooLarge {
+		if _, err = w.append(svc, p, id, 11, strings.Repeat("x", runproto.MaxLogChunk+1)); apperr.Code(err) != apperr.TooLarge {
 			t.Fatalf("an oversized chunk: %v", err)
 		}
 		binary := "\x00\xff\xfe\n"

@@ -13,6 +13,10 @@ import (
 // Collector exports runs by status and runners by liveness, read at scrape
 // time: ballet_runs{status} and ballet_runners{alive} (alive: a heartbeat
 // within [runs] grace).
+//
+// Each package declares its own metrics (names, help, labels) in the
+// Prometheus client's one shape; what looks alike across packages' metrics
+// files is that shape, not shared logic, so it is not factored out.
 type Collector struct {
 	s       *Service
 	runs    *prometheus.Desc

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 // Event payloads of the run.* and runner.* events, one type per event type
@@ -60,12 +61,12 @@ type RunQuestionAsked struct {
 
 // RunFinished is the payload of run.finished.
 type RunFinished struct {
-	Status           string `json:"status"`
-	Outcome          string `json:"outcome"`     // "" when the session reported none
-	ExitStatus       *int   `json:"exit_status"` // null when the session never exited (a silent run swept)
-	Error            string `json:"error"`
-	Usage            Usage  `json:"usage"`
-	BlockingQuestion bool   `json:"blocking_question"`
+	Status           string         `json:"status"`
+	Outcome          string         `json:"outcome"`     // "" when the session reported none
+	ExitStatus       *int           `json:"exit_status"` // null when the session never exited (a silent run swept)
+	Error            string         `json:"error"`
+	Usage            runproto.Usage `json:"usage"`
+	BlockingQuestion bool           `json:"blocking_question"`
 }
 
 // RunCancelled is the payload of run.cancelled: a queued run was cancelled.
@@ -86,15 +87,15 @@ type RunCancelRequested struct {
 // registered a runner (Again: it had registered this name before, and the
 // runner was updated).
 type RunnerRegistered struct {
-	ID       string            `json:"id"`
-	Name     string            `json:"name"`
-	TokenID  string            `json:"token_id"`
-	Labels   map[string]string `json:"labels"`
-	Capacity int               `json:"capacity"`
-	Adapters []Adapter         `json:"adapters"`
-	Version  string            `json:"version"`
-	Problem  string            `json:"problem"`
-	Again    bool              `json:"again"`
+	ID       string             `json:"id"`
+	Name     string             `json:"name"`
+	TokenID  string             `json:"token_id"`
+	Labels   map[string]string  `json:"labels"`
+	Capacity int                `json:"capacity"`
+	Adapters []runproto.Adapter `json:"adapters"`
+	Version  string             `json:"version"`
+	Problem  string             `json:"problem"`
+	Again    bool               `json:"again"`
 }
 
 // RunnerUpdated is the payload of runner.updated: a runner's heartbeat
@@ -109,8 +110,8 @@ type RunnerUpdated struct {
 // finish of a run that had ended already). Usage is the run's new total;
 // Status the run's status then.
 type RunUsageRecorded struct {
-	Status string `json:"status"`
-	Usage  Usage  `json:"usage"`
+	Status string         `json:"status"`
+	Usage  runproto.Usage `json:"usage"`
 }
 
 // RunnerRemoved is the payload of runner.removed: the reconciler removed a

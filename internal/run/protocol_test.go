@@ -12,6 +12,7 @@ import (
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/runproto"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/testkit/storetest"
 )
@@ -38,14 +39,14 @@ func TestRegisterV2(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st store.Store) {
 		w := setup(t, st)
 		rn := w.runner
-		if rn.Capacity != 1 || len(rn.Adapters) != 2 || rn.Adapters[0] != (run.Adapter{Name: "claude-code"}) ||
-			rn.Adapters[1] != (run.Adapter{Name: "opencode"}) || !rn.Alive || rn.Sessions == nil || len(rn.Sessions) != 0 {
+		if rn.Capacity != 1 || len(rn.Adapters) != 2 || rn.Adapters[0] != (runproto.Adapter{Name: "claude-code"}) ||
+			rn.Adapters[1] != (runproto.Adapter{Name: "opencode"}) || !rn.Alive || rn.Sessions == nil || len(rn.Sessions) != 0 {
 			t.Fatalf("a registration without the new fields: %+v", rn)
 		}
 		w.newRun()
 		l, _ := w.lease()
 		w.fc.Advance(time.Second)
-		in := run.RunnerInput{Name: "host-1", Capacity: ptrInt(4), Adapters: []run.Adapter{{Name: "opencode", Version: "1.18.33"}},
+		in := run.RunnerInput{Name: "host-1", Capacity: ptrInt(4), Adapters: []runproto.Adapter{{Name: "opencode", Version: "1.18.33"}},
 			Version: "ballet 0.9.0", Problem: "bwrap is not installed"}
 		var again run.Runner
 		evs := w.expect("register again", "", []string{"runner.registered"}, func() (err error) {
@@ -64,7 +65,7 @@ func TestRegisterV2(t *testing.T) {
 		if err != nil || other.ID == rn.ID {
 			t.Fatalf("another token's host-1: %+v %v", other, err)
 		}
-		nine := make([]run.Adapter, 9)
+		nine := make([]runproto.Adapter, 9)
 		for _, c := range []struct {
 			in    run.RunnerInput
 			field string
@@ -72,9 +73,9 @@ func TestRegisterV2(t *testing.T) {
 			{run.RunnerInput{Name: "h", Capacity: ptrInt(0)}, "capacity"},
 			{run.RunnerInput{Name: "h", Capacity: ptrInt(65)}, "capacity"},
 			{run.RunnerInput{Name: "h", Adapters: nine}, "adapters"},
-			{run.RunnerInput{Name: "h", Adapters: []run.Adapter{{Name: "codex"}}}, "adapters[0].name"},
-			{run.RunnerInput{Name: "h", Adapters: []run.Adapter{{Name: "opencode"}, {Name: "opencode"}}}, "adapters[1].name"},
-			{run.RunnerInput{Name: "h", Adapters: []run.Adapter{{Name: "opencode", Version: strings.Repeat("v", 101)}}}, "adapters[0].version"},
+			{run.RunnerInput{Name: "h", Adapters: []runproto.Adapter{{Name: "codex"}}}, "adapters[0].name"},
+			{run.RunnerInput{Name: "h", Adapters: []runproto.Adapter{{Name: "opencode"}, {Name: "opencode"}}}, "adapters[1].name"},
+			{run.RunnerInput{Name: "h", Adapters: []runproto.Adapter{{Name: "opencode", Version: strings.Repeat("v", 101)}}}, "adapters[0].version"},
 			{run.RunnerInput{Name: "h", Version: strings.Repeat("v", 101)}, "version"},
 			{run.RunnerInput{Name: "h", Problem: strings.Repeat("p", 1001)}, "problem"},
 			{run.RunnerInput{Name: "h", Problem: "bad\x1bescape"}, "problem"},
@@ -189,7 +190,7 @@ func TestLeaseAdapters(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, st store.Store) {
 		w := setup(t, st)
 		rp := w.runnerToken("runner-oc")
-		rn, err := w.svc.RegisterRunner(w.ctx, rp, run.RunnerInput{Name: "oc", Adapters: []run.Adapter{{Name: "opencode", Version: "1.18.33"}}})
+		rn, err := w.svc.RegisterRunner(w.ctx, rp, run.RunnerInput{Name: "oc", Adapters: []runproto.Adapter{{Name: "opencode", Version: "1.18.33"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,9 +224,11 @@ func TestLeaseAdapters(t *testing.T) {
 	})
 }
 
-type sessionFunc func(ctx context.Context, r run.Run) (run.Session, error)
+type sessionFunc func(ctx context.Context, r run.Run) (runproto.Session, error)
 
-func (f sessionFunc) Session(ctx context.Context, r run.Run) (run.Session, error) { return f(ctx, r) }
+func (f sessionFunc) Session(ctx context.Context, r run.Run) (runproto.Session, error) {
+	return f(ctx, r)
+}
 
 // TestLeaseUnrunnable: a run whose session cannot be prepared (a
 // credential missing) is failed by the lease that meets it, with the
@@ -238,14 +241,14 @@ func TestLeaseUnrunnable(t *testing.T) {
 		good := w.newRun()
 		broken := false
 		w.svc = run.NewService(st, w.applier, w.fc, w.tr, run.Config{Grace: grace, OnFinish: flow.OnRunFinished,
-			Sessions: sessionFunc(func(_ context.Context, r run.Run) (run.Session, error) {
+			Sessions: sessionFunc(func(_ context.Context, r run.Run) (runproto.Session, error) {
 				switch {
 				case broken:
-					return run.Session{}, errors.New("the store is down")
+					return runproto.Session{}, errors.New("the store is down")
 				case r.ID == bad.ID:
-					return run.Session{}, fmt.Errorf("%w: ACME_TOKEN is not set in Core's environment", run.ErrUnrunnable)
+					return runproto.Session{}, fmt.Errorf("%w: ACME_TOKEN is not set in Core's environment", run.ErrUnrunnable)
 				}
-				return run.Session{Ticket: run.SessionTicket{Key: "ACME-1"}}, nil
+				return runproto.Session{Ticket: runproto.SessionTicket{Key: "ACME-1"}}, nil
 			})})
 		l, _ := func() (run.Leased, bool) {
 			var l run.Leased

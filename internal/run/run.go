@@ -31,6 +31,7 @@ import (
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/job"
+	"github.com/ballet/ballet/internal/runproto"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/transition"
 )
@@ -39,9 +40,9 @@ import (
 const (
 	StatusQueued    = "queued"
 	StatusRunning   = "running"
-	StatusSucceeded = "succeeded"
-	StatusFailed    = "failed"
-	StatusCancelled = "cancelled"
+	StatusSucceeded = runproto.StatusSucceeded // the final statuses are the runner protocol's
+	StatusFailed    = runproto.StatusFailed
+	StatusCancelled = runproto.StatusCancelled
 )
 
 // Outcomes a session reports.
@@ -58,15 +59,6 @@ const (
 	PermRunner access.Permission = "runner"
 	PermRun    access.Permission = "run"
 )
-
-// Usage is what a session consumed.
-type Usage struct {
-	InputTokens      int64   `json:"input_tokens"`
-	OutputTokens     int64   `json:"output_tokens"`
-	CacheReadTokens  int64   `json:"cache_read_tokens"`
-	CacheWriteTokens int64   `json:"cache_write_tokens"`
-	CostUSD          float64 `json:"cost_usd"`
-}
 
 // Run is one agent session for one flow step, as stored in the runs table.
 type Run struct {
@@ -92,7 +84,7 @@ type Run struct {
 	BlockingQuestion bool            `json:"blocking_question"`
 	ExitStatus       *int            `json:"exit_status"`
 	Error            string          `json:"error"`
-	Usage            Usage           `json:"usage"`
+	Usage            runproto.Usage  `json:"usage"`
 	// BranchAhead is how many commits the ticket's branch had ahead of the
 	// default branch once the session's work was pushed, as its runner
 	// reported (nil: not reported).
@@ -262,11 +254,5 @@ func queryRuns(ctx context.Context, q store.Store, where string, args ...any) ([
 	if err != nil {
 		return nil, fmt.Errorf("read runs: %w", err)
 	}
-	out := make([]Run, rows.Len())
-	for i := range out {
-		if out[i], err = scanRun(rows, i); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return store.ScanAll(rows, scanRun)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/runproto"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/testkit/storetest"
@@ -537,7 +538,7 @@ func TestHeartbeatAndCancel(t *testing.T) {
 		w.newRun()
 		l, _ := w.lease()
 		w.fc.Advance(10 * time.Second)
-		var hb run.HeartbeatReply
+		var hb runproto.HeartbeatReply
 		w.expect("heartbeat", "", nil, func() (err error) {
 			hb, err = w.svc.Heartbeat(w.ctx, w.get(l.Run.ID))
 			return err
@@ -742,7 +743,7 @@ func TestFinish(t *testing.T) {
 			w.wantFinishedJobs(finished...)
 			return r
 		}
-		usage := run.Usage{InputTokens: 1200, OutputTokens: 340, CacheReadTokens: 5000, CacheWriteTokens: 700, CostUSD: 0.0421}
+		usage := runproto.Usage{InputTokens: 1200, OutputTokens: 340, CacheReadTokens: 5000, CacheWriteTokens: 700, CostUSD: 0.0421}
 		ok := finish(true, run.FinishInput{ExitStatus: ptr(0), Usage: &usage}, run.StatusSucceeded, "")
 		if ok.Usage != usage || ok.Outcome != "done" {
 			t.Fatalf("succeeded %+v", ok)
@@ -759,14 +760,14 @@ func TestFinish(t *testing.T) {
 			field string
 		}{
 			{run.FinishInput{}, "exit_status"},
-			{run.FinishInput{ExitStatus: ptr(0), Usage: &run.Usage{InputTokens: -1}}, "usage.input_tokens"},
-			{run.FinishInput{ExitStatus: ptr(0), Usage: &run.Usage{OutputTokens: -1}}, "usage.output_tokens"},
-			{run.FinishInput{ExitStatus: ptr(0), Usage: &run.Usage{CacheReadTokens: -1}}, "usage.cache_read_tokens"},
-			{run.FinishInput{ExitStatus: ptr(0), Usage: &run.Usage{CacheWriteTokens: -1}}, "usage.cache_write_tokens"},
-			{run.FinishInput{ExitStatus: ptr(0), Usage: &run.Usage{CostUSD: math.NaN()}}, "usage.cost_usd"},
-			{run.FinishInput{ExitStatus: ptr(0), Usage: &run.Usage{CostUSD: -0.5}}, "usage.cost_usd"},
-			{run.FinishInput{ExitStatus: ptr(0), Usage: &run.Usage{CostUSD: math.Inf(1)}}, "usage.cost_usd"},
-			{run.FinishInput{ExitStatus: ptr(0), Error: strings.Repeat("e", run.MaxError+1)}, "error"},
+			{run.FinishInput{ExitStatus: ptr(0), Usage: &runproto.Usage{InputTokens: -1}}, "usage.input_tokens"},
+			{run.FinishInput{ExitStatus: ptr(0), Usage: &runproto.Usage{OutputTokens: -1}}, "usage.output_tokens"},
+			{run.FinishInput{ExitStatus: ptr(0), Usage: &runproto.Usage{CacheReadTokens: -1}}, "usage.cache_read_tokens"},
+			{run.FinishInput{ExitStatus: ptr(0), Usage: &runproto.Usage{CacheWriteTokens: -1}}, "usage.cache_write_tokens"},
+			{run.FinishInput{ExitStatus: ptr(0), Usage: &runproto.Usage{CostUSD: math.NaN()}}, "usage.cost_usd"},
+			{run.FinishInput{ExitStatus: ptr(0), Usage: &runproto.Usage{CostUSD: -0.5}}, "usage.cost_usd"},
+			{run.FinishInput{ExitStatus: ptr(0), Usage: &runproto.Usage{CostUSD: math.Inf(1)}}, "usage.cost_usd"},
+			{run.FinishInput{ExitStatus: ptr(0), Error: strings.Repeat("e", runproto.MaxError+1)}, "error"},
 		} {
 			_, err := w.svc.Finish(w.ctx, w.runnerP.Actor, l.Run.ID, c.in)
 			var ae *apperr.Error

@@ -15,6 +15,7 @@ import (
 	"github.com/ballet/ballet/internal/bounds"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/pipeline"
+	"github.com/ballet/ballet/internal/runproto"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/text"
 	"github.com/ballet/ballet/internal/transition"
@@ -25,9 +26,7 @@ const (
 	MaxRunnerName   = 200
 	MaxLabels       = 32
 	MaxLabelValue   = 200
-	MaxAdapters     = 8    // entries of a registration's adapters
-	MaxVersion      = 100  // characters of a runner's or an adapter's version
-	MaxProblem      = 1000 // characters of a runner's problem
+	MaxAdapters     = 8 // entries of a registration's adapters
 	DefaultCapacity = 1
 )
 
@@ -36,27 +35,21 @@ var Adapters = []string{pipeline.AdapterClaudeCode, pipeline.AdapterOpenCode}
 
 var labelRE = regexp.MustCompile(`^[a-z][a-z0-9_.-]{0,63}$`)
 
-// Adapter is an agent CLI a runner can run, with its --version.
-type Adapter struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
-}
-
 // Runner is a registered Runner process. It is bound to the runner token
 // that registered it: only that token finds it. A token may register
 // several runners (several processes on one host), one per name: a
 // registration under a name the token registered before updates that
 // runner (a restarted process gets its runner back).
 type Runner struct {
-	ID       string            `json:"id"`
-	Name     string            `json:"name"`
-	TokenID  string            `json:"token_id,omitempty"` // "" for an organization admin's view
-	Labels   map[string]string `json:"labels"`
-	Capacity int               `json:"capacity"`
-	Adapters []Adapter         `json:"adapters"`
-	Version  string            `json:"version"` // the runner's software version
-	Problem  string            `json:"problem"` // why it cannot run sessions now; "" when it can
-	Draining bool              `json:"draining"`
+	ID       string             `json:"id"`
+	Name     string             `json:"name"`
+	TokenID  string             `json:"token_id,omitempty"` // "" for an organization admin's view
+	Labels   map[string]string  `json:"labels"`
+	Capacity int                `json:"capacity"`
+	Adapters []runproto.Adapter `json:"adapters"`
+	Version  string             `json:"version"` // the runner's software version
+	Problem  string             `json:"problem"` // why it cannot run sessions now; "" when it can
+	Draining bool               `json:"draining"`
 	// Sessions are the runs it holds (running on it).
 	Sessions   []string  `json:"sessions"`
 	Alive      bool      `json:"alive"` // a heartbeat within [runs] grace
@@ -82,8 +75,8 @@ func (rn Runner) leases() bool { return !rn.Draining && rn.Problem == "" }
 type RunnerInput struct {
 	Name     string
 	Labels   map[string]string
-	Capacity *int      // nil: DefaultCapacity
-	Adapters []Adapter // nil (not given): every adapter, version unknown (a protocol version 1 runner)
+	Capacity *int               // nil: DefaultCapacity
+	Adapters []runproto.Adapter // nil (not given): every adapter, version unknown (a protocol version 1 runner)
 	Version  string
 	Problem  string
 }
@@ -113,10 +106,10 @@ func (in RunnerInput) validate() error {
 			v.Add(f+".name", "%s is listed twice", a.Name)
 		}
 		seen[a.Name] = true
-		validateLine(&v, f+".version", a.Version, MaxVersion)
+		validateLine(&v, f+".version", a.Version, runproto.MaxVersion)
 	}
-	validateLine(&v, "version", in.Version, MaxVersion)
-	validateLine(&v, "problem", in.Problem, MaxProblem)
+	validateLine(&v, "version", in.Version, runproto.MaxVersion)
+	validateLine(&v, "problem", in.Problem, runproto.MaxProblem)
 	return v.Err()
 }
 
@@ -135,10 +128,10 @@ func mustJSON(v any) []byte {
 }
 
 // allAdapters is what a runner that names no adapters may run.
-func allAdapters() []Adapter {
-	out := make([]Adapter, len(Adapters))
+func allAdapters() []runproto.Adapter {
+	out := make([]runproto.Adapter, len(Adapters))
 	for i, name := range Adapters {
-		out[i] = Adapter{Name: name}
+		out[i] = runproto.Adapter{Name: name}
 	}
 	return out
 }
@@ -230,7 +223,7 @@ func (s *Service) queryRunners(ctx context.Context, where string, args ...any) (
 			return nil, fmt.Errorf("runner %s adapters: %w", rn.ID, err)
 		}
 		if rn.Adapters == nil {
-			rn.Adapters = []Adapter{}
+			rn.Adapters = []runproto.Adapter{}
 		}
 		rn.CreatedAt, rn.LastSeenAt = store.Time(created), store.Time(seen)
 		rn.Alive = !rn.LastSeenAt.Before(cutoff)
@@ -301,7 +294,7 @@ func (in HeartbeatInput) validate() error {
 		v.Check(id != "" && len(id) <= 100, fmt.Sprintf("sessions[%d]", i), "must be a run id")
 		v.CheckErr(fmt.Sprintf("sessions[%d]", i), text.Line(id))
 	}
-	validateLine(&v, "problem", in.Problem, MaxProblem)
+	validateLine(&v, "problem", in.Problem, runproto.MaxProblem)
 	return v.Err()
 }
 

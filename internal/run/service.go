@@ -9,6 +9,7 @@ import (
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/job"
+	"github.com/ballet/ballet/internal/runproto"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/tracker"
 	"github.com/ballet/ballet/internal/transition"
@@ -16,14 +17,13 @@ import (
 
 // Defaults and limits.
 const (
-	DefaultGrace = 2 * time.Minute  // a running run without a heartbeat for this long fails
-	MaxLeaseWait = 60 * time.Second // the longest long poll of a lease (bounds.LeaseWait)
+	DefaultGrace = 2 * time.Minute                     // a running run without a heartbeat for this long fails
+	MaxLeaseWait = runproto.MaxLeaseWait * time.Second // the longest long poll of a lease (bounds.LeaseWait)
 	DefaultPoll  = 200 * time.Millisecond
 	// RunTokenTTL bounds a run token's life in case nothing revoked it
 	// (a finish and the sweep revoke it much earlier).
 	RunTokenTTL = 7 * 24 * time.Hour
 	MaxReport   = 64 << 10 // bytes of a report's summary
-	MaxError    = 16 << 10 // bytes of a finish's error
 )
 
 // Config tunes a Service; zero fields take the defaults.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/runproto"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/testkit/storetest"
 )
@@ -25,7 +26,7 @@ func TestUsageIsAlwaysCounted(t *testing.T) {
 		w.newRun()
 		l, _ := w.lease()
 		id := l.Run.ID
-		report := func(name string, u run.Usage, want []string) run.Run {
+		report := func(name string, u runproto.Usage, want []string) run.Run {
 			t.Helper()
 			var r run.Run
 			w.expect(name, "", want, func() (err error) {
@@ -34,13 +35,13 @@ func TestUsageIsAlwaysCounted(t *testing.T) {
 			})
 			return r
 		}
-		r := report("first report", run.Usage{InputTokens: 100, OutputTokens: 10, CostUSD: 0.01}, []string{"run.usage_recorded"})
-		if r.Usage != (run.Usage{InputTokens: 100, OutputTokens: 10, CostUSD: 0.01}) || w.get(id).Usage != r.Usage {
+		r := report("first report", runproto.Usage{InputTokens: 100, OutputTokens: 10, CostUSD: 0.01}, []string{"run.usage_recorded"})
+		if r.Usage != (runproto.Usage{InputTokens: 100, OutputTokens: 10, CostUSD: 0.01}) || w.get(id).Usage != r.Usage {
 			t.Fatalf("after the first report: %+v, stored %+v", r.Usage, w.get(id).Usage)
 		}
-		report("the same again", run.Usage{InputTokens: 100, OutputTokens: 10, CostUSD: 0.01}, nil)
-		r = report("a late smaller one", run.Usage{InputTokens: 50, OutputTokens: 20, CostUSD: 0.005}, []string{"run.usage_recorded"})
-		if r.Usage != (run.Usage{InputTokens: 100, OutputTokens: 20, CostUSD: 0.01}) {
+		report("the same again", runproto.Usage{InputTokens: 100, OutputTokens: 10, CostUSD: 0.01}, nil)
+		r = report("a late smaller one", runproto.Usage{InputTokens: 50, OutputTokens: 20, CostUSD: 0.005}, []string{"run.usage_recorded"})
+		if r.Usage != (runproto.Usage{InputTokens: 100, OutputTokens: 20, CostUSD: 0.01}) {
 			t.Fatalf("merged: %+v", r.Usage)
 		}
 		// The finish without usage keeps what was reported.
@@ -49,7 +50,7 @@ func TestUsageIsAlwaysCounted(t *testing.T) {
 			t.Fatalf("finish after a report: %+v %v", fin, err)
 		}
 		// After the finish, a report still counts.
-		if r = report("after the finish", run.Usage{InputTokens: 300, CostUSD: 0.03}, []string{"run.usage_recorded"}); r.Usage.CostUSD != 0.03 ||
+		if r = report("after the finish", runproto.Usage{InputTokens: 300, CostUSD: 0.03}, []string{"run.usage_recorded"}); r.Usage.CostUSD != 0.03 ||
 			r.Status != run.StatusFailed {
 			t.Fatalf("after the finish: %+v", r)
 		}
@@ -63,7 +64,7 @@ func TestUsageIsAlwaysCounted(t *testing.T) {
 			t.Fatalf("sweep: %d %v", n, err)
 		}
 		swept := w.get(l2.Run.ID)
-		late := run.Usage{InputTokens: 5000, OutputTokens: 700, CostUSD: 1.25}
+		late := runproto.Usage{InputTokens: 5000, OutputTokens: 700, CostUSD: 1.25}
 		var got run.Run
 		w.expect("late finish", "", []string{"run.usage_recorded"}, func() (err error) {
 			got, err = w.svc.Finish(w.ctx, w.runnerP.Actor, l2.Run.ID, run.FinishInput{ExitStatus: ptr(0), Usage: &late})
@@ -83,16 +84,16 @@ func TestUsageIsAlwaysCounted(t *testing.T) {
 
 		// Bounds, named.
 		for _, c := range []struct {
-			u     run.Usage
+			u     runproto.Usage
 			field string
 		}{
-			{run.Usage{InputTokens: math.MaxInt64}, "input_tokens"},
-			{run.Usage{OutputTokens: 1_000_000_000_001}, "output_tokens"},
-			{run.Usage{CacheReadTokens: -1}, "cache_read_tokens"},
-			{run.Usage{CacheWriteTokens: math.MaxInt64}, "cache_write_tokens"},
-			{run.Usage{CostUSD: 1_000_000.01}, "cost_usd"},
-			{run.Usage{CostUSD: math.NaN()}, "cost_usd"},
-			{run.Usage{CostUSD: math.Inf(1)}, "cost_usd"},
+			{runproto.Usage{InputTokens: math.MaxInt64}, "input_tokens"},
+			{runproto.Usage{OutputTokens: 1_000_000_000_001}, "output_tokens"},
+			{runproto.Usage{CacheReadTokens: -1}, "cache_read_tokens"},
+			{runproto.Usage{CacheWriteTokens: math.MaxInt64}, "cache_write_tokens"},
+			{runproto.Usage{CostUSD: 1_000_000.01}, "cost_usd"},
+			{runproto.Usage{CostUSD: math.NaN()}, "cost_usd"},
+			{runproto.Usage{CostUSD: math.Inf(1)}, "cost_usd"},
 		} {
 			w.expect(c.field, apperr.Invalid, nil, func() error {
 				_, err := w.svc.RecordUsage(w.ctx, w.runnerP.Actor, id, c.u)

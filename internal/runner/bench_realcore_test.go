@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/fakemodel"
-	"github.com/ballet/ballet/internal/runner/protocol"
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 // BenchmarkSessionOverhead measures the runner's overhead per session
@@ -46,7 +46,7 @@ func BenchmarkSessionOverhead(b *testing.B) {
 	for _, n := range []int{1, 4, 8} {
 		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
 			w := newCoreWorld(b, nil)
-			w.oneStage("default", protocol.ClaudeCode)
+			w.oneStage("default", runproto.ClaudeCode)
 			first := &firstRequests{next: w.fm, at: map[string]time.Time{}}
 			srv := httptest.NewServer(first)
 			b.Cleanup(srv.Close)

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/fakemodel"
-	"github.com/ballet/ballet/internal/runner/protocol"
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 // The stage's checkpoint is deleted only after a run that succeeded with
@@ -59,7 +59,7 @@ func TestCheckpointKeptWhenTheReportedWorkIsNotPushed(t *testing.T) {
 	run := w.core.enqueue(w.session(fakemodel.Marker("report-done", "content=unpushed")))
 	got := w.core.over(run)
 	f := got.Finishes[0]
-	if got.Status != protocol.StatusFailed || got.Outcome != "done" || f.ExitStatus == 0 ||
+	if got.Status != runproto.StatusFailed || got.Outcome != "done" || f.ExitStatus == 0 ||
 		!strings.Contains(f.Error, "the agent's work could not be pushed to ballet/ACME-1") {
 		t.Fatalf("run %s, outcome %q, finish %+v", got.Status, got.Outcome, f)
 	}
@@ -88,7 +88,7 @@ func TestCheckpointKeptPastTheStageTimeout(t *testing.T) {
 	run := w.core.enqueue(ss)
 	got := w.core.over(run)
 	f := got.Finishes[0]
-	if got.Status != protocol.StatusFailed || f.ExitStatus == 0 || !strings.Contains(f.Error, "past the stage's timeout") {
+	if got.Status != runproto.StatusFailed || f.ExitStatus == 0 || !strings.Contains(f.Error, "past the stage's timeout") {
 		t.Fatalf("run %s, finish %+v", got.Status, f)
 	}
 	wantUsage(t, f.Usage, w.servedFirst()) // every token served before the timeout
@@ -137,7 +137,7 @@ func TestRunnerSIGTERMMidWork(t *testing.T) {
 		t.Fatal("the runner did not exit after SIGTERM")
 	}
 	got := w.core.snapshot(run)
-	if len(got.Finishes) != 1 || got.Status != protocol.StatusFailed ||
+	if len(got.Finishes) != 1 || got.Status != runproto.StatusFailed ||
 		!strings.Contains(got.Finishes[0].Error, "the runner was stopped and its drain time (1s) ran out") {
 		t.Fatalf("run %s, finishes %+v", got.Status, got.Finishes)
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/ballet/ballet/internal/runner/protocol"
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 // fakeCore plays Core's side of the runner protocol (version 2,
@@ -58,8 +58,8 @@ type fcRequest struct {
 
 type fcRunner struct {
 	ID         string
-	Reg        protocol.Registration
-	Heartbeats []protocol.Heartbeat
+	Reg        runproto.RunnerRegister
+	Heartbeats []runproto.RunnerHeartbeatIn
 	Leases     int // lease calls answered with a run
 	// Polling counts its lease calls in progress: a runner killed while
 	// it long-polls leaves one until the server sees its connection close.
@@ -68,7 +68,7 @@ type fcRunner struct {
 
 type fcRun struct {
 	ID, Token string
-	Lease     protocol.Lease
+	Lease     runproto.Lease
 	Runner    string
 	LeasedAt  time.Time
 
@@ -76,16 +76,24 @@ type fcRun struct {
 	Heartbeats int
 	Outcome    string
 	Summary    string
-	Questions  []protocol.Answered // asked (Answer "")
+	Questions  []runproto.SessionAnswer // asked (Answer "")
 	Blocking   bool
 	Log        []byte
 	Truncated  bool
-	Finishes   []protocol.Finish
-	Usage      protocol.Usage // the last running total sent to /usage
+	Finishes   []fcFinish
+	Usage      runproto.Usage // the last running total sent to /usage
 	Status     string         // running, then the final status
 	// Over: a heartbeat of its runner after its finish no longer lists
 	// it — the session has ended whole (checkpoint dropped, folder gone).
 	Over bool
+}
+
+// fcFinish is a finish as the fake Core took it.
+type fcFinish struct {
+	ExitStatus  int
+	Usage       *runproto.Usage
+	Error       string
+	BranchAhead *int
 }
 
 func newFakeCore(t testing.TB) *fakeCore {
@@ -218,17 +226,17 @@ func (fc *fakeCore) register(w http.ResponseWriter, r *http.Request) {
 	if !fc.runnerAuth(w, r) {
 		return
 	}
-	var reg protocol.Registration
+	var reg runproto.RunnerRegister
 	if !decode(w, r, &reg) {
 		return
 	}
-	if reg.Capacity < 1 || reg.Capacity > protocol.MaxCapacity || reg.Name == "" || len(reg.Problem) > protocol.MaxProblem {
+	if reg.Capacity == nil || *reg.Capacity < 1 || *reg.Capacity > runproto.MaxCapacity || reg.Name == "" || len(reg.Problem) > runproto.MaxProblem {
 		writeError(w, http.StatusBadRequest, "capacity, name or problem out of range")
 		return
 	}
 	id := uuid.NewString()
 	fc.update(func() { fc.runners = append(fc.runners, &fcRunner{ID: id, Reg: reg}) })
-	writeJSON(w, http.StatusCreated, protocol.Runner{ID: id, Name: reg.Name, Labels: reg.Labels, Capacity: reg.Capacity,
+	writeJSON(w, http.StatusCreated, runproto.Runner{ID: id, Name: reg.Name, Labels: reg.Labels, Capacity: *reg.Capacity,
 		Adapters: reg.Adapters, Version: reg.Version, Problem: reg.Problem, Sessions: []string{}, Alive: true, LastSeenAt: time.Now()})
 }
 
@@ -236,11 +244,11 @@ func (fc *fakeCore) heartbeat(w http.ResponseWriter, r *http.Request) {
 	if !fc.runnerAuth(w, r) {
 		return
 	}
-	var hb protocol.Heartbeat
+	var hb runproto.RunnerHeartbeatIn
 	if !decode(w, r, &hb) {
 		return
 	}
-	var a protocol.HeartbeatAnswer
+	var a runproto.HeartbeatAnswer
 	found := false
 	fc.update(func() {
 		rn := fc.findRunner(r.PathValue("runner"))
@@ -254,7 +262,7 @@ func (fc *fakeCore) heartbeat(w http.ResponseWriter, r *http.Request) {
 				run.Over = true
 			}
 		}
-		a.Runner = protocol.Runner{ID: rn.ID, Name: rn.Reg.Name, Capacity: rn.Reg.Capacity, Sessions: hb.Sessions, Alive: true}
+		a.Runner = runproto.Runner{ID: rn.ID, Name: rn.Reg.Name, Capacity: *rn.Reg.Capacity, Sessions: hb.Sessions, Alive: true}
 		a.Cancel = []string{}
 		for _, id := range hb.Sessions {
 			if run := fc.runs[id]; run == nil || run.Cancel || run.Runner != rn.ID {
@@ -273,7 +281,7 @@ func (fc *fakeCore) lease(w http.ResponseWriter, r *http.Request) {
 	if !fc.runnerAuth(w, r) {
 		return
 	}
-	var req protocol.LeaseRequest
+	var req runproto.LeaseRequest
 	if !decode(w, r, &req) {
 		return
 	}
@@ -369,12 +377,12 @@ func (fc *fakeCore) reportUsage(w http.ResponseWriter, r *http.Request) {
 	if run == nil {
 		return
 	}
-	var u protocol.Usage
+	var u runproto.Usage
 	if !decode(w, r, &u) {
 		return
 	}
 	fc.update(func() { run.Usage = u })
-	writeJSON(w, http.StatusOK, protocol.Run{ID: run.ID, Status: run.Status})
+	writeJSON(w, http.StatusOK, runproto.Run{ID: run.ID, Status: run.Status})
 }
 
 func (fc *fakeCore) appendLog(w http.ResponseWriter, r *http.Request) {
@@ -388,12 +396,12 @@ func (fc *fakeCore) appendLog(w http.ResponseWriter, r *http.Request) {
 	}
 	offset, err := strconv.ParseInt(r.URL.Query().Get("offset"), 10, 64)
 	data, _ := io.ReadAll(r.Body)
-	if err != nil || offset < 0 || len(data) > protocol.MaxLogChunk {
+	if err != nil || offset < 0 || len(data) > runproto.MaxLogChunk {
 		writeError(w, http.StatusBadRequest, "offset must be a whole number ≥ 0; a chunk at most 1 MiB")
 		return
 	}
 	var status int
-	var ans protocol.LogAnswer
+	var ans runproto.LogAppended
 	var msg string
 	fc.update(func() {
 		stored := int64(len(run.Log))
@@ -412,7 +420,7 @@ func (fc *fakeCore) appendLog(w http.ResponseWriter, r *http.Request) {
 				run.Log, run.Truncated = run.Log[:fc.logLimit], true
 			}
 		}
-		status, ans = http.StatusOK, protocol.LogAnswer{Size: int64(len(run.Log)), Truncated: run.Truncated}
+		status, ans = http.StatusOK, runproto.LogAppended{Size: int64(len(run.Log)), Truncated: run.Truncated}
 	})
 	if status != http.StatusOK {
 		writeError(w, status, msg)
@@ -426,31 +434,26 @@ func (fc *fakeCore) finish(w http.ResponseWriter, r *http.Request) {
 	if run == nil {
 		return
 	}
-	var f struct {
-		ExitStatus  *int            `json:"exit_status"`
-		Usage       *protocol.Usage `json:"usage"`
-		Error       string          `json:"error"`
-		BranchAhead *int            `json:"branch_ahead"`
-	}
+	var f runproto.FinishIn
 	if !decode(w, r, &f) {
 		return
 	}
-	if f.ExitStatus == nil || len(f.Error) > protocol.MaxError || !validText(f.Error) {
+	if f.ExitStatus == nil || len(f.Error) > runproto.MaxError || !validText(f.Error) {
 		writeError(w, http.StatusBadRequest, "exit_status is required; error at most 16 KiB of printable text")
 		return
 	}
-	var answer protocol.Run
+	var answer runproto.Run
 	fc.update(func() {
-		pf := protocol.Finish{ExitStatus: *f.ExitStatus, Usage: f.Usage, Error: f.Error, BranchAhead: f.BranchAhead}
+		pf := fcFinish{ExitStatus: *f.ExitStatus, Usage: f.Usage, Error: f.Error, BranchAhead: f.BranchAhead}
 		run.Finishes = append(run.Finishes, pf)
 		if run.Status == "running" {
 			switch {
 			case run.Cancel:
-				run.Status = protocol.StatusCancelled
+				run.Status = runproto.StatusCancelled
 			case *f.ExitStatus == 0 && run.Outcome != "":
-				run.Status = protocol.StatusSucceeded
+				run.Status = runproto.StatusSucceeded
 			default:
-				run.Status = protocol.StatusFailed
+				run.Status = runproto.StatusFailed
 			}
 		}
 		answer = run.Lease.Run
@@ -521,7 +524,7 @@ func (fc *fakeCore) mcpHandler() http.Handler {
 	}, fc.tool(func(run *fcRun, args map[string]any) (string, error) {
 		q, _ := args["question"].(string)
 		b, _ := args["blocking"].(bool)
-		run.Questions = append(run.Questions, protocol.Answered{Question: q})
+		run.Questions = append(run.Questions, runproto.SessionAnswer{Question: q})
 		run.Blocking = run.Blocking || b
 		return "Question recorded.", nil
 	}))
@@ -574,7 +577,7 @@ func (fc *fakeCore) tool(do func(run *fcRun, args map[string]any) (string, error
 
 // enqueue queues a run of session; the run's fields not given are filled
 // in.
-func (fc *fakeCore) enqueue(ss protocol.Session) *fcRun {
+func (fc *fakeCore) enqueue(ss runproto.Session) *fcRun {
 	if ss.MCP.URL == "" {
 		ss.MCP.URL = fc.URL + "/api/v1/mcp"
 	}
@@ -582,10 +585,10 @@ func (fc *fakeCore) enqueue(ss protocol.Session) *fcRun {
 		ss.Log.Limit = fc.logLimit
 	}
 	if ss.Stage.Adapter == "" {
-		ss.Stage.Adapter = protocol.ClaudeCode
+		ss.Stage.Adapter = runproto.ClaudeCode
 	}
 	run := &fcRun{ID: uuid.Must(uuid.NewV7()).String(), Token: "ballet_run_" + strings.ReplaceAll(uuid.NewString(), "-", "")}
-	run.Lease = protocol.Lease{RunToken: run.Token, Session: ss, Run: protocol.Run{
+	run.Lease = runproto.Lease{RunToken: run.Token, Session: ss, Run: runproto.Run{
 		ID: run.ID, Item: ss.Ticket.Key, Stage: ss.Stage.ID, Iteration: ss.Stage.Iteration, Adapter: ss.Stage.Adapter,
 		Model: ss.Stage.Model, Status: "queued",
 	}}
@@ -603,7 +606,7 @@ func (fc *fakeCore) cancel(run *fcRun) { fc.update(func() { run.Cancel = true })
 // giveUp fails a running run whose runner went silent (Core's grace).
 func (fc *fakeCore) giveUp(run *fcRun) {
 	fc.update(func() {
-		run.Status = protocol.StatusFailed
+		run.Status = runproto.StatusFailed
 		delete(fc.byToken, run.Token)
 	})
 }

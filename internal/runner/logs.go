@@ -13,6 +13,7 @@ import (
 
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/runner/protocol"
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 // defaultLogLimit is what Core keeps of a run's log when the lease does
@@ -21,7 +22,7 @@ const defaultLogLimit = 8 << 20
 
 // logPoster sends one chunk of a run's log: protocol.Client.AppendLog for
 // one run.
-type logPoster func(ctx context.Context, offset int64, data []byte) (protocol.LogAnswer, error)
+type logPoster func(ctx context.Context, offset int64, data []byte) (runproto.LogAppended, error)
 
 // uploader sends a session's output to Core in chunks as it comes. Write
 // never blocks and never fails: it buffers, and what Core would not keep
@@ -101,7 +102,7 @@ func (u *uploader) run(ctx context.Context) {
 	attempt := 0
 	for {
 		u.mu.Lock()
-		n := min(len(u.buf), protocol.MaxLogChunk)
+		n := min(len(u.buf), runproto.MaxLogChunk)
 		chunk := u.buf[:n:n]
 		offset, finished := u.offset, u.stopped || (u.closed && len(u.buf) == 0)
 		u.mu.Unlock()
@@ -214,12 +215,5 @@ func (p retryPolicy) delay(attempt int) time.Duration {
 
 // sleep waits d on clk; false when ctx ended first.
 func sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
-	t := clk.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return clock.Sleep(ctx, clk, d) == nil
 }

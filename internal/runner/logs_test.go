@@ -15,6 +15,7 @@ import (
 	"github.com/ballet/ballet/internal/bounds"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/runner/protocol"
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 // core is a fake log endpoint: it keeps what it is sent, and answers as
@@ -30,7 +31,7 @@ type logCore struct {
 	posted  chan struct{} // gets a value per post
 }
 
-func (c *logCore) post(ctx context.Context, offset int64, data []byte) (protocol.LogAnswer, error) {
+func (c *logCore) post(ctx context.Context, offset int64, data []byte) (runproto.LogAppended, error) {
 	c.mu.Lock()
 	c.posts = append(c.posts, offset)
 	c.sizes = append(c.sizes, len(data))
@@ -47,23 +48,23 @@ func (c *logCore) post(ctx context.Context, offset int64, data []byte) (protocol
 		select {
 		case <-block:
 		case <-ctx.Done():
-			return protocol.LogAnswer{}, ctx.Err()
+			return runproto.LogAppended{}, ctx.Err()
 		}
 	}
 	if fail != nil {
-		return protocol.LogAnswer{}, fail
+		return runproto.LogAppended{}, fail
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if offset != int64(len(c.log)) {
-		return protocol.LogAnswer{}, &protocol.Error{Status: http.StatusConflict, Message: "gap"}
+		return runproto.LogAppended{}, &protocol.Error{Status: http.StatusConflict, Message: "gap"}
 	}
 	c.log = append(c.log, data...)
 	trunc := c.limit > 0 && int64(len(c.log)) > c.limit
 	if trunc {
 		c.log = c.log[:c.limit]
 	}
-	return protocol.LogAnswer{Size: int64(len(c.log)), Truncated: trunc}, nil
+	return runproto.LogAppended{Size: int64(len(c.log)), Truncated: trunc}, nil
 }
 
 func (c *logCore) snapshot() ([]byte, []int64, []int) {
@@ -99,7 +100,7 @@ func TestUploaderSendsEverythingInChunks(t *testing.T) {
 		t.Errorf("Core got %d bytes, want %d", len(got), want.Len())
 	}
 	for _, s := range sizes {
-		if s > protocol.MaxLogChunk {
+		if s > runproto.MaxLogChunk {
 			t.Errorf("a chunk of %d bytes", s)
 		}
 	}
@@ -229,7 +230,7 @@ func TestErrorText(t *testing.T) {
 	if got := errorText([]string{"a\x1b[31mred", "", "a\x1b[31mred", "line\n\tnext\r", "bad \xff utf8"}); got != "a [31mred\nline\n\tnext\nbad ? utf8" {
 		t.Errorf("%q", got)
 	}
-	if got := errorText([]string{strings.Repeat("é", 20000)}); len(got) > protocol.MaxError || !strings.HasSuffix(got, "…") {
+	if got := errorText([]string{strings.Repeat("é", 20000)}); len(got) > runproto.MaxError || !strings.HasSuffix(got, "…") {
 		t.Errorf("%d bytes", len(got))
 	}
 }
@@ -238,15 +239,15 @@ func TestErrorText(t *testing.T) {
 // bounds.CostUSD) is reported at the bound, never refused: a refused
 // finish would leave the run's spend at nothing.
 func TestUsageWithinCoreBounds(t *testing.T) {
-	huge := protocol.Usage{InputTokens: math.MaxInt64, OutputTokens: -5, CacheReadTokens: 7, CacheWriteTokens: bounds.Tokens.Max + 1, CostUSD: math.Inf(1)}
-	want := protocol.Usage{InputTokens: bounds.Tokens.Max, OutputTokens: 0, CacheReadTokens: 7, CacheWriteTokens: bounds.Tokens.Max, CostUSD: float64(bounds.CostUSD.Max)}
+	huge := runproto.Usage{InputTokens: math.MaxInt64, OutputTokens: -5, CacheReadTokens: 7, CacheWriteTokens: bounds.Tokens.Max + 1, CostUSD: math.Inf(1)}
+	want := runproto.Usage{InputTokens: bounds.Tokens.Max, OutputTokens: 0, CacheReadTokens: 7, CacheWriteTokens: bounds.Tokens.Max, CostUSD: float64(bounds.CostUSD.Max)}
 	if got := bounded(huge); got != want {
 		t.Errorf("bounded(%+v) = %+v, want %+v", huge, got, want)
 	}
-	if got := bounded(protocol.Usage{InputTokens: 3, CostUSD: math.NaN()}); got != (protocol.Usage{InputTokens: 3}) {
+	if got := bounded(runproto.Usage{InputTokens: 3, CostUSD: math.NaN()}); got != (runproto.Usage{InputTokens: 3}) {
 		t.Errorf("a NaN cost: %+v", got)
 	}
-	ok := protocol.Usage{InputTokens: 1, OutputTokens: 2, CacheReadTokens: 3, CacheWriteTokens: 4, CostUSD: 0.5}
+	ok := runproto.Usage{InputTokens: 1, OutputTokens: 2, CacheReadTokens: 3, CacheWriteTokens: 4, CostUSD: 0.5}
 	if got := bounded(ok); got != ok {
 		t.Errorf("bounded(%+v) = %+v", ok, got)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/config"
 	"github.com/ballet/ballet/internal/runner"
-	"github.com/ballet/ballet/internal/runner/protocol"
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 // The runner's loops on the fake clock: registration, heartbeats, leases,
@@ -94,8 +94,9 @@ func TestRegistrationAndHeartbeats(t *testing.T) {
 	w.start(w.options())
 	run := w.running()
 	rn := w.core.registered()[0]
-	want := protocol.Registration{Name: rn.Reg.Name, Labels: map[string]string{"zone": "test"}, Capacity: 2,
-		Adapters: []protocol.Adapter{{Name: "claude-code", Version: "9.9.9"}}, Version: "test"}
+	capacity := 2
+	want := runproto.RunnerRegister{Name: rn.Reg.Name, Labels: map[string]string{"zone": "test"}, Capacity: &capacity,
+		Adapters: []runproto.Adapter{{Name: "claude-code", Version: "9.9.9"}}, Version: "test"}
 	if !equalJSON(rn.Reg, want) || rn.Reg.Name == "" {
 		t.Errorf("registration %+v, want %+v", rn.Reg, want)
 	}
@@ -151,7 +152,7 @@ func TestRunHeartbeatCancelStopsTheSession(t *testing.T) {
 	w.core.cancel(run)
 	w.clk.Advance(10 * time.Second)
 	got := w.core.finished(run)
-	if f := got.Finishes[0]; got.Status != protocol.StatusCancelled || !strings.Contains(f.Error, "cancelled: the ticket was paused") {
+	if f := got.Finishes[0]; got.Status != runproto.StatusCancelled || !strings.Contains(f.Error, "cancelled: the ticket was paused") {
 		t.Errorf("run %s, finish %+v", got.Status, f)
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/ballet/ballet/internal/config"
 	"github.com/ballet/ballet/internal/fakemodel"
 	"github.com/ballet/ballet/internal/runner"
-	"github.com/ballet/ballet/internal/runner/protocol"
+	"github.com/ballet/ballet/internal/runproto"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/testkit/agenttest"
 	"github.com/ballet/ballet/internal/testkit/apitest"
@@ -93,7 +93,7 @@ func (w *coreWorld) oneStage(name, adapter string) {
 // pipelineOf is the ticket type whose pipeline runs on adapter: task
 // (the default pipeline) on claude-code, bug on opencode (see oneStage).
 func pipelineOf(adapter string) string {
-	if adapter == protocol.OpenCode {
+	if adapter == runproto.OpenCode {
 		return "bug"
 	}
 	return "task"
@@ -148,7 +148,7 @@ type coreRun struct {
 	Iteration                                 int
 	BlockingQuestion                          bool `json:"blocking_question"`
 	ExitStatus                                *int `json:"exit_status"`
-	Usage                                     protocol.Usage
+	Usage                                     runproto.Usage
 	CancelRequested                           bool `json:"cancel_requested"`
 }
 
@@ -290,8 +290,8 @@ func noSessionLeft(t *testing.T, runID string) {
 func TestRealCore(t *testing.T) {
 	t.Parallel()
 	w := newCoreWorld(t, nil, func(c *config.Config) { c.Runs.LogLimit = 1 << 20 })
-	w.oneStage("default", protocol.ClaudeCode)
-	w.oneStage("bug", protocol.OpenCode)
+	w.oneStage("default", runproto.ClaudeCode)
+	w.oneStage("bug", runproto.OpenCode)
 	o := w.options()
 	o.Config.Sessions = 4
 	w.start(o)
@@ -488,7 +488,7 @@ func TestRealCore(t *testing.T) {
 func TestRealCoreWatchdog(t *testing.T) {
 	t.Parallel()
 	w := newCoreWorld(t, nil)
-	w.oneStage("default", protocol.ClaudeCode)
+	w.oneStage("default", runproto.ClaudeCode)
 	o := w.options()
 	o.Config.Watchdog.Duration = 3 * time.Second
 	w.start(o)
@@ -509,7 +509,7 @@ func TestRealCoreWatchdog(t *testing.T) {
 func TestRealCoreKillSwitch(t *testing.T) {
 	t.Parallel()
 	w := newCoreWorld(t, nil)
-	w.oneStage("default", protocol.ClaudeCode)
+	w.oneStage("default", runproto.ClaudeCode)
 	w.start(w.options())
 	key := w.ticket("task", fakemodel.Marker("slow-work", "steps=3", "sleep=600"))
 	first := w.midWork(key, 1)
@@ -551,7 +551,7 @@ func TestRealCoreKillSwitch(t *testing.T) {
 func TestRealCoreRunnerKilled(t *testing.T) {
 	t.Parallel()
 	w := newCoreWorld(t, nil)
-	w.oneStage("default", protocol.ClaudeCode)
+	w.oneStage("default", runproto.ClaudeCode)
 	o := w.options()
 	o.Config.Checkpoint.Duration = 500 * time.Millisecond
 	child := w.startChild(o)
@@ -603,7 +603,7 @@ func TestRealCoreRunnerKilled(t *testing.T) {
 // wantCoreUsage checks that the usage on a run is exactly what the fake
 // model served the session, and its cost the list prices of it, kept to
 // the millionth of a dollar as Core keeps it.
-func wantCoreUsage(t *testing.T, got protocol.Usage, served fakemodel.Session) {
+func wantCoreUsage(t *testing.T, got runproto.Usage, served fakemodel.Session) {
 	t.Helper()
 	if want := roundMicro(listCost(served.Usage)); math.Abs(got.CostUSD-want) > 1e-9 {
 		t.Errorf("the run's cost $%.6f, the list prices make $%.6f", got.CostUSD, want)
@@ -662,7 +662,7 @@ func TestTemplatePipelineRealSessions(t *testing.T) {
 		if len(runs) != 3 || len(served) != 3 {
 			t.Fatalf("%d runs, %d sessions served: %+v", len(runs), len(served), runs)
 		}
-		var spent protocol.Usage
+		var spent runproto.Usage
 		var micro float64
 		for i, stage := range []string{"implement", "review", "verify"} {
 			r := runs[i]

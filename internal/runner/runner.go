@@ -46,6 +46,7 @@ import (
 	"github.com/ballet/ballet/internal/runner/protocol"
 	"github.com/ballet/ballet/internal/runner/sandbox"
 	"github.com/ballet/ballet/internal/runner/workspace"
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 // Timing holds the runner's fixed intervals; zero fields take the
@@ -133,7 +134,7 @@ type Runner struct {
 
 	mu        sync.Mutex
 	adapters  map[string]adapter // the ones found here
-	versions  []protocol.Adapter
+	versions  []runproto.Adapter
 	problem   string
 	runnerID  string
 	sessions  map[string]*session // by run id
@@ -179,8 +180,8 @@ func New(o Options) (*Runner, error) {
 		ws:      &workspace.Manager{Dir: workdir, Logger: o.Log.With("component", "workspace")},
 		workdir: workdir, stateDir: filepath.Join(workdir, "sessions"),
 		all: map[string]adapter{
-			protocol.ClaudeCode: agent.Claude{Command: o.Adapters.ClaudeCode.Command, Model: o.Adapters.ClaudeCode.Model},
-			protocol.OpenCode: agent.OpenCode{Command: o.Adapters.OpenCode.Command, Model: o.Adapters.OpenCode.Model,
+			runproto.ClaudeCode: agent.Claude{Command: o.Adapters.ClaudeCode.Command, Model: o.Adapters.ClaudeCode.Model},
+			runproto.OpenCode: agent.OpenCode{Command: o.Adapters.OpenCode.Command, Model: o.Adapters.OpenCode.Model,
 				Provider: o.Adapters.OpenCode.Provider, BaseURL: o.Adapters.OpenCode.BaseURL,
 				Prices: agent.Prices(o.Adapters.OpenCode.Prices)},
 		},
@@ -277,8 +278,8 @@ func (r *Runner) sweep() {
 func (r *Runner) check(ctx context.Context) {
 	var problems, missing []string
 	found := map[string]adapter{}
-	var versions []protocol.Adapter
-	for _, name := range []string{protocol.ClaudeCode, protocol.OpenCode} {
+	var versions []runproto.Adapter
+	for _, name := range []string{runproto.ClaudeCode, runproto.OpenCode} {
 		a := r.all[name]
 		v, err := agent.Version(ctx, a.Executable())
 		if err != nil {
@@ -286,7 +287,7 @@ func (r *Runner) check(ctx context.Context) {
 			continue
 		}
 		found[name] = a
-		versions = append(versions, protocol.Adapter{Name: name, Version: v})
+		versions = append(versions, runproto.Adapter{Name: name, Version: v})
 		r.log.Info("agent CLI found", "adapter", name, "version", v)
 	}
 	if len(found) == 0 {
@@ -301,8 +302,8 @@ func (r *Runner) check(ctx context.Context) {
 		problems = append(problems, err.Error())
 	}
 	p := strings.Join(problems, "; ")
-	if len(p) > protocol.MaxProblem {
-		p = p[:protocol.MaxProblem-3] + "…"
+	if len(p) > runproto.MaxProblem {
+		p = p[:runproto.MaxProblem-3] + "…"
 	}
 	r.mu.Lock()
 	r.adapters, r.versions, r.problem = found, versions, strings.ToValidUTF8(p, "")
@@ -319,15 +320,16 @@ func (r *Runner) register(ctx context.Context) error {
 		}
 	}
 	version := r.opts.Version
-	if len(version) > protocol.MaxVersionLen {
-		version = version[:protocol.MaxVersionLen]
+	if len(version) > runproto.MaxVersion {
+		version = version[:runproto.MaxVersion]
 	}
 	r.mu.Lock()
-	reg := protocol.Registration{Name: name, Labels: r.cfg.Labels, Capacity: r.cfg.Sessions,
+	capacity := r.cfg.Sessions
+	reg := runproto.RunnerRegister{Name: name, Labels: r.cfg.Labels, Capacity: &capacity,
 		Adapters: slices.Clone(r.versions), Version: version, Problem: r.problem}
 	r.mu.Unlock()
 	if reg.Adapters == nil {
-		reg.Adapters = []protocol.Adapter{}
+		reg.Adapters = []runproto.Adapter{}
 	}
 	for attempt := 0; ; attempt++ {
 		rn, err := r.client.Register(ctx, reg)
@@ -354,7 +356,7 @@ func (r *Runner) heartbeats(ctx context.Context) {
 	for sleep(ctx, r.clock, r.timing.Heartbeat) {
 		r.mu.Lock()
 		id := r.runnerID
-		hb := protocol.Heartbeat{Sessions: slices.Sorted(maps.Keys(r.sessions)), Draining: r.draining, Problem: r.problem}
+		hb := runproto.RunnerHeartbeatIn{Sessions: slices.Sorted(maps.Keys(r.sessions)), Draining: r.draining, Problem: r.problem}
 		r.mu.Unlock()
 		if hb.Sessions == nil {
 			hb.Sessions = []string{}
@@ -411,7 +413,7 @@ func (r *Runner) leases(ctx, life context.Context) {
 		r.mu.Lock()
 		id, names := r.runnerID, slices.Sorted(maps.Keys(r.adapters))
 		r.mu.Unlock()
-		l, err := r.client.Lease(ctx, id, protocol.LeaseRequest{WaitSeconds: int(r.timing.LeaseWait / time.Second), Adapters: names})
+		l, err := r.client.Lease(ctx, id, runproto.LeaseRequest{WaitSeconds: int(r.timing.LeaseWait / time.Second), Adapters: names})
 		switch {
 		case err == nil && l == nil:
 			attempt = 0
@@ -454,7 +456,7 @@ func (r *Runner) freeSlot(ctx context.Context) bool {
 }
 
 // start starts the session of a leased run.
-func (r *Runner) start(life context.Context, l *protocol.Lease) {
+func (r *Runner) start(life context.Context, l *runproto.Lease) {
 	s := newSession(r, *l)
 	r.mu.Lock()
 	r.sessions[l.Run.ID] = s

@@ -18,6 +18,7 @@ import (
 	"github.com/ballet/ballet/internal/runner/protocol"
 	"github.com/ballet/ballet/internal/runner/sandbox"
 	"github.com/ballet/ballet/internal/runner/workspace"
+	"github.com/ballet/ballet/internal/runproto"
 	"github.com/ballet/ballet/internal/text"
 )
 
@@ -31,7 +32,7 @@ const noCLI = -1
 // session is one leased run, from the lease to its finish.
 type session struct {
 	r     *Runner
-	lease protocol.Lease
+	lease runproto.Lease
 	log   *slog.Logger
 
 	stopOnce sync.Once
@@ -43,15 +44,15 @@ type session struct {
 	// told of it: the heartbeats send the running total whenever it grew,
 	// so a runner killed mid-session leaves its run's spend counted.
 	usageMu   sync.Mutex
-	usage     protocol.Usage
-	usageSent protocol.Usage
+	usage     runproto.Usage
+	usageSent runproto.Usage
 	// usageNow, once the CLI runs, reads the usage so far from its output
 	// and meter: the heartbeats use it, since the meter counts between
 	// lines (a model answer served while a command runs).
-	usageNow func() protocol.Usage
+	usageNow func() runproto.Usage
 }
 
-func newSession(r *Runner, l protocol.Lease) *session {
+func newSession(r *Runner, l runproto.Lease) *session {
 	key := l.Session.Ticket.Key
 	if key == "" {
 		key = l.Run.Item
@@ -81,7 +82,7 @@ func (s *session) isStopped() bool {
 // left to clean up.
 type ending struct {
 	exit  int
-	usage *protocol.Usage
+	usage *runproto.Usage
 	err   []string
 	ws    *workspace.Workspace
 	ahead *int // commits of the branch ahead of the default branch after the session (nil: not known)
@@ -101,7 +102,7 @@ func (s *session) run(life context.Context) {
 	go func() { defer close(beats); s.heartbeats(hbCtx) }()
 	defer func() { stopBeats(); <-beats }()
 
-	up := newUploader(func(ctx context.Context, offset int64, data []byte) (protocol.LogAnswer, error) {
+	up := newUploader(func(ctx context.Context, offset int64, data []byte) (runproto.LogAppended, error) {
 		return r.client.AppendLog(ctx, l.Run.ID, offset, data)
 	}, r.clock, s.log, l.Session.Log.Limit, r.retry)
 	upCtx, stopUpload := context.WithCancel(life)
@@ -114,7 +115,7 @@ func (s *session) run(life context.Context) {
 
 	run, ok := s.finish(life, e)
 	if ws := e.ws; ws != nil {
-		if ok && run.EndedWithOutcome() {
+		if ok && endedWithOutcome(run) {
 			if err := ws.DropCheckpoint(life); err != nil {
 				s.log.Warn("deleting the stage's checkpoint", "err", err)
 			}
@@ -220,7 +221,7 @@ func (s *session) work(life context.Context, up *uploader) *ending {
 	}
 	out := ad.Output(cmd.Model)
 	var outMu sync.Mutex // out is read by the output's reader and the heartbeats
-	usageNow := func() protocol.Usage {
+	usageNow := func() runproto.Usage {
 		outMu.Lock()
 		defer outMu.Unlock()
 		if m != nil {
@@ -377,11 +378,18 @@ func (s *session) ended(ctx context.Context, e *ending, res proc.Result, out age
 	}
 }
 
+// endedWithOutcome reports whether a finished run ended its stage with an
+// outcome (the session reported and succeeded, with no blocking question
+// pending): the stage's checkpoint is then of no more use.
+func endedWithOutcome(r runproto.Run) bool {
+	return r.Status == runproto.StatusSucceeded && r.Outcome != "" && !r.BlockingQuestion
+}
+
 // finish reports how the session ended, retrying while Core is
 // unreachable; ok is false when Core never took it.
-func (s *session) finish(life context.Context, e *ending) (protocol.Run, bool) {
+func (s *session) finish(life context.Context, e *ending) (runproto.Run, bool) {
 	r, l := s.r, s.lease
-	f := protocol.Finish{ExitStatus: e.exit, Usage: e.usage, Error: errorText(e.err), BranchAhead: e.ahead}
+	f := runproto.FinishIn{ExitStatus: &e.exit, Usage: e.usage, Error: errorText(e.err), BranchAhead: e.ahead}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(life))
 	defer cancel()
 	deadline := r.clock.Now().Add(r.timing.FinishFor)
@@ -397,11 +405,11 @@ func (s *session) finish(life context.Context, e *ending) (protocol.Run, bool) {
 			} else {
 				s.log.Error("Core refused the run's finish", "finish", "refused", "err", err)
 			}
-			return protocol.Run{}, false
+			return runproto.Run{}, false
 		}
 		if !r.clock.Now().Before(deadline) {
 			s.log.Error("Core did not take the run's finish in time; it fails the run once its grace has passed", "finish", "timed_out", "err", err)
-			return protocol.Run{}, false
+			return runproto.Run{}, false
 		}
 		s.log.Warn("finish failed; trying again", "err", err)
 		sleep(ctx, r.clock, r.retry.delay(attempt))
@@ -430,7 +438,7 @@ func (s *session) heartbeats(ctx context.Context) {
 }
 
 // told records the usage the CLI's output has told so far.
-func (s *session) told(u protocol.Usage) {
+func (s *session) told(u runproto.Usage) {
 	s.usageMu.Lock()
 	s.usage = bounded(u)
 	s.usageMu.Unlock()
@@ -440,13 +448,13 @@ func (s *session) told(u protocol.Usage) {
 // bounds.CostUSD): a CLI (or a model API) that told more, or less than
 // nothing, must not get the run's usage and finish refused — its spend
 // would then count nothing at all.
-func bounded(u protocol.Usage) protocol.Usage {
+func bounded(u runproto.Usage) runproto.Usage {
 	tokens := func(n int64) int64 { return min(max(n, bounds.Tokens.Min), bounds.Tokens.Max) }
 	cost := u.CostUSD
 	if !(cost >= 0) { // NaN too
 		cost = 0
 	}
-	return protocol.Usage{InputTokens: tokens(u.InputTokens), OutputTokens: tokens(u.OutputTokens),
+	return runproto.Usage{InputTokens: tokens(u.InputTokens), OutputTokens: tokens(u.OutputTokens),
 		CacheReadTokens: tokens(u.CacheReadTokens), CacheWriteTokens: tokens(u.CacheWriteTokens),
 		CostUSD: min(cost, float64(bounds.CostUSD.Max))}
 }
@@ -496,8 +504,8 @@ func errorText(parts []string) string {
 		}
 		return c
 	}, strings.ToValidUTF8(strings.Join(kept, "\n"), "?"))
-	if len(s) > protocol.MaxError {
-		s = strings.ToValidUTF8(s[:protocol.MaxError-3], "") + "…"
+	if len(s) > runproto.MaxError {
+		s = strings.ToValidUTF8(s[:runproto.MaxError-3], "") + "…"
 	}
 	if text.Multiline(s) != nil {
 		return "the session failed (its messages were not printable)"

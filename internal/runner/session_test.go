@@ -15,14 +15,14 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/fakemodel"
-	"github.com/ballet/ballet/internal/runner/protocol"
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 // The runner against the fake Core, the real CLIs (against the fake
 // model), real git remotes and the real bubblewrap: every scenario with
 // claude-code, the main ones with opencode (5–25 s a session here).
 
-var bothCLIs = []string{protocol.ClaudeCode, protocol.OpenCode}
+var bothCLIs = []string{runproto.ClaudeCode, runproto.OpenCode}
 
 // A session edits a file and reports done: the branch ballet/ACME-1 is
 // pushed with the change (one commit by the Ballet agent on main), the run
@@ -41,7 +41,7 @@ func TestReportDone(t *testing.T) {
 			run := w.core.enqueue(ss)
 			got := w.core.over(run)
 			f := got.Finishes[0]
-			if got.Status != protocol.StatusSucceeded || f.ExitStatus != 0 || f.Error != "" || got.Outcome != "done" {
+			if got.Status != runproto.StatusSucceeded || f.ExitStatus != 0 || f.Error != "" || got.Outcome != "done" {
 				t.Fatalf("run %s, outcome %q, finish %+v", got.Status, got.Outcome, f)
 			}
 			served := w.served()
@@ -89,7 +89,7 @@ func TestReportFailedAndBlocked(t *testing.T) {
 			w.start(w.options())
 			run := w.core.enqueue(w.session(fakemodel.Marker("report-" + outcome)))
 			got := w.core.over(run)
-			if f := got.Finishes[0]; got.Outcome != outcome || got.Status != protocol.StatusSucceeded || f.ExitStatus != 0 || f.Error != "" {
+			if f := got.Finishes[0]; got.Outcome != outcome || got.Status != runproto.StatusSucceeded || f.ExitStatus != 0 || f.Error != "" {
 				t.Fatalf("run %s, outcome %q, finish %+v", got.Status, got.Outcome, f)
 			}
 			wantUsage(t, got.Finishes[0].Usage, w.served()[0])
@@ -121,9 +121,9 @@ func TestQuestionThenAnswer(t *testing.T) {
 			if e := first.Finishes[0].Error; !strings.Contains(e, "without submit_report") {
 				t.Errorf("first finish error %q", e)
 			}
-			ss.AnsweredQuestions = []protocol.Answered{{Question: "Which colour?", Answer: "teal"}}
+			ss.AnsweredQuestions = []runproto.SessionAnswer{{Question: "Which colour?", Answer: "teal"}}
 			second := w.core.finished(w.core.enqueue(ss))
-			if second.Status != protocol.StatusSucceeded || second.Outcome != "done" || second.Summary != "Done as answered: teal" {
+			if second.Status != runproto.StatusSucceeded || second.Outcome != "done" || second.Summary != "Done as answered: teal" {
 				t.Fatalf("second session: %s %q %q %+v", second.Status, second.Outcome, second.Summary, second.Finishes)
 			}
 		})
@@ -144,7 +144,7 @@ func TestNoReport(t *testing.T) {
 			ss.Stage.Adapter = cli
 			got := w.core.over(w.core.enqueue(ss))
 			f := got.Finishes[0]
-			if got.Status != protocol.StatusFailed || f.ExitStatus != 0 || !strings.Contains(f.Error, "the session ended without submit_report") {
+			if got.Status != runproto.StatusFailed || f.ExitStatus != 0 || !strings.Contains(f.Error, "the session ended without submit_report") {
 				t.Fatalf("run %s, finish %+v", got.Status, f)
 			}
 			wantUsage(t, f.Usage, w.servedFirst())
@@ -166,8 +166,8 @@ func TestAPIError(t *testing.T) {
 		cli  string
 		want []string
 	}{
-		{protocol.ClaudeCode, []string{"claude-code: API Error", "terminal_reason api_error"}},
-		{protocol.OpenCode, []string{"opencode: APIError", "fake model: scripted overloaded_error"}},
+		{runproto.ClaudeCode, []string{"claude-code: API Error", "terminal_reason api_error"}},
+		{runproto.OpenCode, []string{"opencode: APIError", "fake model: scripted overloaded_error"}},
 	} {
 		t.Run(c.cli, func(t *testing.T) {
 			t.Parallel()
@@ -177,7 +177,7 @@ func TestAPIError(t *testing.T) {
 			ss.Stage.Adapter = c.cli
 			got := w.core.finished(w.core.enqueue(ss))
 			f := got.Finishes[0]
-			if got.Status != protocol.StatusFailed || f.ExitStatus != 1 {
+			if got.Status != runproto.StatusFailed || f.ExitStatus != 1 {
 				t.Fatalf("run %s, finish %+v", got.Status, f)
 			}
 			for _, want := range c.want {
@@ -201,7 +201,7 @@ func TestMCPUnreachable(t *testing.T) {
 	run := w.core.enqueue(ss)
 	got := w.core.over(run)
 	f := got.Finishes[0]
-	if got.Status != protocol.StatusFailed || !strings.Contains(f.Error, "could not connect to Core's MCP endpoint (ballet: failed)") {
+	if got.Status != runproto.StatusFailed || !strings.Contains(f.Error, "could not connect to Core's MCP endpoint (ballet: failed)") {
 		t.Fatalf("run %s, finish %+v", got.Status, f)
 	}
 	if _, err := os.Stat(filepath.Join(w.root, "runner", "runs", run.ID)); err == nil {
@@ -224,7 +224,7 @@ func TestHangStoppedByTheWatchdog(t *testing.T) {
 	run := w.core.enqueue(w.session(fakemodel.Marker("hang", "at=mid")))
 	got := w.core.over(run)
 	f := got.Finishes[0]
-	if got.Status != protocol.StatusFailed || f.ExitStatus == 0 || !strings.Contains(f.Error, "stopped by the watchdog: no output for 15s") {
+	if got.Status != runproto.StatusFailed || f.ExitStatus == 0 || !strings.Contains(f.Error, "stopped by the watchdog: no output for 15s") {
 		t.Fatalf("run %s, finish %+v", got.Status, f)
 	}
 	if served := w.served(); len(served) != 1 || served[0].Hangs == 0 {
@@ -265,7 +265,7 @@ func TestCancelMidRun(t *testing.T) {
 			w.core.cancel(run)
 			got := w.core.over(run)
 			f := got.Finishes[0]
-			if got.Status != protocol.StatusCancelled || f.ExitStatus == 0 || !strings.Contains(f.Error, "cancelled") {
+			if got.Status != runproto.StatusCancelled || f.ExitStatus == 0 || !strings.Contains(f.Error, "cancelled") {
 				t.Fatalf("run %s, finish %+v", got.Status, f)
 			}
 			// Stopped in its first shell call, the session told no total
@@ -293,7 +293,7 @@ func TestCancelMidRun(t *testing.T) {
 // meter's tests.)
 func TestCancelBeforeTheModelServed(t *testing.T) {
 	t.Parallel()
-	for _, cli := range []string{protocol.ClaudeCode} {
+	for _, cli := range []string{runproto.ClaudeCode} {
 		t.Run(cli, func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t)
@@ -308,7 +308,7 @@ func TestCancelBeforeTheModelServed(t *testing.T) {
 			w.core.cancel(run)
 			got := w.core.over(run)
 			f := got.Finishes[0]
-			if got.Status != protocol.StatusCancelled || f.Usage == nil || *f.Usage != (protocol.Usage{}) {
+			if got.Status != runproto.StatusCancelled || f.Usage == nil || *f.Usage != (runproto.Usage{}) {
 				t.Fatalf("run %s, usage %+v", got.Status, f.Usage)
 			}
 			if served := w.servedFirst(); served.Usage != (fakemodel.Usage{}) {
@@ -326,7 +326,7 @@ func TestHugeLine(t *testing.T) {
 	w.core.logLimit = 1 << 20
 	w.start(w.options())
 	got := w.core.finished(w.core.enqueue(w.session(fakemodel.Marker("huge-line", "size=20000000"))))
-	if f := got.Finishes[0]; got.Status != protocol.StatusSucceeded || f.ExitStatus != 0 || f.Error != "" {
+	if f := got.Finishes[0]; got.Status != runproto.StatusSucceeded || f.ExitStatus != 0 || f.Error != "" {
 		t.Fatalf("run %s, finish %+v", got.Status, f)
 	}
 	if !got.Truncated || len(got.Log) != 1<<20 {
@@ -400,7 +400,7 @@ func TestRunnerKilledMidWork(t *testing.T) {
 				t.Errorf("after the next runner's start, processes of the killed session run on: %v", pids)
 			}
 			got := w.core.over(second)
-			if got.Status != protocol.StatusSucceeded {
+			if got.Status != runproto.StatusSucceeded {
 				t.Fatalf("second session: %s %+v", got.Status, got.Finishes)
 			}
 			if !strings.Contains(w.prompts(), "You are continuing from a checkpoint") {
@@ -429,8 +429,8 @@ func TestDrain(t *testing.T) {
 		status  string
 		errWant string
 	}{
-		{"finishes in time", fakemodel.Marker("slow-work", "steps=1", "sleep=2"), time.Minute, protocol.StatusSucceeded, ""},
-		{"runs out", fakemodel.Marker("slow-work", "steps=3", "sleep=600"), time.Second, protocol.StatusFailed,
+		{"finishes in time", fakemodel.Marker("slow-work", "steps=1", "sleep=2"), time.Minute, runproto.StatusSucceeded, ""},
+		{"runs out", fakemodel.Marker("slow-work", "steps=3", "sleep=600"), time.Second, runproto.StatusFailed,
 			"the runner was stopped and its drain time (1s) ran out"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -468,9 +468,9 @@ func TestDrain(t *testing.T) {
 			// drain stopped keeps its work in it.
 			ck := w.remote.ref("refs/ballet/checkpoints/ACME-1/implement")
 			switch {
-			case c.status == protocol.StatusSucceeded && ck != "":
+			case c.status == runproto.StatusSucceeded && ck != "":
 				t.Errorf("the checkpoint %s is left after the stage ended with an outcome", ck)
-			case c.status != protocol.StatusSucceeded && (ck == "" || w.remote.show(ck, "work.txt") != "step 1\n"):
+			case c.status != runproto.StatusSucceeded && (ck == "" || w.remote.show(ck, "work.txt") != "step 1\n"):
 				t.Errorf("the checkpoint %q does not keep the work of the session the drain stopped", ck)
 			}
 		})
@@ -510,7 +510,7 @@ echo "env: $(env | grep -e RUNNER_SECRET -e inherited -e BALLET_RUNNER -e '^GIT_
 	w.start(o)
 	run := w.core.enqueue(w.session(fakemodel.Marker("run-script", "file=probe.sh")))
 	got := w.core.finished(run)
-	if got.Status != protocol.StatusSucceeded {
+	if got.Status != runproto.StatusSucceeded {
 		t.Fatalf("run %s %+v", got.Status, got.Finishes)
 	}
 	for _, want := range []string{"read-config: refused", "read-core-data: refused", "read-other-run: refused",
@@ -536,10 +536,10 @@ func TestSecretsStayOut(t *testing.T) {
 	w.start(w.options())
 	ss := w.session(fakemodel.Marker("report-done"))
 	ss.Repository.URL = url
-	ss.Credential = &protocol.Secret{Username: user, Secret: secret}
+	ss.Credential = &runproto.Credential{Username: user, Secret: secret}
 	run := w.core.enqueue(ss)
 	got := w.core.over(run)
-	if got.Status != protocol.StatusSucceeded || w.remote.ref("refs/heads/ballet/ACME-1") == "" {
+	if got.Status != runproto.StatusSucceeded || w.remote.ref("refs/heads/ballet/ACME-1") == "" {
 		t.Fatalf("run %s %+v; the branch %q", got.Status, got.Finishes, w.remote.ref("refs/heads/ballet/ACME-1"))
 	}
 	logs := w.logs.String()

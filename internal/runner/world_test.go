@@ -22,9 +22,9 @@ import (
 	"github.com/ballet/ballet/internal/fakemodel"
 	"github.com/ballet/ballet/internal/runner"
 	"github.com/ballet/ballet/internal/runner/proc"
-	"github.com/ballet/ballet/internal/runner/protocol"
 	"github.com/ballet/ballet/internal/runner/sandbox"
 	"github.com/ballet/ballet/internal/runner/sandbox/sandboxtest"
+	"github.com/ballet/ballet/internal/runproto"
 	"github.com/ballet/ballet/internal/testkit/agenttest"
 )
 
@@ -93,7 +93,7 @@ func (w *world) options(clis ...string) runner.Options {
 	w.t.Helper()
 	needBwrap(w.t)
 	if len(clis) == 0 {
-		clis = []string{protocol.ClaudeCode}
+		clis = []string{runproto.ClaudeCode}
 	}
 	path := func(cli string, c agenttest.CLI) string {
 		if slices.Contains(clis, cli) {
@@ -109,8 +109,8 @@ func (w *world) options(clis ...string) runner.Options {
 	cfg.Runner.Workdir = filepath.Join(w.root, "runner")
 	cfg.Runner.PassEnv = []string{"CLAUDE_CODE_MAX_RETRIES"}
 	cfg.Runner.Watchdog = config.Duration{Duration: 2 * time.Minute}
-	cfg.Adapters.ClaudeCode.Command = path(protocol.ClaudeCode, agenttest.ClaudeCLI)
-	cfg.Adapters.OpenCode = config.OpenCode{Command: path(protocol.OpenCode, agenttest.OpenCodeCLI), Model: model, Provider: "openai", BaseURL: w.fmURL + "/v1",
+	cfg.Adapters.ClaudeCode.Command = path(runproto.ClaudeCode, agenttest.ClaudeCLI)
+	cfg.Adapters.OpenCode = config.OpenCode{Command: path(runproto.OpenCode, agenttest.OpenCodeCLI), Model: model, Provider: "openai", BaseURL: w.fmURL + "/v1",
 		Prices: config.Prices{Input: priceIn, Output: priceOut, CacheRead: priceCacheRead, CacheWrite: priceCacheWrite}}
 	return runner.Options{
 		Config: cfg.Runner, Adapters: cfg.Adapters, Token: w.core.runnerToken, Version: "test",
@@ -168,15 +168,15 @@ func (rr *running) stop(t *testing.T) error {
 
 // session is a session of ticket ACME-1's stage implement on the world's
 // remote, whose description carries marker.
-func (w *world) session(marker string) protocol.Session {
-	return protocol.Session{
-		Ticket: protocol.Ticket{Key: "ACME-1", Type: "task", Title: "Add a health endpoint",
+func (w *world) session(marker string) runproto.Session {
+	return runproto.Session{
+		Ticket: runproto.SessionTicket{Key: "ACME-1", Type: "task", Title: "Add a health endpoint",
 			Description: "Add GET /health.\n" + marker, AcceptanceCriteria: "GET /health answers 200"},
-		Stage: protocol.Stage{ID: "implement", Name: "Implement", Instructions: "Implement the ticket.", Adapter: protocol.ClaudeCode,
+		Stage: runproto.SessionStage{ID: "implement", Name: "Implement", Instructions: "Implement the ticket.", Adapter: runproto.ClaudeCode,
 			Model: model, TimeoutSeconds: 600, Iteration: 1, MaxIterations: 3},
-		Skills:            []protocol.Skill{},
-		AnsweredQuestions: []protocol.Answered{},
-		Repository:        &protocol.Repo{Forge: "git", URL: w.remote.url, DefaultBranch: "main", Branch: "ballet/ACME-1"},
+		Skills:            []runproto.SessionSkill{},
+		AnsweredQuestions: []runproto.SessionAnswer{},
+		Repository:        &runproto.SessionRepo{Forge: "git", URL: w.remote.url, DefaultBranch: "main", Branch: "ballet/ACME-1"},
 	}
 }
 
@@ -211,7 +211,7 @@ func (w *world) prompts() string {
 
 // wantUsage checks that the usage a run finished with is exactly what the
 // fake model served the session, and its cost the list prices of it.
-func wantUsage(t *testing.T, got *protocol.Usage, served fakemodel.Session) {
+func wantUsage(t *testing.T, got *runproto.Usage, served fakemodel.Session) {
 	t.Helper()
 	if got == nil {
 		t.Fatal("the finish carries no usage")

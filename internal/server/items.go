@@ -60,8 +60,9 @@ type ItemCreate struct {
 	Title              string `json:"title"`
 	Description        string `json:"description,omitempty"`
 	AcceptanceCriteria string `json:"acceptance_criteria,omitempty"`
-	Epic               string `json:"epic,omitempty"`  // an epic's key or id in the same project
-	State              string `json:"state,omitempty"` // backlog (default) or ready
+	Epic               string `json:"epic,omitempty"`     // an epic's key or id in the same project
+	State              string `json:"state,omitempty"`    // backlog (default) or ready
+	Assignee           string `json:"assignee,omitempty"` // a project member's subject (tracker.write there)
 }
 
 // ItemUpdate is the body of PATCH /items/{item}: absent fields stay;
@@ -74,12 +75,13 @@ type ItemUpdate struct {
 	Type               *string `json:"type,omitempty"`
 	Epic               *string `json:"epic,omitempty"`
 	State              *string `json:"state,omitempty"`
+	Assignee           *string `json:"assignee,omitempty"` // a project member's subject; "" unassigns
 }
 
 // patch is the update without its version.
 func (in ItemUpdate) patch() tracker.ItemPatch {
 	return tracker.ItemPatch{Title: in.Title, Description: in.Description, AcceptanceCriteria: in.AcceptanceCriteria, Type: in.Type,
-		Epic: in.Epic, State: in.State}
+		Epic: in.Epic, State: in.State, Assignee: in.Assignee}
 }
 
 // QuestionAsk is the body of POST /items/{item}/questions and of

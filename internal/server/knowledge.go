@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/access"
-	"github.com/ballet/ballet/internal/apijson"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/credential"
+	"github.com/ballet/ballet/internal/door"
 )
 
 // Core's side of the Knowledge service (issue 17): the introspection
@@ -222,8 +222,8 @@ func NewKnowledgeProxy(target string, maxBody int64, reserved func(string) bool,
 		},
 		Transport: transport,
 		ModifyResponse: func(resp *http.Response) error {
-			resp.Header.Del("Set-Cookie")    // the service sets nothing on Core's origin
-			apijson.DropHeaders(resp.Header) // Core's own (apijson.Headers) stand
+			resp.Header.Del("Set-Cookie") // the service sets nothing on Core's origin
+			door.DropHeaders(resp.Header) // Core's own (door.Headers) stand
 			return nil
 		},
 		ErrorHandler: p.failed,

@@ -36,12 +36,12 @@ func (h *OIDCLogin) Register(mux *http.ServeMux) {
 func (h *OIDCLogin) login(w http.ResponseWriter, r *http.Request) {
 	to, pend, err := h.Flow.Begin(r.Context(), r.URL.Query().Get("next"))
 	if err != nil {
-		h.API.writeErr(w, r, err)
+		h.API.WriteErr(w, r, err)
 		return
 	}
 	b, err := json.Marshal(pend)
 	if err != nil {
-		h.API.writeErr(w, r, err)
+		h.API.WriteErr(w, r, err)
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: PendingCookie, Value: base64.RawURLEncoding.EncodeToString(b), Path: oidcPath,
@@ -60,7 +60,7 @@ func (h *OIDCLogin) callback(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		h.API.writeErr(w, r, apperr.New(apperr.Invalid,
+		h.API.WriteErr(w, r, apperr.New(apperr.Invalid,
 			"no sign-in in progress in this browser (or it took longer than %s): start again at %s/login", auth.PendingTTL, oidcPath))
 		return
 	}
@@ -69,17 +69,17 @@ func (h *OIDCLogin) callback(w http.ResponseWriter, r *http.Request) {
 		SameSite: http.SameSiteLaxMode})
 	q := r.URL.Query()
 	if e := q.Get("error"); e != "" {
-		h.API.writeErr(w, r, apperr.New(apperr.Unauthenticated, "the identity provider refused the sign-in: %s %s", e, q.Get("error_description")))
+		h.API.WriteErr(w, r, apperr.New(apperr.Unauthenticated, "the identity provider refused the sign-in: %s %s", e, q.Get("error_description")))
 		return
 	}
 	p, err := h.Flow.Finish(r.Context(), pend, q.Get("state"), q.Get("code"))
 	if err != nil {
-		h.API.writeErr(w, r, err)
+		h.API.WriteErr(w, r, err)
 		return
 	}
 	secret, sess, err := h.Sessions.Start(r.Context(), p)
 	if err != nil {
-		h.API.writeErr(w, r, err)
+		h.API.WriteErr(w, r, err)
 		return
 	}
 	http.SetCookie(w, SessionCookie(secret, sess.ExpiresAt, h.API.secure))

@@ -4,9 +4,9 @@ import (
 	"reflect"
 
 	"github.com/ballet/ballet/internal/access"
-	"github.com/ballet/ballet/internal/apijson"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/auth"
+	"github.com/ballet/ballet/internal/door"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/needsme"
@@ -25,21 +25,7 @@ import (
 // starts an API meets. Build it once: it is not cheap.
 func (a *API) OpenAPI() map[string]any {
 	g := newSchemaGen()
-	ops := make([]openapi.Operation, 0, len(a.routes))
-	for _, rt := range a.routes {
-		security := []any{map[string]any{"bearer": []any{}}, map[string]any{"session": []any{}}}
-		switch rt.Perm {
-		case PermWebhook:
-			security = []any{map[string]any{"giteaSignature": []any{}}, map[string]any{"githubSignature": []any{}}}
-		case PermService:
-			security = []any{map[string]any{"serviceCredential": []any{}}}
-		case PermSignIn:
-			security = []any{} // the credential is in the body
-		}
-		ops = append(ops, openapi.Operation{Method: rt.Method, Path: rt.Path, Summary: rt.Summary, Permission: string(rt.Perm),
-			Security: security, Request: rt.Request, Response: rt.Response, RawBody: rt.RawBody, OptionalBody: rt.OptionalBody,
-			Statuses: rt.statuses(), ProtocolErrors: rt.Serve != nil})
-	}
+	ops := a.Operations(security)
 	paths := g.Paths("/api/v1/", ops)
 	g.Schema(eventType) // the realtime API sends events too
 	errorSchema(g)
@@ -62,14 +48,18 @@ func (a *API) OpenAPI() map[string]any {
 	}
 }
 
-// statuses lists every status the route may answer (openapi.Statuses).
-func (rt *Route) statuses() []int {
-	return openapi.Statuses(rt.Status, rt.Method, rt.Request != nil, rt.RawBody != "", rt.Also...)
+// security is what credential a route of a permission takes.
+func security(perm access.Permission) []any {
+	switch perm {
+	case PermWebhook:
+		return []any{map[string]any{"giteaSignature": []any{}}, map[string]any{"githubSignature": []any{}}}
+	case PermService:
+		return []any{map[string]any{"serviceCredential": []any{}}}
+	case PermSignIn:
+		return []any{} // the credential is in the body
+	}
+	return []any{map[string]any{"bearer": []any{}}, map[string]any{"session": []any{}}}
 }
-
-// operationID names an operation after its method and path:
-// GET /api/v1/items/{item}/flow → get_items_item_flow.
-func operationID(rt *Route) string { return openapi.OperationID(rt.Method, "/api/v1/", rt.Path) }
 
 // newSchemaGen is the schema generator of Core's types: its enums, its
 // event catalogue.
@@ -84,7 +74,7 @@ var (
 	actorKinds  = openapi.ActorKinds
 	stageKinds  = []string{pipeline.KindAgent, pipeline.KindHuman, pipeline.KindPlatform}
 	runStatuses = []string{run.StatusQueued, run.StatusRunning, run.StatusSucceeded, run.StatusFailed, run.StatusCancelled}
-	errorCodes  = apijson.Codes() // every code writeErr answers
+	errorCodes  = door.Codes() // every code writeErr answers
 )
 
 // enums are the closed sets of string fields: by Go type, JSON field name.

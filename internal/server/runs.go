@@ -13,6 +13,7 @@ import (
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/bounds"
 	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/runproto"
 	"github.com/ballet/ballet/internal/skill"
 	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
@@ -40,26 +41,6 @@ type OrgLister interface {
 	ListOrganizations(ctx context.Context, subject string, all bool) ([]tenancy.Organization, error)
 }
 
-// RunnerRegister is the body of POST /runners (runner protocol version 2).
-type RunnerRegister struct {
-	Name     string            `json:"name"`
-	Labels   map[string]string `json:"labels,omitempty"`
-	Capacity *int              `json:"capacity,omitempty"` // 1–64 sessions at once (1)
-	// Adapters are the agent CLIs the runner can run (0–8); left out: every
-	// adapter (a protocol version 1 runner).
-	Adapters []run.Adapter `json:"adapters,omitempty"`
-	Version  string        `json:"version,omitempty"` // the runner's software version (≤ 100 characters)
-	Problem  string        `json:"problem,omitempty"` // why it cannot run sessions now (≤ 1000 characters)
-}
-
-// RunnerHeartbeatIn is the optional body of POST
-// /runners/{runner}/heartbeat.
-type RunnerHeartbeatIn struct {
-	Sessions []string `json:"sessions,omitempty"` // the runs whose sessions run now
-	Draining bool     `json:"draining,omitempty"` // no new leases: it is stopping
-	Problem  string   `json:"problem,omitempty"`  // why it cannot run sessions now; "" clears it
-}
-
 // RunnerList is the body of GET /runners.
 type RunnerList struct {
 	Runners []run.Runner `json:"runners"`
@@ -72,27 +53,9 @@ type ReportIn struct {
 	Summary string `json:"summary"`
 }
 
-// FinishIn is the body of POST /runs/{run}/finish: how the session ended.
-type FinishIn struct {
-	ExitStatus *int       `json:"exit_status"` // required
-	Usage      *run.Usage `json:"usage,omitempty"`
-	Error      string     `json:"error,omitempty"`
-	// BranchAhead: the commits the ticket's branch has ahead of the
-	// default branch after the session (0 … 1000000; absent: not known).
-	BranchAhead *int `json:"branch_ahead,omitempty"`
-}
-
 // RunList is the body of GET /items/{item}/runs.
 type RunList struct {
 	Runs []run.Run `json:"runs"`
-}
-
-// LeaseRequest is the optional body of POST /runners/{runner}/lease.
-type LeaseRequest struct {
-	WaitSeconds int `json:"wait_seconds,omitempty"` // 0–60: how long to wait for a run
-	// Adapters: only runs of these (each one the runner registered); left
-	// out: every adapter it registered.
-	Adapters []string `json:"adapters,omitempty"`
 }
 
 // noRun answers a lease that found nothing: 204, no body.
@@ -106,7 +69,7 @@ func (h *Runs) Routes() []*Route {
 	return []*Route{
 		{Method: "POST", Path: "/api/v1/runners", Perm: run.PermRunner,
 			Summary: "Register a runner (runner tokens; the runner is bound to the token; registering a name the token registered before updates that runner)",
-			Request: RunnerRegister{}, Response: run.Runner{}, Status: http.StatusCreated, Handle: h.register},
+			Request: runproto.RunnerRegister{}, Response: run.Runner{}, Status: http.StatusCreated, Handle: h.register},
 		{Method: "GET", Path: "/api/v1/runners", Perm: access.ProjectUpdate,
 			Summary: "List the runners: liveness, capacity, adapters, problem and sessions (platform admins: everything; organization admins: " +
 				"only the sessions of their organizations' tickets, without token and labels)",
@@ -115,13 +78,13 @@ func (h *Runs) Routes() []*Route {
 			Perm: run.PermRunner,
 			Summary: "Lease the oldest queued run of the given adapters, waiting up to wait_seconds (0–60) for one: 200 with the run, its run token " +
 				"(shown once) and its session, 204 when none came (always for a runner that drains or has a problem)",
-			Request: LeaseRequest{}, OptionalBody: true, Response: run.Leased{}, Also: []int{http.StatusNoContent}, Hold: run.MaxLeaseWait, Handle: h.lease},
+			Request: runproto.LeaseRequest{}, OptionalBody: true, Response: run.Leased{}, Also: []int{http.StatusNoContent}, Hold: run.MaxLeaseWait, Handle: h.lease},
 		{Method: "POST", Path: "/api/v1/runners/{runner}/heartbeat", Perm: run.PermRunner,
 			Summary: "Record that the runner is alive, what it runs, whether it drains and its problem; cancel names the sessions to stop at once",
-			Request: RunnerHeartbeatIn{}, OptionalBody: true, Response: run.RunnerBeat{}, Handle: h.runnerHeartbeat},
+			Request: runproto.RunnerHeartbeatIn{}, OptionalBody: true, Response: run.RunnerBeat{}, Handle: h.runnerHeartbeat},
 		{Method: "POST", Path: "/api/v1/runs/{run}/heartbeat", Perm: run.PermRunner,
 			Summary:  "Record that the run's session is alive (the runner token whose runner leased it); cancelled: true asks it to stop and finish",
-			Response: run.HeartbeatReply{}, Handle: h.heartbeat},
+			Response: runproto.HeartbeatReply{}, Handle: h.heartbeat},
 		{Method: "GET", Path: "/api/v1/runs/{run}/skills", Perm: run.PermRun,
 			Summary:  "The project skills the run's session receives (the stage's allowed skills; all when it names none)",
 			Response: SkillList{}, Also: []int{http.StatusConflict}, Handle: h.skills},
@@ -132,18 +95,18 @@ func (h *Runs) Routes() []*Route {
 			Request: QuestionAsk{}, Response: tracker.Question{}, Status: http.StatusCreated, Handle: h.ask},
 		{Method: "POST", Path: "/api/v1/runs/{run}/log", Perm: run.PermRunner,
 			Summary: "Append the session's output (the runner token whose runner leased the run) (raw bytes, at most 1 MiB) to the run's log at byte offset (query): a repeat is a no-op, a gap 409 naming the stored size; past [runs] log_limit the log is marked truncated and chunks are dropped",
-			RawBody: "application/octet-stream", MaxBody: run.MaxLogChunk, Response: run.LogAppended{}, Handle: h.appendLog},
+			RawBody: "application/octet-stream", MaxBody: runproto.MaxLogChunk, Response: runproto.LogAppended{}, Handle: h.appendLog},
 		{Method: "GET", Path: "/api/v1/runs/{run}/log", Perm: access.TrackerRead,
 			Summary:  "Read a run's log from byte offset (query, default 0) on, at most 1 MiB: data, next_offset, truncated, finished",
 			Response: run.LogPage{}, Handle: h.readLog},
 		{Method: "POST", Path: "/api/v1/runs/{run}/usage", Perm: run.PermRunner,
 			Summary: "Report the session's usage so far (the runner token whose runner leased the run): a running total, counted whatever the run's status " +
 				"(per figure the larger of the recorded and the reported; event run.usage_recorded when it grows)",
-			Request: run.Usage{}, Response: run.Run{}, Handle: h.usage},
+			Request: runproto.Usage{}, Response: run.Run{}, Handle: h.usage},
 		{Method: "POST", Path: "/api/v1/runs/{run}/finish", Perm: run.PermRunner,
 			Summary: "End the run with the session's exit status, usage and error (the runner token whose runner leased it; the run token is revoked; " +
 				"a repeat answers the finished run, and counts usage beyond what was recorded)",
-			Request: FinishIn{}, Response: run.Run{}, Handle: h.finish},
+			Request: runproto.FinishIn{}, Response: run.Run{}, Handle: h.finish},
 		{Method: "GET", Path: "/api/v1/runs/{run}", Perm: access.TrackerRead, Summary: "Get a run",
 			Response: run.Run{}, Handle: h.get},
 		{Method: "GET", Path: "/api/v1/items/{item}/runs", Perm: access.TrackerRead, Summary: "List a ticket's runs, oldest first",
@@ -196,7 +159,7 @@ func authorizeRun(p *auth.Principal, runID string) error {
 	if p.TokenKind != auth.KindRun {
 		return apperr.New(apperr.Forbidden, "only the run's own run token may do this")
 	}
-	if id, _ := runOfToken(p); id != runID {
+	if id, _ := run.TokenRun(p); id != runID {
 		return apperr.New(apperr.NotFound, "run %q not found", runID)
 	}
 	return nil
@@ -215,7 +178,7 @@ func (h *Runs) register(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in RunnerRegister
+	var in runproto.RunnerRegister
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
@@ -228,7 +191,7 @@ func (h *Runs) lease(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in LeaseRequest
+	var in runproto.LeaseRequest
 	if err := decodeOptional(r, &in); err != nil {
 		return nil, err
 	}
@@ -250,7 +213,7 @@ func (h *Runs) runnerHeartbeat(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in RunnerHeartbeatIn
+	var in runproto.RunnerHeartbeatIn
 	if err := decodeOptional(r, &in); err != nil {
 		return nil, err
 	}
@@ -394,7 +357,7 @@ func (h *Runs) finish(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in FinishIn
+	var in runproto.FinishIn
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}
@@ -406,7 +369,7 @@ func (h *Runs) usage(r *Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in run.Usage
+	var in runproto.Usage
 	if err := r.Decode(&in); err != nil {
 		return nil, err
 	}

@@ -5,13 +5,11 @@ package server
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
 
-	"github.com/ballet/ballet/internal/apijson"
+	"github.com/ballet/ballet/internal/door"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -35,21 +33,12 @@ func New(log *slog.Logger, db Pinger, reg *prometheus.Registry, info func() map[
 	s := &Server{log: log, db: db, mux: http.NewServeMux(), info: info}
 	if api != nil {
 		api.Register(s.mux)
-		doc, err := json.Marshal(api.OpenAPI()) // built and encoded once
-		if err != nil {
-			panic(fmt.Sprintf("encode the OpenAPI document: %v", err)) // plain maps and strings: cannot happen
-		}
-		s.mux.HandleFunc("GET /api/v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(doc)
-		})
+		s.mux.Handle("GET /api/v1/openapi.json", door.Document(api.OpenAPI())) // built and encoded once
 	}
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		WriteError(w, http.StatusNotFound, "not_found", "no route for "+r.Method+" "+r.URL.Path)
-	})
+	s.mux.HandleFunc("/", door.NoRoute)
 	return s
 }
 
@@ -94,16 +83,16 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 // WriteJSON writes v as JSON with the status.
-func WriteJSON(w http.ResponseWriter, status int, v any) { apijson.Write(w, status, v) }
+func WriteJSON(w http.ResponseWriter, status int, v any) { door.Write(w, status, v) }
 
-// ErrorBody is the one error shape of the API (apijson's, shared with the
+// ErrorBody is the one error shape of the API (the door kit's, shared with the
 // Knowledge service).
-type ErrorBody = apijson.ErrorBody
+type ErrorBody = door.ErrorBody
 
 // ErrorDetail carries a machine code, a message and optional details.
-type ErrorDetail = apijson.ErrorDetail
+type ErrorDetail = door.ErrorDetail
 
 // WriteError writes the error shape.
 func WriteError(w http.ResponseWriter, status int, code, msg string) {
-	apijson.WriteError(w, status, code, msg)
+	door.WriteError(w, status, code, msg)
 }

@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/access"
-	"github.com/ballet/ballet/internal/apijson"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/credential"
+	"github.com/ballet/ballet/internal/door"
 )
 
 // Session serves browser sessions: sign in with a token (the session cookie
@@ -88,7 +88,7 @@ func (h *Session) create(r *Request) (any, error) {
 // Authorization header of its own (ok=false: none), for a proxy to send
 // as the bearer (KnowledgeProxy.Session).
 func SessionValue(r *http.Request) (value string, ok bool) {
-	header, cookie := apijson.Credential(r)
+	header, cookie := door.Credential(r)
 	if !cookie {
 		return "", false
 	}
@@ -111,8 +111,8 @@ func (h *Session) delete(r *Request) (any, error) {
 	if err := h.S.End(r.Context(), r.Principal); err != nil {
 		return nil, err
 	}
-	if _, cookie := apijson.Credential(r.Request); cookie {
-		ClearSessionCookie(r.w, r.api.secure)
+	if _, cookie := door.Credential(r.Request); cookie {
+		ClearSessionCookie(r.Writer(), r.api.secure)
 	}
 	return nil, nil
 }

@@ -22,6 +22,10 @@ import (
 )
 
 // Service reads and changes skills.
+//
+// Every domain has a Service of its own over the store, the applier and
+// the clock (one per domain, as STYLE.md's layout has it): what looks alike
+// across domains' Service types is that layout, not shared logic.
 type Service struct {
 	Store   store.Store
 	Applier *transition.Applier
@@ -151,13 +155,7 @@ func (s *Service) List(ctx context.Context, projectID string) ([]Skill, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list skills: %w", err)
 	}
-	out := make([]Skill, rows.Len())
-	for i := range out {
-		if out[i], err = scanSkill(rows, i); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return store.ScanAll(rows, scanSkill)
 }
 
 // ForRun returns the skills an agent session of the project gets:

@@ -149,3 +149,16 @@ func toInt(v any) (int64, error) {
 		return 0, fmt.Errorf("cannot scan %T into an integer", v)
 	}
 }
+
+// ScanAll reads every row of rows, in order, with scan (which reads row i):
+// the one loop behind every domain's list read.
+func ScanAll[T any](rows *Rows, scan func(rows *Rows, i int) (T, error)) ([]T, error) {
+	out := make([]T, rows.Len())
+	for i := range out {
+		var err error
+		if out[i], err = scan(rows, i); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

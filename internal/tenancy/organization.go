@@ -109,11 +109,5 @@ func (s *Service) ListOrganizations(ctx context.Context, subject string, all boo
 	if err != nil {
 		return nil, fmt.Errorf("list organizations: %w", err)
 	}
-	out := make([]Organization, rows.Len())
-	for i := range out {
-		if out[i], err = scanOrg(rows, i); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return store.ScanAll(rows, scanOrg)
 }

@@ -389,13 +389,7 @@ func (s *Service) ListProjects(ctx context.Context, orgID string) ([]Project, er
 	if err != nil {
 		return nil, fmt.Errorf("list projects: %w", err)
 	}
-	out := make([]Project, rows.Len())
-	for i := range out {
-		if out[i], err = scanProject(rows, i); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return store.ScanAll(rows, scanProject)
 }
 
 // patchProject decides a patch of the project as read, over the version

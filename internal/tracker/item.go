@@ -60,6 +60,7 @@ type Item struct {
 	Epic               *string   `json:"epic"`    // the epic's key
 	EpicID             *string   `json:"epic_id"` // the epic's id
 	State              string    `json:"state"`
+	Assignee           *string   `json:"assignee"`   // the subject of the project member it is assigned to; null: none
 	BlockedBy          []string  `json:"blocked_by"` // keys of the items blocking this one
 	Blocks             []string  `json:"blocks"`     // keys of the items this one blocks
 	CreatedBy          string    `json:"created_by"`
@@ -89,6 +90,7 @@ type ItemInput struct {
 	AcceptanceCriteria string
 	Epic               string // an epic's key or id in the same project; "" for none
 	State              string // backlog ("": the default) or ready
+	Assignee           string // a project member's subject; "" for none
 }
 
 // ItemPatch changes some of an item's fields: what is nil stays. Epic ""
@@ -100,6 +102,7 @@ type ItemPatch struct {
 	Type               *string
 	Epic               *string
 	State              *string
+	Assignee           *string // "" unassigns
 }
 
 // ItemFilter selects a page of a project's items, by number.
@@ -195,7 +198,7 @@ func validateItemType(v *apperr.Validator, p *tenancy.Project, t string) {
 // itemColumns selects an Item; the epic's key and the blocker keys come
 // from joins (group_concat of keys: they never hold a comma).
 const itemColumns = `i.id, i.key, i.organization_id, i.project_id, i.number, i.type, i.title, i.description, i.acceptance_criteria,
-COALESCE(e.key, ''), COALESCE(i.epic_id, ''), i.state,
+COALESCE(e.key, ''), COALESCE(i.epic_id, ''), i.state, COALESCE(i.assignee, ''),
 COALESCE((SELECT group_concat(k.key) FROM blockers b JOIN items k ON k.id = b.blocker_id WHERE b.item_id = i.id), ''),
 COALESCE((SELECT group_concat(k.key) FROM blockers b JOIN items k ON k.id = b.item_id WHERE b.blocker_id = i.id), ''),
 i.created_by, i.created_at, i.updated_at, i.version`
@@ -204,11 +207,14 @@ const itemFrom = ` FROM items i LEFT JOIN items e ON e.id = i.epic_id`
 
 func scanItem(rows *store.Rows, i int) (Item, error) {
 	var it Item
-	var epicKey, epicID, blockedBy, blocks string
+	var epicKey, epicID, assignee, blockedBy, blocks string
 	var c, u int64
 	if err := rows.Scan(i, &it.ID, &it.Key, &it.OrganizationID, &it.ProjectID, &it.Number, &it.Type, &it.Title, &it.Description,
-		&it.AcceptanceCriteria, &epicKey, &epicID, &it.State, &blockedBy, &blocks, &it.CreatedBy, &c, &u, &it.Version); err != nil {
+		&it.AcceptanceCriteria, &epicKey, &epicID, &it.State, &assignee, &blockedBy, &blocks, &it.CreatedBy, &c, &u, &it.Version); err != nil {
 		return it, fmt.Errorf("scan item: %w", err)
+	}
+	if assignee != "" {
+		it.Assignee = &assignee
 	}
 	if epicID != "" {
 		it.Epic, it.EpicID = &epicKey, &epicID
@@ -331,11 +337,17 @@ func (s *Service) CreateItem(ctx context.Context, actor event.Actor, p tenancy.P
 	validateItemText(&v, "acceptance_criteria", in.AcceptanceCriteria)
 	v.Check(in.State == "" || in.State == StateBacklog || in.State == StateReady, "state", "%q: a new item starts in backlog (default) or ready", in.State)
 	v.Check(in.Epic == "" || in.Type != TypeEpic, "epic", "an epic cannot belong to an epic")
+	if in.Assignee != "" {
+		v.CheckErr("assignee", validAssignee(in.Assignee))
+	}
 	if err := v.Err(); err != nil {
 		return Item{}, err
 	}
 	var out Item
 	_, err := s.Applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
+		if err := s.checkAssignee(ctx, p.OrganizationID, p.ID, in.Assignee); err != nil {
+			return nil, err
+		}
 		var epic *Item
 		if in.Epic != "" {
 			e, err := s.FindEpic(ctx, p.ID, in.Epic, "epic")
@@ -371,10 +383,14 @@ func newItem(actor event.Actor, p tenancy.Project, in ItemInput, epic *Item, all
 	if epic != nil {
 		it.Epic, it.EpicID = &epic.Key, &epic.ID
 	}
+	var assignee any
+	if in.Assignee != "" {
+		it.Assignee, assignee = &in.Assignee, in.Assignee
+	}
 	insert := `INSERT INTO items (id, organization_id, project_id, number, key, type, title, description, acceptance_criteria, epic_id,
-state, created_by, created_at, updated_at, version) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1`
+state, created_by, created_at, updated_at, version, assignee) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?`
 	args := []any{it.ID, it.OrganizationID, it.ProjectID, it.Number, it.Key, it.Type, it.Title, it.Description, it.AcceptanceCriteria,
-		nil, it.State, it.CreatedBy, now.UnixMilli(), now.UnixMilli()}
+		nil, it.State, it.CreatedBy, now.UnixMilli(), now.UnixMilli(), assignee}
 	if epic != nil {
 		args[9] = epic.ID
 		insert += ` WHERE ` + isEpicCond
@@ -403,10 +419,13 @@ func (s *Service) UpdateItem(ctx context.Context, actor event.Actor, itemID stri
 	if in.State != nil {
 		v.Check(ValidState(*in.State), "state", "%q is not one of %s", *in.State, strings.Join(States, ", "))
 	}
+	if in.Assignee != nil && *in.Assignee != "" {
+		v.CheckErr("assignee", validAssignee(*in.Assignee))
+	}
 	if err := v.Err(); err != nil {
 		return Item{}, err
 	}
-	if in.Title == nil && in.Description == nil && in.AcceptanceCriteria == nil && in.Type == nil && in.Epic == nil && in.State == nil {
+	if in.Title == nil && in.Description == nil && in.AcceptanceCriteria == nil && in.Type == nil && in.Epic == nil && in.State == nil && in.Assignee == nil {
 		return Item{}, apperr.New(apperr.Invalid, "nothing to change: name a field to update")
 	}
 	var out Item
@@ -462,6 +481,11 @@ func (s *Service) readForUpdate(ctx context.Context, cur Item, in ItemPatch) (up
 			return rd, err
 		}
 	}
+	if in.Assignee != nil && *in.Assignee != "" && (cur.Assignee == nil || *cur.Assignee != *in.Assignee) {
+		if err := s.checkAssignee(ctx, cur.OrganizationID, cur.ProjectID, *in.Assignee); err != nil {
+			return rd, err
+		}
+	}
 	return rd, nil
 }
 
@@ -511,6 +535,21 @@ func decideUpdate(actor event.Actor, cur Item, in ItemPatch, rd updateReads, now
 			changes.Epic, previous.Epic, changed = strictjson.Nullable[string]{Set: true, Value: &epic.Key}, strictjson.Nullable[string]{Set: true, Value: cur.Epic}, true
 		}
 	}
+	if in.Assignee != nil {
+		was := ""
+		if cur.Assignee != nil {
+			was = *cur.Assignee
+		}
+		if *in.Assignee != was {
+			next.Assignee = nil
+			if *in.Assignee != "" {
+				next.Assignee = new(*in.Assignee)
+			}
+			changes.Assignee = strictjson.Nullable[string]{Set: true, Value: next.Assignee}
+			previous.Assignee = strictjson.Nullable[string]{Set: true, Value: cur.Assignee}
+			changed = true
+		}
+	}
 	if next.IsEpic() && next.EpicID != nil {
 		return nil, cur, apperr.Fields([]apperr.FieldError{{Field: "epic", Message: "an epic cannot belong to an epic: clear epic (\"\") to make this item an epic"}})
 	}
@@ -537,9 +576,13 @@ func decideUpdate(actor event.Actor, cur Item, in ItemPatch, rd updateReads, now
 	if next.EpicID != nil {
 		epicID = *next.EpicID
 	}
-	sql := `UPDATE items SET type = ?, title = ?, description = ?, acceptance_criteria = ?, epic_id = ?, state = ?, updated_at = ?,
+	var assignee any
+	if next.Assignee != nil {
+		assignee = *next.Assignee
+	}
+	sql := `UPDATE items SET type = ?, title = ?, description = ?, acceptance_criteria = ?, epic_id = ?, state = ?, assignee = ?, updated_at = ?,
 version = version + 1 WHERE id = ? AND version = ?`
-	args := []any{next.Type, next.Title, next.Description, next.AcceptanceCriteria, epicID, next.State, now.UnixMilli(), cur.ID, cur.Version}
+	args := []any{next.Type, next.Title, next.Description, next.AcceptanceCriteria, epicID, next.State, assignee, now.UnixMilli(), cur.ID, cur.Version}
 	if next.EpicID != nil {
 		sql += ` AND ` + isEpicCond
 		args = append(args, *next.EpicID)

@@ -103,7 +103,8 @@ type ItemFields struct {
 	Description        *string                     `json:"description,omitempty"`
 	AcceptanceCriteria *string                     `json:"acceptance_criteria,omitempty"`
 	Type               *string                     `json:"type,omitempty"`
-	Epic               strictjson.Nullable[string] `json:"epic,omitzero"` // the epic's key; null: none
+	Epic               strictjson.Nullable[string] `json:"epic,omitzero"`     // the epic's key; null: none
+	Assignee           strictjson.Nullable[string] `json:"assignee,omitzero"` // the assignee's subject; null: none
 }
 
 // BlockerChanged is the payload of ticket.blocker_added,

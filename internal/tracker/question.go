@@ -85,13 +85,7 @@ func (s *Service) ListQuestions(ctx context.Context, itemID string) ([]Question,
 	if err != nil {
 		return nil, fmt.Errorf("list questions: %w", err)
 	}
-	out := make([]Question, rows.Len())
-	for i := range out {
-		if out[i], err = scanQuestion(rows, i); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return store.ScanAll(rows, scanQuestion)
 }
 
 // AskQuestion asks a question on an item (by id or key), as a human, a

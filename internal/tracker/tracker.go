@@ -17,6 +17,10 @@ import (
 )
 
 // Service reads and changes the tracker.
+//
+// Every domain has a Service of its own over the store, the applier and
+// the clock (one per domain, as STYLE.md's layout has it): what looks alike
+// across domains' Service types is that layout, not shared logic.
 type Service struct {
 	Store   store.Store
 	Applier *transition.Applier

@@ -216,14 +216,7 @@ func (a *Applier) Apply(ctx context.Context, t *Transition) error {
 func (a *Applier) Subscribe(s ...Subscriber) { a.subscribers = append(a.subscribers, s...) }
 
 func (a *Applier) wait(ctx context.Context, d time.Duration) error {
-	tm := a.Clock.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-tm.C():
-		return nil
-	}
+	return clock.Sleep(ctx, a.Clock, d)
 }
 
 // Do runs read-decide-write until it commits: decide reads what it needs

@@ -1,6 +1,6 @@
 // Package catalogue is the catalogue of the event types Core writes: each
 // type with its payload type, gathered from the lists of the packages that
-// own them (tenancy, tracker, flow, run, auth, skill, pipeline versions).
+// own them (tenancy, tracker, flow, run, auth, skill, pipeline versions, notify).
 // The OpenAPI document's Event schemas, the event reference's check and
 // the tests that hold every written event to its payload type read it; a
 // new event type is listed where its payload type is declared, and nowhere
@@ -11,6 +11,7 @@ import (
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/flow"
+	"github.com/ballet/ballet/internal/notify"
 	"github.com/ballet/ballet/internal/pipeline/versions"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/skill"
@@ -19,4 +20,4 @@ import (
 )
 
 // Core is every event type Core writes.
-var Core = event.NewCatalogue(tenancy.Events, versions.Events, tracker.Events, skill.Events, auth.Events, run.Events, flow.Events)
+var Core = event.NewCatalogue(tenancy.Events, versions.Events, tracker.Events, skill.Events, auth.Events, run.Events, flow.Events, notify.Events)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	sdk "code.gitea.io/sdk/gitea"
+	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/forge"
 )
 
@@ -184,12 +185,5 @@ func (f *Forge) pull(ctx context.Context, t target, n int) (*sdk.PullRequest, er
 }
 
 func (f *Forge) sleep(ctx context.Context, d time.Duration) error {
-	tm := f.clock.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-tm.C():
-		return nil
-	}
+	return clock.Sleep(ctx, f.clock, d)
 }

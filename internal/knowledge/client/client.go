@@ -42,7 +42,10 @@ var ErrUnavailable = errors.New("the Knowledge service is unavailable")
 // credential ([knowledge] service_token).
 var ErrNotConfigured = fmt.Errorf("%w: no service credential is configured ([knowledge] service_token or BALLET_KNOWLEDGE_TOKEN)", ErrUnavailable)
 
-// Entry is an entry as the service answers it.
+// Entry is an entry as the service answers it. It repeats the JSON fields
+// of the service's knowledge.Entry on purpose: Core's client reads the
+// service's API, never its domain (the lint keeps Core and the Knowledge
+// service apart).
 type Entry struct {
 	Space     string    `json:"space"`
 	Slug      string    `json:"slug"`
@@ -57,7 +60,9 @@ type Entry struct {
 }
 
 // Result is one search hit: Snippet is HTML-escaped text with <mark>…</mark>
-// around the hits.
+// around the hits. Like Entry, it is the service's answer (knowledge.Hit)
+// read from the API, written apart on purpose: Core imports no Knowledge
+// internals.
 type Result struct {
 	Space   string   `json:"space"`
 	Slug    string   `json:"slug"`

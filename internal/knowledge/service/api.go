@@ -8,19 +8,15 @@ package service
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
 
-	"github.com/ballet/ballet/internal/apijson"
 	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/door"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/knowledge"
 	"github.com/ballet/ballet/internal/openapi"
-	"github.com/ballet/ballet/internal/strictjson"
 )
 
 // Perm is what a route needs in its organization.
@@ -35,20 +31,8 @@ const (
 
 var permRole = map[Perm]string{Read: RoleViewer, Write: RoleMember, Manage: RoleAdmin}
 
-// Route is one REST endpoint.
-type Route struct {
-	Method  string
-	Path    string // below Prefix
-	Perm    Perm
-	Summary string
-	Query   []QueryParam
-	Request any // zero value of the body type (nil: none)
-	// Response is the success body's type; Status the success status (200
-	// when 0).
-	Response any
-	Status   int
-	Handle   func(r *Request) (any, error)
-}
+// Route is one REST endpoint (door.Route), its Path below Prefix.
+type Route = door.Route[*Request, Perm]
 
 // QueryParam documents a query parameter.
 type QueryParam = openapi.Param
@@ -59,19 +43,18 @@ const Prefix = "/api/v1/knowledge/orgs/{org}"
 // Request is an authenticated request whose organization the caller may
 // see with the route's permission.
 type Request struct {
-	*http.Request
+	*door.Call
 	Principal *Principal
 	Org       string
-	api       *API
 }
 
-// API serves the routes.
+// API serves the routes: the service's door (door.Table).
 type API struct {
 	Log     *slog.Logger
 	Auth    Authenticate
 	K       *knowledge.Service
 	MaxBody int64
-	routes  []*Route
+	kit     door.Table[*Request, Perm]
 }
 
 // Authenticate resolves an Authorization header (Authenticator does).
@@ -80,67 +63,43 @@ type Authenticate interface {
 }
 
 // Routes returns the route table.
-func (a *API) Routes() []*Route { return a.routes }
+func (a *API) Routes() []*Route { return a.kit.Routes() }
 
 // Handler returns the mux of every route, the OpenAPI document and the
 // probes.
 func (a *API) Handler() http.Handler {
-	a.routes = a.table()
+	a.kit = door.Table[*Request, Perm]{Log: a.Log, Prefix: Prefix, MaxBody: a.MaxBody, Realm: "ballet-knowledge", Open: a.open}
+	a.kit.Add(a.table()...)
 	mux := http.NewServeMux()
-	for _, rt := range a.routes {
-		mux.Handle(rt.Method+" "+Prefix+rt.Path, a.handler(rt))
-	}
-	doc, err := json.Marshal(a.OpenAPI())
-	if err != nil {
-		panic(err) // a programming error: the document is plain data
-	}
-	mux.HandleFunc("GET /api/v1/knowledge/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(doc)
-	})
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
+	a.kit.Register(mux)
+	mux.Handle("GET /api/v1/knowledge/openapi.json", door.Document(a.OpenAPI()))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { door.Write(w, 200, map[string]string{"status": "ok"}) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if _, err := a.K.Store.Query(r.Context(), `SELECT 1 FROM schema_migrations LIMIT 1`); err != nil {
-			writeErr(w, http.StatusServiceUnavailable, apperr.Unavailable, "the database cannot be read")
+			door.WriteError(w, http.StatusServiceUnavailable, apperr.Unavailable, "the database cannot be read")
 			return
 		}
-		writeJSON(w, 200, map[string]string{"status": "ready"})
+		door.Write(w, 200, map[string]string{"status": "ready"})
 	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeErr(w, http.StatusNotFound, apperr.NotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
-	})
-	return apijson.Headers(mux)
+	mux.HandleFunc("/", door.NoRoute)
+	return door.Headers(mux)
 }
 
-func (a *API) handler(rt *Route) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
-		p, err := a.Auth.Authenticate(hr.Context(), hr.Header.Get("Authorization"))
-		if err != nil {
-			if apperr.Code(err) == apperr.Unauthenticated {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="ballet-knowledge"`)
-			}
-			a.writeErr(w, hr, err)
-			return
-		}
-		org := hr.PathValue("org")
-		if err := authorize(p, org, rt.Perm); err != nil {
-			a.writeErr(w, hr, err)
-			return
-		}
-		if hr.Body != nil {
-			hr.Body = http.MaxBytesReader(w, hr.Body, a.MaxBody)
-		}
-		out, err := rt.Handle(&Request{Request: hr, Principal: p, Org: org, api: a})
-		if err != nil {
-			a.writeErr(w, hr, err)
-			return
-		}
-		status := rt.Status
-		if status == 0 {
-			status = http.StatusOK
-		}
-		writeJSON(w, status, out)
-	})
+// open is the service's prologue (door.Table.Open): the caller, resolved
+// through Core's introspection, and its role in the path's organization
+// checked against the route's permission (authorize), once, for every
+// route.
+func (a *API) open(_ http.ResponseWriter, c *door.Call, rt *Route) (*Request, error) {
+	p, err := a.Auth.Authenticate(c.Context(), c.Header.Get("Authorization"))
+	if err != nil {
+		return nil, err
+	}
+	org := c.PathValue("org")
+	if err := authorize(p, org, rt.Perm); err != nil {
+		return nil, err
+	}
+	c.Checked()
+	return &Request{Call: c, Principal: p, Org: org}, nil
 }
 
 // authorize is the one access decision: a caller with no role in the
@@ -160,46 +119,11 @@ func authorize(p *Principal, org string, perm Perm) error {
 	return nil
 }
 
-// Decode reads a JSON body strictly into v.
-func (r *Request) Decode(v any) error {
-	return apijson.DecodeError(strictjson.Read(r.Body, v), r.api.MaxBody)
-}
-
-// QueryInt reads an optional integer query parameter within [min, max].
-func (r *Request) QueryInt(name string, def, min, max int64) (int64, error) {
-	return apijson.QueryInt(r.Request, name, def, min, max)
-}
-
-// QueryBool reads an optional boolean query parameter (true or false).
-func (r *Request) QueryBool(name string) (bool, error) {
-	return apijson.QueryBool(r.Request, name)
-}
-
 // Actor is the caller as the log records it.
 func (r *Request) Actor() event.Actor { return r.Principal.Actor() }
 
-// ---- the one error shape (Core's) ----
-
 // ErrorBody is the API's one error shape, Core's.
-type ErrorBody = apijson.ErrorBody
-
-func (a *API) writeErr(w http.ResponseWriter, r *http.Request, err error) {
-	var ae *apperr.Error
-	if !errors.As(err, &ae) || ae.Code == apperr.Internal {
-		if r.Context().Err() != nil {
-			return // the client went away
-		}
-		a.Log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		ae = apperr.New(apperr.Internal, "internal error")
-	}
-	apijson.WriteApp(w, ae)
-}
-
-func writeErr(w http.ResponseWriter, status int, code, msg string) {
-	apijson.WriteError(w, status, code, msg)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) { apijson.Write(w, status, v) }
+type ErrorBody = door.ErrorBody
 
 // pathSlug reads an entry slug from the path: one segment, its slashes
 // sent escaped (%2F) — Go's mux matches the escaped path and unescapes the

@@ -85,7 +85,7 @@ func TestHealthReadinessAndUnknownRoutes(t *testing.T) {
 	}{
 		{"/healthz", http.StatusOK, `"ok"`},
 		{"/readyz", http.StatusOK, `"ready"`},
-		{"/nowhere", http.StatusNotFound, "no route GET /nowhere"},
+		{"/nowhere", http.StatusNotFound, "no route for GET /nowhere"},
 	} {
 		if code, body := get(c.path); code != c.code || !strings.Contains(body, c.body) {
 			t.Errorf("GET %s: %d %s, want %d with %s", c.path, code, body, c.code, c.body)

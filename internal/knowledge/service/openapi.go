@@ -16,12 +16,7 @@ var eventPayloads = event.NewCatalogue(knowledge.Events)
 // openapi, as Core's), served at /api/v1/knowledge/openapi.json.
 func (a *API) OpenAPI() map[string]any {
 	g := openapi.NewGenerator(nil, eventPayloads)
-	ops := make([]openapi.Operation, 0, len(a.routes))
-	for _, rt := range a.routes {
-		ops = append(ops, openapi.Operation{Method: rt.Method, Path: Prefix + rt.Path, Summary: rt.Summary, Permission: string(rt.Perm),
-			Security: []any{map[string]any{"bearer": []any{}}}, Query: rt.Query, Request: rt.Request, Response: rt.Response,
-			Statuses: openapi.Statuses(rt.Status, rt.Method, rt.Request != nil, false)})
-	}
+	ops := a.kit.Operations(func(Perm) []any { return []any{map[string]any{"bearer": []any{}}} })
 	paths := g.Paths(Prefix+"/", ops)
 	g.Schemas["Error"] = g.Schema(reflect.TypeFor[ErrorBody]())
 	g.Schema(reflect.TypeFor[event.Event]())

@@ -23,6 +23,10 @@ import (
 )
 
 // Service reads and publishes pipeline versions.
+//
+// Every domain has a Service of its own over the store, the applier and
+// the clock (one per domain, as STYLE.md's layout has it): what looks alike
+// across domains' Service types is that layout, not shared logic.
 type Service struct {
 	Store   store.Store
 	Applier *transition.Applier

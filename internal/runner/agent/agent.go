@@ -31,12 +31,12 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ballet/ballet/internal/procgroup"
-	"github.com/ballet/ballet/internal/runner/protocol"
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 // Spec is what one session is made of.
 type Spec struct {
-	Session  protocol.Session
+	Session  runproto.Session
 	RunToken string // authenticates the session at Core's MCP endpoint
 	// Workspace is the session's working folder; Home an empty folder of
 	// the run that becomes its HOME (the adapter writes its configuration
@@ -97,7 +97,7 @@ type Claude struct {
 const claudeTools = "Bash,Edit,Write,Read,Glob,Grep,Skill"
 
 // Name is the adapter's name.
-func (Claude) Name() string { return protocol.ClaudeCode }
+func (Claude) Name() string { return runproto.ClaudeCode }
 
 // Executable is the command to run.
 func (c Claude) Executable() string { return or(c.Command, "claude") }
@@ -149,7 +149,7 @@ func (c Claude) Prepare(s Spec) (Command, error) {
 // Output reads the output of a claude-code session told to use model
 // (Command.Model).
 func (Claude) Output(model string) Output {
-	return &claudeOutput{pending: map[string]Report{}, turns: map[string]protocol.Usage{}, model: model}
+	return &claudeOutput{pending: map[string]Report{}, turns: map[string]runproto.Usage{}, model: model}
 }
 
 // OpenCode is the opencode adapter.
@@ -180,7 +180,7 @@ const (
 const openAIProvider = "ballet-openai"
 
 // Name is the adapter's name.
-func (OpenCode) Name() string { return protocol.OpenCode }
+func (OpenCode) Name() string { return runproto.OpenCode }
 
 // Executable is the command to run.
 func (o OpenCode) Executable() string { return or(o.Command, "opencode") }
@@ -436,7 +436,7 @@ func or(a, b string) string {
 var skillNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // writeSkills writes each skill as dir/<name>/SKILL.md, front matter first.
-func writeSkills(dir string, skills []protocol.Skill) error {
+func writeSkills(dir string, skills []runproto.SessionSkill) error {
 	for _, sk := range skills {
 		if !skillNameRE.MatchString(sk.Name) {
 			return fmt.Errorf("agent: the skill name %q is not [a-z0-9][a-z0-9_-]{0,63}", sk.Name)
@@ -454,7 +454,7 @@ func writeSkills(dir string, skills []protocol.Skill) error {
 // skillFile is a SKILL.md: front matter with the name and description (a
 // JSON string is a YAML scalar), then the content without a front matter
 // of its own.
-func skillFile(sk protocol.Skill) string {
+func skillFile(sk runproto.SessionSkill) string {
 	desc, _ := json.Marshal(strings.Join(strings.Fields(or(sk.Description, sk.Name)), " "))
 	content := sk.Content
 	if rest, ok := strings.CutPrefix(content, "---\n"); ok {

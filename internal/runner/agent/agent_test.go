@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ballet/ballet/internal/runner/protocol"
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 // The samples in testdata are real output of the pinned CLIs, recorded
@@ -46,26 +46,26 @@ func TestClaudeOutput(t *testing.T) {
 		abort  string // an Abort event holds this
 	}{
 		{"claude-done.ndjson", Result{Final: true, Report: &Report{"done", "Wrote the file."},
-			Usage: protocol.Usage{InputTokens: 8215, OutputTokens: 56, CacheWriteTokens: 7029, CacheReadTokens: 14058, CostUSD: 0.05606115}}, 0, ""},
+			Usage: runproto.Usage{InputTokens: 8215, OutputTokens: 56, CacheWriteTokens: 7029, CacheReadTokens: 14058, CostUSD: 0.05606115}}, 0, ""},
 		{"claude-no-report.ndjson", Result{Final: true,
-			Usage: protocol.Usage{InputTokens: 5343, OutputTokens: 50, CacheWriteTokens: 7029, CacheReadTokens: 7029, CostUSD: 0.04524645}}, 0, ""},
+			Usage: runproto.Usage{InputTokens: 5343, OutputTokens: 50, CacheWriteTokens: 7029, CacheReadTokens: 7029, CostUSD: 0.04524645}}, 0, ""},
 		{"claude-ask.ndjson", Result{Final: true,
-			Usage: protocol.Usage{InputTokens: 5288, OutputTokens: 22, CacheWriteTokens: 7029, CacheReadTokens: 7029, CostUSD: 0.044661450000000005}}, 0, ""},
+			Usage: runproto.Usage{InputTokens: 5288, OutputTokens: 22, CacheWriteTokens: 7029, CacheReadTokens: 7029, CostUSD: 0.044661450000000005}}, 0, ""},
 		{"claude-answered.ndjson", Result{Final: true, Report: &Report{"done", "Done as answered: teal"},
-			Usage: protocol.Usage{InputTokens: 5318, OutputTokens: 16, CacheWriteTokens: 7029, CacheReadTokens: 7029, CostUSD: 0.044661450000000005}}, 0, ""},
+			Usage: runproto.Usage{InputTokens: 5318, OutputTokens: 16, CacheWriteTokens: 7029, CacheReadTokens: 7029, CostUSD: 0.044661450000000005}}, 0, ""},
 		{"claude-api-error.ndjson", Result{Final: true,
 			Error: "claude-code: API Error: 529 fake model: scripted overloaded_error"}, 0, ""},
 		// Stopped mid-work, no result line: the answers' input and cache
 		// tokens, no output; priced at claude-sonnet-4-5's list prices
 		// (the model of the init line): 2589 × $3 + 7029 × $3.75 per
 		// million.
-		{"claude-cancelled.ndjson", Result{Usage: protocol.Usage{InputTokens: 2589, CacheWriteTokens: 7029, CostUSD: 0.03412575}}, -1, ""},
+		{"claude-cancelled.ndjson", Result{Usage: runproto.Usage{InputTokens: 2589, CacheWriteTokens: 7029, CostUSD: 0.03412575}}, -1, ""},
 		// Killed in its fourth answer's command after three answers (one
 		// tool call each): their input and cache tokens at list prices.
-		{"claude-killed.ndjson", Result{Usage: protocol.Usage{InputTokens: 2619 + 2723 + 2827, CacheWriteTokens: 7029, CacheReadTokens: 2 * 7029,
+		{"claude-killed.ndjson", Result{Usage: runproto.Usage{InputTokens: 2619 + 2723 + 2827, CacheWriteTokens: 7029, CacheReadTokens: 2 * 7029,
 			CostUSD: 0.05508315}}, -1, ""},
 		{"claude-hang.ndjson", Result{}, -1, ""},
-		{"claude-mcp-failed.ndjson", Result{Usage: protocol.Usage{InputTokens: 2589, CacheWriteTokens: 7029, CostUSD: 0.03412575}}, -1, "could not connect to Core's MCP endpoint (ballet: failed)"},
+		{"claude-mcp-failed.ndjson", Result{Usage: runproto.Usage{InputTokens: 2589, CacheWriteTokens: 7029, CostUSD: 0.03412575}}, -1, "could not connect to Core's MCP endpoint (ballet: failed)"},
 	} {
 		t.Run(c.sample, func(t *testing.T) {
 			out := Claude{}.Output("")
@@ -85,7 +85,7 @@ func TestClaudeOutput(t *testing.T) {
 			if !sameUsage(got.Usage, c.want.Usage) {
 				t.Errorf("usage %+v, want %+v", got.Usage, c.want.Usage)
 			}
-			got.Usage, c.want.Usage = protocol.Usage{}, protocol.Usage{}
+			got.Usage, c.want.Usage = runproto.Usage{}, runproto.Usage{}
 			if !reflect.DeepEqual(got, c.want) {
 				t.Errorf("result %+v (report %+v), want %+v (report %+v)", got, got.Report, c.want, c.want.Report)
 			}
@@ -109,16 +109,16 @@ func TestOpenCodeOutput(t *testing.T) {
 		want   Result
 	}{
 		{"opencode-done.ndjson", Result{Report: &Report{"done", "Wrote the file."},
-			Usage: protocol.Usage{InputTokens: 3783, OutputTokens: 56, CacheReadTokens: 4712, CostUSD: 0.0136026}}},
-		{"opencode-no-report.ndjson", Result{Usage: protocol.Usage{InputTokens: 3217, OutputTokens: 50, CacheReadTokens: 2356, CostUSD: 0.0111078}}},
-		{"opencode-ask.ndjson", Result{Usage: protocol.Usage{InputTokens: 3199, OutputTokens: 22, CacheReadTokens: 2356, CostUSD: 0.010633799999999999}}},
+			Usage: runproto.Usage{InputTokens: 3783, OutputTokens: 56, CacheReadTokens: 4712, CostUSD: 0.0136026}}},
+		{"opencode-no-report.ndjson", Result{Usage: runproto.Usage{InputTokens: 3217, OutputTokens: 50, CacheReadTokens: 2356, CostUSD: 0.0111078}}},
+		{"opencode-ask.ndjson", Result{Usage: runproto.Usage{InputTokens: 3199, OutputTokens: 22, CacheReadTokens: 2356, CostUSD: 0.010633799999999999}}},
 		{"opencode-answered.ndjson", Result{Report: &Report{"done", "Done as answered: teal"},
-			Usage: protocol.Usage{InputTokens: 3229, OutputTokens: 16, CacheReadTokens: 2356, CostUSD: 0.010633799999999999}}},
+			Usage: runproto.Usage{InputTokens: 3229, OutputTokens: 16, CacheReadTokens: 2356, CostUSD: 0.010633799999999999}}},
 		{"opencode-api-error.ndjson", Result{Error: "opencode: APIError: fake model: scripted overloaded_error"}},
 		{"opencode-cancelled.ndjson", Result{}},
 		// Killed in its third step: the two steps that finished, at the
 		// cost opencode told.
-		{"opencode-killed.ndjson", Result{Usage: protocol.Usage{InputTokens: 2766 + 483, OutputTokens: 17 + 17, CacheReadTokens: 2356, CostUSD: 0.0109638}}},
+		{"opencode-killed.ndjson", Result{Usage: runproto.Usage{InputTokens: 2766 + 483, OutputTokens: 17 + 17, CacheReadTokens: 2356, CostUSD: 0.0109638}}},
 	} {
 		t.Run(c.sample, func(t *testing.T) {
 			out := OpenCode{}.Output("")
@@ -135,7 +135,7 @@ func TestOpenCodeOutput(t *testing.T) {
 			if !sameUsage(got.Usage, c.want.Usage) {
 				t.Errorf("usage %+v, want %+v", got.Usage, c.want.Usage)
 			}
-			got.Usage, c.want.Usage = protocol.Usage{}, protocol.Usage{}
+			got.Usage, c.want.Usage = runproto.Usage{}, runproto.Usage{}
 			if !reflect.DeepEqual(got, c.want) {
 				t.Errorf("result %+v (report %+v), want %+v (report %+v)", got, got.Report, c.want, c.want.Report)
 			}
@@ -143,7 +143,7 @@ func TestOpenCodeOutput(t *testing.T) {
 	}
 }
 
-func sameUsage(a, b protocol.Usage) bool {
+func sameUsage(a, b runproto.Usage) bool {
 	d := a.CostUSD - b.CostUSD
 	a.CostUSD, b.CostUSD = 0, 0
 	return a == b && d < 1e-12 && d > -1e-12
@@ -178,17 +178,17 @@ func TestOutputSkipsWhatItDoesNotKnow(t *testing.T) {
 // spec is a session of ticket ACME-1 with two skills allowed.
 func spec(t *testing.T) Spec {
 	return Spec{
-		Session: protocol.Session{
-			Ticket: protocol.Ticket{Key: "ACME-1", Type: "task", Title: "Add a health endpoint", Description: "Add GET /health.",
+		Session: runproto.Session{
+			Ticket: runproto.SessionTicket{Key: "ACME-1", Type: "task", Title: "Add a health endpoint", Description: "Add GET /health.",
 				AcceptanceCriteria: "GET /health answers 200"},
-			Stage: protocol.Stage{ID: "implement", Name: "Implement", Instructions: "Implement it.", Adapter: protocol.ClaudeCode,
+			Stage: runproto.SessionStage{ID: "implement", Name: "Implement", Instructions: "Implement it.", Adapter: runproto.ClaudeCode,
 				Model: "claude-sonnet-4-5", Iteration: 2, MaxIterations: 3},
-			Skills: []protocol.Skill{{Name: "house-style", Description: "How code\nis written", Content: "---\nname: old\n---\nTabs."},
+			Skills: []runproto.SessionSkill{{Name: "house-style", Description: "How code\nis written", Content: "---\nname: old\n---\nTabs."},
 				{Name: "testing", Description: "Tests", Content: "Table tests."}},
-			PreviousReport:    &protocol.Report{Stage: "review", Outcome: "failed", Report: "The handler lacks a test."},
-			AnsweredQuestions: []protocol.Answered{{Question: "Which port?", Answer: "8080"}},
-			Repository:        &protocol.Repo{Forge: "git", URL: "/srv/acme.git", DefaultBranch: "main", Branch: "ballet/ACME-1"},
-			MCP:               protocol.MCP{URL: "http://127.0.0.1:8080/api/v1/mcp"},
+			PreviousReport:    &runproto.SessionReport{Stage: "review", Outcome: "failed", Report: "The handler lacks a test."},
+			AnsweredQuestions: []runproto.SessionAnswer{{Question: "Which port?", Answer: "8080"}},
+			Repository:        &runproto.SessionRepo{Forge: "git", URL: "/srv/acme.git", DefaultBranch: "main", Branch: "ballet/ACME-1"},
+			MCP:               runproto.SessionMCP{URL: "http://127.0.0.1:8080/api/v1/mcp"},
 		},
 		RunToken: "ballet_run_secret", Workspace: t.TempDir(), Home: t.TempDir(),
 		Environ: []string{"PATH=/usr/bin:/bin", "HOME=/root", "USER=root", "ANTHROPIC_API_KEY=sk-1", "ANTHROPIC_BASE_URL=http://model:9/",
@@ -393,7 +393,7 @@ func TestSkillsAreTheStagesOnly(t *testing.T) {
 		t.Errorf("skills %v", entries)
 	}
 	s = spec(t)
-	s.Session.Skills = []protocol.Skill{{Name: "../escape", Content: "x"}}
+	s.Session.Skills = []runproto.SessionSkill{{Name: "../escape", Content: "x"}}
 	if _, err := (Claude{}).Prepare(s); err == nil || !strings.Contains(err.Error(), "skill name") {
 		t.Errorf("a bad skill name: %v", err)
 	}
@@ -446,7 +446,7 @@ func TestPrompt(t *testing.T) {
 		}
 	}
 	// Nothing optional: no empty sections.
-	s = Spec{Session: protocol.Session{Ticket: protocol.Ticket{Key: "ACME-2", Title: "T"}, Stage: protocol.Stage{ID: "review"}}}
+	s = Spec{Session: runproto.Session{Ticket: runproto.SessionTicket{Key: "ACME-2", Title: "T"}, Stage: runproto.SessionStage{ID: "review"}}}
 	p, _ = Prompt(s)
 	for _, not := range []string{"previous stage", "Answered", "checkpoint", "iteration", "knowledge for this stage"} {
 		if strings.Contains(p, not) {
@@ -461,9 +461,9 @@ func TestPrompt(t *testing.T) {
 // The entries a stage names are in the prompt, each whole or marked as
 // cut, after the previous stage's report.
 func TestPromptCarriesKnowledge(t *testing.T) {
-	s := Spec{Session: protocol.Session{Ticket: protocol.Ticket{Key: "ACME-2", Title: "T"}, Stage: protocol.Stage{ID: "review"},
-		PreviousReport: &protocol.Report{Stage: "implement", Outcome: "done", Report: "did it"},
-		Knowledge: []protocol.Entry{
+	s := Spec{Session: runproto.Session{Ticket: runproto.SessionTicket{Key: "ACME-2", Title: "T"}, Stage: runproto.SessionStage{ID: "review"},
+		PreviousReport: &runproto.SessionReport{Stage: "implement", Outcome: "done", Report: "did it"},
+		Knowledge: []runproto.SessionEntry{
 			{Space: "default", Slug: "conventions/go", Title: "Go conventions", Version: 3, Body: "Wrap every error."},
 			{Space: "ops", Slug: "deploy", Title: "Deploy", Version: 1, Body: "Deploy on", Cut: true},
 		}}}

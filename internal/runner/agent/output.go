@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ballet/ballet/internal/runner/protocol"
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 // Output reads a session's stdout, one NDJSON line at a time, and tells
@@ -18,22 +18,22 @@ type Output interface {
 	// Served tells the output what the model API served the session so
 	// far, as Ballet's meter counted it (internal/runner/meter): Result's
 	// usage is never less, and the tokens the CLI did not tell are priced.
-	Served(u protocol.Usage)
+	Served(u runproto.Usage)
 	// Result is what the output told so far.
 	Result() Result
 }
 
 // served is what a meter counted of a session's usage.
-type served struct{ u protocol.Usage }
+type served struct{ u runproto.Usage }
 
-func (s *served) Served(u protocol.Usage) { s.u = u }
+func (s *served) Served(u runproto.Usage) { s.u = u }
 
 // floor is told raised to what the model served, field by field; the
 // tokens the CLI did not tell cost what price makes of them.
-func (s *served) floor(told protocol.Usage, price func(protocol.Usage) float64) protocol.Usage {
-	extra := protocol.Usage{InputTokens: max(0, s.u.InputTokens-told.InputTokens), OutputTokens: max(0, s.u.OutputTokens-told.OutputTokens),
+func (s *served) floor(told runproto.Usage, price func(runproto.Usage) float64) runproto.Usage {
+	extra := runproto.Usage{InputTokens: max(0, s.u.InputTokens-told.InputTokens), OutputTokens: max(0, s.u.OutputTokens-told.OutputTokens),
 		CacheReadTokens: max(0, s.u.CacheReadTokens-told.CacheReadTokens), CacheWriteTokens: max(0, s.u.CacheWriteTokens-told.CacheWriteTokens)}
-	if extra == (protocol.Usage{}) {
+	if extra == (runproto.Usage{}) {
 		return told
 	}
 	told.InputTokens += extra.InputTokens
@@ -59,7 +59,7 @@ type Event struct {
 
 // Result is what a session's output told.
 type Result struct {
-	Usage protocol.Usage
+	Usage runproto.Usage
 	// Final: the CLI printed its final line (claude-code's result line;
 	// opencode has none).
 	Final bool
@@ -102,7 +102,7 @@ type claudeOutput struct {
 	// tokens, printed before the answer's tool calls run) and its assistant
 	// lines (input and cache tokens only) tell, the largest of each figure.
 	// Only a session stopped before its result line uses it.
-	turns map[string]protocol.Usage
+	turns map[string]runproto.Usage
 	// model is the model the session was told to use, then the one its
 	// init line names: what prices the usage the CLI did not.
 	model string
@@ -148,8 +148,8 @@ type claudeUsage struct {
 	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
 }
 
-func (u claudeUsage) usage() protocol.Usage {
-	return protocol.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+func (u claudeUsage) usage() runproto.Usage {
+	return runproto.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 		CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens}
 }
 
@@ -247,7 +247,7 @@ func (o *claudeOutput) turn(id string, u *claudeUsage) {
 		return
 	}
 	t, v := o.turns[id], u.usage()
-	o.turns[id] = protocol.Usage{InputTokens: max(t.InputTokens, v.InputTokens), OutputTokens: max(t.OutputTokens, v.OutputTokens),
+	o.turns[id] = runproto.Usage{InputTokens: max(t.InputTokens, v.InputTokens), OutputTokens: max(t.OutputTokens, v.OutputTokens),
 		CacheReadTokens: max(t.CacheReadTokens, v.CacheReadTokens), CacheWriteTokens: max(t.CacheWriteTokens, v.CacheWriteTokens)}
 }
 
@@ -261,7 +261,7 @@ func (o *claudeOutput) turn(id string, u *claudeUsage) {
 func (o *claudeOutput) Result() Result {
 	r := o.res
 	if !r.Final {
-		r.Usage = protocol.Usage{}
+		r.Usage = runproto.Usage{}
 		for _, t := range o.turns {
 			r.Usage.InputTokens += t.InputTokens
 			r.Usage.OutputTokens += t.OutputTokens
@@ -343,7 +343,7 @@ func (o *opencodeOutput) Line(b []byte, truncated bool) Event {
 		u.OutputTokens += t.Output + t.Reasoning // reasoning is billed as output
 		u.CacheReadTokens += t.Cache.Read
 		u.CacheWriteTokens += t.Cache.Write
-		u.CostUSD += o.cost(l.Part.Cost, protocol.Usage{InputTokens: t.Input, OutputTokens: t.Output + t.Reasoning,
+		u.CostUSD += o.cost(l.Part.Cost, runproto.Usage{InputTokens: t.Input, OutputTokens: t.Output + t.Reasoning,
 			CacheReadTokens: t.Cache.Read, CacheWriteTokens: t.Cache.Write})
 	case "tool_use":
 		if l.Part.Tool == opencodeReportTool && l.Part.State.Status == "completed" {
@@ -369,7 +369,7 @@ func (o *opencodeOutput) Line(b []byte, truncated bool) Event {
 // only after its tool calls ran).
 func (o *opencodeOutput) Result() Result {
 	r := o.res
-	r.Usage = o.floor(r.Usage, func(u protocol.Usage) float64 { return o.cost(0, u) })
+	r.Usage = o.floor(r.Usage, func(u runproto.Usage) float64 { return o.cost(0, u) })
 	return r
 }
 
@@ -378,7 +378,7 @@ func (o *opencodeOutput) Result() Result {
 // else the list prices of a Claude model. A model of no known family
 // without configured prices stays free, as the configuration declares it
 // (an OpenAI-compatible provider's model with no prices).
-func (o *opencodeOutput) cost(told float64, u protocol.Usage) float64 {
+func (o *opencodeOutput) cost(told float64, u runproto.Usage) float64 {
 	if told != 0 {
 		return told
 	}

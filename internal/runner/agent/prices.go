@@ -3,7 +3,7 @@ package agent
 import (
 	"strings"
 
-	"github.com/ballet/ballet/internal/runner/protocol"
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 // Prices are dollars per million tokens.
@@ -14,7 +14,7 @@ type Prices struct {
 func (p Prices) set() bool { return p != Prices{} }
 
 // Cost is what usage u costs at p, in dollars.
-func (p Prices) Cost(u protocol.Usage) float64 {
+func (p Prices) Cost(u runproto.Usage) float64 {
 	return (float64(u.InputTokens)*p.Input + float64(u.OutputTokens)*p.Output +
 		float64(u.CacheReadTokens)*p.CacheRead + float64(u.CacheWriteTokens)*p.CacheWrite) / 1e6
 }

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"text/template"
 
-	"github.com/ballet/ballet/internal/runner/protocol"
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 // PromptTemplate is the prompt every session gets, built from the lease
@@ -80,13 +80,13 @@ instead of starting over.
 
 // PromptData is what the prompt template reads.
 type PromptData struct {
-	Ticket            protocol.Ticket
-	Stage             protocol.Stage
+	Ticket            runproto.SessionTicket
+	Stage             runproto.SessionStage
 	StageName         string // the stage's name, else its id
 	Branch            string
-	PreviousReport    *protocol.Report
-	Knowledge         []protocol.Entry
-	AnsweredQuestions []protocol.Answered
+	PreviousReport    *runproto.SessionReport
+	Knowledge         []runproto.SessionEntry
+	AnsweredQuestions []runproto.SessionAnswer
 	Checkpoint        *Checkpoint
 }
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/ballet/ballet/internal/runner/protocol"
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 // claudeLines feeds hand-written claude-code lines to a fresh output for
@@ -41,7 +41,7 @@ func TestClaudeResultCostIsTheCLIs(t *testing.T) {
 	if r.Usage.CostUSD != 1.25 {
 		t.Errorf("cost %v, want the CLI's 1.25", r.Usage.CostUSD)
 	}
-	if want := (protocol.Usage{InputTokens: 10, OutputTokens: 5, CostUSD: 1.25}); r.Usage != want {
+	if want := (runproto.Usage{InputTokens: 10, OutputTokens: 5, CostUSD: 1.25}); r.Usage != want {
 		t.Errorf("usage %+v, want %+v", r.Usage, want)
 	}
 }
@@ -96,7 +96,7 @@ func TestClaudeStoppedUsageNeedsUsageAndID(t *testing.T) {
 	)
 	u := r.Usage
 	u.CostUSD = 0
-	if want := (protocol.Usage{InputTokens: 100, OutputTokens: 7, CacheWriteTokens: 10}); u != want {
+	if want := (runproto.Usage{InputTokens: 100, OutputTokens: 7, CacheWriteTokens: 10}); u != want {
 		t.Errorf("usage %+v, want %+v (m1 once)", u, want)
 	}
 	if r.Final {
@@ -117,7 +117,7 @@ func TestOpenCodeStepsAddReasoningAndCacheWrites(t *testing.T) {
 		out.Line([]byte(l), false)
 	}
 	r := out.Result()
-	if want := (protocol.Usage{InputTokens: 101, OutputTokens: 20, CacheWriteTokens: 44, CacheReadTokens: 35, CostUSD: 0.75}); !sameUsage(r.Usage, want) {
+	if want := (runproto.Usage{InputTokens: 101, OutputTokens: 20, CacheWriteTokens: 44, CacheReadTokens: 35, CostUSD: 0.75}); !sameUsage(r.Usage, want) {
 		t.Errorf("usage %+v, want %+v", r.Usage, want)
 	}
 	if r.SessionID != "ses_first" {

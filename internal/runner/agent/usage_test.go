@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ballet/ballet/internal/runner/protocol"
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 // sonnet is claude-sonnet-4-5's list prices, the ones the recorded
@@ -64,7 +64,7 @@ func TestListPricesAreTheCLIs(t *testing.T) {
 				checked++
 			case json.Unmarshal(l, &o) == nil && o.Type == "step_finish":
 				tk := o.Part.Tokens
-				u := protocol.Usage{InputTokens: tk.Input, OutputTokens: tk.Output + tk.Reasoning, CacheReadTokens: tk.Cache.Read, CacheWriteTokens: tk.Cache.Write}
+				u := runproto.Usage{InputTokens: tk.Input, OutputTokens: tk.Output + tk.Reasoning, CacheReadTokens: tk.Cache.Read, CacheWriteTokens: tk.Cache.Write}
 				if got := sonnet.Cost(u); !near(got, o.Part.Cost) {
 					t.Errorf("%s: step usage %+v at list prices costs %v, the CLI said %v", f, u, got, o.Part.Cost)
 				}
@@ -103,7 +103,7 @@ func TestListPricesByFamily(t *testing.T) {
 			t.Errorf("ListPrices(%q) = %+v, %v; want input $%v, known %v", c.model, p, ok, c.input, c.known)
 		}
 	}
-	u := protocol.Usage{InputTokens: 1_000_000, OutputTokens: 2_000_000, CacheReadTokens: 3_000_000, CacheWriteTokens: 4_000_000}
+	u := runproto.Usage{InputTokens: 1_000_000, OutputTokens: 2_000_000, CacheReadTokens: 3_000_000, CacheWriteTokens: 4_000_000}
 	if got := (Prices{Input: 1, Output: 10, CacheRead: 100, CacheWrite: 1000}).Cost(u); got != 4321 {
 		t.Errorf("Cost = %v, want 1 + 20 + 300 + 4000 = 4321", got)
 	}
@@ -119,16 +119,16 @@ func TestClaudeKilledStreams(t *testing.T) {
 	for _, c := range []struct {
 		sample string
 		cut    int // lines kept
-		want   protocol.Usage
+		want   runproto.Usage
 	}{
-		{"claude-done.ndjson", 1, protocol.Usage{}},
-		{"claude-done.ndjson", 2, protocol.Usage{InputTokens: 2590, CacheWriteTokens: 7029}},
-		{"claude-done.ndjson", 3, protocol.Usage{InputTokens: 2590, CacheWriteTokens: 7029}}, // the same answer's second block
-		{"claude-done.ndjson", 5, protocol.Usage{InputTokens: 2590 + 2760, CacheWriteTokens: 7029, CacheReadTokens: 7029}},
-		{"claude-done.ndjson", 7, protocol.Usage{InputTokens: 8215, CacheWriteTokens: 7029, CacheReadTokens: 14058}},
-		{"claude-done.ndjson", 8, protocol.Usage{InputTokens: 8215, OutputTokens: 56, CacheWriteTokens: 7029, CacheReadTokens: 14058, CostUSD: 0.05606115}},
-		{"claude-answered.ndjson", 4, protocol.Usage{InputTokens: 5318, CacheWriteTokens: 7029, CacheReadTokens: 7029}},
-		{"claude-answered.ndjson", 5, protocol.Usage{InputTokens: 5318, OutputTokens: 16, CacheWriteTokens: 7029, CacheReadTokens: 7029, CostUSD: 0.04466145}},
+		{"claude-done.ndjson", 1, runproto.Usage{}},
+		{"claude-done.ndjson", 2, runproto.Usage{InputTokens: 2590, CacheWriteTokens: 7029}},
+		{"claude-done.ndjson", 3, runproto.Usage{InputTokens: 2590, CacheWriteTokens: 7029}}, // the same answer's second block
+		{"claude-done.ndjson", 5, runproto.Usage{InputTokens: 2590 + 2760, CacheWriteTokens: 7029, CacheReadTokens: 7029}},
+		{"claude-done.ndjson", 7, runproto.Usage{InputTokens: 8215, CacheWriteTokens: 7029, CacheReadTokens: 14058}},
+		{"claude-done.ndjson", 8, runproto.Usage{InputTokens: 8215, OutputTokens: 56, CacheWriteTokens: 7029, CacheReadTokens: 14058, CostUSD: 0.05606115}},
+		{"claude-answered.ndjson", 4, runproto.Usage{InputTokens: 5318, CacheWriteTokens: 7029, CacheReadTokens: 7029}},
+		{"claude-answered.ndjson", 5, runproto.Usage{InputTokens: 5318, OutputTokens: 16, CacheWriteTokens: 7029, CacheReadTokens: 7029, CostUSD: 0.04466145}},
 	} {
 		lines := sampleLines(t, c.sample)
 		got := feed(Claude{}.Output(""), lines[:c.cut])
@@ -156,7 +156,7 @@ func TestClaudeKilledStreams(t *testing.T) {
 		{"", lines[1:], dearest},
 	} {
 		u := feed(Claude{}.Output(c.told), c.lines).Usage
-		if want := c.price.Cost(protocol.Usage{InputTokens: 2589, CacheWriteTokens: 7029}); !near(u.CostUSD, want) || want == 0 {
+		if want := c.price.Cost(runproto.Usage{InputTokens: 2589, CacheWriteTokens: 7029}); !near(u.CostUSD, want) || want == 0 {
 			t.Errorf("told %q, %d lines: cost %v, want %v", c.told, len(c.lines), u.CostUSD, want)
 		}
 	}
@@ -170,16 +170,16 @@ func TestClaudeKilledStreams(t *testing.T) {
 // Its stream events stay out of the log.
 func TestClaudeStoppedStreamsCountOutputTokens(t *testing.T) {
 	lines := sampleLines(t, "claude-partial-done.ndjson")
-	total := protocol.Usage{InputTokens: 2261, OutputTokens: 68, CacheWriteTokens: 6948, CacheReadTokens: 13896}
+	total := runproto.Usage{InputTokens: 2261, OutputTokens: 68, CacheWriteTokens: 6948, CacheReadTokens: 13896}
 	for _, c := range []struct {
 		cut  int
-		want protocol.Usage
+		want runproto.Usage
 	}{
-		{2, protocol.Usage{}},
-		{3, protocol.Usage{InputTokens: 650, CacheWriteTokens: 6948}},                   // the first answer's message_start
-		{7, protocol.Usage{InputTokens: 650, CacheWriteTokens: 6948}},                   // its assistant line and block end
-		{8, protocol.Usage{InputTokens: 650, OutputTokens: 26, CacheWriteTokens: 6948}}, // its message_delta
-		{18, protocol.Usage{InputTokens: 650 + 754, OutputTokens: 52, CacheWriteTokens: 6948, CacheReadTokens: 6948}},
+		{2, runproto.Usage{}},
+		{3, runproto.Usage{InputTokens: 650, CacheWriteTokens: 6948}},                   // the first answer's message_start
+		{7, runproto.Usage{InputTokens: 650, CacheWriteTokens: 6948}},                   // its assistant line and block end
+		{8, runproto.Usage{InputTokens: 650, OutputTokens: 26, CacheWriteTokens: 6948}}, // its message_delta
+		{18, runproto.Usage{InputTokens: 650 + 754, OutputTokens: 52, CacheWriteTokens: 6948, CacheReadTokens: 6948}},
 		{len(lines) - 1, total},
 	} {
 		out := Claude{}.Output("claude-sonnet-4-5")
@@ -208,7 +208,7 @@ func TestClaudeStoppedStreamsCountOutputTokens(t *testing.T) {
 	// Killed (SIGKILL) in its first answer's command: the answer's input,
 	// cache and output tokens, at list prices.
 	killed := feed(Claude{}.Output(""), sampleLines(t, "claude-partial-killed.ndjson")).Usage
-	want = protocol.Usage{InputTokens: 651, OutputTokens: 26, CacheWriteTokens: 6948}
+	want = runproto.Usage{InputTokens: 651, OutputTokens: 26, CacheWriteTokens: 6948}
 	want.CostUSD = sonnet.Cost(want)
 	if !sameUsage(killed, want) {
 		t.Errorf("killed: usage %+v, want %+v", killed, want)
@@ -228,7 +228,7 @@ func TestClaudeStoppedStreamsCountOutputTokens(t *testing.T) {
 	} {
 		out.Line([]byte(l), false)
 	}
-	want = protocol.Usage{InputTokens: 110, OutputTokens: 47, CacheReadTokens: 1000, CacheWriteTokens: 500}
+	want = runproto.Usage{InputTokens: 110, OutputTokens: 47, CacheReadTokens: 1000, CacheWriteTokens: 500}
 	want.CostUSD = sonnet.Cost(want)
 	if got := out.Result().Usage; !sameUsage(got, want) {
 		t.Errorf("running totals: usage %+v, want %+v", got, want)
@@ -242,7 +242,7 @@ func TestClaudeResultIsTheLastTotal(t *testing.T) {
 	lines := sampleLines(t, "claude-done.ndjson")
 	out := Claude{}.Output("")
 	got := feed(out, append(lines, lines[len(lines)-1]))
-	want := protocol.Usage{InputTokens: 8215, OutputTokens: 56, CacheWriteTokens: 7029, CacheReadTokens: 14058, CostUSD: 0.05606115}
+	want := runproto.Usage{InputTokens: 8215, OutputTokens: 56, CacheWriteTokens: 7029, CacheReadTokens: 14058, CostUSD: 0.05606115}
 	if !sameUsage(got.Usage, want) {
 		t.Errorf("usage %+v, want %+v", got.Usage, want)
 	}
@@ -260,10 +260,10 @@ func TestClaudeResultIsTheLastTotal(t *testing.T) {
 // known family, declared without prices) free.
 func TestOpenCodeKilledStreams(t *testing.T) {
 	lines := sampleLines(t, "opencode-done.ndjson")
-	step1 := protocol.Usage{InputTokens: 2737, OutputTokens: 42, CostUSD: 0.008841}
-	step2 := protocol.Usage{InputTokens: 488, OutputTokens: 12, CacheReadTokens: 2356, CostUSD: 0.0023508}
-	sum := func(us ...protocol.Usage) protocol.Usage {
-		var s protocol.Usage
+	step1 := runproto.Usage{InputTokens: 2737, OutputTokens: 42, CostUSD: 0.008841}
+	step2 := runproto.Usage{InputTokens: 488, OutputTokens: 12, CacheReadTokens: 2356, CostUSD: 0.0023508}
+	sum := func(us ...runproto.Usage) runproto.Usage {
+		var s runproto.Usage
 		for _, u := range us {
 			s.InputTokens += u.InputTokens
 			s.OutputTokens += u.OutputTokens
@@ -275,13 +275,13 @@ func TestOpenCodeKilledStreams(t *testing.T) {
 	}
 	for _, c := range []struct {
 		cut  int
-		want protocol.Usage
+		want runproto.Usage
 	}{
-		{3, protocol.Usage{}},
+		{3, runproto.Usage{}},
 		{4, step1},
 		{6, step1},
 		{7, sum(step1, step2)},
-		{10, protocol.Usage{InputTokens: 3783, OutputTokens: 56, CacheReadTokens: 4712, CostUSD: 0.0136026}},
+		{10, runproto.Usage{InputTokens: 3783, OutputTokens: 56, CacheReadTokens: 4712, CostUSD: 0.0136026}},
 	} {
 		if got := feed(OpenCode{}.Output("anthropic/claude-sonnet-4-5"), lines[:c.cut]).Usage; !sameUsage(got, c.want) {
 			t.Errorf("cut after %d lines: usage %+v, want %+v", c.cut, got, c.want)
@@ -293,7 +293,7 @@ func TestOpenCodeKilledStreams(t *testing.T) {
 	for _, l := range lines {
 		unpriced = append(unpriced, bytes.Replace(l, []byte(`"cost":`), []byte(`"cost":0,"was":`), 1))
 	}
-	tokens := protocol.Usage{InputTokens: 3783, OutputTokens: 56, CacheReadTokens: 4712}
+	tokens := runproto.Usage{InputTokens: 3783, OutputTokens: 56, CacheReadTokens: 4712}
 	mine := Prices{Input: 1, Output: 2, CacheRead: 0.5, CacheWrite: 4}
 	for _, c := range []struct {
 		ad    OpenCode
@@ -344,25 +344,25 @@ func TestCommandNamesTheModel(t *testing.T) {
 // stays as it is.
 func TestOpenCodeUsageIsWhatTheModelServed(t *testing.T) {
 	lines := sampleLines(t, "opencode-done.ndjson")
-	step1 := protocol.Usage{InputTokens: 2737, OutputTokens: 42, CostUSD: 0.008841}
-	step2 := protocol.Usage{InputTokens: 488, OutputTokens: 12, CacheReadTokens: 2356}
+	step1 := runproto.Usage{InputTokens: 2737, OutputTokens: 42, CostUSD: 0.008841}
+	step2 := runproto.Usage{InputTokens: 488, OutputTokens: 12, CacheReadTokens: 2356}
 	mine := Prices{Input: 1, Output: 2, CacheRead: 0.5, CacheWrite: 4}
 	for _, c := range []struct {
 		name   string
 		ad     OpenCode
 		cut    int
-		served protocol.Usage
-		want   protocol.Usage
+		served runproto.Usage
+		want   runproto.Usage
 	}{
-		{"first step cut", OpenCode{}, 3, step1, protocol.Usage{InputTokens: 2737, OutputTokens: 42, CostUSD: sonnet.Cost(step1)}},
-		{"first step cut, priced", OpenCode{Prices: mine}, 3, step1, protocol.Usage{InputTokens: 2737, OutputTokens: 42, CostUSD: mine.Cost(step1)}},
-		{"nothing served", OpenCode{}, 3, protocol.Usage{}, protocol.Usage{}},
-		{"second step cut", OpenCode{}, 6, protocol.Usage{InputTokens: 2737 + 488, OutputTokens: 54, CacheReadTokens: 2356},
-			protocol.Usage{InputTokens: 3225, OutputTokens: 54, CacheReadTokens: 2356, CostUSD: step1.CostUSD + sonnet.Cost(step2)}},
-		{"told in full", OpenCode{}, 7, protocol.Usage{InputTokens: 3225, OutputTokens: 54, CacheReadTokens: 2356},
-			protocol.Usage{InputTokens: 3225, OutputTokens: 54, CacheReadTokens: 2356, CostUSD: 0.008841 + 0.0023508}},
+		{"first step cut", OpenCode{}, 3, step1, runproto.Usage{InputTokens: 2737, OutputTokens: 42, CostUSD: sonnet.Cost(step1)}},
+		{"first step cut, priced", OpenCode{Prices: mine}, 3, step1, runproto.Usage{InputTokens: 2737, OutputTokens: 42, CostUSD: mine.Cost(step1)}},
+		{"nothing served", OpenCode{}, 3, runproto.Usage{}, runproto.Usage{}},
+		{"second step cut", OpenCode{}, 6, runproto.Usage{InputTokens: 2737 + 488, OutputTokens: 54, CacheReadTokens: 2356},
+			runproto.Usage{InputTokens: 3225, OutputTokens: 54, CacheReadTokens: 2356, CostUSD: step1.CostUSD + sonnet.Cost(step2)}},
+		{"told in full", OpenCode{}, 7, runproto.Usage{InputTokens: 3225, OutputTokens: 54, CacheReadTokens: 2356},
+			runproto.Usage{InputTokens: 3225, OutputTokens: 54, CacheReadTokens: 2356, CostUSD: 0.008841 + 0.0023508}},
 		{"a meter that missed a step", OpenCode{}, 7, step1,
-			protocol.Usage{InputTokens: 3225, OutputTokens: 54, CacheReadTokens: 2356, CostUSD: 0.008841 + 0.0023508}},
+			runproto.Usage{InputTokens: 3225, OutputTokens: 54, CacheReadTokens: 2356, CostUSD: 0.008841 + 0.0023508}},
 	} {
 		out := c.ad.Output("anthropic/claude-sonnet-4-5")
 		for _, l := range lines[:c.cut] {

@@ -28,7 +28,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ballet/ballet/internal/runner/protocol"
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 // maxJSONAnswer bounds the whole (not streamed) JSON answer the meter
@@ -47,7 +47,7 @@ type Meter struct {
 	ln   net.Listener
 
 	mu      sync.Mutex
-	answers []protocol.Usage // each answer's usage so far, in order of arrival
+	answers []runproto.Usage // each answer's usage so far, in order of arrival
 }
 
 // Start starts a meter in front of the model API at upstream (an http(s)
@@ -94,10 +94,10 @@ func (m *Meter) URL() string { return m.base }
 
 // Usage is the sum of what the model API served so far: every answer's
 // tokens as far as it streamed.
-func (m *Meter) Usage() protocol.Usage {
+func (m *Meter) Usage() runproto.Usage {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var s protocol.Usage
+	var s runproto.Usage
 	for _, u := range m.answers {
 		s.InputTokens += u.InputTokens
 		s.OutputTokens += u.OutputTokens
@@ -118,7 +118,7 @@ func (m *Meter) Close() error {
 // reader wraps an answer's body: what passes through is parsed for usage.
 func (m *Meter) reader(body io.ReadCloser, stream bool) io.ReadCloser {
 	m.mu.Lock()
-	m.answers = append(m.answers, protocol.Usage{})
+	m.answers = append(m.answers, runproto.Usage{})
 	i := len(m.answers) - 1
 	m.mu.Unlock()
 	return &counting{body: body, m: m, i: i, stream: stream}
@@ -126,7 +126,7 @@ func (m *Meter) reader(body io.ReadCloser, stream bool) io.ReadCloser {
 
 // told records usage u an answer told: each figure is a running total of
 // the answer, so the largest counts.
-func (m *Meter) told(i int, u protocol.Usage) {
+func (m *Meter) told(i int, u runproto.Usage) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	a := &m.answers[i]
@@ -210,7 +210,7 @@ type usageJSON struct {
 
 // parse reads the usage out of one JSON object of an answer (nothing when
 // it tells none).
-func parse(b []byte) protocol.Usage {
+func parse(b []byte) runproto.Usage {
 	var v struct {
 		Usage   *usageJSON `json:"usage"`
 		Message struct {
@@ -218,16 +218,16 @@ func parse(b []byte) protocol.Usage {
 		} `json:"message"`
 	}
 	if json.Unmarshal(b, &v) != nil {
-		return protocol.Usage{}
+		return runproto.Usage{}
 	}
 	u := v.Usage
 	if u == nil {
 		u = v.Message.Usage
 	}
 	if u == nil {
-		return protocol.Usage{}
+		return runproto.Usage{}
 	}
-	r := protocol.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens + u.CompletionTokens,
+	r := runproto.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens + u.CompletionTokens,
 		CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens}
 	if u.PromptTokens > 0 {
 		cached := min(u.PromptTokensDetails.CachedTokens, u.PromptTokens)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ballet/ballet/internal/runner/protocol"
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 // upstream serves canned answers by path, and records the requests' paths
@@ -92,7 +92,7 @@ func TestMeterCountsWhatTheModelServed(t *testing.T) {
 	if got := get(t, m.URL()+"/messages?beta=true", `{"stream":true}`); !strings.Contains(got, `"output_tokens":42`) {
 		t.Errorf("the answer did not pass through: %q", got)
 	}
-	want := protocol.Usage{InputTokens: 100, OutputTokens: 42, CacheWriteTokens: 2000, CacheReadTokens: 300}
+	want := runproto.Usage{InputTokens: 100, OutputTokens: 42, CacheWriteTokens: 2000, CacheReadTokens: 300}
 	if got := m.Usage(); got != want {
 		t.Errorf("after an Anthropic stream: %+v, want %+v", got, want)
 	}
@@ -106,7 +106,7 @@ func TestMeterCountsWhatTheModelServed(t *testing.T) {
 	get(t, m.URL()+"/json", `{}`)
 	get(t, m.URL()+"/error", `{}`)
 	get(t, m.URL()+"/nowhere", `{}`)
-	want = protocol.Usage{InputTokens: want.InputTokens + 5, OutputTokens: want.OutputTokens + 6,
+	want = runproto.Usage{InputTokens: want.InputTokens + 5, OutputTokens: want.OutputTokens + 6,
 		CacheReadTokens: want.CacheReadTokens + 7, CacheWriteTokens: want.CacheWriteTokens + 8}
 	if got := m.Usage(); got != want {
 		t.Errorf("after a JSON answer, an error and a 404: %+v, want %+v", got, want)
@@ -146,7 +146,7 @@ func TestMeterCountsACutStream(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := m.Usage(), (protocol.Usage{InputTokens: 10, CacheReadTokens: 20}); got != want {
+	if got, want := m.Usage(), (runproto.Usage{InputTokens: 10, CacheReadTokens: 20}); got != want {
 		t.Errorf("usage %+v, want %+v", got, want)
 	}
 }

@@ -1,3 +1,10 @@
+// Package protocol is the runner's client of the runner protocol (version
+// 2): the routes `ballet runner` calls, with the bodies of package
+// runproto. It knows nothing of Core's internals; docs/runners.md
+// describes the protocol.
+//
+// Secrets — the runner token, run tokens, a repository credential — travel
+// in headers and bodies only: no error of this package holds one.
 package protocol
 
 import (
@@ -6,13 +13,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ballet/ballet/internal/outbound"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ballet/ballet/internal/outbound"
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 // DefaultTimeout bounds one request (a lease's wait comes on top).
@@ -77,23 +86,23 @@ func StatusOf(err error) int {
 }
 
 // Register registers the runner (201).
-func (c *Client) Register(ctx context.Context, reg Registration) (Runner, error) {
-	var r Runner
+func (c *Client) Register(ctx context.Context, reg runproto.RunnerRegister) (runproto.Runner, error) {
+	var r runproto.Runner
 	err := c.call(ctx, c.Token, "POST", "/api/v1/runners", "", jsonBody(reg), http.StatusCreated, &r, 0)
 	return r, err
 }
 
 // Heartbeat tells Core the runner is alive and what it runs; the answer
 // names the sessions to stop.
-func (c *Client) Heartbeat(ctx context.Context, runner string, hb Heartbeat) (HeartbeatAnswer, error) {
-	var a HeartbeatAnswer
+func (c *Client) Heartbeat(ctx context.Context, runner string, hb runproto.RunnerHeartbeatIn) (runproto.HeartbeatAnswer, error) {
+	var a runproto.HeartbeatAnswer
 	err := c.call(ctx, c.Token, "POST", "/api/v1/runners/"+url.PathEscape(runner)+"/heartbeat", "", jsonBody(hb), http.StatusOK, &a, 0)
 	return a, err
 }
 
 // Lease waits up to req.WaitSeconds for a run; nil when none came (204).
-func (c *Client) Lease(ctx context.Context, runner string, req LeaseRequest) (*Lease, error) {
-	var l Lease
+func (c *Client) Lease(ctx context.Context, runner string, req runproto.LeaseRequest) (*runproto.Lease, error) {
+	var l runproto.Lease
 	wait := time.Duration(req.WaitSeconds) * time.Second
 	err := c.call(ctx, c.Token, "POST", "/api/v1/runners/"+url.PathEscape(runner)+"/lease", "", jsonBody(req), http.StatusOK, &l, wait)
 	if errors.Is(err, errNoContent) {
@@ -111,32 +120,30 @@ func (c *Client) Lease(ctx context.Context, runner string, req LeaseRequest) (*L
 
 // RunHeartbeat keeps a run alive; cancelled asks its session to stop.
 func (c *Client) RunHeartbeat(ctx context.Context, run string) (cancelled bool, err error) {
-	var a struct {
-		Cancelled bool `json:"cancelled"`
-	}
+	var a runproto.HeartbeatReply
 	err = c.call(ctx, c.Token, "POST", "/api/v1/runs/"+url.PathEscape(run)+"/heartbeat", "", nil, http.StatusOK, &a, 0)
 	return a.Cancelled, err
 }
 
 // AppendLog sends bytes of the session's output that start at offset.
-func (c *Client) AppendLog(ctx context.Context, run string, offset int64, data []byte) (LogAnswer, error) {
-	var a LogAnswer
+func (c *Client) AppendLog(ctx context.Context, run string, offset int64, data []byte) (runproto.LogAppended, error) {
+	var a runproto.LogAppended
 	err := c.call(ctx, c.Token, "POST", "/api/v1/runs/"+url.PathEscape(run)+"/log", "offset="+strconv.FormatInt(offset, 10),
 		rawBody(data), http.StatusOK, &a, 0)
 	return a, err
 }
 
 // Finish ends a run; the answer is the run in its final status.
-func (c *Client) Finish(ctx context.Context, run string, f Finish) (Run, error) {
-	var r Run
+func (c *Client) Finish(ctx context.Context, run string, f runproto.FinishIn) (runproto.Run, error) {
+	var r runproto.Run
 	err := c.call(ctx, c.Token, "POST", "/api/v1/runs/"+url.PathEscape(run)+"/finish", "", jsonBody(f), http.StatusOK, &r, 0)
 	return r, err
 }
 
 // ReportUsage tells Core what the run's session has consumed so far (a
 // running total); the answer is the run.
-func (c *Client) ReportUsage(ctx context.Context, run string, u Usage) (Run, error) {
-	var r Run
+func (c *Client) ReportUsage(ctx context.Context, run string, u runproto.Usage) (runproto.Run, error) {
+	var r runproto.Run
 	err := c.call(ctx, c.Token, "POST", "/api/v1/runs/"+url.PathEscape(run)+"/usage", "", jsonBody(u), http.StatusOK, &r, 0)
 	return r, err
 }

@@ -11,38 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ballet/ballet/internal/runproto"
 )
-
-// A stage's checkpoint is dropped only after a run that ended its stage
-// with an outcome: succeeded, with a report, no blocking question pending.
-// Every other ending — failed, cancelled, no report, a question the next
-// session must answer, a status that is not final — keeps it.
-func TestEndedWithOutcome(t *testing.T) {
-	for _, status := range []string{StatusSucceeded, StatusFailed, StatusCancelled, "running", "queued", ""} {
-		for _, outcome := range []string{"", "done", "failed", "blocked"} {
-			for _, blocking := range []bool{false, true} {
-				r := Run{Status: status, Outcome: outcome, BlockingQuestion: blocking}
-				want := status == StatusSucceeded && outcome != "" && !blocking
-				if got := r.EndedWithOutcome(); got != want {
-					t.Errorf("status %q, outcome %q, blocking question %v: EndedWithOutcome() = %v, want %v", status, outcome, blocking, got, want)
-				}
-			}
-		}
-	}
-}
-
-// A credential's %v never shows its secret.
-func TestSecretHidden(t *testing.T) {
-	s := Secret{Username: "ballet", Secret: "s3cr3t"}
-	for _, got := range []string{fmt.Sprint(s), fmt.Sprintf("%v %+v %s", s, s, s), fmt.Sprint(&Session{Credential: &s})} {
-		if strings.Contains(got, "s3cr3t") {
-			t.Errorf("%q shows the secret", got)
-		}
-	}
-	if got := s.String(); got != "credential for ballet (hidden)" {
-		t.Errorf("String() = %q", got)
-	}
-}
 
 // seen is a request as Core got it.
 type seen struct {
@@ -69,6 +40,7 @@ func core(t *testing.T, status int, body string) (*Client, chan seen) {
 // its body, and decodes the answer.
 func TestClientCalls(t *testing.T) {
 	ctx := context.Background()
+	two, exit := 2, 143
 	type call struct {
 		name   string
 		status int
@@ -79,28 +51,30 @@ func TestClientCalls(t *testing.T) {
 	}
 	for _, c := range []call{
 		{"register", 201, `{"id":"rn1","name":"r","capacity":2}`,
-			func(c *Client) (any, error) { return c.Register(ctx, Registration{Name: "r", Capacity: 2}) },
+			func(c *Client) (any, error) {
+				return c.Register(ctx, runproto.RunnerRegister{Name: "r", Capacity: &two})
+			},
 			seen{"POST", "/api/v1/runners", "", "Bearer runner-token", "ballet-runner/test", "application/json",
-				`{"name":"r","capacity":2,"adapters":null}`},
+				`{"name":"r","capacity":2}`},
 			`"id":"rn1"`},
 		{"heartbeat", 200, `{"id":"rn1","cancel":["run1"]}`,
 			func(c *Client) (any, error) {
-				return c.Heartbeat(ctx, "rn/1", Heartbeat{Sessions: []string{"run1"}, Draining: true})
+				return c.Heartbeat(ctx, "rn/1", runproto.RunnerHeartbeatIn{Sessions: []string{"run1"}, Draining: true})
 			},
 			seen{"POST", "/api/v1/runners/rn/1/heartbeat", "", "Bearer runner-token", "ballet-runner/test", "application/json",
 				`{"sessions":["run1"],"draining":true}`},
 			`"cancel":["run1"]`},
 		{"lease", 200, `{"run":{"id":"run1","status":"running"},"run_token":"rt"}`,
 			func(c *Client) (any, error) {
-				return c.Lease(ctx, "rn1", LeaseRequest{WaitSeconds: 1, Adapters: []string{ClaudeCode}})
+				return c.Lease(ctx, "rn1", runproto.LeaseRequest{WaitSeconds: 1, Adapters: []string{runproto.ClaudeCode}})
 			},
 			seen{"POST", "/api/v1/runners/rn1/lease", "", "Bearer runner-token", "ballet-runner/test", "application/json",
 				`{"wait_seconds":1,"adapters":["claude-code"]}`},
 			`"run_token":"rt"`},
 		{"no lease", 204, ``,
-			func(c *Client) (any, error) { return c.Lease(ctx, "rn1", LeaseRequest{}) },
+			func(c *Client) (any, error) { return c.Lease(ctx, "rn1", runproto.LeaseRequest{}) },
 			seen{"POST", "/api/v1/runners/rn1/lease", "", "Bearer runner-token", "ballet-runner/test", "application/json",
-				`{"wait_seconds":0}`},
+				`{}`},
 			`null`},
 		{"run heartbeat", 200, `{"cancelled":true}`,
 			func(c *Client) (any, error) { return c.RunHeartbeat(ctx, "run1") },
@@ -112,7 +86,7 @@ func TestClientCalls(t *testing.T) {
 			`"size":15,"truncated":true`},
 		{"finish", 200, `{"id":"run1","status":"succeeded","outcome":"done"}`,
 			func(c *Client) (any, error) {
-				return c.Finish(ctx, "run1", Finish{ExitStatus: 143, Usage: &Usage{InputTokens: 1, CostUSD: 0.5}, Error: "stopped"})
+				return c.Finish(ctx, "run1", runproto.FinishIn{ExitStatus: &exit, Usage: &runproto.Usage{InputTokens: 1, CostUSD: 0.5}, Error: "stopped"})
 			},
 			seen{"POST", "/api/v1/runs/run1/finish", "", "Bearer runner-token", "ballet-runner/test", "application/json",
 				`{"exit_status":143,"usage":{"input_tokens":1,"output_tokens":0,"cache_read_tokens":0,"cache_write_tokens":0,"cost_usd":0.5},"error":"stopped"}`},
@@ -157,7 +131,7 @@ func TestClientErrors(t *testing.T) {
 		{503, ``, "", ""},
 	} {
 		cl, _ := core(t, c.status, c.body)
-		_, err := cl.Finish(ctx, "run1", Finish{})
+		_, err := cl.Finish(ctx, "run1", runproto.FinishIn{})
 		var e *Error
 		if !errors.As(err, &e) || e.Status != c.status || e.Code != c.code || e.Message != c.msg || e.Call != "POST /api/v1/runs/run1/finish" {
 			t.Errorf("%d %s: %#v", c.status, c.body, err)
@@ -175,7 +149,7 @@ func TestClientErrors(t *testing.T) {
 		}
 	}
 	cl, _ := core(t, 200, `not json`)
-	if _, err := cl.Finish(ctx, "run1", Finish{}); err == nil || !strings.Contains(err.Error(), "not the expected JSON") || StatusOf(err) != 0 {
+	if _, err := cl.Finish(ctx, "run1", runproto.FinishIn{}); err == nil || !strings.Contains(err.Error(), "not the expected JSON") || StatusOf(err) != 0 {
 		t.Errorf("an answer that is no JSON: %v", err)
 	}
 	cl, _ = core(t, 200, strings.Repeat("x", 3000))
@@ -247,12 +221,12 @@ func TestRetryable(t *testing.T) {
 func TestClientTransport(t *testing.T) {
 	ctx := context.Background()
 	cl := &Client{Base: "http://127.0.0.1:1", Token: "t"}
-	_, err := cl.Register(ctx, Registration{})
+	_, err := cl.Register(ctx, runproto.RunnerRegister{})
 	if err == nil || !strings.HasPrefix(err.Error(), "POST /api/v1/runners: ") || strings.Contains(err.Error(), "127.0.0.1:1/api") || !Retryable(err) {
 		t.Errorf("unreachable: %v", err)
 	}
 	cl = &Client{Base: "http://\x00bad", Token: "t"}
-	if _, err := cl.Register(ctx, Registration{}); err == nil || !strings.HasPrefix(err.Error(), "POST /api/v1/runners: ") {
+	if _, err := cl.Register(ctx, runproto.RunnerRegister{}); err == nil || !strings.HasPrefix(err.Error(), "POST /api/v1/runners: ") {
 		t.Errorf("a bad base: %v", err)
 	}
 
@@ -272,7 +246,7 @@ func TestClientTransport(t *testing.T) {
 		return nil, errors.New("refused")
 	})}
 	cl = &Client{Base: srv.URL, HTTP: hc, Timeout: time.Hour}
-	_, _ = cl.Lease(ctx, "rn1", LeaseRequest{WaitSeconds: 60})
+	_, _ = cl.Lease(ctx, "rn1", runproto.LeaseRequest{WaitSeconds: 60})
 	_, _ = cl.RunHeartbeat(ctx, "run1")
 	cl.Timeout = 0
 	_, _ = cl.RunHeartbeat(ctx, "run1")

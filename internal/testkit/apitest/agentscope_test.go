@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/runproto"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/testkit/apitest"
 	"github.com/ballet/ballet/internal/testkit/storetest"
@@ -39,7 +39,7 @@ func TestAgentSessionCannotEndItsRunToDodgeItsSpend(t *testing.T) {
 		var got apiRun
 		e.Must(200, rt, "POST", path+"/finish", map[string]any{"exit_status": 0,
 			"usage": map[string]any{"input_tokens": 9000, "output_tokens": 900, "cost_usd": 2.5}}).JSON(t, &got)
-		if got.Status != "succeeded" || got.Usage != (run.Usage{InputTokens: 9000, OutputTokens: 900, CostUSD: 2.5}) {
+		if got.Status != "succeeded" || got.Usage != (runproto.Usage{InputTokens: 9000, OutputTokens: 900, CostUSD: 2.5}) {
 			t.Fatalf("finished %+v", got)
 		}
 		// Late usage from the runner (a repeated finish) still counts.

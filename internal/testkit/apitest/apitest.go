@@ -1,6 +1,8 @@
 // Package apitest runs Core's HTTP API over a real store for tests: a whole
 // Core (core.New) behind an httptest server on 127.0.0.1, with helpers to
-// call it as the bootstrap admin or as a principal holding a given role.
+// call it as the bootstrap admin or as a principal holding a given role,
+// and the test runner (Protocol: the runner protocol over any Caller),
+// which the failure suite's runner process speaks too.
 package apitest
 
 import (

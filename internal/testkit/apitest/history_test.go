@@ -190,6 +190,13 @@ func writeEveryEventType(t *testing.T, w *flowWorld) {
 		w.await(key, "stopped", func(f flowView) bool { return f.Status == "stopped" })
 	}
 
+	// Notifications: the bootstrap admin created the tickets, so it hears
+	// of their approvals and questions; it marks them read.
+	if made, err := w.Core.Notifier.Pass(ctx); err != nil || made == 0 {
+		t.Fatalf("the notifier made %d notifications: %v", made, err)
+	}
+	w.Admin(200, "POST", "/api/v1/me/notifications/inbox/read", nil)
+
 	// A runner that drains, then is gone for longer than the retention.
 	gone := w.NewRunner("gone")
 	w.Must(200, gone.Token, "POST", "/api/v1/runners/"+gone.ID+"/heartbeat", map[string]any{"draining": true})

@@ -14,7 +14,7 @@ import (
 	knowledge "github.com/ballet/ballet/internal/knowledge/client"
 	"github.com/ballet/ballet/internal/knowledge/client/clientfake"
 	"github.com/ballet/ballet/internal/runner/agent"
-	"github.com/ballet/ballet/internal/runner/protocol"
+	"github.com/ballet/ballet/internal/runproto"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/testkit/agenttest"
 	"github.com/ballet/ballet/internal/testkit/apitest"
@@ -82,10 +82,10 @@ func runClaude(t *testing.T, e *apitest.Env, claude string, l apitest.LeasedRun,
 	srv := httptest.NewServer(fm)
 	t.Cleanup(func() { fm.Close(); srv.Close() })
 	spec := agent.Spec{
-		Session: protocol.Session{
-			Ticket: protocol.Ticket{Key: "ACME-1", Type: "task", Title: "Parser", Description: description},
-			Stage:  protocol.Stage{ID: "implement", Name: "implement", Adapter: protocol.ClaudeCode, Iteration: 1, MaxIterations: 1},
-			MCP:    protocol.MCP{URL: e.URL + "/api/v1/mcp"},
+		Session: runproto.Session{
+			Ticket: runproto.SessionTicket{Key: "ACME-1", Type: "task", Title: "Parser", Description: description},
+			Stage:  runproto.SessionStage{ID: "implement", Name: "implement", Adapter: runproto.ClaudeCode, Iteration: 1, MaxIterations: 1},
+			MCP:    runproto.SessionMCP{URL: e.URL + "/api/v1/mcp"},
 		},
 		RunToken: l.Token, Workspace: t.TempDir(), Home: t.TempDir(),
 		Environ: []string{"PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "ANTHROPIC_BASE_URL=" + srv.URL,

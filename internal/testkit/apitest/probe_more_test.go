@@ -16,7 +16,7 @@ import (
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/knowledge"
 	"github.com/ballet/ballet/internal/knowledge/service"
-	"github.com/ballet/ballet/internal/server"
+	"github.com/ballet/ballet/internal/mcp"
 	"github.com/ballet/ballet/internal/testkit/apitest"
 	"github.com/ballet/ballet/internal/testkit/storetest"
 )
@@ -174,7 +174,7 @@ func TestProbeKnowledgeThroughCore(t *testing.T) {
 func TestProbeMCP(t *testing.T) {
 	w := newProbeWorld(t)
 	post := func(tok string, msg string) *apitest.Response {
-		return w.send(probeReq{method: "POST", path: server.MCPPath, auth: "Bearer " + tok, contentType: "application/json", body: []byte(msg),
+		return w.send(probeReq{method: "POST", path: mcp.Path, auth: "Bearer " + tok, contentType: "application/json", body: []byte(msg),
 			header: http.Header{"Accept": {"application/json, text/event-stream"}}})
 	}
 	call := func(tool, args string) string {

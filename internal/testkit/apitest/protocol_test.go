@@ -12,6 +12,7 @@ import (
 	"github.com/ballet/ballet/internal/config"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/runproto"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/testkit/apitest"
 	"github.com/ballet/ballet/internal/testkit/storetest"
@@ -21,7 +22,7 @@ import (
 type leaseV2 struct {
 	Run      struct{ ID, Status string }
 	RunToken string `json:"run_token"`
-	Session  run.Session
+	Session  runproto.Session
 }
 
 // wantField checks that a 400 names the field.
@@ -93,14 +94,14 @@ func TestRunnerProtocolV2(t *testing.T) {
 			ss.Stage.TimeoutSeconds != 7200 || ss.Stage.MaxIterations != 3 || ss.Stage.Iteration != 1 {
 			t.Fatalf("lease %+v", l)
 		}
-		if len(ss.Skills) != 1 || ss.Skills[0] != (run.SessionSkill{Name: "go", Description: "About go", Content: "# go\nUse it well."}) {
+		if len(ss.Skills) != 1 || ss.Skills[0] != (runproto.SessionSkill{Name: "go", Description: "About go", Content: "# go\nUse it well."}) {
 			t.Fatalf("skills %+v, want go only", ss.Skills)
 		}
-		if ss.Repository == nil || *ss.Repository != (run.SessionRepo{Forge: "git", URL: "https://git.example.com/acme/app.git",
+		if ss.Repository == nil || *ss.Repository != (runproto.SessionRepo{Forge: "git", URL: "https://git.example.com/acme/app.git",
 			DefaultBranch: "main", Branch: "ballet/" + item}) {
 			t.Fatalf("repository %+v", ss.Repository)
 		}
-		if ss.Credential == nil || *ss.Credential != (run.Credential{Username: "bot", Secret: secret}) {
+		if ss.Credential == nil || *ss.Credential != (runproto.Credential{Username: "bot", Secret: secret}) {
 			t.Fatalf("credential %v", ss.Credential)
 		}
 		if ss.MCP.URL != "https://ballet.example.com/api/v1/mcp" || ss.Log.Limit != 8<<20 || ss.PreviousReport != nil || ss.AnsweredQuestions == nil {
@@ -130,7 +131,7 @@ func TestRunnerProtocolV2(t *testing.T) {
 		}
 		var done run.Run
 		first.JSON(t, &done)
-		if done.Status != run.StatusFailed || done.Usage != (run.Usage{InputTokens: 10, OutputTokens: 2, CacheReadTokens: 300,
+		if done.Status != run.StatusFailed || done.Usage != (runproto.Usage{InputTokens: 10, OutputTokens: 2, CacheReadTokens: 300,
 			CacheWriteTokens: 40, CostUSD: 0.5}) {
 			t.Fatalf("finished %+v", done)
 		}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/ballet/ballet/internal/config"
-	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/runproto"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/testkit/apitest"
 	"github.com/ballet/ballet/internal/testkit/storetest"
@@ -94,7 +94,7 @@ func TestRunLogAPI(t *testing.T) {
 		if r := e.Raw(runner.Token, "POST", path+"?offset=17", octets+"; charset=binary", []byte("!")); r.Status != 200 {
 			t.Errorf("a media type with a parameter: %d %s", r.Status, r.Body)
 		}
-		if r := e.Raw(runner.Token, "POST", path+"?offset=18", octets, bytes.Repeat([]byte("x"), run.MaxLogChunk+1)); r.Status != 413 {
+		if r := e.Raw(runner.Token, "POST", path+"?offset=18", octets, bytes.Repeat([]byte("x"), runproto.MaxLogChunk+1)); r.Status != 413 {
 			t.Errorf("a chunk over 1 MiB: %d %s", r.Status, r.Body)
 		}
 		// Only the runner whose runner leased the run uploads: not the

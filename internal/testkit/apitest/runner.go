@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/ballet/ballet/internal/runproto"
 )
 
 // StartJobs runs the job orchestrator as the leader would, until the test
@@ -15,13 +17,87 @@ func (e *Env) StartJobs() {
 	e.T.Cleanup(func() { cancel(); Receive(e.T, done, "the orchestrator to stop") })
 }
 
+// Caller sends one request to Core and returns the answer's status and
+// body: Env.Call in the test's process, or, in the failure suite's runner
+// process, a client that retries while Core restarts.
+type Caller interface {
+	Call(token, method, path string, body any) (status int, answer []byte)
+}
+
+// Call is Do as a Caller.
+func (e *Env) Call(token, method, path string, body any) (int, []byte) {
+	e.T.Helper()
+	r := e.Do(token, method, path, body)
+	return r.Status, r.Body
+}
+
+// Protocol speaks the runner protocol as `ballet runner` does, with
+// runproto's bodies, over any Caller: the one test runner of the API tests
+// (Runner) and of the failure suite's runner process. It reports what
+// Core answered and leaves the verdict to its caller.
+type Protocol struct {
+	C     Caller
+	Token string // the runner token
+	ID    string // the registered runner ("" before Register)
+}
+
+// Register registers a runner named name (201 sets ID).
+func (p *Protocol) Register(name string) (int, []byte) {
+	status, b := p.C.Call(p.Token, "POST", "/api/v1/runners", runproto.RunnerRegister{Name: name})
+	var rn struct{ ID string }
+	if status == 201 && json.Unmarshal(b, &rn) == nil {
+		p.ID = rn.ID
+	}
+	return status, b
+}
+
+// Lease long-polls up to wait seconds for a run of adapters (none: every
+// adapter the runner registered). ok is a 200 whose body decoded into l.
+func (p *Protocol) Lease(wait int, adapters ...string) (l LeasedRun, ok bool, status int, answer []byte) {
+	status, answer = p.C.Call(p.Token, "POST", "/api/v1/runners/"+p.ID+"/lease", runproto.LeaseRequest{WaitSeconds: wait, Adapters: adapters})
+	if status != 200 {
+		return LeasedRun{}, false, status, answer
+	}
+	var body struct {
+		Run      LeasedRun       `json:"run"`
+		RunToken string          `json:"run_token"`
+		Session  json.RawMessage `json:"session"`
+	}
+	if json.Unmarshal(answer, &body) != nil {
+		return LeasedRun{}, false, status, answer
+	}
+	body.Run.Token, body.Run.Session = body.RunToken, body.Session
+	return body.Run, true, status, answer
+}
+
+// Heartbeat keeps the run alive, as its runner; cancelled: Core asks its
+// session to stop (ok: a 200 that decoded).
+func (p *Protocol) Heartbeat(runID string) (cancelled, ok bool, status int, answer []byte) {
+	status, answer = p.C.Call(p.Token, "POST", "/api/v1/runs/"+runID+"/heartbeat", nil)
+	var hb runproto.HeartbeatReply
+	ok = status == 200 && json.Unmarshal(answer, &hb) == nil
+	return hb.Cancelled, ok, status, answer
+}
+
+// Report submits the stage report, as the run's agent session (its run
+// token).
+func (p *Protocol) Report(run LeasedRun, outcome, summary string) (int, []byte) {
+	return p.C.Call(run.Token, "POST", "/api/v1/runs/"+run.ID+"/report", map[string]any{"outcome": outcome, "summary": summary})
+}
+
+// Finish ends the run with an exit status and usage (nil: none), as its
+// runner.
+func (p *Protocol) Finish(runID string, exit int, usage *runproto.Usage) (int, []byte) {
+	return p.C.Call(p.Token, "POST", "/api/v1/runs/"+runID+"/finish", runproto.FinishIn{ExitStatus: &exit, Usage: usage})
+}
+
 // Runner drives the runner API exactly as the Runner process will: a
 // runner token, a registered runner, leases and finishes; the reports and
-// questions are its agent session's, with the lease's run token.
+// questions are its agent session's, with the lease's run token. Every
+// answer it does not expect fails the test.
 type Runner struct {
-	e     *Env
-	Token string
-	ID    string
+	e *Env
+	Protocol
 }
 
 // LeasedRun is a leased run with its run token.
@@ -29,6 +105,7 @@ type LeasedRun struct {
 	ID        string          `json:"id"`
 	Stage     string          `json:"stage"`
 	Iteration int             `json:"iteration"`
+	Step      int             `json:"step"`
 	Item      string          `json:"item"`
 	Artifacts json.RawMessage `json:"artifacts"`
 	Token     string          `json:"-"`
@@ -41,30 +118,24 @@ func (e *Env) NewRunner(name string) *Runner {
 	e.T.Helper()
 	var tok struct{ Token string }
 	e.Admin(201, "POST", "/api/v1/tokens", map[string]any{"name": name, "kind": "runner"}).JSON(e.T, &tok)
-	var rn struct{ ID string }
-	e.Must(201, tok.Token, "POST", "/api/v1/runners", map[string]any{"name": name}).JSON(e.T, &rn)
-	return &Runner{e: e, Token: tok.Token, ID: rn.ID}
+	r := &Runner{e: e, Protocol: Protocol{C: e, Token: tok.Token}}
+	if status, b := r.Register(name); status != 201 || r.ID == "" {
+		e.T.Fatalf("register runner %s: %d %s", name, status, b)
+	}
+	return r
 }
 
 // Lease long-polls for a run (ok=false: none came within waitSeconds).
 func (r *Runner) Lease(waitSeconds int) (LeasedRun, bool) {
 	r.e.T.Helper()
-	resp := r.e.Do(r.Token, "POST", "/api/v1/runners/"+r.ID+"/lease", map[string]any{"wait_seconds": waitSeconds})
-	switch resp.Status {
-	case 204:
+	l, ok, status, b := r.Protocol.Lease(waitSeconds)
+	switch {
+	case status == 204:
 		return LeasedRun{}, false
-	case 200:
-	default:
-		r.e.T.Fatalf("lease: %d %s", resp.Status, resp.Body)
+	case !ok:
+		r.e.T.Fatalf("lease: %d %s", status, b)
 	}
-	var l struct {
-		Run      LeasedRun       `json:"run"`
-		RunToken string          `json:"run_token"`
-		Session  json.RawMessage `json:"session"`
-	}
-	resp.JSON(r.e.T, &l)
-	l.Run.Token, l.Run.Session = l.RunToken, l.Session
-	return l.Run, true
+	return l, true
 }
 
 // MustLease leases a run, long-polling again until one comes, or fails
@@ -85,7 +156,9 @@ func (r *Runner) MustLease() LeasedRun {
 // Complete submits a report and finishes the run with exit status 0.
 func (r *Runner) Complete(run LeasedRun, outcome, summary string) {
 	r.e.T.Helper()
-	r.e.Must(200, run.Token, "POST", "/api/v1/runs/"+run.ID+"/report", map[string]any{"outcome": outcome, "summary": summary})
+	if status, b := r.Report(run, outcome, summary); status != 200 {
+		r.e.T.Fatalf("report run %s: %d %s", run.ID, status, b)
+	}
 	r.Finish(run, 0)
 }
 
@@ -93,8 +166,9 @@ func (r *Runner) Complete(run LeasedRun, outcome, summary string) {
 // runner (the runner token; the run token is the agent session's).
 func (r *Runner) Finish(run LeasedRun, exit int) {
 	r.e.T.Helper()
-	r.e.Must(200, r.Token, "POST", "/api/v1/runs/"+run.ID+"/finish", map[string]any{"exit_status": exit,
-		"usage": map[string]any{"input_tokens": 1000, "output_tokens": 200, "cost_usd": 0.01}})
+	if status, b := r.Protocol.Finish(run.ID, exit, &runproto.Usage{InputTokens: 1000, OutputTokens: 200, CostUSD: 0.01}); status != 200 {
+		r.e.T.Fatalf("finish run %s: %d %s", run.ID, status, b)
+	}
 }
 
 // Ask asks a question from within the run.

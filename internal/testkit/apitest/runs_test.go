@@ -12,6 +12,7 @@ import (
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/runproto"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/testkit/apitest"
 	"github.com/ballet/ballet/internal/testkit/storetest"
@@ -80,7 +81,7 @@ type apiRun struct {
 	BlockingQuestion bool            `json:"blocking_question"`
 	ExitStatus       *int            `json:"exit_status"`
 	Error            string          `json:"error"`
-	Usage            run.Usage       `json:"usage"`
+	Usage            runproto.Usage  `json:"usage"`
 	CancelRequested  bool            `json:"cancel_requested"`
 	Artifacts        json.RawMessage `json:"artifacts"`
 	StartedAt        *time.Time      `json:"started_at"`
@@ -228,7 +229,7 @@ func TestRunnerProtocolAPI(t *testing.T) {
 		e.Must(200, rt, "POST", path+"/finish", map[string]any{"exit_status": 0,
 			"usage": map[string]any{"input_tokens": 5000, "output_tokens": 800, "cost_usd": 0.12}}).JSON(t, &got)
 		if got.Status != "succeeded" || got.ExitStatus == nil || *got.ExitStatus != 0 || got.FinishedAt == nil ||
-			got.Usage != (run.Usage{InputTokens: 5000, OutputTokens: 800, CostUSD: 0.12}) {
+			got.Usage != (runproto.Usage{InputTokens: 5000, OutputTokens: 800, CostUSD: 0.12}) {
 			t.Fatalf("finished %+v", got)
 		}
 		// The run token is revoked with the finish; the runner's finish

@@ -144,6 +144,13 @@ var coreReads = map[string]tenancyRead{
 				t.Errorf("%s's needs-me is empty: %s", ten.slug, body)
 			}
 		}},
+	"GET /api/v1/me/notifications/inbox": {path: fixedPath("/api/v1/me/notifications/inbox"),
+		check: func(t *testing.T, ten *tenant, body []byte) {
+			var in struct{ Unread int64 }
+			if err := json.Unmarshal(body, &in); err != nil || in.Unread < 1 {
+				t.Errorf("%s's admin has %d unread notifications, want at least 1 (%v): %s", ten.slug, in.Unread, err, body)
+			}
+		}},
 	"GET /api/v1/tokens": {path: fixedPath("/api/v1/tokens"),
 		neutral: "a token's own tokens: it has created none (only people do), so a lost filter shows the other's bot"},
 	"GET /api/v1/session":  {path: fixedPath("/api/v1/session"), neutral: "the caller's own credential"},
@@ -339,6 +346,16 @@ func TestTenantsSeeNothingOfEachOther(t *testing.T) {
 		b := &tenant{marker: "zqbravo", slug: "zqbravo-org", key: "BRV", inputTokens: 2222}
 		w.seed(a)
 		w.seed(b)
+		// Each tenant's admin hears of a blocking question on their ticket.
+		for _, ten := range []*tenant{a, b} {
+			var q struct{ ID string }
+			w.Admin(201, "POST", "/api/v1/items/"+ten.items["t1"]+"/questions", map[string]any{"text": "Blocked, " + ten.marker + "?",
+				"blocking": true}).JSON(t, &q)
+			ten.questionIDs = append(ten.questionIDs, q.ID)
+		}
+		if _, err := w.Core.Notifier.Pass(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 
 		read := func(t *testing.T, route string, rd tenancyRead, prefix func(*tenant) string) {
 			for _, pair := range [][2]*tenant{{a, b}, {b, a}} {

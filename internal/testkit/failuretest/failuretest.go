@@ -2,9 +2,10 @@
 // runs the real `ballet` binary — built with the ballet_testforge tag, so
 // that Ballet merges on the plain-git forge (gitforge.Merging) — and a test
 // runner process (this test binary re-executed in runner mode, speaking the
-// runner API) over many tickets — epics, blockers, human stages, iterations,
-// merges by Ballet (project ACME, merge policy auto) and by humans (project
-// HUM, manual) — while it kills Core with SIGKILL at each pipeline step
+// runner protocol through apitest.Protocol, the API tests' test runner, to
+// a Core with every test Core's token and secrets) over many tickets —
+// epics, blockers, human stages, iterations, merges by Ballet (project
+// ACME, merge policy auto) and by humans (project HUM, manual) — while it kills Core with SIGKILL at each pipeline step
 // (fault points armed through BALLET_FAULT, see internal/fault, including
 // forge.merged right after a merge by Ballet), at random moments, kills the
 // runner mid-run and, on rqlite, the cluster's leader once. Core's scheduler
@@ -64,8 +65,9 @@ import (
 	"github.com/ballet/ballet/internal/testkit/rqlitetest"
 )
 
-// AdminToken is the bootstrap (platform-admin) token of the suite's Core.
-const AdminToken = "failuretest-bootstrap-token-0123456789"
+// AdminToken is the bootstrap (platform-admin) token of the suite's Core:
+// every test Core's (apitest).
+const AdminToken = apitest.BootstrapToken
 
 // The suite's projects: Ballet merges ACME's tickets (merge policy auto),
 // humans merge HUM's (manual).

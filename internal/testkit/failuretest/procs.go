@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/fault"
+	"github.com/ballet/ballet/internal/testkit/apitest"
 )
 
 // errDown says that the process a call needs is not running (it was killed
@@ -91,8 +92,8 @@ interval = "2s"
 [auth]
 bootstrap_token = %q
 [secrets]
-allow = ["env:ACME_*"] # the Gitea project's credentials_ref (giteaCredEnv)
-`, storage, c.addr, AdminToken)
+allow = [%q] # every test Core's (apitest); the Gitea project's credentials_ref is one (giteaCredEnv)
+`, storage, c.addr, AdminToken, apitest.SecretsAllow)
 	if err := os.WriteFile(c.config, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package failuretest
 
 import (
-	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"net/http"
@@ -11,6 +10,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ballet/ballet/internal/runproto"
+	"github.com/ballet/ballet/internal/testkit/apitest"
 )
 
 // Environment of the runner process.
@@ -76,14 +78,13 @@ func RunnerMain() int {
 			return 1
 		}
 	}
-	var rn struct{ ID string }
-	status, b := r.call(r.token, "POST", "/api/v1/runners", map[string]any{"name": fmt.Sprintf("failuretest-%d", os.Getpid())})
-	if status != 201 || json.Unmarshal(b, &rn) != nil {
+	r.p = apitest.Protocol{C: r, Token: r.token}
+	status, b := r.p.Register(fmt.Sprintf("failuretest-%d", os.Getpid()))
+	if status != 201 || r.p.ID == "" {
 		r.say("fatal register: %d %s", status, b)
 		return 1
 	}
-	r.id = rn.ID
-	r.say("registered %s", r.id)
+	r.say("registered %s", r.p.ID)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(r.work)
@@ -93,11 +94,12 @@ func RunnerMain() int {
 }
 
 type testRunner struct {
-	base, token, bare, clone, id string
-	giteaClone                   string // project GTA's branches go there
-	hc                           *http.Client
-	out                          sync.Mutex
-	git                          sync.Mutex
+	base, token, bare, clone string
+	p                        apitest.Protocol // the runner protocol, over Call
+	giteaClone               string           // project GTA's branches go there
+	hc                       *http.Client
+	out                      sync.Mutex
+	git                      sync.Mutex
 }
 
 func (r *testRunner) say(format string, args ...any) {
@@ -106,9 +108,9 @@ func (r *testRunner) say(format string, args ...any) {
 	fmt.Printf(format+"\n", args...)
 }
 
-// call retries transport errors and 5xx answers forever, with backoff: the
-// harness restarts Core.
-func (r *testRunner) call(token, method, path string, body any) (int, []byte) {
+// Call retries transport errors and 5xx answers forever, with backoff: the
+// harness restarts Core. It is the Caller of r.p.
+func (r *testRunner) Call(token, method, path string, body any) (int, []byte) {
 	c := &client{base: r.base, hc: r.hc}
 	wait := 20 * time.Millisecond
 	for {
@@ -121,27 +123,24 @@ func (r *testRunner) call(token, method, path string, body any) (int, []byte) {
 	}
 }
 
-type leased struct {
-	Run struct {
-		ID        string
-		Item      string
-		Stage     string
-		Iteration int
-		Step      int
-	}
-	RunToken string `json:"run_token"`
+// onceCaller makes each call once: a transport error is status 0.
+type onceCaller struct{ c *client }
+
+// Call implements apitest.Caller.
+func (o onceCaller) Call(token, method, path string, body any) (int, []byte) {
+	status, b, _ := o.c.once(token, method, path, body)
+	return status, b
 }
 
 func (r *testRunner) work() {
 	for {
 		// Only opencode runs: ACME's and HUM's stages name that adapter,
 		// AGT's are the real runner's (see Agents).
-		status, b := r.call(r.token, "POST", "/api/v1/runners/"+r.id+"/lease", map[string]any{"wait_seconds": 2, "adapters": []string{"opencode"}})
+		l, ok, status, b := r.p.Lease(2, "opencode")
 		if status == 204 {
 			continue
 		}
-		var l leased
-		if status != 200 || json.Unmarshal(b, &l) != nil {
+		if !ok {
 			r.say("lease-error %d %s", status, b)
 			time.Sleep(200 * time.Millisecond)
 			continue
@@ -150,17 +149,15 @@ func (r *testRunner) work() {
 	}
 }
 
-func (r *testRunner) handle(l leased) {
-	run := l.Run
+func (r *testRunner) handle(run apitest.LeasedRun) {
 	_, num, _ := strings.Cut(run.Item, "-")
 	n, _ := strconv.ParseInt(num, 10, 64)
 	r.say("lease %s %s it=%d step=%d run=%s", run.Item, run.Stage, run.Iteration, run.Step, run.ID)
 	h := fnv.New32a()
 	fmt.Fprintf(h, "%s/%s/%d", run.Item, run.Stage, run.Iteration)
 	time.Sleep(time.Duration(30+h.Sum32()%120) * time.Millisecond) // the session works
-	status, b := r.call(r.token, "POST", "/api/v1/runs/"+run.ID+"/heartbeat", nil)
-	var hb struct{ Cancelled bool }
-	if status != 200 || json.Unmarshal(b, &hb) != nil {
+	cancelled, ok, status, b := r.p.Heartbeat(run.ID)
+	if !ok {
 		r.say("gone %s %s run=%s heartbeat %d %s", run.Item, run.Stage, run.ID, status, b)
 		return
 	}
@@ -169,19 +166,19 @@ func (r *testRunner) handle(l leased) {
 	// Core's grace.
 	ended := make(chan struct{})
 	defer close(ended)
+	once := apitest.Protocol{C: onceCaller{&client{base: r.base, hc: r.hc}}, Token: r.token, ID: r.p.ID}
 	go func() {
 		for {
 			select {
 			case <-ended:
 				return
 			case <-time.After(time.Second):
-				c := &client{base: r.base, hc: r.hc}
-				_, _, _ = c.once(r.token, "POST", "/api/v1/runs/"+run.ID+"/heartbeat", nil)
+				once.Heartbeat(run.ID)
 			}
 		}
 	}()
-	if hb.Cancelled {
-		r.call(r.token, "POST", "/api/v1/runs/"+run.ID+"/finish", map[string]any{"exit_status": 143})
+	if cancelled {
+		r.p.Finish(run.ID, 143, nil)
 		r.say("cancelled %s %s run=%s", run.Item, run.Stage, run.ID)
 		return
 	}
@@ -194,13 +191,12 @@ func (r *testRunner) handle(l leased) {
 			r.say("push %s ballet/%s", run.Item, run.Item)
 		}
 	}
-	status, b = r.call(l.RunToken, "POST", "/api/v1/runs/"+run.ID+"/report", map[string]any{"outcome": outcome, "summary": summary})
+	status, b = r.p.Report(run, outcome, summary)
 	if status != 200 {
 		r.say("gone %s %s run=%s report %d %s", run.Item, run.Stage, run.ID, status, b)
 		return
 	}
-	status, b = r.call(r.token, "POST", "/api/v1/runs/"+run.ID+"/finish", map[string]any{"exit_status": 0,
-		"usage": map[string]any{"input_tokens": 100, "output_tokens": 20, "cost_usd": 0.001}})
+	status, b = r.p.Finish(run.ID, 0, &runproto.Usage{InputTokens: 100, OutputTokens: 20, CostUSD: 0.001})
 	if status != 200 {
 		r.say("gone %s %s run=%s finish %d %s", run.Item, run.Stage, run.ID, status, b)
 		return

@@ -1,4 +1,4 @@
-package apijson
+package door
 
 import (
 	"net/http"

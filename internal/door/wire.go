@@ -1,9 +1,9 @@
-// Package apijson is what Ballet's HTTP APIs (Core's and the Knowledge
-// service's) share on the wire: the one error shape, the status of each
-// application error code, the answer writer, the errors of strict body
-// decoding, and the reading of numeric and boolean query parameters — so
-// that both services answer a client alike.
-package apijson
+// What every door shares on the wire: the one error shape, the status of
+// each application error code, the answer writer, the errors of strict
+// body decoding, and the reading of numeric and boolean query parameters —
+// so that every service answers a client alike.
+
+package door
 
 import (
 	"encoding/json"

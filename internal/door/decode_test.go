@@ -1,4 +1,4 @@
-package server
+package door
 
 import (
 	"bytes"
@@ -10,7 +10,6 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/ballet/ballet/internal/apijson"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/strictjson"
 	"github.com/ballet/ballet/internal/tenancy"
@@ -35,12 +34,12 @@ func FuzzDecode(f *testing.F) {
 		`{"name":"a","name":"b"}`, `{"NAME":"a"}`, `{"name":"\ud800"}`, "{\"name\":\"\xff\"}", `{"labels":{"a":"1","a":"2"}}`} {
 		f.Add([]byte(s))
 	}
-	api := &API{maxBody: 4096}
+	const limit = 4096
 	f.Fuzz(func(t *testing.T, b []byte) {
 		hr := httptest.NewRequest("POST", "/x", bytes.NewReader(b))
 		rec := httptest.NewRecorder()
-		hr.Body = http.MaxBytesReader(rec, hr.Body, api.maxBody)
-		r := &Request{Request: hr, api: api}
+		hr.Body = http.MaxBytesReader(rec, hr.Body, limit)
+		r := &Call{Request: hr, limit: limit}
 		var v fuzzBody
 		err := r.Decode(&v)
 		if err == nil {
@@ -56,7 +55,7 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		code := apperr.Code(err)
-		if status, ok := apijson.Status(code); code == apperr.Internal || !ok || status >= 500 || err.Error() == "" {
+		if status, ok := Status(code); code == apperr.Internal || !ok || status >= 500 || err.Error() == "" {
 			t.Fatalf("body %q: %v (code %s)", b, err, code)
 		}
 	})
@@ -101,10 +100,10 @@ func TestDecodeStrict(t *testing.T) {
 		{`{"stages":{}}`, "stages", "must be an array, not object"},
 		{`{"x":1}`, "x", "unknown field"},
 	}
-	api := &API{maxBody: 4096}
+	const limit = 4096
 	for _, c := range cases {
 		var v body
-		err := decode(api, c.body, &v)
+		err := decode(limit, c.body, &v)
 		var ae *apperr.Error
 		if !errors.As(err, &ae) || ae.Code != apperr.Invalid {
 			t.Errorf("%s: %v, want invalid", c.body, err)
@@ -118,14 +117,14 @@ func TestDecodeStrict(t *testing.T) {
 	// What is fine stays fine: a surrogate pair, escapes, null for a
 	// nullable, a repository in exactly its own field names.
 	var v body
-	if err := decode(api, `{"title":"\ud83d\ude00 \u00e9","repository":null,"stages":[{"id":"a"}]}`, &v); err != nil {
+	if err := decode(limit, `{"title":"\ud83d\ude00 \u00e9","repository":null,"stages":[{"id":"a"}]}`, &v); err != nil {
 		t.Fatal(err)
 	}
 	if v.Title != "😀 é" || !v.Repository.Set || v.Repository.Value != nil || len(v.Stages) != 1 {
 		t.Fatalf("%+v", v)
 	}
 	v = body{}
-	if err := decode(api, `{"repository":{"forge":"git","url":"/srv/a.git","default_branch":"main","credentials_ref":""}}`, &v); err != nil {
+	if err := decode(limit, `{"repository":{"forge":"git","url":"/srv/a.git","default_branch":"main","credentials_ref":""}}`, &v); err != nil {
 		t.Fatal(err)
 	}
 	if r := v.Repository.Value; r == nil || r.URL != "/srv/a.git" || r.DefaultBranch != "main" {
@@ -141,29 +140,37 @@ func TestDecodeStrict(t *testing.T) {
 		`{"title":}`:                     "request body is malformed JSON at byte 9",
 		strings.Repeat(" ", 5000) + "{}": "request body exceeds 4096 bytes",
 	} {
-		err := decode(api, b, &body{})
+		err := decode(limit, b, &body{})
 		if err == nil || !strings.HasPrefix(err.Error(), want) {
 			t.Errorf("%.40q: %v, want %s…", b, err, want)
 		}
 	}
 }
 
-func decode(api *API, body string, v any) error {
+// decode decodes body into v as a Call with a body limit of limit bytes.
+func decode(limit int64, body string, v any) error {
 	hr := httptest.NewRequest("POST", "/x", strings.NewReader(body))
-	hr.Body = http.MaxBytesReader(httptest.NewRecorder(), hr.Body, api.maxBody)
-	return (&Request{Request: hr, api: api}).Decode(v)
+	hr.Body = http.MaxBytesReader(httptest.NewRecorder(), hr.Body, limit)
+	return (&Call{Request: hr, limit: limit}).Decode(v)
 }
 
 // BenchmarkDecode decodes a typical item body (a 4 KiB description).
 func BenchmarkDecode(b *testing.B) {
 	body := `{"type":"task","title":"Add a health endpoint","description":"` + strings.Repeat("lorem ipsum dolor sit amet ", 150) +
 		`","acceptance_criteria":"GET /health answers 200","epic":"ACME-1","state":"ready"}`
-	api := &API{maxBody: 1 << 20}
+	const limit = 1 << 20
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		var in ItemCreate
-		if err := decode(api, body, &in); err != nil {
+		var in struct {
+			Type               string `json:"type"`
+			Title              string `json:"title"`
+			Description        string `json:"description"`
+			AcceptanceCriteria string `json:"acceptance_criteria"`
+			Epic               string `json:"epic"`
+			State              string `json:"state"`
+		}
+		if err := decode(limit, body, &in); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,0 +1,16 @@
+package apitest_test
+
+import (
+	. "github.com/ballet/ballet/internal/testkit/apitest"
+)
+
+// Notification routes: a caller's own inbox, for any credential; a
+// notification that is not the caller's is not found (this world's
+// callers have none, so the id is nobody's).
+func init() {
+	Register("GET /api/v1/me/notifications/inbox", Case{Prepare: fixed("/api/v1/me/notifications/inbox", nil), Want: AnyOK(200)})
+	Register("POST /api/v1/me/notifications/inbox/read", Case{Prepare: fixed("/api/v1/me/notifications/inbox/read", nil), Want: AnyOK(200)})
+	Register("POST /api/v1/me/notifications/inbox/{id}/read", Case{
+		Prepare: fixed("/api/v1/me/notifications/inbox/01a24975-3db3-7c34-b51c-18c88b0af079/read", nil),
+		Want:    map[string]int{None: 401, Other: 404, Viewer: 404, Member: 404, Admin: 404, Platform: 404}})
+}
