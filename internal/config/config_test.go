@@ -48,6 +48,8 @@ func TestFileOverridesDefaults(t *testing.T) {
 func TestErrorsNameTheKey(t *testing.T) {
 	cases := []struct{ toml, want string }{
 		{"[storage]\npaht = \"x\"\n", "unknown key storage.paht"},
+		{"[secrets]\nallow = [\"env:GITEA_{ORG}_*\"]\n", "secrets.allow: \"env:GITEA_{ORG}_*\": no wildcard may follow {ORG}"},
+		{"[secrets]\nallow = [\"file:/etc/forge/{org}*\"]\n", "secrets.allow: \"file:/etc/forge/{org}*\": {org} must be a whole path component"},
 		{"[jobz]\nconcurrency = 1\n", "unknown key jobz"},
 		{"[jobs]\nconcurrency = 0\n", "jobs.concurrency: 0 is outside 1 … 1024"},
 		{"[jobs]\nlease = \"soon\"\n", `line 2: jobs.lease: "soon" is not a duration`},

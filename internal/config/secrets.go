@@ -9,8 +9,11 @@ import (
 type Secrets struct {
 	// Allow lists what a platform admin made referable: patterns env:GLOB
 	// (a variable of Core's environment) or file:/GLOB (a file on Core's
-	// machine), '*' never crossing '/'. Empty (the default): no reference
-	// resolves. Ballet's own credentials never resolve, whatever it says.
+	// machine), '*' never crossing '/', naming the project's organization
+	// at most once as {ORG} (env: the slug upper case, '-' as '_') or
+	// {org} (file: the slug, a whole path component); a pattern without it
+	// is a credential every organization may use. Empty (the default): no
+	// reference resolves. Ballet's own credentials never resolve, whatever it says.
 	Allow []string `toml:"allow"`
 }
 

@@ -36,7 +36,11 @@ func (s *Service) handleClosePR(ctx context.Context, _ *job.Job, p ClosePRArgs) 
 	if err != nil {
 		return job.Permanent(err)
 	}
-	err = fg.Close(ctx, repoOf(proj), *f.PullRequest)
+	repo, err := s.repoOf(ctx, proj)
+	if err != nil {
+		return err
+	}
+	err = fg.Close(ctx, repo, *f.PullRequest)
 	if wait, limited := rateLimited(err, s.Clock.Now()); limited {
 		return job.Snooze(wait)
 	}

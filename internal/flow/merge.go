@@ -158,7 +158,10 @@ func (s *Service) mergeDecision(ctx context.Context, proj tenancy.Project, f Flo
 	if err != nil {
 		return mergeOutcome{}, job.Permanent(err)
 	}
-	repo := repoOf(proj)
+	repo, err := s.repoOf(ctx, proj)
+	if err != nil {
+		return mergeOutcome{}, err
+	}
 	policy := forge.Policy(proj.MergePolicy)
 	branch := Branch(it.Key)
 	var pr forge.PullRequest
@@ -210,8 +213,13 @@ func (s *Service) mergeDecision(ctx context.Context, proj tenancy.Project, f Flo
 	return o, nil
 }
 
-// repoOf is where a project's code lives, as its forge needs it.
-func repoOf(proj tenancy.Project) forge.Repo {
+// repoOf is where a project's code lives, as its forge needs it, with the
+// organization its credentials_ref resolves for.
+func (s *Service) repoOf(ctx context.Context, proj tenancy.Project) (forge.Repo, error) {
+	org, err := s.Tenancy.FindOrganization(ctx, proj.OrganizationID)
+	if err != nil {
+		return forge.Repo{}, fmt.Errorf("read the organization of project %s: %w", proj.Key, err)
+	}
 	r := proj.Repository
-	return forge.Repo{URL: r.URL, DefaultBranch: r.DefaultBranch, APIURL: r.APIURL, CredentialsRef: r.CredentialsRef}
+	return forge.Repo{URL: r.URL, DefaultBranch: r.DefaultBranch, APIURL: r.APIURL, CredentialsRef: r.CredentialsRef, Organization: org.Slug}, nil
 }

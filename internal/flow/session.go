@@ -19,6 +19,9 @@ import (
 // ProjectSource finds a project by id: tenancy.Service.FindProject.
 type ProjectSource interface {
 	FindProject(ctx context.Context, id string) (tenancy.Project, error)
+	// FindOrganization: the project's organization, whose slug its
+	// credentials_ref resolves for.
+	FindOrganization(ctx context.Context, ref string) (tenancy.Organization, error)
 }
 
 // SkillSource returns a project's skills that a stage allows (all when it
@@ -101,13 +104,27 @@ func (s *Sessions) Session(ctx context.Context, r run.Run) (runproto.Session, er
 	if repo.CredentialsRef == "" || !(strings.HasPrefix(repo.URL, "https://") || strings.HasPrefix(repo.URL, "http://")) {
 		return ss, nil // git's own credentials (ssh, a local path)
 	}
-	user, pass, err := forge.ResolveCredentials(repo.CredentialsRef, s.Secrets)
+	if ss.Credential, err = s.credential(ctx, proj); err != nil {
+		return runproto.Session{}, err
+	}
+	return ss, nil
+}
+
+// credential is the repository credential a session of proj gets: its
+// credentials_ref resolved for the project's organization, or
+// run.ErrUnrunnable naming the field when the policy refuses it or it
+// names nothing (no run can change that; nothing is sent).
+func (s *Sessions) credential(ctx context.Context, proj tenancy.Project) (*runproto.Credential, error) {
+	org, err := s.Projects.FindOrganization(ctx, proj.OrganizationID)
+	if err != nil {
+		return nil, fmt.Errorf("read the organization of project %s: %w", proj.Key, err)
+	}
+	user, pass, err := forge.ResolveCredentials(org.Slug, proj.Repository.CredentialsRef, s.Secrets)
 	if errors.Is(err, forge.ErrCredentialMissing) || errors.Is(err, secret.ErrRefused) {
-		return runproto.Session{}, fmt.Errorf("%w: %v", run.ErrUnrunnable, err)
+		return nil, fmt.Errorf("%w: %v", run.ErrUnrunnable, err)
 	}
 	if err != nil {
-		return runproto.Session{}, fmt.Errorf("project %s credentials: %w", proj.Key, err)
+		return nil, fmt.Errorf("project %s credentials: %w", proj.Key, err)
 	}
-	ss.Credential = &runproto.Credential{Username: user, Secret: pass}
-	return ss, nil
+	return &runproto.Credential{Username: user, Secret: pass}, nil
 }

@@ -38,6 +38,9 @@ type Repo struct {
 	// Plain git ignores it and uses git's own credentials (ssh agent,
 	// credential helper).
 	CredentialsRef string
+	// Organization is the slug of the organization the repository's
+	// project belongs to: CredentialsRef resolves for it alone.
+	Organization string
 }
 
 // PullRequest identifies the pull request of a ticket's branch. The flow

@@ -255,8 +255,10 @@ func CheckWebhookSecretRef(ref string) error {
 // Secrets resolves a secret reference under the platform's policy
 // (secret.Policy): an error wrapping secret.ErrRefused for a reference it
 // does not let resolve, secret.ErrMissing for one that names nothing.
+// A reference resolves for an organization (its slug): the allow list
+// may give a name to one organization alone.
 type Secrets interface {
-	Resolve(ref string) (string, error)
+	Resolve(org, ref string) (string, error)
 }
 
 // denyAll is the Secrets of a forge given none: nothing resolves.
@@ -273,12 +275,13 @@ func OrDenyAll(s Secrets) Secrets {
 
 // ResolveSecret reads the bare secret a reference names through s, whole:
 // a webhook secret has no user name. The errors name the reference, never
-// the value.
-func ResolveSecret(ref string, s Secrets) (string, error) {
+// the value. org is the slug of the organization the reference is
+// resolved for.
+func ResolveSecret(org, ref string, s Secrets) (string, error) {
 	if ref == "" {
 		return "", fmt.Errorf("no secret reference")
 	}
-	return OrDenyAll(s).Resolve(ref)
+	return OrDenyAll(s).Resolve(org, ref)
 }
 
 // DefaultCredentialUser is the user name git sends with a credential that
@@ -293,12 +296,13 @@ var ErrCredentialMissing = secret.ErrMissing
 // ResolveCredentials reads the secret a credentials reference (checked by
 // CheckCredentialsRef) names through s: "username:secret", or a bare token
 // sent as DefaultCredentialUser. The errors name the reference, never the
-// value.
-func ResolveCredentials(ref string, s Secrets) (username, token string, err error) {
+// value. org is the slug of the organization the reference is resolved
+// for (Repo.Organization).
+func ResolveCredentials(org, ref string, s Secrets) (username, token string, err error) {
 	if ref == "" {
 		return "", "", fmt.Errorf("no credentials reference")
 	}
-	v, err := OrDenyAll(s).Resolve(ref)
+	v, err := OrDenyAll(s).Resolve(org, ref)
 	if err != nil {
 		return "", "", fmt.Errorf("repository.credentials_ref: %w", err)
 	}

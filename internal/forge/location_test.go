@@ -206,15 +206,15 @@ func TestCheckAPIURL(t *testing.T) {
 func TestResolveSecret(t *testing.T) {
 	env := map[string]string{"HOOK": " s3cr:et ", "EMPTY": ""}
 	lookup := &secret.Policy{Allow: []string{"env:*"}, LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
-	if s, err := ResolveSecret("env:HOOK", lookup); err != nil || s != "s3cr:et" {
+	if s, err := ResolveSecret("acme", "env:HOOK", lookup); err != nil || s != "s3cr:et" {
 		t.Fatalf("ResolveSecret = %q, %v", s, err)
 	}
 	for _, ref := range []string{"", "env:EMPTY", "env:MISSING", "vault:x"} {
-		if _, err := ResolveSecret(ref, lookup); err == nil {
+		if _, err := ResolveSecret("acme", ref, lookup); err == nil {
 			t.Errorf("%q resolved", ref)
 		}
 	}
-	if _, err := ResolveSecret("env:HOOK", nil); !errors.Is(err, secret.ErrRefused) {
+	if _, err := ResolveSecret("acme", "env:HOOK", nil); !errors.Is(err, secret.ErrRefused) {
 		t.Errorf("without a policy: %v, want refused", err)
 	}
 	if err := CheckWebhookSecretRef("vault:x"); err == nil || !strings.Contains(err.Error(), "env:ACME_WEBHOOK_SECRET") {

@@ -1,8 +1,10 @@
 // Package secret resolves secret references — where a project keeps a
 // credential (env:NAME, a variable of Core's environment; file:/path, a
 // file on Core's machine), never the credential itself — under the
-// platform's policy: a reference resolves only when it matches a pattern a
-// platform admin put in [secrets] allow, and never when it names one of
+// platform's policy: a reference of an organization resolves only when it
+// matches a pattern a platform admin put in [secrets] allow for that
+// organization (a pattern naming it, {ORG} or {org}, or one naming none,
+// unless a pattern naming another organization claims the name), and never when it names one of
 // Ballet's own credentials (its BALLET_* variables, the model providers'
 // keys, the variables passed on to agent sessions, its configuration,
 // data folder and token files, or any value equal to a credential Ballet
@@ -88,7 +90,9 @@ func Parse(s string) (Ref, error) {
 }
 
 // CheckPattern checks an allow-list pattern: env:GLOB or file:/GLOB, a
-// glob of path.Match ('*' never crosses '/').
+// glob of path.Match ('*' never crosses '/'), holding at most once the
+// organization's placeholder ({ORG} in env, {org} in file patterns) where
+// it cannot reach another organization's names (checkPlaceholder).
 func CheckPattern(p string) error {
 	scheme, glob, ok := strings.Cut(p, ":")
 	if !ok || (scheme != SchemeEnv && scheme != SchemeFile) {
@@ -100,7 +104,11 @@ func CheckPattern(p string) error {
 	if scheme == SchemeFile && (!strings.HasPrefix(glob, "/") || path.Clean(glob) != glob) {
 		return fmt.Errorf("%q: a file pattern is an absolute, clean path", p)
 	}
-	if _, err := path.Match(glob, ""); err != nil {
+	if err := checkPlaceholder(p, scheme, glob); err != nil {
+		return err
+	}
+	probe := strings.NewReplacer(PlaceholderEnv, "X", PlaceholderFile, "x").Replace(glob)
+	if _, err := path.Match(probe, ""); err != nil {
 		return fmt.Errorf("%q: %v", p, err)
 	}
 	return nil
@@ -179,9 +187,10 @@ type Policy struct {
 	LookupEnv func(string) (string, bool)
 }
 
-// Check is the save-time verdict on a reference: its syntax, then
-// ErrRefused when it names Ballet's own or is outside the allow-list.
-func (p *Policy) Check(s string) error {
+// Check is the save-time verdict on a reference of the organization org
+// (its slug): its syntax, then ErrRefused when it names Ballet's own or is
+// outside what the allow-list gives that organization.
+func (p *Policy) Check(org, s string) error {
 	r, err := Parse(s)
 	if err != nil {
 		return err
@@ -189,18 +198,18 @@ func (p *Policy) Check(s string) error {
 	if why := p.own(r); why != "" {
 		return fmt.Errorf("%w: %s names %s, which no reference may name", ErrRefused, s, why)
 	}
-	if !p.allowed(r) {
-		return fmt.Errorf("%w: %s is not in the platform's [secrets] allow list; a platform admin makes references referable there", ErrRefused, s)
+	if why := p.allowedFor(org, r); why != "" {
+		return fmt.Errorf("%w: %s %s", ErrRefused, s, why)
 	}
 	return nil
 }
 
-// Resolve is the use-time verdict: Check, then the value (trimmed of
+// Resolve is the use-time verdict for the organization org: Check, then the value (trimmed of
 // surrounding white space). A file must be a regular file of at most
 // MaxFile bytes that is not, by any link, one of Ballet's own; a value
 // holding one of Ballet's credentials is refused.
-func (p *Policy) Resolve(s string) (string, error) {
-	if err := p.Check(s); err != nil {
+func (p *Policy) Resolve(org, s string) (string, error) {
+	if err := p.Check(org, s); err != nil {
 		return "", err
 	}
 	r, _ := Parse(s)
@@ -322,18 +331,4 @@ func (p *Policy) ownPath(name string) string {
 // within reports whether name is dir or lies inside it.
 func within(name, dir string) bool {
 	return name == dir || strings.HasPrefix(name, strings.TrimSuffix(dir, "/")+"/")
-}
-
-// allowed reports whether r matches a pattern of the allow-list.
-func (p *Policy) allowed(r Ref) bool {
-	for _, pat := range p.Allow {
-		scheme, glob, ok := strings.Cut(pat, ":")
-		if !ok || scheme != r.Scheme {
-			continue
-		}
-		if m, err := path.Match(glob, r.Name); err == nil && m {
-			return true
-		}
-	}
-	return false
 }

@@ -89,30 +89,30 @@ func TestBalletsOwnVariablesNeverResolve(t *testing.T) {
 		Own: Own{EnvNames: []string{"MY_MODEL_KEY"}, Values: []string{bootstrap}}, LookupEnv: env(vars)}
 	for _, ref := range []string{"env:BALLET_BOOTSTRAP_TOKEN", "env:ballet_bootstrap_token", "env:BALLET_KNOWLEDGE_TOKEN",
 		"env:ANTHROPIC_API_KEY", "env:Anthropic_Api_Key", "env:OPENAI_API_KEY", "env:my_model_key", "env:MY_MODEL_KEY"} {
-		if err := p.Check(ref); !errors.Is(err, ErrRefused) {
+		if err := p.Check("acme", ref); !errors.Is(err, ErrRefused) {
 			t.Errorf("Check(%s) = %v, want refused", ref, err)
 		}
-		if v, err := p.Resolve(ref); !errors.Is(err, ErrRefused) || v != "" {
+		if v, err := p.Resolve("acme", ref); !errors.Is(err, ErrRefused) || v != "" {
 			t.Errorf("Resolve(%s) = %q, %v, want refused", ref, v, err)
 		}
 	}
 	// A variable of another name holding Ballet's credential is refused
 	// at use, and the error names the reference, never the value.
-	if _, err := p.Resolve("env:GITEA_LEAK"); !errors.Is(err, ErrRefused) || strings.Contains(err.Error(), bootstrap) {
+	if _, err := p.Resolve("acme", "env:GITEA_LEAK"); !errors.Is(err, ErrRefused) || strings.Contains(err.Error(), bootstrap) {
 		t.Errorf("Resolve(env:GITEA_LEAK) = %v, want refused without the value", err)
 	}
-	if v, err := p.Resolve("env:GITEA_TOKEN"); err != nil || v != "gitea-token" {
+	if v, err := p.Resolve("acme", "env:GITEA_TOKEN"); err != nil || v != "gitea-token" {
 		t.Errorf("Resolve(env:GITEA_TOKEN) = %q, %v", v, err)
 	}
 
 	narrow := &Policy{Allow: []string{"env:GITEA_*"}, LookupEnv: env(vars)}
 	for ref, want := range map[string]error{"env:GITEA_TOKEN": nil, "env:GITEAX": ErrRefused, "env:gitea_token": ErrRefused,
 		"env:OTHER": ErrRefused, "env:GITEA_MISSING": ErrMissing} {
-		if _, err := narrow.Resolve(ref); !errors.Is(err, want) && !(want == nil && err == nil) {
+		if _, err := narrow.Resolve("acme", ref); !errors.Is(err, want) && !(want == nil && err == nil) {
 			t.Errorf("narrow Resolve(%s) = %v, want %v", ref, err, want)
 		}
 	}
-	if err := (&Policy{}).Check("env:GITEA_TOKEN"); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "[secrets] allow") {
+	if err := (&Policy{}).Check("acme", "env:GITEA_TOKEN"); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "[secrets] allow") {
 		t.Errorf("the empty allow list: %v", err)
 	}
 }
@@ -160,7 +160,7 @@ func TestBalletsOwnFilesNeverResolve(t *testing.T) {
 	own.AddPath(tokenFile)
 	p := &Policy{Allow: []string{"file:" + forgeDir + "/*", "file:" + forgeDir + "/dirsym/*", "file:" + data + "/*", "file:/proc/*/*"},
 		Own: own}
-	if v, err := p.Resolve("file:" + forgeDir + "/acme"); err != nil || v != "gitea-token" {
+	if v, err := p.Resolve("acme", "file:"+forgeDir+"/acme"); err != nil || v != "gitea-token" {
 		t.Fatalf("Resolve(acme) = %q, %v", v, err)
 	}
 	for name, want := range map[string]error{
@@ -180,7 +180,7 @@ func TestBalletsOwnFilesNeverResolve(t *testing.T) {
 		"/proc/1/environ":          ErrRefused,
 		filepath.Dir(root) + "/x":  ErrRefused,
 	} {
-		v, err := p.Resolve("file:" + name)
+		v, err := p.Resolve("acme", "file:"+name)
 		if !errors.Is(err, want) || v != "" {
 			t.Errorf("Resolve(file:%s) = %q, %v, want %v", name, v, err, want)
 		}
@@ -191,11 +191,11 @@ func TestBalletsOwnFilesNeverResolve(t *testing.T) {
 	// Values: a copy of the token elsewhere is refused once Ballet's
 	// credentials are known.
 	p.Own.Values = []string{bootstrap}
-	if _, err := p.Resolve("file:" + forgeDir + "/copy"); !errors.Is(err, ErrRefused) {
+	if _, err := p.Resolve("acme", "file:"+forgeDir+"/copy"); !errors.Is(err, ErrRefused) {
 		t.Errorf("a copy of the token: %v, want refused", err)
 	}
 	// Save time already sees where a link leads.
-	if err := p.Check("file:" + forgeDir + "/sym"); !errors.Is(err, ErrRefused) {
+	if err := p.Check("acme", "file:"+forgeDir+"/sym"); !errors.Is(err, ErrRefused) {
 		t.Errorf("Check(sym) = %v, want refused", err)
 	}
 }

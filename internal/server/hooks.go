@@ -28,6 +28,7 @@ const MaxHookBody = 1 << 20
 type Hooks struct {
 	Projects interface {
 		FindProject(ctx context.Context, ref string) (tenancy.Project, error)
+		FindOrganization(ctx context.Context, ref string) (tenancy.Organization, error)
 	}
 	// MergeChecks lists the dedupe keys of the merge checks a delivery
 	// concerns (flow.Service.MergeChecks).
@@ -102,7 +103,11 @@ func (h *Hooks) deliver(r *Request) (out any, err error) {
 	case p.Repository == nil || p.Repository.WebhookSecretRef == "":
 		return nil, refused
 	}
-	secret, err := forge.ResolveSecret(p.Repository.WebhookSecretRef, h.Secrets)
+	org, err := h.Projects.FindOrganization(r.Context(), p.OrganizationID)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := forge.ResolveSecret(org.Slug, p.Repository.WebhookSecretRef, h.Secrets)
 	if err != nil {
 		h.Log.Warn("a webhook delivery was refused: the project's webhook secret cannot be read", "project", p.Key, "err", err)
 		return nil, refused

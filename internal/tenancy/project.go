@@ -292,20 +292,26 @@ func projectValues(p *Project) []any {
 }
 
 // checkSecretRefs refuses a repository whose secret references the
-// platform's policy does not let resolve (a 400 naming each field).
-func checkSecretRefs(refs SecretRefs, r *Repository) error {
-	if r == nil {
+// platform's policy does not let resolve for the project's organization
+// (a 400 naming each field).
+func (s *Service) checkSecretRefs(ctx context.Context, orgID string, r *Repository) error {
+	if r == nil || (r.CredentialsRef == "" && r.WebhookSecretRef == "") {
 		return nil
 	}
+	org, err := s.FindOrganization(ctx, orgID)
+	if err != nil {
+		return fmt.Errorf("read the organization of the project: %w", err)
+	}
+	refs := s.Secrets
 	if refs == nil {
 		refs = &secret.Policy{}
 	}
 	var v apperr.Validator
 	if r.CredentialsRef != "" {
-		v.CheckErr("repository.credentials_ref", refs.Check(r.CredentialsRef))
+		v.CheckErr("repository.credentials_ref", refs.Check(org.Slug, r.CredentialsRef))
 	}
 	if r.WebhookSecretRef != "" {
-		v.CheckErr("repository.webhook_secret_ref", refs.Check(r.WebhookSecretRef))
+		v.CheckErr("repository.webhook_secret_ref", refs.Check(org.Slug, r.WebhookSecretRef))
 	}
 	return v.Err()
 }
@@ -349,7 +355,7 @@ func (s *Service) CreateProject(ctx context.Context, actor event.Actor, orgID st
 	if err != nil {
 		return Project{}, err
 	}
-	if err := checkSecretRefs(s.Secrets, p.Repository); err != nil {
+	if err := s.checkSecretRefs(ctx, orgID, p.Repository); err != nil {
 		return Project{}, err
 	}
 	t := &transition.Transition{
@@ -460,7 +466,7 @@ func (s *Service) UpdateProject(ctx context.Context, actor event.Actor, p Projec
 		// Both references are checked whenever the repository changes: a
 		// reference saved under an older allow list must not follow the
 		// repository to a new URL.
-		if err := checkSecretRefs(s.Secrets, p.Repository); err != nil {
+		if err := s.checkSecretRefs(ctx, p.OrganizationID, p.Repository); err != nil {
 			return Project{}, err
 		}
 	}

@@ -190,6 +190,44 @@ func TestSecretReferencesNeedThePlatformsAllowList(t *testing.T) {
 	})
 }
 
+// TestASecretReferenceIsItsOrganizations: under a pattern naming the
+// organization (env:GITEA_{ORG}_TOKEN), acme's admin cannot save globex's
+// credential as a project's reference (400 naming the field) — not even
+// where a shared pattern (env:GITEA_*) matches it too — nor move a project
+// onto it; each organization saves its own.
+func TestASecretReferenceIsItsOrganizations(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, st store.Store) {
+		ctx := context.Background()
+		svc, _, acme, _ := fakeWorld(t, st)
+		globex, err := svc.CreateOrganization(ctx, alice, OrganizationInput{Slug: "globex", Name: "Globex"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc.Secrets = &secret.Policy{Allow: []string{"env:GITEA_*", "env:GITEA_{ORG}_TOKEN", "env:GITEA_{ORG}_HOOK"}}
+		steal := fullInput("STEAL")
+		steal.Repository.CredentialsRef, steal.Repository.WebhookSecretRef = "env:GITEA_GLOBEX_TOKEN", "env:GITEA_GLOBEX_HOOK"
+		if _, err := svc.CreateProject(ctx, alice, acme.ID, steal); !slices.Equal(fieldsOf(err), []string{"repository.credentials_ref", "repository.webhook_secret_ref"}) {
+			t.Errorf("acme saving globex's references: %v, want both refused", err)
+		}
+		own := fullInput("OWN")
+		own.Repository.CredentialsRef, own.Repository.WebhookSecretRef = "env:GITEA_ACME_TOKEN", "env:GITEA_ACME_HOOK"
+		web, err := svc.CreateProject(ctx, alice, acme.ID, own)
+		if err != nil {
+			t.Fatalf("acme saving its own references: %v", err)
+		}
+		gx := fullInput("GX")
+		gx.Repository.CredentialsRef, gx.Repository.WebhookSecretRef = "env:GITEA_GLOBEX_TOKEN", "env:GITEA_CA_SECRET"
+		if _, err := svc.CreateProject(ctx, alice, globex.ID, gx); err != nil {
+			t.Errorf("globex saving its own and a shared reference: %v", err)
+		}
+		ref := "env:GITEA_GLOBEX_TOKEN"
+		repo := strictjson.Nullable[RepositoryPatch]{Set: true, Value: &RepositoryPatch{CredentialsRef: strictjson.Nullable[string]{Set: true, Value: &ref}}}
+		if _, err := svc.UpdateProject(ctx, alice, web, web.Version, ProjectPatch{Repository: repo}); !slices.Equal(fieldsOf(err), []string{"repository.credentials_ref"}) {
+			t.Errorf("acme moving its project onto globex's credential: %v, want it refused", err)
+		}
+	})
+}
+
 // TestProjectRulesAtTheirBounds: each bound of a project's settings
 // accepts its limit and refuses one past it, naming the field.
 func TestProjectRulesAtTheirBounds(t *testing.T) {

@@ -31,10 +31,10 @@ type Service struct {
 	Secrets SecretRefs
 }
 
-// SecretRefs decides whether a secret reference may be saved: nil, or an
-// error saying why not.
+// SecretRefs decides whether a secret reference may be saved for the
+// organization org (its slug): nil, or an error saying why not.
 type SecretRefs interface {
-	Check(ref string) error
+	Check(org, ref string) error
 }
 
 // Hooks return jobs to enqueue with a tenancy change. Nil hooks add none.

@@ -62,7 +62,7 @@ func (f *Forge) target(repo forge.Repo) (target, error) {
 	}
 	t := target{base: base, owner: owner, name: name, full: owner + "/" + name}
 	if repo.CredentialsRef != "" {
-		_, tok, err := forge.ResolveCredentials(repo.CredentialsRef, f.secrets)
+		_, tok, err := forge.ResolveCredentials(repo.Organization, repo.CredentialsRef, f.secrets)
 		if err != nil {
 			return target{}, fmt.Errorf("gitea: %s: %w", t.full, err)
 		}

@@ -163,7 +163,7 @@ func (f *Forge) client(repo forge.Repo) (*client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("github: %w", err)
 	}
-	_, token, err := forge.ResolveCredentials(repo.CredentialsRef, f.secrets)
+	_, token, err := forge.ResolveCredentials(repo.Organization, repo.CredentialsRef, f.secrets)
 	if err != nil {
 		return nil, fmt.Errorf("github: repository.credentials_ref: %w", err)
 	}

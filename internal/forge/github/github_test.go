@@ -110,7 +110,7 @@ func TestNewDefaults(t *testing.T) {
 	if f.http.Timeout != 30*time.Second {
 		t.Errorf("timeout %v, want 30s", f.http.Timeout)
 	}
-	if v, err := f.secrets.Resolve("env:ACME_GITHUB_TEST_TOKEN"); err == nil {
+	if v, err := f.secrets.Resolve("acme", "env:ACME_GITHUB_TEST_TOKEN"); err == nil {
 		t.Errorf("a reference resolved to %q without a policy", v)
 	}
 	if _, ok := f.clock.(clock.Real); !ok {
@@ -881,3 +881,33 @@ func TestTheTokenNeverFollowsARedirect(t *testing.T) {
 func envs(lookup func(string) (string, bool)) *secret.Policy {
 	return &secret.Policy{Allow: []string{"env:*"}, LookupEnv: lookup}
 }
+
+// TestAnotherOrganizationsCredentialIsRefused: a repository of
+// organization acme whose credentials_ref names globex's token (under
+// env:GH_{ORG}_TOKEN) is refused at use, naming the field, and nothing is
+// sent.
+func TestAnotherOrganizationsCredentialIsRefused(t *testing.T) {
+	var sent atomic.Int32
+	hc := &http.Client{Transport: roundTripFunc(func(*http.Request) (*http.Response, error) {
+		sent.Add(1)
+		return nil, errors.New("nothing may be sent")
+	})}
+	policy := &secret.Policy{Allow: []string{"env:GH_{ORG}_TOKEN"}, LookupEnv: func(string) (string, bool) { return "ghp_globex", true }}
+	f := New(Options{HTTPClient: hc, Secrets: policy})
+	repo := forge.Repo{URL: "https://github.com/acme/app", DefaultBranch: "main", CredentialsRef: "env:GH_GLOBEX_TOKEN", Organization: "acme"}
+	_, err := f.EnsurePullRequest(context.Background(), repo, "ballet/ACME-1", "t", "b")
+	if !errors.Is(err, secret.ErrRefused) || !strings.Contains(err.Error(), "repository.credentials_ref") || strings.Contains(err.Error(), "ghp_globex") {
+		t.Fatalf("err = %v, want refused, naming repository.credentials_ref", err)
+	}
+	if n := sent.Load(); n != 0 {
+		t.Fatalf("%d requests sent", n)
+	}
+	repo.Organization, repo.CredentialsRef = "globex", "env:GH_GLOBEX_TOKEN"
+	if _, err := f.EnsurePullRequest(context.Background(), repo, "ballet/ACME-1", "t", "b"); errors.Is(err, secret.ErrRefused) || sent.Load() == 0 {
+		t.Fatalf("globex's own credential: %v, %d requests", err, sent.Load())
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
