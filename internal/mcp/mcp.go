@@ -10,8 +10,10 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -110,8 +112,35 @@ func (h *Tools) serve(r *server.Request) (http.Handler, error) {
 	verify := func(context.Context, string, *http.Request) (*sdkauth.TokenInfo, error) {
 		return &sdkauth.TokenInfo{UserID: p.TokenID, Expiration: p.ExpiresAt, Extra: map[string]any{runKey: id}}, nil
 	}
-	return sdkauth.RequireBearerToken(verify, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h.handler), nil
+	return sdkauth.RequireBearerToken(verify, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(oneMessage(h.handler)), nil
 }
+
+// oneMessage refuses a JSON-RPC batch (a JSON array) with 400 and the
+// JSON-RPC error "invalid request" before next sees it: MCP's streamable
+// HTTP transport carries one message per POST since protocol version
+// 2025-06-18, and a batch's answer (an array) is not the message this
+// endpoint documents. The body (already bounded by the door) is read
+// whole and handed on unchanged.
+func oneMessage(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(batchRefused))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
+// batchRefused is the JSON-RPC answer to a batch: invalid request (-32600).
+const batchRefused = `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"a JSON-RPC batch (array) is not accepted: send one message per request"}}` + "\n"
 
 // server builds the MCP server with Ballet's tools (tools.go).
 func (h *Tools) server() *sdk.Server {

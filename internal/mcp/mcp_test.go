@@ -2,9 +2,12 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -165,5 +168,39 @@ func TestToolErrorHidesInternalErrors(t *testing.T) {
 	h := newTools(&fakeRuns{})
 	if err := h.toolError(errors.New("db password is hunter2"), nil); err.Error() != "internal error" {
 		t.Fatal(err)
+	}
+}
+
+// TestBatchesAreRefused: a JSON-RPC batch never reaches the MCP server; it
+// is answered 400 with the JSON-RPC error "invalid request", while a
+// single message reaches it with its body unchanged.
+func TestBatchesAreRefused(t *testing.T) {
+	var got []string
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = append(got, string(b))
+	})
+	h := oneMessage(next)
+	for _, body := range []string{`[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","id":2,"method":"tools/list"}]`, " \n\t[]"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("POST", Path, strings.NewReader(body)))
+		var ans struct {
+			Error struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &ans); err != nil || rec.Code != http.StatusBadRequest || ans.Error.Code != -32600 ||
+			!strings.Contains(ans.Error.Message, "batch") {
+			t.Errorf("batch %q: %d %s (%v), want 400 with JSON-RPC error -32600 naming the batch", body, rec.Code, rec.Body, err)
+		}
+	}
+	if len(got) != 0 {
+		t.Fatalf("a batch reached the MCP server: %q", got)
+	}
+	one := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", Path, strings.NewReader(one)))
+	if len(got) != 1 || got[0] != one {
+		t.Fatalf("a single message reached the server as %q, want %q", got, one)
 	}
 }
