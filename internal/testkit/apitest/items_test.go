@@ -72,7 +72,7 @@ func TestItemsAPI(t *testing.T) {
 		// Create: the JSON has exactly the documented fields.
 		r := e.Must(201, member, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "epic", "title": "Parser", "description": "All of it"})
 		m := r.Map(t)
-		if got := sortedKeys(m); got != "acceptance_criteria,blocked_by,blocks,created_at,created_by,description,epic,epic_id,id,key,number,organization_id,project_id,state,title,type,updated_at,version" {
+		if got := sortedKeys(m); got != "acceptance_criteria,assignee,blocked_by,blocks,created_at,created_by,description,epic,epic_id,id,key,number,organization_id,project_id,state,title,type,updated_at,version" {
 			t.Fatalf("item fields: %s", got)
 		}
 		if m["key"] != "ACME-1" || m["organization_id"] != orgID || m["project_id"] != projectID || m["epic"] != nil || m["state"] != "backlog" || m["version"] != 1.0 {

@@ -221,6 +221,9 @@ window.fetchDone = fetch("%[1]s/api/v1/projects/ACME/items", {method: "POST", mo
 	// Both requests were answered before we look: the frame loaded the
 	// answer and the fetch settled.
 	p.AllowConsole(`status of 403`)
+	// The form's answer is an API answer, which no page may frame
+	// (frame-ancestors 'none', docs/security.md): the browser says so.
+	p.AllowConsole(`violates the following Content Security Policy directive: "frame-ancestors 'none'"`)
 	p.Do(navigate(evil.URL + "/"))
 	if !Eval[bool](p, `Promise.all([window.formDone, window.fetchDone]).then(() => true)`) {
 		t.Fatal("the cross-origin requests did not complete")
