@@ -204,3 +204,16 @@ func TestBatchesAreRefused(t *testing.T) {
 		t.Fatalf("a single message reached the server as %q, want %q", got, one)
 	}
 }
+
+// TestBodyPastTheLimitIs413: a body over the door's limit is answered 413,
+// as on every other route, not 400.
+func TestBodyPastTheLimitIs413(t *testing.T) {
+	h := oneMessage(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("an oversized body reached the MCP server") }))
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("POST", Path, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	req.Body = http.MaxBytesReader(rec, req.Body, 8)
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("%d %s, want 413", rec.Code, rec.Body)
+	}
+}
