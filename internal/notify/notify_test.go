@@ -291,15 +291,7 @@ func fresh(w *world) *notify.Notifier {
 
 func countRows(t *testing.T, s store.Store, sql string, args ...any) int64 {
 	t.Helper()
-	rows, err := s.Query(context.Background(), sql, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	if err := rows.Scan(0, &n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return storetest.Count(t, s, sql, args...)
 }
 
 func countEvents(t *testing.T, s store.Store, typ string) int64 {

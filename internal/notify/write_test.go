@@ -54,13 +54,5 @@ func TestABatchOnAStaleCursorCommitsNothing(t *testing.T) {
 
 func count(t *testing.T, s store.Store, sql string) int64 {
 	t.Helper()
-	rows, err := s.Query(context.Background(), sql)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	if err := rows.Scan(0, &n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return storetest.Count(t, s, sql)
 }

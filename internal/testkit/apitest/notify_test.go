@@ -38,15 +38,7 @@ func causes(ns []notification) []string {
 
 func countNotifications(t *testing.T, s store.Store) int64 {
 	t.Helper()
-	rows, err := s.Query(context.Background(), `SELECT COUNT(*) FROM notifications`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	if err := rows.Scan(0, &n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return storetest.Count(t, s, `SELECT COUNT(*) FROM notifications`)
 }
 
 // A ticket's flows end to end reach the right people: a human stage's

@@ -152,3 +152,18 @@ func NoTableScan(t testing.TB, s store.Store, name, sql string, args ...any) {
 		}
 	}
 }
+
+// Count runs a query whose first column is a count (SELECT COUNT(*) …) on
+// s and returns it, failing t on an error.
+func Count(t testing.TB, s store.Store, sql string, args ...any) int64 {
+	t.Helper()
+	rows, err := s.Query(context.Background(), sql, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := rows.Scan(0, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
