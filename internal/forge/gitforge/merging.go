@@ -145,7 +145,7 @@ func (m *Merging) Merge(ctx context.Context, repo forge.Repo, pr forge.PullReque
 			return err
 		}
 		// Compare and swap: the base moves only from the head merged into.
-		if _, err := RecoverStaleRefLock(dir, "refs/heads/"+base, time.Now()); err != nil {
+		if err := RecoverStaleLocks(dir, "refs/heads/"+base, time.Now()); err != nil {
 			return err
 		}
 		_, err = m.git(ctx, "--git-dir="+dir, "update-ref", "-m", "ballet merge", "refs/heads/"+base, strings.TrimSpace(commit), baseSHA)
@@ -203,6 +203,18 @@ func (m *Merging) Merges(ctx context.Context, repo forge.Repo, branch string) ([
 }
 
 // StaleRefLock is how old a ref's lock file must be before
+// RecoverStaleLocks recovers the stale locks an update of ref can be
+// stopped by: ref's own, and HEAD's (update-ref locks HEAD too, for its
+// log, when HEAD points at ref, as it does at the default branch).
+func RecoverStaleLocks(dir, ref string, now time.Time) error {
+	for _, r := range []string{ref, "HEAD"} {
+		if _, err := RecoverStaleRefLock(dir, r, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // RecoverStaleRefLock removes it: git holds one for milliseconds while it
 // updates the ref, so a lock this old was left by a process that was killed
 // holding it.

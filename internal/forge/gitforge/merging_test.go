@@ -306,4 +306,21 @@ func TestMergingRecoversAStaleRefLock(t *testing.T) {
 	if _, err := os.Stat(lock); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the stale lock is still there: %v", err)
 	}
+
+	// update-ref also locks HEAD (its log) when HEAD points at main: a
+	// Core killed there leaves HEAD.lock, recovered the same way.
+	c2 := w.pushBranch("ACME-2")
+	headLock := filepath.Join(w.bare, "HEAD.lock")
+	if err := os.WriteFile(headLock, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(headLock, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Merge(ctx, repo, forge.PullRequest{Branch: "ACME-2", Base: "main", HeadSHA: c2}); err != nil {
+		t.Fatalf("Merge with a stale lock of HEAD: %v", err)
+	}
+	if _, err := os.Stat(headLock); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the stale HEAD lock is still there: %v", err)
+	}
 }

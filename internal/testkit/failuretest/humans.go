@@ -81,15 +81,13 @@ func (s *suite) humanMerge(branch string) error {
 		if _, err = gitOut(work, "push", "-q", "origin", "main"); err == nil {
 			return nil
 		}
-		if strings.Contains(err.Error(), "main.lock") {
+		if strings.Contains(err.Error(), "main.lock") || strings.Contains(err.Error(), "HEAD.lock") {
 			// A Core killed while it merged left main's lock in the
 			// repository: once it is stale, remove it, as the forge's
 			// server would, and push again.
 			time.Sleep(gitforge.StaleRefLock / 4)
-			if removed, lerr := gitforge.RecoverStaleRefLock(s.repo.Bare, "refs/heads/main", time.Now()); lerr != nil {
+			if lerr := gitforge.RecoverStaleLocks(s.repo.Bare, "refs/heads/main", time.Now()); lerr != nil {
 				return lerr
-			} else if removed {
-				s.logf("merge %s: removed the stale lock of main left by a killed Core", branch)
 			}
 			continue
 		}
