@@ -30,11 +30,15 @@ const (
 	CauseFlowFailed      = "flow.failed"      // a flow failed
 	CauseBudgetExhausted = "budget.exhausted" // a flow waits for budget
 	CauseTicketDone      = "ticket.done"      // a ticket is done
+	CauseRunnerMissing   = "runner.missing"   // no live runner takes a stage's run
+	// CauseQuestionEscalated: a blocking question or an approval is still
+	// open after [notify] escalate_after; the project's admins are told.
+	CauseQuestionEscalated = "question.escalated"
 )
 
 // Causes lists every cause.
 var Causes = []string{CauseApprovalWaiting, CauseQuestionOpened, CauseMergeWaiting, CauseFlowStuck, CauseFlowFailed,
-	CauseBudgetExhausted, CauseTicketDone}
+	CauseBudgetExhausted, CauseTicketDone, CauseRunnerMissing, CauseQuestionEscalated}
 
 // Notification is one in-app notification, as its recipient reads it.
 type Notification struct {
