@@ -2,7 +2,6 @@ package notify
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/consumer"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/store"
@@ -25,8 +25,8 @@ const Cursor = "notify"
 
 // Defaults of the notifier's knobs.
 const (
-	DefaultInterval = 2 * time.Second
-	DefaultBatch    = 500
+	DefaultInterval = consumer.DefaultInterval
+	DefaultBatch    = consumer.DefaultBatch
 )
 
 // ItemFinder reads a ticket by id (tracker.Service).
@@ -47,9 +47,9 @@ type RoleReader interface {
 }
 
 // Notifier is the durable consumer of the event log that creates
-// notifications. Pass and Run may run concurrently, also in other Core
-// instances on the same database: the cursor's guard lets one of them
-// commit each batch.
+// notifications (a consumer.Consumer named Cursor). Pass and Run may run
+// concurrently, also in other Core instances on the same database: the
+// cursor's guard lets one of them commit each batch.
 type Notifier struct {
 	Store   store.Store
 	Applier *transition.Applier
@@ -67,139 +67,63 @@ type Notifier struct {
 	// Batch is how many events one batch decides (DefaultBatch when ≤ 0).
 	Batch int
 
-	wake *clock.Waker
+	consumer *consumer.Consumer
 }
 
 // Init makes the notifier ready; call it once before Run, Nudge or
 // OnCommit.
 func (n *Notifier) Init() *Notifier {
-	n.wake = clock.NewWaker()
 	if n.Log == nil {
 		n.Log = slog.New(slog.DiscardHandler)
 	}
+	n.consumer = (&consumer.Consumer{Name: Cursor, Store: n.Store, Applier: n.Applier, Clock: n.Clock, Log: n.Log,
+		Decide: n.decideBatch, Wakes: func(t string) bool { return causeTypes[t] }, Interval: n.Interval, Batch: n.Batch}).Init()
 	return n
 }
 
 // OnCommit is the notifier's subscriber (transition.Subscriber): a
 // committed event that may be a cause nudges it.
-func (n *Notifier) OnCommit(c transition.Committed) {
-	for _, e := range c.Events {
-		if causeTypes[e.Type] {
-			n.Nudge()
-			return
-		}
-	}
-}
+func (n *Notifier) OnCommit(c transition.Committed) { n.consumer.OnCommit(c) }
 
 // Nudge asks for a pass at once; it never blocks.
-func (n *Notifier) Nudge() { n.wake.Nudge() }
+func (n *Notifier) Nudge() { n.consumer.Nudge() }
 
 // Run passes at once, then after every nudge and at least every
 // Interval, until ctx ends (the leader runs it). A pass's error is
 // logged; the next pass tries again from the cursor.
-func (n *Notifier) Run(ctx context.Context) {
-	every := n.Interval
-	if every <= 0 {
-		every = DefaultInterval
-	}
-	for {
-		if _, err := n.Pass(ctx); err != nil && ctx.Err() == nil {
-			n.Log.Error("notifier pass (retried from the cursor)", "err", err)
-		}
-		if !n.wake.Wait(ctx, n.Clock, every) {
-			return
-		}
-	}
-}
-
-// maxRaces bounds how often a pass reads again after losing its batch to
-// another consumer before it leaves the rest to the next pass.
-const maxRaces = 20
+func (n *Notifier) Run(ctx context.Context) { n.consumer.Run(ctx) }
 
 // Pass processes the events after the cursor up to the log's head, batch
 // by batch, and returns how many notifications it created. A batch lost to
 // another consumer is read again from the fresh cursor.
-func (n *Notifier) Pass(ctx context.Context) (created int, err error) {
-	races := 0
-	for {
-		made, more, err := n.batch(ctx)
-		switch {
-		case errors.Is(err, store.ErrLostRace):
-			if races++; races >= maxRaces {
-				return created, nil
-			}
-			continue
-		case err != nil:
-			return created, err
-		}
-		created += made
-		if !more {
-			return created, nil
-		}
-	}
-}
+func (n *Notifier) Pass(ctx context.Context) (created int, err error) { return n.consumer.Pass(ctx) }
 
 // ReadCursor returns the last seq the notifier processed.
-func ReadCursor(ctx context.Context, q store.Store) (int64, error) {
-	rows, err := store.One(ctx, q, "the notifier's cursor", `SELECT seq FROM event_cursors WHERE name = ?`, Cursor)
-	if err != nil {
-		return 0, err
-	}
-	var seq int64
-	return seq, rows.Scan(0, &seq)
+func ReadCursor(ctx context.Context, s store.Store) (int64, error) {
+	return consumer.Cursor(ctx, s, Cursor, time.Time{})
 }
 
-// batch reads the events after the cursor (at most Batch), decides their
-// notifications and writes them with the cursor's advance in one batch.
-// more is true when the batch was full.
-func (n *Notifier) batch(ctx context.Context) (made int, more bool, err error) {
-	size := n.Batch
-	if size <= 0 {
-		size = DefaultBatch
-	}
-	from, err := ReadCursor(ctx, n.Store)
-	if err != nil {
-		return 0, false, err
-	}
-	evs, err := event.List(ctx, n.Store, event.Filter{AfterSeq: from, Limit: size})
-	if err != nil || len(evs) == 0 {
-		return 0, false, err
-	}
-	to := evs[len(evs)-1].Seq
+// decideBatch decides the notifications of a batch of events: a
+// notification.created event and a row for each.
+func (n *Notifier) decideBatch(ctx context.Context, evs []event.Event) (*transition.Transition, error) {
 	var out []Notification
 	for _, e := range evs {
 		ns, err := n.decide(ctx, e)
 		if err != nil {
-			return 0, false, fmt.Errorf("event %d (%s): %w", e.Seq, e.Type, err)
+			return nil, fmt.Errorf("event %d (%s): %w", e.Seq, e.Type, err)
 		}
 		out = append(out, ns...)
 	}
-	now := n.Clock.Now().Truncate(time.Millisecond)
-	advance := advance(from, to, now)
 	if len(out) == 0 {
-		// Nothing to tell anyone: the cursor alone moves (bookkeeping of
-		// the consumer, as a job's claim is: no event).
-		if _, err := n.Store.Exec(ctx, advance, transition.Guard); err != nil {
-			return 0, false, fmt.Errorf("advance the notifier's cursor to %d: %w", to, err)
-		}
-		return 0, len(evs) == size, nil
+		return nil, nil
 	}
-	if err := n.Applier.Apply(ctx, write(out, advance, now)); err != nil {
-		return 0, false, fmt.Errorf("notifications of events %d–%d: %w", from+1, to, err)
-	}
-	return len(out), len(evs) == size, nil
+	return write(out, n.Clock.Now().Truncate(time.Millisecond)), nil
 }
 
-// advance is the statement that moves the cursor from the seq read to
-// another; guarded, it loses the race when the cursor moved meanwhile.
-func advance(from, to int64, now time.Time) store.Statement {
-	return store.Stmt(`UPDATE event_cursors SET seq = ?, updated_at = ? WHERE name = ? AND seq = ?`, to, now.UnixMilli(), Cursor, from)
-}
-
-// write is the batch of notifications ns with the cursor's guarded
-// advance: an event and a row per notification.
-func write(ns []Notification, advance store.Statement, now time.Time) *transition.Transition {
-	t := &transition.Transition{Guarded: []store.Statement{advance}}
+// write is the batch of notifications ns (the consumer adds the cursor's
+// guarded advance): an event and a row per notification.
+func write(ns []Notification, now time.Time) *transition.Transition {
+	t := &transition.Transition{}
 	for i := range ns {
 		x := &ns[i]
 		x.ID, x.CreatedAt, x.Version = transition.NewID(), now, 1

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/consumer"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/testkit/storetest"
 	"github.com/ballet/ballet/internal/transition"
@@ -28,7 +29,7 @@ func TestABatchOnAStaleCursorCommitsNothing(t *testing.T) {
 			return []Notification{{Cause: CauseQuestionOpened, Item: "ACME-1", ItemID: "i1", OrganizationID: "o", ProjectID: "p",
 				Title: "t", Text: "Question: ?", Link: "/items/ACME-1#questions", EventSeq: 4, recipient: "alice", eventID: "e4"}}
 		}
-		err := a.Apply(ctx, write(ns(), advance(3, 8, now), now))
+		err := a.Apply(ctx, withAdvance(write(ns(), now), consumer.Advance(Cursor, 3, 8, now)))
 		if !errors.Is(err, store.ErrLostRace) {
 			t.Fatalf("a batch on the stale cursor 3 (it is 5): %v, want a lost race", err)
 		}
@@ -40,7 +41,7 @@ func TestABatchOnAStaleCursorCommitsNothing(t *testing.T) {
 		if cur, err := ReadCursor(ctx, s); err != nil || cur != 5 {
 			t.Errorf("cursor %d, %v; want 5", cur, err)
 		}
-		if err := a.Apply(ctx, write(ns(), advance(5, 8, now), now)); err != nil {
+		if err := a.Apply(ctx, withAdvance(write(ns(), now), consumer.Advance(Cursor, 5, 8, now))); err != nil {
 			t.Fatal(err)
 		}
 		if cur, err := ReadCursor(ctx, s); err != nil || cur != 8 {
@@ -55,4 +56,11 @@ func TestABatchOnAStaleCursorCommitsNothing(t *testing.T) {
 func count(t *testing.T, s store.Store, sql string) int64 {
 	t.Helper()
 	return storetest.Count(t, s, sql)
+}
+
+// withAdvance is t guarded by the cursor's advance, as the consumer
+// writes it.
+func withAdvance(t *transition.Transition, adv store.Statement) *transition.Transition {
+	t.Guarded = append([]store.Statement{adv}, t.Guarded...)
+	return t
 }

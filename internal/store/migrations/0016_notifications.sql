@@ -6,7 +6,7 @@ ALTER TABLE items ADD COLUMN assignee TEXT;
 -- consumer advances its row in the same batch as what it writes for the events up to there, with
 -- an optimistic guard on the old seq, so two Core instances never both process a batch. The
 -- notifier starts at the log's head when this migration runs: an existing installation is not
--- notified of its history. Owner: internal/notify.
+-- notified of its history. Owner: internal/consumer.
 CREATE TABLE event_cursors (
     name       TEXT    PRIMARY KEY,
     seq        INTEGER NOT NULL,

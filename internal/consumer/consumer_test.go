@@ -1,0 +1,137 @@
+package consumer_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/consumer"
+	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/notify"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/testkit/storetest"
+	"github.com/ballet/ballet/internal/transition"
+)
+
+// record commits n events (of a type no consumer here cares about).
+func record(t *testing.T, a *transition.Applier, n int) {
+	t.Helper()
+	for range n {
+		if err := a.Apply(context.Background(), &transition.Transition{Events: []event.Event{
+			event.Of(notify.Actor, "", "", "x", notify.NotificationRead{Recipient: "alice", Cause: notify.CauseTicketDone, Item: "A-1"})}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// seen is a decider that records the seq of every event record made in
+// the table seen (a seq written twice breaks its primary key), with an
+// event of its own (every change records one), which it leaves alone.
+func seen(ctx context.Context, evs []event.Event) (*transition.Transition, error) {
+	t := &transition.Transition{}
+	for _, e := range evs {
+		p, _, err := event.Decode[notify.NotificationRead](e)
+		if err != nil {
+			return nil, err
+		}
+		if p.Cause != notify.CauseTicketDone {
+			continue
+		}
+		t.Statements = append(t.Statements, store.Stmt(`INSERT INTO seen (seq) VALUES (?)`, e.Seq))
+		t.Events = append(t.Events, event.Of(notify.Actor, "", "", "x", notify.NotificationRead{Recipient: "alice", Cause: "seen", Item: "A-1"}))
+	}
+	return t, nil
+}
+
+// A new consumer starts at the log's head: the history before it is not
+// its to process. Then every later event is processed exactly once, also
+// by several consumers of that name passing at once (two Core instances):
+// what one commits for an event the others never write again.
+func TestEveryEventOnceFromTheHead(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		clk := clock.NewFake(time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC))
+		a := &transition.Applier{Store: s, Clock: clk}
+		if _, err := s.Exec(ctx, store.Stmt(`CREATE TABLE seen (seq INTEGER PRIMARY KEY)`)); err != nil {
+			t.Fatal(err)
+		}
+		record(t, a, 3)
+		head, err := event.LastSeq(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := func() *consumer.Consumer {
+			return (&consumer.Consumer{Name: "test", Store: s, Applier: a, Clock: clk, Decide: seen, Batch: 4}).Init()
+		}
+		if cur, err := consumer.Cursor(ctx, s, "test", clk.Now()); err != nil || cur != head {
+			t.Fatalf("a new consumer's cursor: %d, %v; want the head %d", cur, err, head)
+		}
+		record(t, a, 25)
+		var wg sync.WaitGroup
+		errs := make(chan error, 3)
+		for range 3 {
+			wg.Go(func() {
+				if _, err := c().Pass(ctx); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("pass: %v", err)
+		}
+		// A lost race may leave events to the next pass: one more catches up.
+		if _, err := c().Pass(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := storetest.Count(t, s, `SELECT COUNT(*) FROM seen`); n != 25 {
+			t.Errorf("%d events processed, want the 25 after the head", n)
+		}
+		if n := storetest.Count(t, s, `SELECT COUNT(*) FROM seen WHERE seq <= `+strconv.FormatInt(head, 10)); n != 0 {
+			t.Errorf("%d events of the history before the consumer processed", n)
+		}
+		if n, age, err := consumer.Lag(ctx, s, "test", clk.Now()); err != nil || n != 0 || age != 0 {
+			t.Errorf("lag %d events, %v, %v; want caught up", n, age, err)
+		}
+	})
+}
+
+// A decider's error writes nothing and leaves the cursor: the events are
+// decided again on the next pass.
+func TestAFailedDecisionLeavesTheCursor(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		clk := clock.NewFake(time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC))
+		a := &transition.Applier{Store: s, Clock: clk}
+		from, err := consumer.Cursor(ctx, s, "test", clk.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		record(t, a, 2)
+		fail := true
+		c := (&consumer.Consumer{Name: "test", Store: s, Applier: a, Clock: clk, Decide: func(ctx context.Context, evs []event.Event) (*transition.Transition, error) {
+			if fail {
+				return nil, context.DeadlineExceeded
+			}
+			return nil, nil
+		}}).Init()
+		if _, err := c.Pass(ctx); err == nil {
+			t.Fatal("a failed decision passed")
+		}
+		if cur, _ := consumer.Cursor(ctx, s, "test", clk.Now()); cur != from {
+			t.Errorf("cursor %d after a failed decision, want %d", cur, from)
+		}
+		fail = false
+		if _, err := c.Pass(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if cur, _ := consumer.Cursor(ctx, s, "test", clk.Now()); cur != from+2 {
+			t.Errorf("cursor %d, want %d", cur, from+2)
+		}
+	})
+}
+
