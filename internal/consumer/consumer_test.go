@@ -134,4 +134,3 @@ func TestAFailedDecisionLeavesTheCursor(t *testing.T) {
 		}
 	})
 }
-
