@@ -184,10 +184,21 @@ func (c *Consumer) batch(ctx context.Context) (made int, more bool, err error) {
 	}
 	now := c.Clock.Now().Truncate(time.Millisecond)
 	adv := Advance(c.Name, from, to, now)
-	if t == nil || (len(t.Statements) == 0 && len(t.Events) == 0 && len(t.Jobs) == 0 && len(t.Guarded) == 0) {
-		// Nothing to write: the cursor alone moves (bookkeeping of the
-		// consumer, as a job's claim is: no event).
-		if _, err := c.Store.Exec(ctx, adv, transition.Guard); err != nil {
+	if t == nil || (len(t.Statements) == 0 && len(t.Events) == 0 && len(t.Guarded) == 0) {
+		// No change to record: the cursor alone moves, with the jobs the
+		// events scheduled if any (bookkeeping of the consumer, as a job's
+		// claim is: no event).
+		stmts := []store.Statement{adv, transition.Guard}
+		if t != nil {
+			for _, j := range t.Jobs {
+				st, err := j.Insert(transition.NewID(), now)
+				if err != nil {
+					return 0, false, fmt.Errorf("%s: a job of events %d–%d: %w", c.Name, from+1, to, err)
+				}
+				stmts = append(stmts, st)
+			}
+		}
+		if _, err := c.Store.Exec(ctx, stmts...); err != nil {
 			return 0, false, fmt.Errorf("advance the cursor of %s to %d: %w", c.Name, to, err)
 		}
 		return 0, len(evs) == size, nil

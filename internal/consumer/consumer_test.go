@@ -10,6 +10,7 @@ import (
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/consumer"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/notify"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/testkit/storetest"
@@ -131,6 +132,40 @@ func TestAFailedDecisionLeavesTheCursor(t *testing.T) {
 		}
 		if cur, _ := consumer.Cursor(ctx, s, "test", clk.Now()); cur != from+2 {
 			t.Errorf("cursor %d, want %d", cur, from+2)
+		}
+	})
+}
+
+// Jobs alone (a consumer that only schedules work for later, like an
+// escalation's timer) are written with the cursor's advance, without an
+// event, once per event.
+func TestJobsAloneAreWrittenWithTheCursor(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		clk := clock.NewFake(time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC))
+		a := &transition.Applier{Store: s, Clock: clk}
+		if _, err := consumer.Cursor(ctx, s, "test", clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+		record(t, a, 3)
+		before := storetest.Count(t, s, `SELECT COUNT(*) FROM events`)
+		c := (&consumer.Consumer{Name: "test", Store: s, Applier: a, Clock: clk, Decide: func(ctx context.Context, evs []event.Event) (*transition.Transition, error) {
+			t := &transition.Transition{}
+			for _, e := range evs {
+				t.Jobs = append(t.Jobs, job.Spec{Kind: "test.later", DedupeKey: "later:" + e.ID, RunAt: clk.Now().Add(time.Hour)})
+			}
+			return t, nil
+		}}).Init()
+		for range 2 {
+			if _, err := c.Pass(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := storetest.Count(t, s, `SELECT COUNT(*) FROM jobs WHERE kind = 'test.later'`); n != 3 {
+			t.Errorf("%d jobs, want one per event (3)", n)
+		}
+		if n := storetest.Count(t, s, `SELECT COUNT(*) FROM events`); n != before {
+			t.Errorf("%d events after scheduling jobs, want %d: jobs alone record none", n, before)
 		}
 	})
 }
