@@ -286,7 +286,7 @@ func TestTwoNotifiersNotifyExactlyOnce(t *testing.T) {
 func fresh(w *world) *notify.Notifier {
 	c := w.Core.Notifier
 	return (&notify.Notifier{Store: c.Store, Applier: c.Applier, Clock: c.Clock, Items: c.Items, Members: c.Members, Roles: c.Roles,
-		PlatformAdmin: c.PlatformAdmin}).Init()
+		PlatformAdmin: c.PlatformAdmin, Questions: c.Questions, Projects: c.Projects, EscalateAfter: c.EscalateAfter}).Init()
 }
 
 func countRows(t *testing.T, s store.Store, sql string, args ...any) int64 {
