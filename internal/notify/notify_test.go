@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/notify"
 	"github.com/ballet/ballet/internal/store"
@@ -25,7 +26,13 @@ type world struct {
 
 func newWorld(t *testing.T, s store.Store) *world {
 	t.Helper()
-	e := apitest.New(t, s)
+	return newWorldOn(t, s, nil)
+}
+
+// newWorldOn is newWorld with Core on clk (nil: the real clock).
+func newWorldOn(t *testing.T, s store.Store, clk clock.Clock) *world {
+	t.Helper()
+	e := apitest.NewOn(t, s, clk)
 	w := &world{Env: e, org: e.Org("acme"), tokens: map[string]string{}}
 	e.Project("acme", "ACME")
 	for person, role := range map[string]string{"alice": "member", "bob": "member", "carol": "admin", "dave": "admin"} {

@@ -92,7 +92,7 @@ func (in ProjectUpdate) patch() tenancy.ProjectPatch {
 		ConcurrencyLimit: in.ConcurrencyLimit,
 		Budgets:          strictjson.Nullable[tenancy.BudgetsPatch]{Set: in.Budgets.Set, Value: (*tenancy.BudgetsPatch)(in.Budgets.Value)},
 		TicketTypes:      in.TicketTypes, Paused: in.Paused,
-		Notify:           strictjson.Nullable[tenancy.NotifyPatch]{Set: in.Notify.Set, Value: (*tenancy.NotifyPatch)(in.Notify.Value)}}
+		Notify: strictjson.Nullable[tenancy.NotifyPatch]{Set: in.Notify.Set, Value: (*tenancy.NotifyPatch)(in.Notify.Value)}}
 }
 
 // MemberSet is the body of PUT …/members/{subject}.
