@@ -48,6 +48,9 @@ var tableOwners = map[string]string{
 	"schema_migrations": "internal/store",
 	"event_cursors":     "internal/notify",
 	"notifications":     "internal/notify",
+
+	// A ticket's subscribers (issue 26).
+	"item_subscriptions": "internal/notify",
 	// The Knowledge service's own database (internal/knowledge/migrations).
 	"spaces":         "internal/knowledge",
 	"entries":        "internal/knowledge",

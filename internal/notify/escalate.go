@@ -81,10 +81,7 @@ func (n *Notifier) projectEscalateAfter(ctx context.Context, projectID string) (
 // project, due when the project's escalate_after has passed.
 func (n *Notifier) escalationJob(ctx context.Context, projectID string, a EscalateArgs) (job.Spec, error) {
 	after, err := n.projectEscalateAfter(ctx, projectID)
-	if err != nil {
-		return job.Spec{}, err
-	}
-	return job.New(a).At(a.Since.Add(after)), nil
+	return job.New(a).At(a.Since.Add(after)), err // the spec is of no use with an error
 }
 
 // handleEscalate is the escalation job: when due, it reads the wait again.

@@ -315,6 +315,14 @@ func toMicros(d *budget.Dollars) any {
 	return d.Micros()
 }
 
+// optional is a stored optional text: NULL for nil.
+func optional(s *string) any {
+	if s == nil {
+		return nil
+	}
+	return *s
+}
+
 func nullIfEmpty(s string) any {
 	if s == "" {
 		return nil
@@ -333,7 +341,7 @@ func projectValues(p *Project) []any {
 	types, _ := json.Marshal(p.TicketTypes)
 	return []any{p.Name, nullIfEmpty(r.Forge), nullIfEmpty(r.URL), nullIfEmpty(r.DefaultBranch), nullIfEmpty(r.CredentialsRef),
 		nullIfEmpty(r.APIURL), nullIfEmpty(r.WebhookSecretRef), p.MergePolicy.Mode, p.MergePolicy.RequiredApprovals, string(checks), p.ConcurrencyLimit,
-		toMicros(p.Budgets.PerTicketUSD), toMicros(p.Budgets.PerDayUSD), string(types), p.Paused, p.Notify.EscalateAfter}
+		toMicros(p.Budgets.PerTicketUSD), toMicros(p.Budgets.PerDayUSD), string(types), p.Paused, optional(p.Notify.EscalateAfter)}
 }
 
 // checkSecretRefs refuses a repository whose secret references the
