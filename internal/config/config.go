@@ -54,6 +54,7 @@ type Config struct {
 	Runner   Runner   `toml:"runner"`
 	Adapters Adapters `toml:"adapters"`
 	Secrets  Secrets  `toml:"secrets"`
+	Notify   Notify   `toml:"notify"`
 
 	// File is the file the configuration was loaded from ("": none), one
 	// of the files no secret reference may name.
@@ -348,6 +349,14 @@ type Leader struct {
 	Renew Duration `toml:"renew"` // 5s
 }
 
+// Notify configures how Ballet reaches people (docs/notifications.md).
+type Notify struct {
+	// EscalateAfter: a blocking question or an approval still open this
+	// long is escalated to the project's admins (4h; 1m … 720h; a project
+	// may set its own).
+	EscalateAfter Duration `toml:"escalate_after"`
+}
+
 // Log configures logging.
 type Log struct {
 	Level  string `toml:"level"`  // debug, info (default), warn, error
@@ -384,6 +393,7 @@ func Default() Config {
 			OpenCode:   OpenCode{Command: "opencode", Model: "claude-sonnet-4-5", Provider: "anthropic"},
 		},
 		Secrets: Secrets{Allow: []string{}},
+		Notify:  Notify{EscalateAfter: Duration{4 * time.Hour}},
 	}
 }
 

@@ -26,6 +26,9 @@ func TestDefaultsNeedNoFile(t *testing.T) {
 	if c.Runs.Grace.Duration != 2*time.Minute || c.Runs.UnclaimedAfter.Duration != 2*time.Minute {
 		t.Fatalf("runs defaults: %+v", c.Runs)
 	}
+	if c.Notify.EscalateAfter.Duration != 4*time.Hour {
+		t.Fatalf("notify defaults: %+v", c.Notify)
+	}
 }
 
 func TestFileOverridesDefaults(t *testing.T) {
@@ -88,6 +91,9 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"[leader]\nttl = \"5s\"\nrenew = \"10s\"\n", "leader.renew: 10s must be shorter than leader.ttl"},
 		{"[log]\nlevel = \"loud\"\n", `log.level: "loud"`},
 		{"[budgets]\ntimezone = \"Mars/Olympus\"\n", `budgets.timezone: "Mars/Olympus" is not a time zone`},
+		{"[notify]\nescalate_after = \"30s\"\n", "notify.escalate_after: 30s is outside 1m … 720h"},
+		{"[notify]\nescalate_after = \"721h\"\n", "notify.escalate_after: 721h0m0s is outside 1m … 720h"},
+		{"[notify]\nescalate_after = \"soon\"\n", "notify.escalate_after"},
 		{"[storage\n", "line 2: expected"},
 		{"[runner]\nserver = \"127.0.0.1:8080\"\n", `runner.server: "127.0.0.1:8080" is not an http(s) URL`},
 		{"[runner]\nsessions = 65\n", "runner.sessions: 65 is outside 1 … 64"},

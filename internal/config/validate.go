@@ -48,6 +48,7 @@ func (c Config) Validate() error {
 		{"runs", c.Runs.validate}, {"budgets", c.Budgets.validate}, {"events", c.Events.validate},
 		{"auth", c.Auth.validate}, {"log", c.Log.validate}, {"knowledge", c.Knowledge.validate},
 		{"runner", c.Runner.validate}, {"adapters", c.Adapters.validate}, {"secrets", c.Secrets.validate}, {"auth", c.crossChecks},
+		{"notify", c.Notify.validate},
 	} {
 		p := &problems{section: section.name}
 		section.check(p)
@@ -354,4 +355,10 @@ func checkAddr(addr string) error {
 		}
 	}
 	return nil
+}
+
+func (n Notify) validate(p *problems) {
+	if d := n.EscalateAfter.Duration; d < time.Minute || d > 720*time.Hour {
+		p.bad("escalate_after", "%s is outside 1m … 720h", n.EscalateAfter)
+	}
 }

@@ -233,7 +233,9 @@ func New(o Options) (*Core, error) {
 		RunnerRetention: cfg.Runs.RunnerRetention.Duration,
 	})
 	c.Notifier = (&notify.Notifier{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "notify"), Items: c.Tracker,
-		Members: c.Tenancy, Roles: res, PlatformAdmin: c.Auth.IsPlatformAdmin}).Init()
+		Members: c.Tenancy, Roles: res, PlatformAdmin: c.Auth.IsPlatformAdmin,
+		Questions: c.Tracker, Projects: c.Tenancy, EscalateAfter: cfg.Notify.EscalateAfter.Duration}).Init()
+	c.Notifier.Register(c.Jobs)
 	reg.MustRegister(notify.NewLagCollector(st, clk))
 	c.leading = func() bool { return true }
 	if st.Engine() == "rqlite" {
@@ -278,6 +280,7 @@ func New(o Options) (*Core, error) {
 	c.API.Add((&server.Hooks{Projects: c.Tenancy, MergeChecks: c.Flows.MergeChecks, Wake: c.Jobs.Wake, Secrets: secrets,
 		Log: log.With("component", "hooks"), Deliveries: server.NewHookMetrics(reg)}).Routes()...)
 	c.API.Add((&server.Notifications{Inbox: &notify.Inbox{Store: st, Applier: c.Applier, Clock: clk}}).Routes()...)
+	c.API.Add((&server.Subscriptions{S: &notify.Subscriptions{Store: st, Applier: c.Applier, Clock: clk}}).Routes()...)
 	c.API.Add((&server.NeedsMe{L: &needsme.Service{Store: st, Access: res, Flows: c.Flows}}).Routes()...)
 	c.API.Add((&server.Unattended{T: c.Tracker, Tenancy: c.Tenancy, F: c.Flows, B: c.Flows.Budget}).Routes()...)
 	c.API.Add((&server.Introspect{Token: serviceToken, Authn: c.Auth, Orgs: c.Tenancy, Access: res}).Routes()...)

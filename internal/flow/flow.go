@@ -55,10 +55,17 @@ type Flow struct {
 	// Attention is what the flow needs from a person that its status and
 	// waiting do not say ("" or one of Attentions), derived when it is read.
 	Attention string
+	// EscalatedAt is when the approval the flow waits for was escalated to
+	// the project's admins, having waited longer than [notify]
+	// escalate_after (nil: it waits for no approval, or was not escalated).
+	EscalatedAt *time.Time
 
 	runQueuedAt   int64 // unix ms: when its run was queued, while no runner has leased it (else 0)
 	capableSeenAt int64 // unix ms: when a runner that could lease its queued run was last seen (0: none)
 	stuck         bool  // flagged by the reconciler, not resumed since (StuckSQL)
+	// runnerMissingRun is the queued run whose missing runner was last
+	// recorded (flow.runner_missing), "" when none was.
+	runnerMissingRun string
 }
 
 // State is the flow's machine state.
@@ -100,7 +107,8 @@ var System = event.Actor{Kind: event.ActorSystem, Sub: "flow"}
 // flowColumns are a flow's own columns: what a step reads of the row it
 // changes.
 const flowColumns = `id, organization_id, project_id, item_id, pipeline, pipeline_version, definition, stage, iteration, max_iterations, step,
-status, COALESCE(waiting, ''), COALESCE(run_id, ''), COALESCE(outcome, ''), COALESCE(report, ''), COALESCE(outcome_stage, ''), COALESCE(pull_request, ''), started_at, updated_at, COALESCE(finished_at, 0), version, branch_ahead`
+status, COALESCE(waiting, ''), COALESCE(run_id, ''), COALESCE(outcome, ''), COALESCE(report, ''), COALESCE(outcome_stage, ''), COALESCE(pull_request, ''), started_at, updated_at, COALESCE(finished_at, 0), version, branch_ahead,
+COALESCE(escalated_step, -1), COALESCE(escalated_at, 0), COALESCE(runner_missing_run, '')`
 
 // attendedColumns are flowColumns and what attention is derived from (the
 // queued run's age, the capable runners' last heartbeat, the reconciler's
@@ -129,10 +137,11 @@ func (s *Service) scanAttended(rows *store.Rows, i int) (Flow, error) {
 // scanInto scans flowColumns into f, then extra.
 func scanInto(rows *store.Rows, i int, f *Flow, extra ...any) error {
 	var def, pr string
-	var started, updated, finished int64
+	var started, updated, finished, escalatedStep, escalated int64
 	var ahead sql.NullInt64
 	dest := append([]any{&f.ID, &f.OrganizationID, &f.ProjectID, &f.ItemID, &f.Pipeline, &f.PipelineVersion, &def, &f.Stage, &f.Iteration,
-		&f.MaxIterations, &f.Step, &f.Status, &f.Waiting, &f.RunID, &f.Outcome, &f.Report, &f.OutcomeStage, &pr, &started, &updated, &finished, &f.Version, &ahead},
+		&f.MaxIterations, &f.Step, &f.Status, &f.Waiting, &f.RunID, &f.Outcome, &f.Report, &f.OutcomeStage, &pr, &started, &updated, &finished, &f.Version, &ahead,
+		&escalatedStep, &escalated, &f.runnerMissingRun},
 		extra...)
 	if err := rows.Scan(i, dest...); err != nil {
 		return fmt.Errorf("scan flow: %w", err)
@@ -154,6 +163,10 @@ func scanInto(rows *store.Rows, i int, f *Flow, extra ...any) error {
 	if finished != 0 {
 		t := time.UnixMilli(finished).UTC()
 		f.FinishedAt = &t
+	}
+	if f.State() == (State{StatusWaiting, WaitApproval}) && escalatedStep == int64(f.Step) && escalated != 0 {
+		t := time.UnixMilli(escalated).UTC()
+		f.EscalatedAt = &t
 	}
 	return nil
 }

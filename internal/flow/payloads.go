@@ -1,6 +1,8 @@
 package flow
 
 import (
+	"time"
+
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/forge"
 )
@@ -10,7 +12,7 @@ import (
 
 // Events are the payload types of the events flows write.
 var Events = []event.Payload{FlowStarted{}, StageStarted{}, StageFinished{}, FlowDone{}, FlowFailed{}, FlowWaiting{},
-	FlowStuck{}, FlowResumed{}, FlowStopped{}}
+	FlowStuck{}, FlowResumed{}, FlowStopped{}, ApprovalEscalated{}, RunnerMissing{}}
 
 func (FlowStarted) EventType() string   { return "flow.started" }
 func (StageStarted) EventType() string  { return "flow.stage_started" }
@@ -21,6 +23,10 @@ func (FlowWaiting) EventType() string   { return "flow.waiting" }
 func (FlowStuck) EventType() string     { return "flow.stuck" }
 func (FlowResumed) EventType() string   { return "flow.resumed" }
 func (FlowStopped) EventType() string   { return "flow.stopped" }
+func (ApprovalEscalated) EventType() string {
+	return "flow.approval_escalated"
+}
+func (RunnerMissing) EventType() string { return "flow.runner_missing" }
 
 // Position is where a flow was: its stage, iteration and step.
 type Position struct {
@@ -95,4 +101,26 @@ type FlowStopped struct {
 	Position
 	Reason      string `json:"reason"`
 	TicketState string `json:"ticket_state"`
+}
+
+// ApprovalEscalated is the payload of flow.approval_escalated: the flow
+// still waited for the approval of its human stage after the project's
+// escalate_after, and the project's admins are told
+// (docs/notifications.md).
+type ApprovalEscalated struct {
+	Position
+	Ticket string    `json:"ticket"` // the ticket's key
+	Since  time.Time `json:"since"`  // when the stage started waiting
+	After  string    `json:"after"`  // the escalate_after that passed, e.g. "4h0m0s"
+}
+
+// RunnerMissing is the payload of flow.runner_missing: the flow's agent
+// stage waits for a runner and none takes its run (no live runner with the
+// stage's adapter, or none leased it within [runs] unclaimed_after).
+// Recorded once per queued run.
+type RunnerMissing struct {
+	Position
+	Ticket  string `json:"ticket"` // the ticket's key
+	Run     string `json:"run"`
+	Adapter string `json:"adapter"`
 }

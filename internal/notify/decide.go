@@ -30,6 +30,15 @@ type trigger struct {
 	flowID   string // else the flow whose ticket it is
 	text     string // what happened, in a line
 	anchor   string // the section of the ticket's page where the person acts
+	// subscribers: the ticket's subscribers receive it too
+	// (SubscriberCauses).
+	subscribers bool
+	// notWaitedOn: the person the ticket waits on (its assignee, else its
+	// creator) does not receive it: an escalation goes over their head.
+	notWaitedOn bool
+	// escalate is the wait the event opens, which is escalated when it is
+	// still open after escalate_after (nil: none).
+	escalate *EscalateArgs
 }
 
 // maxText bounds a notification's text (a question can be long).
@@ -44,20 +53,44 @@ func classify(e event.Event) (trigger, bool, error) {
 			return trigger{}, false, err
 		}
 		return trigger{cause: CauseQuestionOpened, audience: AudienceAssignee, itemID: q.ItemID,
-			text: "Question: " + clip(q.Text), anchor: "questions"}, true, nil
+			text: "Question: " + clip(q.Text), anchor: "questions", subscribers: true,
+			escalate: &EscalateArgs{Question: e.EntityID, Since: e.OccurredAt}}, true, nil
+	}
+	if q, ok, err := event.Decode[tracker.QuestionEscalated](e); ok || err != nil {
+		if err != nil {
+			return trigger{}, false, err
+		}
+		return trigger{cause: CauseQuestionEscalated, audience: AudienceAdmins, itemID: q.ItemID, notWaitedOn: true,
+			text: "Unanswered for " + q.After + ": " + clip(q.Text), anchor: "questions"}, true, nil
 	}
 	if s, ok, err := event.Decode[tracker.TicketStateChanged](e); ok || err != nil {
 		if err != nil || s.To != tracker.StateDone {
 			return trigger{}, false, err
 		}
-		return trigger{cause: CauseTicketDone, audience: AudienceCreator, itemID: e.EntityID, text: "The ticket is done."}, true, nil
+		return trigger{cause: CauseTicketDone, audience: AudienceCreator, itemID: e.EntityID, text: "The ticket is done.",
+			subscribers: true}, true, nil
 	}
 	if s, ok, err := event.Decode[flow.StageStarted](e); ok || err != nil {
 		if err != nil || s.Waiting != flow.WaitApproval {
 			return trigger{}, false, err
 		}
 		return trigger{cause: CauseApprovalWaiting, audience: AudienceAssignee, flowID: e.EntityID,
-			text: fmt.Sprintf("Stage %s waits for an approval.", s.Stage), anchor: "flow"}, true, nil
+			text: fmt.Sprintf("Stage %s waits for an approval.", s.Stage), anchor: "flow", subscribers: true,
+			escalate: &EscalateArgs{Flow: e.EntityID, Step: s.Step, Since: e.OccurredAt}}, true, nil
+	}
+	if a, ok, err := event.Decode[flow.ApprovalEscalated](e); ok || err != nil {
+		if err != nil {
+			return trigger{}, false, err
+		}
+		return trigger{cause: CauseQuestionEscalated, audience: AudienceAdmins, flowID: e.EntityID, notWaitedOn: true,
+			text: fmt.Sprintf("Stage %s has waited for an approval for over %s.", a.Stage, a.After), anchor: "flow"}, true, nil
+	}
+	if r, ok, err := event.Decode[flow.RunnerMissing](e); ok || err != nil {
+		if err != nil {
+			return trigger{}, false, err
+		}
+		return trigger{cause: CauseRunnerMissing, audience: AudienceAdmins, flowID: e.EntityID,
+			text: fmt.Sprintf("No live runner takes the run of stage %s (adapter %s).", r.Stage, r.Adapter), anchor: "flow"}, true, nil
 	}
 	if w, ok, err := event.Decode[flow.FlowWaiting](e); ok || err != nil {
 		if err != nil {
@@ -85,7 +118,7 @@ func classify(e event.Event) (trigger, bool, error) {
 			return trigger{}, false, err
 		}
 		return trigger{cause: CauseFlowFailed, audience: AudienceAdmins, flowID: e.EntityID,
-			text: "The flow failed: " + clip(f.Reason), anchor: "flow"}, true, nil
+			text: "The flow failed: " + clip(f.Reason), anchor: "flow", subscribers: true}, true, nil
 	}
 	return trigger{}, false, nil
 }
@@ -99,6 +132,9 @@ var causeTypes = map[string]bool{
 	event.TypeOf[flow.FlowWaiting]():           true,
 	event.TypeOf[flow.FlowStuck]():             true,
 	event.TypeOf[flow.FlowFailed]():            true,
+	event.TypeOf[tracker.QuestionEscalated]():  true,
+	event.TypeOf[flow.ApprovalEscalated]():     true,
+	event.TypeOf[flow.RunnerMissing]():         true,
 }
 
 // clip shortens s to one line of at most maxText characters.
@@ -127,16 +163,29 @@ func actorPerson(e event.Event) string {
 // ticketFacts is what a cause's recipients are decided on: the ticket's
 // assignee and creator (as people: "" when none) and the project's admins.
 type ticketFacts struct {
-	assignee string
-	creator  string
-	admins   []string
+	assignee    string
+	creator     string
+	admins      []string
+	subscribers []string // when the cause reaches them
 }
 
-// recipients decides who a trigger reaches: its audience, without the
-// person whose action caused it (nobody is notified of their own action),
-// each once, in order.
-func recipients(audience, actor string, f ticketFacts) []string {
+// waitedOn is the person a ticket's questions and approvals wait on: its
+// assignee, else its creator ("" when neither).
+func (f ticketFacts) waitedOn() string {
+	if f.assignee != "" {
+		return f.assignee
+	}
+	return f.creator
+}
+
+// recipients decides who a trigger reaches: its audience and the ticket's
+// subscribers (when it reaches them), without the person whose action
+// caused it (nobody is notified of their own action) and, for an
+// escalation, without the person the ticket waits on; each once, in
+// order.
+func recipients(tr trigger, actor string, f ticketFacts) []string {
 	var out []string
+	audience := tr.audience
 	switch audience {
 	case AudienceAssignee:
 		if f.assignee != "" {
@@ -153,7 +202,15 @@ func recipients(audience, actor string, f ticketFacts) []string {
 		slices.Sort(out)
 		out = slices.Compact(out)
 	}
-	return slices.DeleteFunc(out, func(r string) bool { return r == actor })
+	if tr.subscribers {
+		for _, s := range f.subscribers {
+			if !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+	}
+	waitedOn := f.waitedOn()
+	return slices.DeleteFunc(out, func(r string) bool { return r == actor || (tr.notWaitedOn && r == waitedOn) })
 }
 
 // link is the path of the page where a person acts on a ticket's cause.

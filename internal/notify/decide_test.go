@@ -34,6 +34,9 @@ func TestClassify(t *testing.T) {
 		{"stuck", event.Of(event.System, "o", "p", "f", flow.FlowStuck{Waiting: flow.WaitAnswer, Reason: "lost"}), CauseFlowStuck, AudienceAdmins},
 		{"failed", event.Of(human, "o", "p", "f", flow.FlowFailed{Reason: "rejected"}), CauseFlowFailed, AudienceAdmins},
 		{"done flow", event.Of(event.System, "o", "p", "f", flow.FlowDone{}), "", ""},
+		{"question escalated", event.Of(Actor, "o", "p", "q", tracker.QuestionEscalated{ItemID: "i", Text: "?"}), CauseQuestionEscalated, AudienceAdmins},
+		{"approval escalated", event.Of(Actor, "o", "p", "f", flow.ApprovalEscalated{}), CauseQuestionEscalated, AudienceAdmins},
+		{"runner missing", event.Of(event.System, "o", "p", "f", flow.RunnerMissing{Run: "r"}), CauseRunnerMissing, AudienceAdmins},
 	} {
 		tr, ok, err := classify(c.e)
 		if err != nil || ok != (c.cause != "") || tr.cause != c.cause || tr.audience != c.audience {
@@ -64,7 +67,7 @@ func TestRecipients(t *testing.T) {
 		{AudienceAdmins, "", f, []string{"carol", "dave"}},
 		{AudienceAdmins, "carol", f, []string{"dave"}},
 	} {
-		if got := recipients(c.audience, c.actor, c.facts); !slices.Equal(got, c.want) {
+		if got := recipients(trigger{audience: c.audience}, c.actor, c.facts); !slices.Equal(got, c.want) {
 			t.Errorf("recipients(%s, actor %q, %+v) = %v, want %v", c.audience, c.actor, c.facts, got, c.want)
 		}
 	}
@@ -86,5 +89,53 @@ func TestActorPerson(t *testing.T) {
 		if got := actorPerson(e); got != c.want {
 			t.Errorf("actorPerson(%+v) = %q, want %q", c.a, got, c.want)
 		}
+	}
+}
+
+// What opens a wait schedules its escalation, and only that; an escalation
+// reaches the admins but never the person the ticket waits on, and a
+// ticket's subscribers receive its questions and approvals but not its
+// escalations.
+func TestEscalationsAndSubscribers(t *testing.T) {
+	human := event.Actor{Kind: event.ActorHuman, Sub: "alice"}
+	ask := event.Of(human, "o", "p", "q1", tracker.QuestionAsked{ItemID: "i", Text: "?", Blocking: true})
+	tr, _, _ := classify(ask)
+	if tr.escalate == nil || tr.escalate.Question != "q1" || tr.escalate.DedupeKey() != "notify.escalate:question:q1" {
+		t.Errorf("a blocking question's escalation: %+v", tr.escalate)
+	}
+	approval := event.Of(event.System, "o", "p", "f1", flow.StageStarted{Position: flow.Position{Step: 3}, Kind: "human", Waiting: flow.WaitApproval})
+	tr, _, _ = classify(approval)
+	if tr.escalate == nil || tr.escalate.Flow != "f1" || tr.escalate.Step != 3 || tr.escalate.DedupeKey() != "notify.escalate:approval:f1:3" {
+		t.Errorf("an approval's escalation: %+v", tr.escalate)
+	}
+	for _, e := range []event.Event{
+		event.Of(event.System, "o", "p", "f", flow.FlowStuck{Waiting: flow.WaitAnswer}),
+		event.Of(Actor, "o", "p", "q", tracker.QuestionEscalated{ItemID: "i"}),
+		event.Of(event.System, "o", "p", "f", flow.RunnerMissing{}),
+	} {
+		if tr, _, _ := classify(e); tr.escalate != nil {
+			t.Errorf("%s schedules an escalation", e.Type)
+		}
+	}
+
+	f := ticketFacts{assignee: "carol", creator: "alice", admins: []string{"carol", "dave"}, subscribers: []string{"erin", "dave"}}
+	escalated, _, _ := classify(event.Of(Actor, "o", "p", "q", tracker.QuestionEscalated{ItemID: "i"}))
+	if got := recipients(escalated, "", f); !slices.Equal(got, []string{"dave"}) {
+		t.Errorf("an escalation reaches %v, want [dave]: the admins, not carol (the assignee, an admin too) nor a subscriber", got)
+	}
+	unassigned := ticketFacts{creator: "dave", admins: []string{"carol", "dave"}}
+	if got := recipients(escalated, "", unassigned); !slices.Equal(got, []string{"carol"}) {
+		t.Errorf("an escalation on an unassigned ticket reaches %v, want [carol] (dave, its creator, was asked)", got)
+	}
+	opened, _, _ := classify(ask)
+	if got := recipients(opened, "alice", f); !slices.Equal(got, []string{"carol", "erin", "dave"}) {
+		t.Errorf("a question reaches %v, want the assignee then the subscribers", got)
+	}
+	if got := recipients(opened, "erin", f); !slices.Equal(got, []string{"carol", "dave"}) {
+		t.Errorf("a subscriber's own question reaches %v: never the asker", got)
+	}
+	stuck, _, _ := classify(event.Of(event.System, "o", "p", "f", flow.FlowStuck{Waiting: flow.WaitAnswer}))
+	if got := recipients(stuck, "", f); !slices.Equal(got, []string{"carol", "dave"}) {
+		t.Errorf("a stuck flow reaches %v: the admins, not the subscribers", got)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/ballet/ballet/internal/consumer"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/flow"
+	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
@@ -66,6 +67,13 @@ type Notifier struct {
 	Interval time.Duration
 	// Batch is how many events one batch decides (DefaultBatch when ≤ 0).
 	Batch int
+	// Questions and Projects are read by the escalation job: the question
+	// still open, the project's escalate_after now.
+	Questions QuestionFinder
+	Projects  ProjectFinder
+	// EscalateAfter is [notify] escalate_after, the platform's
+	// (DefaultEscalateAfter when ≤ 0); a project may set its own.
+	EscalateAfter time.Duration
 
 	consumer *consumer.Consumer
 }
@@ -107,17 +115,22 @@ func ReadCursor(ctx context.Context, s store.Store) (int64, error) {
 // notification.created event and a row for each.
 func (n *Notifier) decideBatch(ctx context.Context, evs []event.Event) (*transition.Transition, error) {
 	var out []Notification
+	var jobs []job.Spec
 	for _, e := range evs {
-		ns, err := n.decide(ctx, e)
+		ns, js, err := n.decide(ctx, e)
 		if err != nil {
 			return nil, fmt.Errorf("event %d (%s): %w", e.Seq, e.Type, err)
 		}
-		out = append(out, ns...)
+		out, jobs = append(out, ns...), append(jobs, js...)
 	}
 	if len(out) == 0 {
-		return nil, nil
+		// Nothing to tell anyone: the consumer writes the escalation
+		// jobs of the waits the events opened with its cursor, if any.
+		return &transition.Transition{Jobs: jobs}, nil
 	}
-	return write(out, n.Clock.Now().Truncate(time.Millisecond)), nil
+	t := write(out, n.Clock.Now().Truncate(time.Millisecond))
+	t.Jobs = jobs
+	return t, nil
 }
 
 // write is the batch of notifications ns (the consumer adds the cursor's
@@ -137,40 +150,49 @@ project_id, item_id, item_key, title, text, link, created_at, version) VALUES (?
 	return t
 }
 
-// decide reads what e's cause needs and returns its notifications: none
-// when e is no cause, or when its ticket or flow is gone.
-func (n *Notifier) decide(ctx context.Context, e event.Event) ([]Notification, error) {
+// decide reads what e's cause needs and returns its notifications (none
+// when e is no cause, or when its ticket or flow is gone) and the
+// escalation job of the wait it opens.
+func (n *Notifier) decide(ctx context.Context, e event.Event) ([]Notification, []job.Spec, error) {
 	tr, ok, err := classify(e)
 	if err != nil || !ok {
-		return nil, err
+		return nil, nil, err
 	}
 	itemID := tr.itemID
 	if tr.flowID != "" {
 		f, err := flow.Read(ctx, n.Store, tr.flowID)
 		if apperr.Code(err) == apperr.NotFound {
-			return nil, nil
+			return nil, nil, nil
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		itemID = f.ItemID
 	}
 	it, err := n.Items.FindItem(ctx, itemID)
 	if apperr.Code(err) == apperr.NotFound {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	facts, err := n.facts(ctx, tr.audience, it)
+	var jobs []job.Spec
+	if tr.escalate != nil {
+		j, err := n.escalationJob(ctx, it.ProjectID, *tr.escalate)
+		if err != nil {
+			return nil, nil, err
+		}
+		jobs = append(jobs, j)
+	}
+	facts, err := n.facts(ctx, tr, it)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []Notification
-	for _, r := range recipients(tr.audience, actorPerson(e), facts) {
+	for _, r := range recipients(tr, actorPerson(e), facts) {
 		ok, err := n.mayRead(ctx, r, it.OrganizationID, it.ProjectID)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if !ok {
 			continue // no longer a member: nothing they could not read in the UI
@@ -179,11 +201,11 @@ func (n *Notifier) decide(ctx context.Context, e event.Event) ([]Notification, e
 			ProjectID: it.ProjectID, Title: it.Title, Text: tr.text, Link: link(it.Key, tr.anchor), EventSeq: e.Seq,
 			recipient: r, eventID: e.ID})
 	}
-	return out, nil
+	return out, jobs, nil
 }
 
-// facts reads the people an audience of the ticket it is made of.
-func (n *Notifier) facts(ctx context.Context, audience string, it tracker.Item) (ticketFacts, error) {
+// facts reads the people a trigger's audience of the ticket is made of.
+func (n *Notifier) facts(ctx context.Context, tr trigger, it tracker.Item) (ticketFacts, error) {
 	var f ticketFacts
 	var err error
 	if it.Assignee != nil {
@@ -192,8 +214,13 @@ func (n *Notifier) facts(ctx context.Context, audience string, it tracker.Item) 
 	if f.creator, err = n.person(ctx, it.CreatedBy); err != nil {
 		return f, err
 	}
-	if audience == AudienceAdmins {
+	if tr.audience == AudienceAdmins {
 		if f.admins, err = n.admins(ctx, it.OrganizationID, it.ProjectID); err != nil {
+			return f, err
+		}
+	}
+	if tr.subscribers {
+		if f.subscribers, err = subscribers(ctx, n.Store, it.ID); err != nil {
 			return f, err
 		}
 	}

@@ -61,10 +61,12 @@ type Notification struct {
 }
 
 // Events are the payload types of the events notify writes.
-var Events = []event.Payload{NotificationCreated{}, NotificationRead{}}
+var Events = []event.Payload{NotificationCreated{}, NotificationRead{}, NotificationSubscribed{}, NotificationUnsubscribed{}}
 
-func (NotificationCreated) EventType() string { return "notification.created" }
-func (NotificationRead) EventType() string    { return "notification.read" }
+func (NotificationCreated) EventType() string      { return "notification.created" }
+func (NotificationRead) EventType() string         { return "notification.read" }
+func (NotificationSubscribed) EventType() string   { return "notification.subscribed" }
+func (NotificationUnsubscribed) EventType() string { return "notification.unsubscribed" }
 
 // NotificationCreated is the payload of notification.created: a person
 // has a new notification. Notification events belong to no organization
@@ -89,3 +91,17 @@ type NotificationRead struct {
 
 // Actor is the notifier in the events of the notifications it creates.
 var Actor = event.Actor{Kind: event.ActorSystem, Sub: "notify"}
+
+// NotificationSubscribed is the payload of notification.subscribed: a
+// person subscribed to a ticket (its entity is the ticket; of no
+// organization, as a person's notifications are).
+type NotificationSubscribed struct {
+	Subscriber string `json:"subscriber"` // the person's subject
+	Item       string `json:"item"`       // the ticket's key
+	ItemID     string `json:"item_id"`
+	ProjectID  string `json:"project_id"`
+}
+
+// NotificationUnsubscribed is the payload of notification.unsubscribed: a
+// person ended their subscription to a ticket.
+type NotificationUnsubscribed NotificationSubscribed

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/notify"
 	"github.com/ballet/ballet/internal/store"
@@ -25,7 +26,13 @@ type world struct {
 
 func newWorld(t *testing.T, s store.Store) *world {
 	t.Helper()
-	e := apitest.New(t, s)
+	return newWorldOn(t, s, nil)
+}
+
+// newWorldOn is newWorld with Core on clk (nil: the real clock).
+func newWorldOn(t *testing.T, s store.Store, clk clock.Clock) *world {
+	t.Helper()
+	e := apitest.NewOn(t, s, clk)
 	w := &world{Env: e, org: e.Org("acme"), tokens: map[string]string{}}
 	e.Project("acme", "ACME")
 	for person, role := range map[string]string{"alice": "member", "bob": "member", "carol": "admin", "dave": "admin"} {
@@ -286,7 +293,7 @@ func TestTwoNotifiersNotifyExactlyOnce(t *testing.T) {
 func fresh(w *world) *notify.Notifier {
 	c := w.Core.Notifier
 	return (&notify.Notifier{Store: c.Store, Applier: c.Applier, Clock: c.Clock, Items: c.Items, Members: c.Members, Roles: c.Roles,
-		PlatformAdmin: c.PlatformAdmin}).Init()
+		PlatformAdmin: c.PlatformAdmin, Questions: c.Questions, Projects: c.Projects, EscalateAfter: c.EscalateAfter}).Init()
 }
 
 func countRows(t *testing.T, s store.Store, sql string, args ...any) int64 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/reconcile"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/testkit/storetest"
@@ -16,8 +17,8 @@ import (
 // the run has been queued for [runs] unclaimed_after (2m) on the flow
 // engine's clock, the flow's JSON says "attention": "no_runner", the
 // ?attention=no_runner listing has it, ballet_flows_attention counts it and
-// the reconciler logs it — once, not at every pass. It all clears when a
-// runner leases the run.
+// the reconciler logs it and records flow.runner_missing — once, not at
+// every pass. It all clears when a runner leases the run.
 func TestNoRunnerAttention(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		w := setup(t, s, reconcile.Config{})
@@ -106,8 +107,8 @@ func TestNoRunnerAttention(t *testing.T) {
 		if !strings.Contains(w.logs.String(), fmt.Sprintf("ticket=%s", key)) {
 			t.Fatalf("the log line does not name the ticket:\n%s", w.logs)
 		}
-		if evs := w.events(seq); len(evs) != 0 {
-			t.Fatalf("noting attention wrote events: %v", evs)
+		if evs := w.events(seq); len(evs) != 1 || evs["flow.runner_missing"] != 1 {
+			t.Fatalf("noting attention wrote events %v, want one flow.runner_missing", evs)
 		}
 
 		w.lease(key)
@@ -189,5 +190,68 @@ func TestNoRunnerAttentionAdapter(t *testing.T) {
 		want("it drains", "no_runner")
 		w.Must(200, ccToken, "POST", "/api/v1/runners/"+cc+"/heartbeat", map[string]any{})
 		want("it stopped draining", "")
+	})
+}
+
+// TestRunnerMissingOncePerRun: flow.runner_missing is recorded once per run
+// no runner takes — not at every pass, nor by another reconciler (another
+// instance, or this one restarted) — and again when, after a runner took
+// it, the flow waits in vain for its next run. The notifier tells the
+// project's admins (runner.missing), not its members.
+func TestRunnerMissingOncePerRun(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		w := setup(t, s, reconcile.Config{})
+		w.Core.Flows.Clock = w.clk
+		w.Admin(200, "PUT", "/api/v1/orgs/acme/members/carol", map[string]any{"role": "admin"})
+		w.Admin(200, "PUT", "/api/v1/orgs/acme/members/alice", map[string]any{"role": "member"})
+		key := w.ticket("task")
+		w.drain()
+		missing := func() int64 { return w.count(`SELECT COUNT(*) FROM events WHERE type = 'flow.runner_missing'`) }
+		notified := func(who string) int64 {
+			t.Helper()
+			if _, err := w.Core.Notifier.Pass(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			return w.count(`SELECT COUNT(*) FROM notifications WHERE recipient = ? AND cause = 'runner.missing'`, who)
+		}
+		w.pass()
+		if got := missing(); got != 0 {
+			t.Fatalf("%d flow.runner_missing before unclaimed_after", got)
+		}
+		w.clk.Advance(2 * time.Minute)
+		for range 3 {
+			w.pass()
+			w.clk.Advance(time.Minute)
+		}
+		if _, err := w.reconciler(reconcile.Config{}).Pass(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := missing(); got != 1 {
+			t.Fatalf("%d flow.runner_missing after four passes of two reconcilers, want 1", got)
+		}
+		if c, a := notified("carol"), notified("alice"); c != 1 || a != 0 {
+			t.Fatalf("runner.missing notifications: carol (admin) %d, alice (member) %d; want 1 and 0", c, a)
+		}
+
+		first := w.lease(key)
+		w.pass()
+		w.runner.Ask(first, "which way?", true)
+		w.runner.Complete(first, "done", "asked")
+		w.drain()
+		w.answer(key)
+		w.drain()
+		if f := w.flow(key); f.RunID == "" || f.RunID == first.ID || f.Waiting != flow.WaitRun {
+			t.Fatalf("after the answer: flow %s/%s run %q, want a new run waiting", f.Status, f.Waiting, f.RunID)
+		}
+		w.pass()
+		w.clk.Advance(2 * time.Minute)
+		w.pass()
+		w.pass()
+		if got := missing(); got != 2 {
+			t.Fatalf("%d flow.runner_missing, want 2: one per run no runner took", got)
+		}
+		if c := notified("carol"); c != 2 {
+			t.Errorf("carol has %d runner.missing notifications, want 2", c)
+		}
 	})
 }

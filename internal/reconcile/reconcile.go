@@ -20,8 +20,10 @@
 //
 // It also logs, once, each flow that has come to need attention
 // (flow.Attentions: an agent run no runner leased within [runs]
-// unclaimed_after). That is no repair and writes nothing: the attention is
-// derived whenever a flow is read.
+// unclaimed_after, or that no live runner could lease). That is no repair:
+// the attention is derived whenever a flow is read. It records one event,
+// flow.runner_missing, per queued run that no runner takes (the notifier
+// tells the project's admins: runner.missing).
 //
 // Flagging records flow.stuck with the reason, raises a blocking question
 // on the ticket and makes the flow wait for an answer (the ticket is

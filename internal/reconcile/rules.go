@@ -512,7 +512,10 @@ var attentionReasons = map[string]string{
 }
 
 // noteAttention logs each flow that has come to need attention, once per
-// flow, attention and run (again after a restart or a change of leader).
+// flow, attention and run (again after a restart or a change of leader),
+// and records flow.runner_missing for a flow no runner takes the run of,
+// once per run (a guarded write: not again after a restart, nor by
+// another instance).
 func (r *Reconciler) noteAttention(ctx context.Context, _ *Report) error {
 	fs, err := r.flows.NeedingAttention(ctx)
 	if err != nil {
@@ -530,6 +533,15 @@ func (r *Reconciler) noteAttention(ctx context.Context, _ *Report) error {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("flow %s needs attention: %w", f.ID, err)) // noted at the next pass
 			continue
+		}
+		if f.Attention == flow.AttentionNoRunner {
+			// Recorded once per queued run (flow.runner_missing: the
+			// notifier tells the project's admins); a failed write is
+			// tried again at the next pass.
+			if _, err := r.flows.NoteRunnerMissing(ctx, f, it.Key); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 		}
 		seen[key] = true
 		r.log.Warn("flow needs attention: "+attentionReasons[f.Attention], "attention", f.Attention, "flow", f.ID, "ticket", it.Key,

@@ -43,6 +43,10 @@ type FlowView struct {
 	StartedAt        time.Time `json:"started_at"`
 	UpdatedAt        time.Time `json:"updated_at"`
 	Version          int64     `json:"version"`
+	// EscalatedAt: the approval the flow waits for was escalated to the
+	// project's admins then, having waited longer than the project's
+	// escalate_after (omitted: no approval waits, or not escalated).
+	EscalatedAt *time.Time `json:"escalated_at,omitempty"`
 }
 
 // StageView is one stage of the pinned pipeline.
@@ -76,6 +80,7 @@ func View(it tracker.Item, f flow.Flow) FlowView {
 	v := FlowView{Ticket: it.Key, Pipeline: f.Pipeline, PipelineVersion: f.PipelineVersion, Stages: []StageView{}, Stage: f.Stage,
 		Iteration: f.Iteration, MaxIterations: f.MaxIterations, Status: f.Status, Waiting: f.Waiting, Run: f.RunID,
 		Outcome: f.Outcome, Report: f.Report, Attention: f.Attention, BranchAhead: f.BranchAhead, StartedAt: f.StartedAt, UpdatedAt: f.UpdatedAt, Version: f.Version}
+	v.EscalatedAt = f.EscalatedAt
 	v.NothingToApprove = f.Status == flow.StatusWaiting && f.Waiting == flow.WaitApproval && f.BranchAhead != nil && *f.BranchAhead == 0
 	for _, s := range f.Definition.Stages {
 		v.Stages = append(v.Stages, StageView{ID: s.ID, Name: s.Name, Kind: s.Kind})

@@ -47,6 +47,14 @@ type ProjectUpdate struct {
 	Budgets          strictjson.Nullable[BudgetsPatch]     `json:"budgets,omitzero"`
 	TicketTypes      []string                              `json:"ticket_types,omitempty"`
 	Paused           *bool                                 `json:"paused,omitempty"`
+	Notify           strictjson.Nullable[NotifyPatch]      `json:"notify,omitzero"`
+}
+
+// NotifyPatch is notify in ProjectUpdate.
+type NotifyPatch struct {
+	// EscalateAfter: a Go duration, 1m … 720h ("2h"); null: the platform's
+	// [notify] escalate_after.
+	EscalateAfter strictjson.Nullable[string] `json:"escalate_after,omitzero"`
 }
 
 // RepositoryPatch is repository in ProjectUpdate.
@@ -83,7 +91,8 @@ func (in ProjectUpdate) patch() tenancy.ProjectPatch {
 		MergePolicy:      strictjson.Nullable[tenancy.MergePolicyPatch]{Set: in.MergePolicy.Set, Value: (*tenancy.MergePolicyPatch)(in.MergePolicy.Value)},
 		ConcurrencyLimit: in.ConcurrencyLimit,
 		Budgets:          strictjson.Nullable[tenancy.BudgetsPatch]{Set: in.Budgets.Set, Value: (*tenancy.BudgetsPatch)(in.Budgets.Value)},
-		TicketTypes:      in.TicketTypes, Paused: in.Paused}
+		TicketTypes:      in.TicketTypes, Paused: in.Paused,
+		Notify: strictjson.Nullable[tenancy.NotifyPatch]{Set: in.Notify.Set, Value: (*tenancy.NotifyPatch)(in.Notify.Value)}}
 }
 
 // MemberSet is the body of PUT …/members/{subject}.

@@ -44,11 +44,12 @@ type ProjectChanges struct {
 	Budgets          *Budgets                        `json:"budgets,omitempty"`
 	TicketTypes      []string                        `json:"ticket_types,omitempty"`
 	Paused           *bool                           `json:"paused,omitempty"`
+	Notify           *Notify                         `json:"notify,omitempty"`
 }
 
 func (c *ProjectChanges) empty() bool {
 	return c.Name == nil && !c.Repository.Set && c.MergePolicy == nil && c.ConcurrencyLimit == nil && c.Budgets == nil &&
-		c.TicketTypes == nil && c.Paused == nil
+		c.TicketTypes == nil && c.Paused == nil && c.Notify == nil
 }
 
 // MemberRoleSet is the payload of member.role_set.

@@ -51,6 +51,34 @@ type Budgets struct {
 	PerDayUSD    *budget.Dollars `json:"per_day_usd"`
 }
 
+// Notify is a project's notification settings.
+type Notify struct {
+	// EscalateAfter is how long a blocking question or an approval may
+	// wait before the project's admins are told (a Go duration such as
+	// "2h", 1m … 720h); null: the platform's [notify] escalate_after.
+	EscalateAfter *string `json:"escalate_after"`
+}
+
+// Escalation bounds of a project's notify.escalate_after (as of [notify]
+// escalate_after).
+const (
+	MinEscalateAfter = time.Minute
+	MaxEscalateAfter = 720 * time.Hour
+)
+
+// EscalateAfterOr is the project's escalate_after, else def (the
+// platform's).
+func (p Project) EscalateAfterOr(def time.Duration) time.Duration {
+	if p.Notify.EscalateAfter == nil {
+		return def
+	}
+	d, err := time.ParseDuration(*p.Notify.EscalateAfter)
+	if err != nil {
+		return def // validated when saved: not reached
+	}
+	return d
+}
+
 // Project is a tracker and pipeline scope within an organization.
 type Project struct {
 	ID               string      `json:"id"`
@@ -63,6 +91,7 @@ type Project struct {
 	Budgets          Budgets     `json:"budgets"`
 	TicketTypes      []string    `json:"ticket_types"`
 	Paused           bool        `json:"paused"`
+	Notify           Notify      `json:"notify"`
 	CreatedAt        time.Time   `json:"created_at"`
 	UpdatedAt        time.Time   `json:"updated_at"`
 	Version          int64       `json:"version"`
@@ -94,6 +123,13 @@ type ProjectPatch struct {
 	Budgets          strictjson.Nullable[BudgetsPatch]
 	TicketTypes      []string
 	Paused           *bool
+	Notify           strictjson.Nullable[NotifyPatch]
+}
+
+// NotifyPatch changes a project's notification settings; null puts one
+// back to the platform's.
+type NotifyPatch struct {
+	EscalateAfter strictjson.Nullable[string]
 }
 
 // RepositoryPatch changes fields of a project's repository (of an empty
@@ -218,6 +254,11 @@ func validateProject(v *apperr.Validator, p *Project) {
 			v.Check(*b >= 0 && *b <= budget.MaxMicros, field, "%v is outside 0 … %d", *b, budget.MaxDollars)
 		}
 	}
+	if d := p.Notify.EscalateAfter; d != nil {
+		after, err := time.ParseDuration(*d)
+		v.Check(err == nil && after >= MinEscalateAfter && after <= MaxEscalateAfter, "notify.escalate_after",
+			"%q must be a duration such as \"2h\" or \"30m\" within 1m … 720h", *d)
+	}
 	v.Check(len(p.TicketTypes) >= 1 && len(p.TicketTypes) <= 20, "ticket_types", "must list 1–20 types")
 	seen := map[string]bool{}
 	for i, t := range p.TicketTypes {
@@ -229,22 +270,26 @@ func validateProject(v *apperr.Validator, p *Project) {
 
 const projectColumns = `id, organization_id, key, name, COALESCE(repo_forge, ''), COALESCE(repo_url, ''), COALESCE(repo_default_branch, ''),
 COALESCE(repo_credentials_ref, ''), COALESCE(repo_api_url, ''), COALESCE(repo_webhook_secret_ref, ''), merge_policy, required_approvals, required_checks, concurrency_limit, budget_ticket_micros,
-budget_day_micros, ticket_types, paused, created_at, updated_at, version`
+budget_day_micros, ticket_types, paused, created_at, updated_at, version, notify_escalate_after`
 
 func scanProject(rows *store.Rows, i int) (Project, error) {
 	var p Project
 	var r Repository
 	var checks, types string
 	var ticket, day sql.NullInt64
+	var escalate sql.NullString
 	var c, u int64
 	if err := rows.Scan(i, &p.ID, &p.OrganizationID, &p.Key, &p.Name, &r.Forge, &r.URL, &r.DefaultBranch, &r.CredentialsRef, &r.APIURL, &r.WebhookSecretRef,
-		&p.MergePolicy.Mode, &p.MergePolicy.RequiredApprovals, &checks, &p.ConcurrencyLimit, &ticket, &day, &types, &p.Paused, &c, &u, &p.Version); err != nil {
+		&p.MergePolicy.Mode, &p.MergePolicy.RequiredApprovals, &checks, &p.ConcurrencyLimit, &ticket, &day, &types, &p.Paused, &c, &u, &p.Version, &escalate); err != nil {
 		return p, fmt.Errorf("scan project: %w", err)
 	}
 	if r.Forge != "" {
 		p.Repository = &r
 	}
 	p.Budgets.PerTicketUSD, p.Budgets.PerDayUSD = fromMicros(ticket), fromMicros(day)
+	if escalate.Valid {
+		p.Notify.EscalateAfter = &escalate.String
+	}
 	if err := json.Unmarshal([]byte(checks), &p.MergePolicy.RequiredChecks); err != nil {
 		return p, fmt.Errorf("project %s required_checks: %w", p.ID, err)
 	}
@@ -270,6 +315,14 @@ func toMicros(d *budget.Dollars) any {
 	return d.Micros()
 }
 
+// optional is a stored optional text: NULL for nil.
+func optional(s *string) any {
+	if s == nil {
+		return nil
+	}
+	return *s
+}
+
 func nullIfEmpty(s string) any {
 	if s == "" {
 		return nil
@@ -288,7 +341,7 @@ func projectValues(p *Project) []any {
 	types, _ := json.Marshal(p.TicketTypes)
 	return []any{p.Name, nullIfEmpty(r.Forge), nullIfEmpty(r.URL), nullIfEmpty(r.DefaultBranch), nullIfEmpty(r.CredentialsRef),
 		nullIfEmpty(r.APIURL), nullIfEmpty(r.WebhookSecretRef), p.MergePolicy.Mode, p.MergePolicy.RequiredApprovals, string(checks), p.ConcurrencyLimit,
-		toMicros(p.Budgets.PerTicketUSD), toMicros(p.Budgets.PerDayUSD), string(types), p.Paused}
+		toMicros(p.Budgets.PerTicketUSD), toMicros(p.Budgets.PerDayUSD), string(types), p.Paused, optional(p.Notify.EscalateAfter)}
 }
 
 // checkSecretRefs refuses a repository whose secret references the
@@ -362,7 +415,7 @@ func (s *Service) CreateProject(ctx context.Context, actor event.Actor, orgID st
 		Events: []event.Event{event.Of(actor, orgID, p.ID, p.ID, ProjectCreated(p))},
 		Statements: []store.Statement{store.Stmt(`INSERT INTO projects (id, organization_id, key, name, repo_forge, repo_url, repo_default_branch,
 repo_credentials_ref, repo_api_url, repo_webhook_secret_ref, merge_policy, required_approvals, required_checks, concurrency_limit,
-budget_ticket_micros, budget_day_micros, ticket_types, paused, created_at, updated_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`,
+budget_ticket_micros, budget_day_micros, ticket_types, paused, notify_escalate_after, created_at, updated_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`,
 			append(append([]any{p.ID, orgID, p.Key}, projectValues(&p)...), now.UnixMilli(), now.UnixMilli())...)},
 	}
 	if err := s.Applier.Apply(ctx, t); err != nil {
@@ -445,6 +498,17 @@ func patchProject(p Project, version int64, in ProjectPatch) (Project, ProjectCh
 		p.Paused = *in.Paused
 		changes.Paused = new(p.Paused)
 	}
+	if in.Notify.Set {
+		n := Notify{} // null: the platform's settings
+		if in.Notify.Value != nil {
+			n = p.Notify
+			if e := in.Notify.Value.EscalateAfter; e.Set {
+				n.EscalateAfter = e.Value
+			}
+		}
+		p.Notify = n
+		changes.Notify = new(p.Notify)
+	}
 	validateProject(&v, &p)
 	if err := v.Err(); err != nil {
 		return Project{}, changes, err
@@ -476,7 +540,7 @@ func (s *Service) UpdateProject(ctx context.Context, actor event.Actor, p Projec
 		Events: []event.Event{event.Of(actor, p.OrganizationID, p.ID, p.ID, payload)},
 		Guarded: []store.Statement{store.Stmt(`UPDATE projects SET name = ?, repo_forge = ?, repo_url = ?, repo_default_branch = ?,
 repo_credentials_ref = ?, repo_api_url = ?, repo_webhook_secret_ref = ?, merge_policy = ?, required_approvals = ?, required_checks = ?, concurrency_limit = ?, budget_ticket_micros = ?,
-budget_day_micros = ?, ticket_types = ?, paused = ?, updated_at = ?, version = version + 1 WHERE id = ? AND version = ?`,
+budget_day_micros = ?, ticket_types = ?, paused = ?, notify_escalate_after = ?, updated_at = ?, version = version + 1 WHERE id = ? AND version = ?`,
 			append(projectValues(&p), now.UnixMilli(), p.ID, version)...)},
 	}
 	if s.Hooks.ProjectChanged != nil {

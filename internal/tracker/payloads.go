@@ -1,6 +1,8 @@
 package tracker
 
 import (
+	"time"
+
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/strictjson"
 )
@@ -14,7 +16,7 @@ import (
 var Events = []event.Payload{
 	TicketCreated{}, TicketUpdated{}, TicketStateChanged{}, TicketBlockerAdded{}, TicketBlockerRemoved{},
 	EpicCreated{}, EpicUpdated{}, EpicStateChanged{}, EpicBlockerAdded{}, EpicBlockerRemoved{},
-	QuestionAsked{}, QuestionAnswered{},
+	QuestionAsked{}, QuestionAnswered{}, QuestionEscalated{},
 }
 
 type (
@@ -42,6 +44,7 @@ func (TicketBlockerRemoved) EventType() string { return "ticket.blocker_removed"
 func (EpicBlockerRemoved) EventType() string   { return "epic.blocker_removed" }
 func (QuestionAsked) EventType() string        { return "question.asked" }
 func (QuestionAnswered) EventType() string     { return "question.answered" }
+func (QuestionEscalated) EventType() string    { return "question.escalated" }
 
 // createdPayload is it's *.created payload.
 func createdPayload(it Item) event.Payload {
@@ -130,4 +133,15 @@ type QuestionAnswered struct {
 	Blocking             bool   `json:"blocking"`
 	Answer               string `json:"answer"`
 	LastBlockingAnswered bool   `json:"last_blocking_answered"` // no blocking question of the item is open any more
+}
+
+// QuestionEscalated is the payload of question.escalated: a blocking
+// question was still open after the project's escalate_after, and its
+// project's admins are told (docs/notifications.md).
+type QuestionEscalated struct {
+	Item    string    `json:"item"` // the item's key
+	ItemID  string    `json:"item_id"`
+	Text    string    `json:"text"`
+	AskedAt time.Time `json:"asked_at"`
+	After   string    `json:"after"` // the escalate_after that passed, e.g. "4h0m0s"
 }

@@ -42,23 +42,27 @@ type Question struct {
 	Answer         *string    `json:"answer"`
 	AnsweredBy     *string    `json:"answered_by"` // the subject who answered
 	AnsweredAt     *time.Time `json:"answered_at"`
-	Version        int64      `json:"version"`
+	// EscalatedAt is when the question, blocking and still open after
+	// [notify] escalate_after, was escalated to the project's admins
+	// (null: not escalated).
+	EscalatedAt *time.Time `json:"escalated_at"`
+	Version     int64      `json:"version"`
 }
 
 const questionColumns = `q.id, q.organization_id, q.project_id, i.key, q.item_id, q.text, q.blocking, q.asked_by_kind, q.asked_by, q.asked_at,
-q.answer, q.answered_by, COALESCE(q.answered_at, 0), q.version`
+q.answer, q.answered_by, COALESCE(q.answered_at, 0), q.version, COALESCE(q.escalated_at, 0)`
 
 const questionFrom = ` FROM questions q JOIN items i ON i.id = q.item_id`
 
 func scanQuestion(rows *store.Rows, i int) (Question, error) {
 	var q Question
 	var answer, by sql.NullString
-	var asked, answered int64
+	var asked, answered, escalated int64
 	if err := rows.Scan(i, &q.ID, &q.OrganizationID, &q.ProjectID, &q.Item, &q.ItemID, &q.Text, &q.Blocking, &q.AskedBy.Kind, &q.AskedBy.Subject,
-		&asked, &answer, &by, &answered, &q.Version); err != nil {
+		&asked, &answer, &by, &answered, &q.Version, &escalated); err != nil {
 		return q, fmt.Errorf("scan question: %w", err)
 	}
-	q.AskedAt, q.AnsweredAt = store.Time(asked), store.OptionalTime(answered)
+	q.AskedAt, q.AnsweredAt, q.EscalatedAt = store.Time(asked), store.OptionalTime(answered), store.OptionalTime(escalated)
 	if answer.Valid {
 		q.Answer, q.AnsweredBy = &answer.String, &by.String
 	}
@@ -194,4 +198,23 @@ func answerQuestion(actor event.Actor, q Question, others int64, answer string, 
 WHERE id = ? AND version = ? AND answer IS NULL AND `+openBlocking+` = ?`,
 			answer, actor.Sub, now.UnixMilli(), q.ID, q.Version, q.ItemID, q.ID, others)},
 	}, last, nil
+}
+
+// EscalateQuestion decides escalating q, as read, at now: the part of a
+// transition (for the notifier's escalation job) that marks it escalated
+// and records question.escalated, guarded so that it commits only while
+// the question is still open and not escalated (a question answered, or
+// escalated by another instance, meanwhile loses the race). ok is false
+// when q, as read, is no blocking open question or was escalated already:
+// there is nothing to escalate.
+func EscalateQuestion(actor event.Actor, q Question, after time.Duration, now time.Time) (t transition.Transition, ok bool) {
+	if !q.Blocking || q.Answer != nil || q.EscalatedAt != nil {
+		return t, false
+	}
+	payload := QuestionEscalated{Item: q.Item, ItemID: q.ItemID, Text: q.Text, AskedAt: q.AskedAt, After: after.String()}
+	return transition.Transition{
+		Events: []event.Event{event.Of(actor, q.OrganizationID, q.ProjectID, q.ID, payload)},
+		Guarded: []store.Statement{store.Stmt(`UPDATE questions SET escalated_at = ?, version = version + 1 WHERE id = ? AND answer IS NULL AND escalated_at IS NULL`,
+			now.UnixMilli(), q.ID)},
+	}, true
 }

@@ -182,6 +182,9 @@ export interface Flow {
   started_at: string;
   updated_at: string;
   version: number;
+  // escalated_at: the approval it waits for was escalated to the project's
+  // admins then (absent: not escalated).
+  escalated_at?: string;
 }
 
 export interface Question {
@@ -194,6 +197,14 @@ export interface Question {
   answer: string | null;
   answered_by: string | null;
   answered_at: string | null;
+  escalated_at: string | null; // escalated to the project's admins, still open after escalate_after
+}
+
+// Subscription is the caller's subscription to a ticket.
+export interface Subscription {
+  item: string;
+  subscribed: boolean;
+  created_at: string | null;
 }
 
 export interface Usage {
@@ -343,6 +354,9 @@ export const tickets = {
   ask: (key: string, text: string, blocking: boolean) => post<Question>(itemPath(key) + "/questions", { text, blocking }),
   answer: (question: string, answer: string) => post<Question>(`/api/v1/questions/${enc(question)}/answer`, { answer }),
   log: (run: string, offset: number) => get<LogChunk>(`/api/v1/runs/${enc(run)}/log?offset=${offset}`),
+  subscription: (key: string) => get<Subscription>(itemPath(key) + "/subscription"),
+  subscribe: (key: string, on: boolean) =>
+    on ? request<Subscription>("PUT", itemPath(key) + "/subscription") : del<void>(itemPath(key) + "/subscription"),
 };
 
 // setKillSwitch pulls (on) or releases the platform's kill switch.

@@ -24,7 +24,12 @@ import (
 func TestEveryEventTypeHasAHistory(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
-		w := newFlowWorld(t, s, func(c *config.Config) { c.Knowledge.Wait.Duration = time.Millisecond })
+		w := newFlowWorld(t, s, func(c *config.Config) {
+			c.Knowledge.Wait.Duration = time.Millisecond
+			// Waits escalate, and a queued run lacks a runner, at once.
+			c.Notify.EscalateAfter.Duration = time.Millisecond
+			c.Runs.UnclaimedAfter.Duration = time.Millisecond
+		})
 		writeEveryEventType(t, w)
 
 		ctx := context.Background()
@@ -190,12 +195,37 @@ func writeEveryEventType(t *testing.T, w *flowWorld) {
 		w.await(key, "stopped", func(f flowView) bool { return f.Status == "stopped" })
 	}
 
+	// An approval left waiting (and the stuck flow's question): escalated
+	// once the notifier has seen them (escalate_after is 1ms here). A
+	// flow whose run no runner takes: the reconciler records it. A
+	// subscription, ended.
+	waiting := w.ticket("bug")
+	w.Admin(200, "POST", "/api/v1/items/"+waiting+"/flow/start", nil)
+	w.await(waiting, "approval", func(f flowView) bool { return f.Waiting == "approval" })
+	unclaimed := w.ticket("task")
+	w.Admin(200, "POST", "/api/v1/items/"+unclaimed+"/flow/start", nil)
+	w.await(unclaimed, "its run", func(f flowView) bool { return f.Run != "" })
+	if _, err := w.Core.Reconciler.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.Admin(200, "PUT", "/api/v1/items/"+waiting+"/subscription", nil)
+	w.Admin(204, "DELETE", "/api/v1/items/"+waiting+"/subscription", nil)
+
 	// Notifications: the bootstrap admin created the tickets, so it hears
 	// of their approvals and questions; it marks them read.
 	if made, err := w.Core.Notifier.Pass(ctx); err != nil || made == 0 {
 		t.Fatalf("the notifier made %d notifications: %v", made, err)
 	}
 	w.Admin(200, "POST", "/api/v1/me/notifications/inbox/read", nil)
+	for _, typ := range []string{"question.escalated", "flow.approval_escalated"} {
+		deadline := time.Now().Add(apitest.HangGuard)
+		for storetest.Count(t, w.Store, `SELECT COUNT(*) FROM events WHERE type = ?`, typ) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s: the escalation jobs did not run", typ)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 
 	// A runner that drains, then is gone for longer than the retention.
 	gone := w.NewRunner("gone")

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ballet/ballet/internal/config"
 	"github.com/ballet/ballet/internal/testkit/apitest"
@@ -310,4 +311,44 @@ func TestLiveResume(t *testing.T) {
 	p.WaitText(`h1`, "During the drop")
 	p.NotReloaded()
 	p.Check("ticket-after-resume")
+}
+
+// TestEscalationAndSubscription: an approval and a blocking question that
+// waited longer than escalate_after (1ms here) show as escalated on their
+// ticket pages, live; the Subscribe button subscribes the person signed in,
+// and unsubscribes them.
+func TestEscalationAndSubscription(t *testing.T) {
+	w := NewWorld(t, func(c *config.Config) { c.Notify.EscalateAfter.Duration = time.Millisecond })
+	w.Publish("default", approvalPipeline, 0)
+	w.Admin(201, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "Waits long", "state": "ready"})
+	w.Admin(201, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "Asks"})
+	w.Runner.Complete(w.Runner.MustLease(), "done", "implemented")
+	w.AwaitFlow("ACME-1", "the approval", func(f Flow) bool { return f.Waiting == "approval" })
+
+	p := NewPage(t, w.URL)
+	p.SignIn(apitest.BootstrapToken, "/items/ACME-1")
+	p.WaitText(`[data-testid="flow-escalated"]`, "escalated to the project's admins")
+	p.Check("ticket-approval-escalated")
+
+	p.Open("/items/ACME-2")
+	p.WaitText(`[data-testid="subscribe"]`, "Subscribe")
+	w.Admin(201, "POST", "/api/v1/items/ACME-2/questions", map[string]any{"text": "Which port?", "blocking": true})
+	p.WaitText(`[data-testid="question-escalated"]`, "escalated")
+	p.Check("ticket-question-escalated")
+
+	subscribed := func() bool {
+		var s struct{ Subscribed bool }
+		w.Admin(200, "GET", "/api/v1/items/ACME-2/subscription", nil).JSON(t, &s)
+		return s.Subscribed
+	}
+	p.ClickButton(`.ticket-head`, "Subscribe")
+	p.WaitText(`[data-testid="subscribe"]`, "Unsubscribe")
+	if !subscribed() {
+		t.Fatal("the Subscribe button did not subscribe")
+	}
+	p.ClickButton(`.ticket-head`, "Unsubscribe")
+	p.WaitJS(`document.querySelector('[data-testid="subscribe"]').textContent === "Subscribe"`, "the button to say Subscribe again")
+	if subscribed() {
+		t.Fatal("the Unsubscribe button did not unsubscribe")
+	}
 }

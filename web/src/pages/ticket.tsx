@@ -2,7 +2,7 @@
 // run's live log) and its history, live through the item:KEY stream.
 import { Fragment } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { enc, listEvents, permissions, tickets, type BalletEvent, type Flow, type Item, type Question, type Run } from "../api";
+import { enc, listEvents, permissions, tickets, type BalletEvent, type Flow, type Item, type Question, type Run, type Subscription } from "../api";
 import { useAction, useDebounced, useLoad } from "../load";
 import { subscribe } from "../realtime";
 import { Timeline } from "../timeline";
@@ -14,19 +14,21 @@ interface Details {
   questions: Question[];
   runs: Run[];
   perms: Set<string>;
+  subscription: Subscription;
 }
 
 export default function Page({ item: key }: Record<string, string>) {
   const details = useLoad(async (): Promise<Details> => {
     const item = await tickets.get(key);
-    const [flow, questions, runs, perms] = await Promise.all([
+    const [flow, questions, runs, perms, subscription] = await Promise.all([
       // The item says when it has no flow: no request, no 404 in the console.
       item.flow === null ? null : tickets.flow(key),
       tickets.questions(key),
       tickets.runs(key),
       permissionsOrNone(() => permissions(item.project_id)),
+      tickets.subscription(key),
     ]);
-    return { item, flow, questions, runs, perms };
+    return { item, flow, questions, runs, perms, subscription };
   }, [key]);
   const history = useLoad(() => listEvents(key), [key]);
   const [live, setLive] = useState<BalletEvent[]>([]);
@@ -96,6 +98,8 @@ function Header({ d, canWrite, onChange }: { d: Details; canWrite: boolean; onCh
     await run(() => tickets.move(it, to).then(onChange));
   };
   const start = () => run(() => tickets.start(it.key).then(onChange));
+  const subscribed = d.subscription.subscribed;
+  const toggle = () => run(() => tickets.subscribe(it.key, !subscribed).then(onChange));
   const project = it.key.slice(0, it.key.lastIndexOf("-"));
   return (
     <header class="ticket-head">
@@ -131,6 +135,16 @@ function Header({ d, canWrite, onChange }: { d: Details; canWrite: boolean; onCh
           )}
         </div>
       )}
+      <p class="row">
+        <button type="button" disabled={busy} aria-pressed={subscribed} data-testid="subscribe" onClick={toggle}>
+          {subscribed ? "Unsubscribe" : "Subscribe"}
+        </button>
+        <span class="muted">
+          {subscribed
+            ? "You are told of its questions, approvals, failure and completion."
+            : "Subscribe to be told of its questions, approvals, failure and completion."}
+        </span>
+      </p>
       <Alert error={error} />
       {dialog}
     </header>
@@ -241,6 +255,14 @@ function FlowSection({ d, canWrite, onChange }: { d: Details; canWrite: boolean;
             <Badge kind="attention">{f.attention === "no_runner" ? "no runner can run it" : f.attention}</Badge>
           </>
         )}
+        {waitsApproval && f.escalated_at && (
+          <>
+            {" "}
+            <span data-testid="flow-escalated">
+              <Badge kind="attention">escalated</Badge> to the project's admins <Ago at={f.escalated_at} />
+            </span>
+          </>
+        )}
       </p>
       <ol class="stages" aria-label="Stages">
         {f.stages.map((s) => (
@@ -336,7 +358,13 @@ function QuestionView({ q, canWrite, onChange }: { q: Question; canWrite: boolea
   return (
     <li class="card" data-testid="question" data-open={q.answer === null ? "1" : "0"}>
       <p class="text">
-        {q.blocking && <Badge kind="question">blocking</Badge>} {q.text}
+        {q.blocking && <Badge kind="question">blocking</Badge>}{" "}
+        {q.answer === null && q.escalated_at && (
+          <span data-testid="question-escalated">
+            <Badge kind="attention">escalated</Badge>{" "}
+          </span>
+        )}
+        {q.text}
       </p>
       <p class="muted">
         asked by {q.asked_by.subject} <Ago at={q.asked_at} />
