@@ -54,6 +54,7 @@ type Config struct {
 	Runner   Runner   `toml:"runner"`
 	Adapters Adapters `toml:"adapters"`
 	Secrets  Secrets  `toml:"secrets"`
+	Digest   Digest   `toml:"digest"`
 
 	// File is the file the configuration was loaded from ("": none), one
 	// of the files no secret reference may name.
@@ -280,6 +281,13 @@ type Reconciler struct {
 	Slack    Duration `toml:"slack"`    // 5m beyond a stage's timeout
 }
 
+// Digest configures the digest: per person, per period, what needs them,
+// what finished, what failed and the spend (docs/notifications.md).
+type Digest struct {
+	Enabled bool     `toml:"enabled"` // false turns the digest off platform-wide (true)
+	Every   Duration `toml:"every"`   // the period (24h; at least 1m)
+}
+
 // Scheduler configures the scheduler that starts ready tickets.
 type Scheduler struct {
 	Interval      Duration `toml:"interval"`       // safety-net pass (10s)
@@ -384,6 +392,7 @@ func Default() Config {
 			OpenCode:   OpenCode{Command: "opencode", Model: "claude-sonnet-4-5", Provider: "anthropic"},
 		},
 		Secrets: Secrets{Allow: []string{}},
+		Digest:  Digest{Enabled: true, Every: Duration{24 * time.Hour}},
 	}
 }
 
