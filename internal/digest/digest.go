@@ -103,10 +103,10 @@ type Failure struct {
 
 // Spend is a project's spend against its daily budget.
 type Spend struct {
-	Today  budget.Spent    `json:"today_usd"`  // in the budget day that contains the digest's time
+	Today  budget.Spent    `json:"today_usd"`   // in the budget day that contains the digest's time
 	PerDay *budget.Dollars `json:"per_day_usd"` // the daily budget (null: none)
-	Period budget.Spent    `json:"period_usd"` // since the start of the period
-	Runs   int64           `json:"runs"`       // runs finished in the period
+	Period budget.Spent    `json:"period_usd"`  // since the start of the period
+	Runs   int64           `json:"runs"`        // runs finished in the period
 }
 
 // Events are the payload types of the events digest writes.

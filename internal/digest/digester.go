@@ -248,6 +248,6 @@ func Person(subject string, platformAdmin func(string) bool) access.Principal {
 	return person{subject: subject, admin: platformAdmin != nil && platformAdmin(subject)}
 }
 
-func (p person) AccessSubject() string               { return p.subject }
-func (p person) IsPlatformAdmin() bool               { return p.admin }
+func (p person) AccessSubject() string                 { return p.subject }
+func (p person) IsPlatformAdmin() bool                 { return p.admin }
 func (p person) TokenGrant() (g access.Grant, ok bool) { return access.Grant{}, false }
