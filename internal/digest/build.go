@@ -73,12 +73,12 @@ type Builder struct {
 // what needs p at now and the spend since since. Only the projects p may
 // read now are in it: where p lost access, nothing of the project is.
 func (b *Builder) Build(ctx context.Context, p access.Principal, from, to int64, since, now time.Time) (Digest, error) {
-	d := Digest{FromSeq: from, ToSeq: to, Since: since.UTC(), At: now.UTC(), Projects: []Project{}}
+	d := Digest{FromSeq: from, ToSeq: to, Since: since.UTC(), At: now.UTC(), Projects: []DigestProject{}}
 	rd, err := b.Access.Readable(ctx, p)
 	if err != nil {
 		return d, fmt.Errorf("where the person may read: %w", err)
 	}
-	c := &collect{b: b, rd: rd, byKey: map[string]*Project{}, byID: map[string]*Project{}, oldest: map[*Project]time.Time{}, filled: map[*Project]bool{}}
+	c := &collect{b: b, rd: rd, byKey: map[string]*DigestProject{}, byID: map[string]*DigestProject{}, oldest: map[*DigestProject]time.Time{}, filled: map[*DigestProject]bool{}}
 	needs, err := b.Needs.List(ctx, p, MaxNeeds)
 	if err != nil {
 		return d, fmt.Errorf("what needs the person: %w", err)
@@ -86,7 +86,7 @@ func (b *Builder) Build(ctx context.Context, p access.Principal, from, to int64,
 	d.NeedsTruncated = needs.Truncated
 	for _, e := range needs.Items {
 		pr := c.projectByKey(e.Org, e.Project)
-		pr.Needs = append(pr.Needs, Need{Kind: e.Kind, Item: e.Item, Title: e.Title, Since: e.Since, Detail: e.Detail,
+		pr.Needs = append(pr.Needs, DigestNeed{Kind: e.Kind, Item: e.Item, Title: e.Title, Since: e.Since, Detail: e.Detail,
 			Link: b.link(itemPath(e.Item, needAnchor(e.Kind)))})
 		if _, ok := c.oldest[pr]; !ok {
 			c.oldest[pr] = e.Since // needs come oldest first
@@ -104,7 +104,7 @@ func (b *Builder) Build(ctx context.Context, p access.Principal, from, to int64,
 		d.Failures += len(pr.Failures)
 		d.Projects = append(d.Projects, *pr)
 	}
-	slices.SortStableFunc(d.Projects, func(x, y Project) int {
+	slices.SortStableFunc(d.Projects, func(x, y DigestProject) int {
 		ox, okx := c.oldest[c.byKey[x.Org+"/"+x.Project]]
 		oy, oky := c.oldest[c.byKey[y.Org+"/"+y.Project]]
 		switch {
@@ -128,18 +128,18 @@ func (b *Builder) Build(ctx context.Context, p access.Principal, from, to int64,
 type collect struct {
 	b      *Builder
 	rd     access.Readable
-	list   []*Project
-	byKey  map[string]*Project // org slug/project key
-	byID   map[string]*Project // project id (those found by id)
-	oldest map[*Project]time.Time
-	filled map[*Project]bool // name and budget read
+	list   []*DigestProject
+	byKey  map[string]*DigestProject // org slug/project key
+	byID   map[string]*DigestProject // project id (those found by id)
+	oldest map[*DigestProject]time.Time
+	filled map[*DigestProject]bool // name and budget read
 }
 
-func (c *collect) projectByKey(org, key string) *Project {
+func (c *collect) projectByKey(org, key string) *DigestProject {
 	if pr, ok := c.byKey[org+"/"+key]; ok {
 		return pr
 	}
-	pr := &Project{Org: org, Project: key, Link: c.b.link("/projects/" + key), Needs: []Need{}, Finished: []Finished{}, Failures: []Failure{}}
+	pr := &DigestProject{Org: org, Project: key, Link: c.b.link("/projects/" + key), Needs: []DigestNeed{}, Finished: []DigestFinished{}, Failures: []DigestFailure{}}
 	c.byKey[org+"/"+key] = pr
 	c.list = append(c.list, pr)
 	return pr
@@ -147,7 +147,7 @@ func (c *collect) projectByKey(org, key string) *Project {
 
 // projectByID returns the digest's part of a project p may read (nil when
 // p may not read it now, or it is gone).
-func (c *collect) projectByID(ctx context.Context, orgID, projectID string) (*Project, error) {
+func (c *collect) projectByID(ctx context.Context, orgID, projectID string) (*DigestProject, error) {
 	if !c.readable(orgID, projectID) {
 		return nil, nil
 	}
@@ -175,7 +175,7 @@ func (c *collect) projectByID(ctx context.Context, orgID, projectID string) (*Pr
 }
 
 // fill sets a project's name and daily budget.
-func (c *collect) fill(pr *Project, proj tenancy.Project) {
+func (c *collect) fill(pr *DigestProject, proj tenancy.Project) {
 	pr.Name = proj.Name
 	if proj.Budgets.PerDayUSD != nil {
 		v := *proj.Budgets.PerDayUSD
@@ -218,14 +218,14 @@ func (c *collect) event(ctx context.Context, e event.Event) error {
 	if e.ProjectID == "" || !c.readable(e.OrganizationID, e.ProjectID) {
 		return nil
 	}
-	var add func(pr *Project, it tracker.Item)
+	var add func(pr *DigestProject, it tracker.Item)
 	flowID := ""
 	if s, ok, err := event.Decode[tracker.TicketStateChanged](e); ok || err != nil {
 		if err != nil || s.To != tracker.StateDone {
 			return err
 		}
-		add = func(pr *Project, it tracker.Item) {
-			pr.Finished = append(pr.Finished, Finished{Kind: FinishedTicket, Item: it.Key, Title: it.Title, At: e.OccurredAt,
+		add = func(pr *DigestProject, it tracker.Item) {
+			pr.Finished = append(pr.Finished, DigestFinished{Kind: FinishedTicket, Item: it.Key, Title: it.Title, At: e.OccurredAt,
 				Link: c.b.link(itemPath(it.Key, ""))})
 		}
 		return c.onItem(ctx, e, e.EntityID, add)
@@ -254,8 +254,8 @@ func (c *collect) event(ctx context.Context, e event.Event) error {
 			return err
 		}
 		flowID = e.EntityID
-		add = func(p *Project, it tracker.Item) {
-			p.Finished = append(p.Finished, Finished{Kind: FinishedMerge, Item: it.Key, Title: it.Title, At: e.OccurredAt,
+		add = func(p *DigestProject, it tracker.Item) {
+			p.Finished = append(p.Finished, DigestFinished{Kind: FinishedMerge, Item: it.Key, Title: it.Title, At: e.OccurredAt,
 				Link: c.b.link(itemPath(it.Key, "flow")), PullRequest: pr})
 		}
 	}
@@ -270,16 +270,16 @@ func (c *collect) event(ctx context.Context, e event.Event) error {
 }
 
 // failure adds a flow that failed or got stuck.
-func (c *collect) failure(e event.Event, kind, anchor string, reasons ...string) func(*Project, tracker.Item) {
-	return func(pr *Project, it tracker.Item) {
-		pr.Failures = append(pr.Failures, Failure{Kind: kind, Item: it.Key, Title: it.Title, At: e.OccurredAt,
+func (c *collect) failure(e event.Event, kind, anchor string, reasons ...string) func(*DigestProject, tracker.Item) {
+	return func(pr *DigestProject, it tracker.Item) {
+		pr.Failures = append(pr.Failures, DigestFailure{Kind: kind, Item: it.Key, Title: it.Title, At: e.OccurredAt,
 			Reason: clip(cmp.Or(reasons...)), Link: c.b.link(itemPath(it.Key, anchor))})
 	}
 }
 
 // onItem reads the ticket an event concerns and adds it to its project's
 // part (nothing when the ticket or its project is gone or unreadable).
-func (c *collect) onItem(ctx context.Context, e event.Event, itemID string, add func(*Project, tracker.Item)) error {
+func (c *collect) onItem(ctx context.Context, e event.Event, itemID string, add func(*DigestProject, tracker.Item)) error {
 	it, err := c.b.Items.FindItem(ctx, itemID)
 	if apperr.Code(err) == apperr.NotFound {
 		return nil

@@ -39,28 +39,28 @@ type Digest struct {
 	NeedsTruncated bool `json:"needs_truncated"`
 	// Empty: nothing needs the person, finished or failed; such a digest is
 	// not mailed.
-	Empty    bool      `json:"empty"`
-	Projects []Project `json:"projects"` // the oldest wait first, then by organization and key
+	Empty    bool            `json:"empty"`
+	Projects []DigestProject `json:"projects"` // the oldest wait first, then by organization and key
 	// NextAt is when the person's next digest closes (GET /api/v1/me/digest
 	// only; null when they get none: their choice is off, they have no
 	// confirmed address, or the digest is off platform-wide).
 	NextAt *time.Time `json:"next_at"`
 }
 
-// Project is one project's part of a digest.
-type Project struct {
-	Org      string     `json:"org"`     // the organization's slug
-	Project  string     `json:"project"` // the project's key
-	Name     string     `json:"name"`
-	Link     string     `json:"link"` // the project's board
-	Needs    []Need     `json:"needs"`
-	Finished []Finished `json:"finished"`
-	Failures []Failure  `json:"failures"`
-	Spend    Spend      `json:"spend"`
+// DigestProject is one project's part of a digest.
+type DigestProject struct {
+	Org      string           `json:"org"`     // the organization's slug
+	Project  string           `json:"project"` // the project's key
+	Name     string           `json:"name"`
+	Link     string           `json:"link"` // the project's board
+	Needs    []DigestNeed     `json:"needs"`
+	Finished []DigestFinished `json:"finished"`
+	Failures []DigestFailure  `json:"failures"`
+	Spend    DigestSpend      `json:"spend"`
 }
 
-// Need is one thing waiting for the person (needsme's kinds).
-type Need struct {
+// DigestNeed is one thing waiting for the person (needsme's kinds).
+type DigestNeed struct {
 	Kind   string    `json:"kind"` // question, approval, review, merge, stuck, no_runner, budget, pause
 	Item   string    `json:"item"` // the ticket's key
 	Title  string    `json:"title"`
@@ -75,8 +75,8 @@ const (
 	FinishedMerge  = "pull_request_merged" // a merge stage saw its pull request merged
 )
 
-// Finished is a ticket done or a pull request merged in the period.
-type Finished struct {
+// DigestFinished is a ticket done or a pull request merged in the period.
+type DigestFinished struct {
 	Kind        string    `json:"kind"` // ticket_done or pull_request_merged
 	Item        string    `json:"item"`
 	Title       string    `json:"title"`
@@ -91,8 +91,8 @@ const (
 	FailureStuck  = "flow_stuck"  // the reconciler flagged a flow stuck
 )
 
-// Failure is a flow that failed or got stuck in the period.
-type Failure struct {
+// DigestFailure is a flow that failed or got stuck in the period.
+type DigestFailure struct {
 	Kind   string    `json:"kind"` // flow_failed or flow_stuck
 	Item   string    `json:"item"`
 	Title  string    `json:"title"`
@@ -101,8 +101,8 @@ type Failure struct {
 	Link   string    `json:"link"`
 }
 
-// Spend is a project's spend against its daily budget.
-type Spend struct {
+// DigestSpend is a project's spend against its daily budget.
+type DigestSpend struct {
 	Today  budget.Spent    `json:"today_usd"`   // in the budget day that contains the digest's time
 	PerDay *budget.Dollars `json:"per_day_usd"` // the daily budget (null: none)
 	Period budget.Spent    `json:"period_usd"`  // since the start of the period

@@ -40,7 +40,7 @@ func SubjectLine(d Digest) string {
 func usd(s budget.Spent) string { return budget.USD(int64(s)) }
 
 // spendLine is a project's spend in a line.
-func spendLine(s Spend) string {
+func spendLine(s DigestSpend) string {
 	line := "spent " + usd(s.Today) + " today"
 	if s.PerDay != nil {
 		line += " of " + budget.USD(s.PerDay.Micros()) + " a day"
@@ -106,7 +106,7 @@ func Text(d Digest) string {
 }
 
 // cmpName is a project's name, else its key.
-func cmpName(p Project) string {
+func cmpName(p DigestProject) string {
 	if p.Name != "" {
 		return p.Name
 	}
