@@ -22,6 +22,7 @@ import (
 	"github.com/ballet/ballet/internal/pipeline"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/tenancy"
+	"github.com/ballet/ballet/internal/testkit/hang"
 	"github.com/ballet/ballet/internal/testkit/storetest"
 	"github.com/ballet/ballet/internal/tracker"
 	"github.com/ballet/ballet/internal/transition"
@@ -611,3 +612,36 @@ func TestSend(t *testing.T) {
 type registry map[string]job.Handler
 
 func (r registry) Handle(kind string, h job.Handler) { r[kind] = h }
+
+// TestRunWakesAtTheBoundary: the leader's loop, on a fake clock, writes a
+// person's digest when their period closes — not before — without a nudge
+// or a poll in between (its poll interval here is longer than the period).
+func TestRunWakesAtTheBoundary(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		w := newWorld(t, s)
+		w.org("acme")
+		w.project("acme", "ACME", nil)
+		w.member("acme", "", "ann", access.Member)
+		w.settings("ann", digest.ChoicePeriod, nil, "UTC")
+		g := w.digester()
+		g.Interval = 48 * time.Hour
+		ctx, cancel := context.WithCancel(t.Context())
+		stopped := make(chan struct{})
+		go func() { g.Run(ctx); close(stopped) }()
+		defer func() { cancel(); hang.Recv(t, stopped, "the digester to stop") }()
+		hang.BlockUntil(t, w.clk, 1, "the first pass")
+		if got := w.rows("ann"); len(got) != 1 {
+			t.Fatalf("after the first pass: %v", got)
+		}
+		w.clk.Advance(12*time.Hour - time.Minute) // 23:59
+		hang.BlockUntil(t, w.clk, 1, "the loop to sleep again")
+		if got := w.rows("ann"); len(got) != 1 {
+			t.Fatalf("before midnight: %v", got)
+		}
+		w.clk.Advance(time.Minute) // midnight: the period closes
+		hang.BlockUntil(t, w.clk, 1, "the pass at midnight")
+		if got := w.rows("ann"); len(got) != 2 || !strings.HasPrefix(got[1], "2026-12-07T00:00:00Z") {
+			t.Fatalf("at midnight: %v", got)
+		}
+	})
+}
