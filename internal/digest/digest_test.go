@@ -87,7 +87,8 @@ func (w *world) member(org, project, subject, role string) {
 		w.orgs[org], pid, subject, role)
 }
 
-// settings gives a person a confirmed address and a digest choice.
+// settings gives a person a confirmed address and a digest choice, saved
+// long ago.
 func (w *world) settings(subject, choice string, hour any, zone string) {
 	w.exec(`INSERT INTO notification_settings (subject, email, email_source, email_confirmed_at, digest, digest_hour, time_zone, updated_at, version)
 VALUES (?, ?, 'entered', 1, ?, ?, ?, 0, 1)`, subject, subject+"@example.com", choice, hour, zone)
@@ -399,6 +400,33 @@ func TestNothingHappenedNothingSent(t *testing.T) {
 		}
 		if n := w.count(`SELECT COUNT(*) FROM jobs WHERE kind = 'digest.send'`); n != 1 {
 			t.Fatalf("%d mail jobs, want 1", n)
+		}
+	})
+}
+
+// TestFirstDigestAfterChoosing: a person who just chose a digest (or
+// confirmed their address) gets their first at the next boundary, not at
+// once for the period that closed before; it covers that period.
+func TestFirstDigestAfterChoosing(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		w := newWorld(t, s)
+		w.org("acme")
+		w.project("acme", "ACME", nil)
+		w.member("acme", "", "ann", access.Member)
+		w.settings("ann", digest.ChoicePeriod, nil, "UTC")
+		w.exec(`UPDATE notification_settings SET updated_at = ? WHERE subject = 'ann'`, w.clk.Now().UnixMilli())
+		_, id := w.item("ACME", "shipped")
+		w.emit("ACME", id, done())
+		g := w.digester()
+		if n := w.pass(g); n != 0 {
+			t.Fatalf("a digest at once: %v", w.rows("ann"))
+		}
+		w.clk.Advance(12 * time.Hour)
+		if n := w.pass(g); n != 1 {
+			t.Fatalf("at midnight %d digests, want 1", n)
+		}
+		if got := w.rows("ann"); len(got) != 1 || !strings.HasPrefix(got[0], "2026-12-07T00:00:00Z pending 0-") {
+			t.Errorf("the first digest: %v", got)
 		}
 	})
 }

@@ -80,6 +80,7 @@ func (g *Digester) Run(ctx context.Context) {
 type recipient struct {
 	subject  string
 	schedule Schedule
+	saved    time.Time // when their settings were last saved
 }
 
 // Pass writes the digest of every person whose period has closed and who
@@ -103,8 +104,8 @@ func (g *Digester) Pass(ctx context.Context) (next time.Time, wrote int, err err
 		}
 		b, ok := Boundary(r.schedule, g.Every, now)
 		last := lasts[r.subject]
-		if !ok || !Due(b, last) {
-			continue
+		if !ok || !Due(b, last) || (!last.Found && !b.After(r.saved)) {
+			continue // a person's first digest closes at the first boundary after they chose it
 		}
 		err := g.write(ctx, r, b, last, now)
 		switch {
@@ -177,7 +178,7 @@ ON CONFLICT (subject, period_key) DO NOTHING`,
 // address (entered and confirmed, or a verified OIDC claim) whose choice
 // is not off. It is a read model of notification_settings.
 func (g *Digester) recipients(ctx context.Context) ([]recipient, error) {
-	rows, err := g.Store.Query(ctx, `SELECT subject, digest, digest_hour, time_zone FROM notification_settings
+	rows, err := g.Store.Query(ctx, `SELECT subject, digest, digest_hour, time_zone, updated_at FROM notification_settings
 WHERE digest <> 'off' AND email IS NOT NULL AND (email_confirmed_at IS NOT NULL OR email_source = 'oidc') ORDER BY subject`)
 	if err != nil {
 		return nil, fmt.Errorf("read who gets a digest: %w", err)
@@ -187,7 +188,8 @@ WHERE digest <> 'off' AND email IS NOT NULL AND (email_confirmed_at IS NOT NULL 
 		var r recipient
 		var hour sql.NullInt64
 		var zone string
-		if err := rows.Scan(i, &r.subject, &r.schedule.Choice, &hour, &zone); err != nil {
+		var saved int64
+		if err := rows.Scan(i, &r.subject, &r.schedule.Choice, &hour, &zone, &saved); err != nil {
 			return nil, fmt.Errorf("read who gets a digest: %w", err)
 		}
 		if hour.Valid && hour.Int64 >= 0 && hour.Int64 <= 23 {
@@ -199,7 +201,7 @@ WHERE digest <> 'off' AND email IS NOT NULL AND (email_confirmed_at IS NOT NULL 
 			g.Log.Warn("a person's time zone is unknown: their digest follows UTC", "recipient", r.subject, "time_zone", zone)
 			loc = time.UTC
 		}
-		r.schedule.Location = loc
+		r.schedule.Location, r.saved = loc, store.Time(saved)
 		out = append(out, r)
 	}
 	return out, nil
