@@ -68,3 +68,11 @@ func TestDecideIsOneGuardedBatch(t *testing.T) {
 		}
 	})
 }
+
+// TestLatestIsIndexed: a person's latest digest is two index lookups,
+// however many digests the table holds (the leader reads it for every
+// person at every pass).
+func TestLatestIsIndexed(t *testing.T) {
+	s := storetest.Open(t, "sqlite")
+	storetest.NoTableScan(t, s, "the latest digest", LatestSQL, "ann", "ann")
+}

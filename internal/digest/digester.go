@@ -93,21 +93,24 @@ func (g *Digester) Pass(ctx context.Context) (next time.Time, wrote int, err err
 	if err != nil {
 		return next, 0, err
 	}
-	lasts, err := lastDigests(ctx, g.Store)
-	if err != nil {
-		return next, 0, err
-	}
 	var errs []error
 	for _, r := range people {
 		if n := Next(r.schedule, g.Every, now); !n.IsZero() && (next.IsZero() || n.Before(next)) {
 			next = n
 		}
 		b, ok := Boundary(r.schedule, g.Every, now)
-		last := lasts[r.subject]
-		if !ok || !Due(b, last) || (!last.Found && !b.After(r.saved)) {
+		if !ok {
+			continue
+		}
+		last, err := LastOf(ctx, g.Store, r.subject)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !Due(b, last) || (!last.Found && !b.After(r.saved)) {
 			continue // a person's first digest closes at the first boundary after they chose it
 		}
-		err := g.write(ctx, r, b, last, now)
+		err = g.write(ctx, r, b, last, now)
 		switch {
 		case errors.Is(err, store.ErrLostRace):
 			g.Log.Info("digest written by another digester", "recipient", r.subject, "period", b)
@@ -207,27 +210,13 @@ WHERE digest <> 'off' AND email IS NOT NULL AND (email_confirmed_at IS NOT NULL 
 	return out, nil
 }
 
-// lastDigests reads each person's latest digest.
-func lastDigests(ctx context.Context, q event.Querier) (map[string]Last, error) {
-	rows, err := q.Query(ctx, `SELECT subject, MAX(period_at), MAX(to_seq) FROM digests GROUP BY subject`)
-	if err != nil {
-		return nil, fmt.Errorf("read the latest digests: %w", err)
-	}
-	out := make(map[string]Last, rows.Len())
-	for i := range rows.Len() {
-		var subject string
-		var at, seq int64
-		if err := rows.Scan(i, &subject, &at, &seq); err != nil {
-			return nil, fmt.Errorf("read the latest digests: %w", err)
-		}
-		out[subject] = Last{Found: true, PeriodAt: store.Time(at), ToSeq: seq}
-	}
-	return out, nil
-}
+// LatestSQL reads a person's latest digest: two index lookups, however
+// many digests they had.
+const LatestSQL = `SELECT (SELECT MAX(period_at) FROM digests WHERE subject = ?), (SELECT MAX(to_seq) FROM digests WHERE subject = ?)`
 
 // LastOf reads a person's latest digest.
 func LastOf(ctx context.Context, q event.Querier, subject string) (Last, error) {
-	rows, err := q.Query(ctx, `SELECT MAX(period_at), MAX(to_seq) FROM digests WHERE subject = ?`, subject)
+	rows, err := q.Query(ctx, LatestSQL, subject, subject)
 	if err != nil {
 		return Last{}, fmt.Errorf("read the latest digest: %w", err)
 	}

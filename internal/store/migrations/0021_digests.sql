@@ -23,4 +23,5 @@ CREATE TABLE digests (
     version    INTEGER NOT NULL
 );
 CREATE UNIQUE INDEX digests_period ON digests (subject, period_key);
-CREATE INDEX digests_last ON digests (subject, to_seq);
+CREATE INDEX digests_latest ON digests (subject, period_at); -- a person's latest digest, without a scan
+CREATE INDEX digests_to ON digests (subject, to_seq);
