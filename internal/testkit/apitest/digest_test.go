@@ -1,11 +1,20 @@
 package apitest_test
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ballet/ballet/internal/access"
+	"github.com/ballet/ballet/internal/budget"
+	"github.com/ballet/ballet/internal/digest"
+	"github.com/ballet/ballet/internal/job"
+	"github.com/ballet/ballet/internal/needsme"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/testkit/apitest"
 	"github.com/ballet/ballet/internal/testkit/storetest"
@@ -94,3 +103,54 @@ func TestMyDigest(t *testing.T) {
 		}
 	})
 }
+
+// writeDigestEvents makes the world write digest.created, digest.sent and
+// digest.failed: a digest for the platform admin, mailed, and one for a
+// member, refused by the mail server on its last attempt (this world's
+// Core mails none itself: it has no Mailer).
+func writeDigestEvents(t *testing.T, w *flowWorld) {
+	t.Helper()
+	ctx := context.Background()
+	s, c := w.Store, w.Core
+	w.Admin(200, "PUT", "/api/v1/orgs/acme/members/carol", map[string]any{"role": "member"})
+	for _, sub := range []string{"bootstrap", "carol"} {
+		if _, err := s.Exec(ctx, store.Stmt(`INSERT INTO notification_settings (subject, email, email_source, email_confirmed_at, updated_at, version)
+VALUES (?, ?, 'oidc', NULL, 0, 1)`, sub, sub+"@example.com")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := &access.Resolver{Store: s}
+	b := &digest.Builder{Store: s, Access: res, Needs: &needsme.Service{Store: s, Access: res, Flows: c.Flows}, Items: c.Tracker,
+		Projects: c.Tenancy, Spend: &budget.Service{Store: s, Clock: c.Clock}, BaseURL: "https://ballet.example"}
+	g := (&digest.Digester{Store: s, Applier: c.Applier, Clock: c.Clock, Builder: b, Every: 24 * time.Hour, PlatformAdmin: c.Auth.IsPlatformAdmin}).Init()
+	if _, n, err := g.Pass(ctx); err != nil || n != 2 {
+		t.Fatalf("the digester wrote %d digests: %v", n, err)
+	}
+	mailer := &refusing{refuse: "carol@example.com"}
+	reg := handlers{}
+	(&digest.Sender{Store: s, Applier: c.Applier, Clock: c.Clock, Builder: b, Mailer: mailer, PlatformAdmin: c.Auth.IsPlatformAdmin}).Register(reg)
+	rows, err := s.Query(ctx, `SELECT id FROM digests WHERE status = 'pending'`)
+	if err != nil || rows.Len() != 2 {
+		t.Fatalf("%v pending digests: %v", rows, err)
+	}
+	for i := range rows.Len() {
+		var id string
+		_ = rows.Scan(i, &id)
+		payload, _ := json.Marshal(digest.SendArgs{Digest: id})
+		_ = reg["digest.send"](ctx, &job.Job{Kind: "digest.send", Payload: payload, Attempt: 1, MaxAttempts: 1})
+	}
+}
+
+// refusing is a Mailer that refuses one address.
+type refusing struct{ refuse string }
+
+func (m *refusing) Send(_ context.Context, msg digest.Message) error {
+	if msg.To == m.refuse {
+		return errors.New("550 mailbox unavailable")
+	}
+	return nil
+}
+
+type handlers map[string]job.Handler
+
+func (h handlers) Handle(kind string, f job.Handler) { h[kind] = f }

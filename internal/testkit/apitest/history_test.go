@@ -196,6 +196,7 @@ func writeEveryEventType(t *testing.T, w *flowWorld) {
 		t.Fatalf("the notifier made %d notifications: %v", made, err)
 	}
 	w.Admin(200, "POST", "/api/v1/me/notifications/inbox/read", nil)
+	writeDigestEvents(t, w)
 
 	// A runner that drains, then is gone for longer than the retention.
 	gone := w.NewRunner("gone")
