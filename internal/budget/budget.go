@@ -154,3 +154,26 @@ func (s *Service) Gate(ctx context.Context, l Limits, projectID, itemID string) 
 	}
 	return Check(l, sp), sp, nil
 }
+
+// ProjectUsage rolls up the usage of the runs of each project that
+// finished in [from, to), by project id (projects without such a run are
+// absent): the spend of a digest's period.
+func (s *Service) ProjectUsage(ctx context.Context, from, to time.Time) (map[string]Usage, error) {
+	rows, err := s.Store.Query(ctx, `SELECT project_id, TOTAL(input_tokens), TOTAL(output_tokens), TOTAL(cost_micros), COUNT(*) FROM runs
+WHERE finished_at >= ? AND finished_at < ? GROUP BY project_id`, from.UnixMilli(), to.UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("read usage per project: %w", err)
+	}
+	out := make(map[string]Usage, rows.Len())
+	for i := range rows.Len() {
+		var project string
+		var in, outTok, cost float64
+		var u Usage
+		if err := rows.Scan(i, &project, &in, &outTok, &cost, &u.Runs); err != nil {
+			return nil, fmt.Errorf("read usage per project: %w", err)
+		}
+		u.InputTokens, u.OutputTokens, u.CostMicros = saturate(in), saturate(outTok), saturate(cost)
+		out[project] = u
+	}
+	return out, nil
+}

@@ -55,6 +55,7 @@ type Config struct {
 	Adapters Adapters `toml:"adapters"`
 	Secrets  Secrets  `toml:"secrets"`
 	Notify   Notify   `toml:"notify"`
+	Digest   Digest   `toml:"digest"`
 
 	// File is the file the configuration was loaded from ("": none), one
 	// of the files no secret reference may name.
@@ -281,6 +282,13 @@ type Reconciler struct {
 	Slack    Duration `toml:"slack"`    // 5m beyond a stage's timeout
 }
 
+// Digest configures the digest: per person, per period, what needs them,
+// what finished, what failed and the spend (docs/notifications.md).
+type Digest struct {
+	Enabled bool     `toml:"enabled"` // false turns the digest off platform-wide (true)
+	Every   Duration `toml:"every"`   // the period (24h; at least 1m)
+}
+
 // Scheduler configures the scheduler that starts ready tickets.
 type Scheduler struct {
 	Interval      Duration `toml:"interval"`       // safety-net pass (10s)
@@ -394,6 +402,7 @@ func Default() Config {
 		},
 		Secrets: Secrets{Allow: []string{}},
 		Notify:  Notify{EscalateAfter: Duration{4 * time.Hour}},
+		Digest:  Digest{Enabled: true, Every: Duration{24 * time.Hour}},
 	}
 }
 

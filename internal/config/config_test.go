@@ -78,6 +78,8 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"[http]\naddr = \"exa mple:80\"\n", `http.addr: "exa mple:80" has host "exa mple": not an IP address or host name`},
 		{"[http]\naddr = \"999.1.1.1:80\"\n", `http.addr: "999.1.1.1:80" has host "999.1.1.1"`},
 		{"[reconciler]\ninterval = \"0s\"\n", "reconciler.interval: must be a positive duration"},
+		{"[digest]\nevery = \"59s\"\n", "digest.every: 59s is shorter than 1m"},
+		{"[digest]\nevery = \"-1h\"\n", "digest.every: -1h0m0s is shorter than 1m"},
 		{"[auth]\nsession_ttl = \"30s\"\n", "auth.session_ttl: 30s is outside 1m … 720h"},
 		{"[auth]\nsession_ttl = \"721h\"\n", "auth.session_ttl: 721h0m0s is outside 1m … 720h"},
 		{"[auth]\noidc_client_id = \"ui\"\n", "auth.oidc_client_id: needs auth.oidc_issuer"},

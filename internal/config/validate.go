@@ -49,6 +49,7 @@ func (c Config) Validate() error {
 		{"auth", c.Auth.validate}, {"log", c.Log.validate}, {"knowledge", c.Knowledge.validate},
 		{"runner", c.Runner.validate}, {"adapters", c.Adapters.validate}, {"secrets", c.Secrets.validate}, {"auth", c.crossChecks},
 		{"notify", c.Notify.validate},
+		{"digest", c.Digest.validate},
 	} {
 		p := &problems{section: section.name}
 		section.check(p)
@@ -132,6 +133,12 @@ func (r Reconciler) validate(p *problems) {
 	p.positive(map[string]Duration{"interval": r.Interval})
 	if r.Slack.Duration < 0 {
 		p.bad("slack", "must not be negative")
+	}
+}
+
+func (d Digest) validate(p *problems) {
+	if d.Every.Duration < time.Minute {
+		p.bad("every", "%s is shorter than 1m", d.Every)
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/ballet/ballet/internal/budget"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/config"
+	"github.com/ballet/ballet/internal/digest"
 	"github.com/ballet/ballet/internal/door"
 	"github.com/ballet/ballet/internal/feed"
 	"github.com/ballet/ballet/internal/flow"
@@ -78,7 +79,10 @@ type Core struct {
 	Reconciler *reconcile.Reconciler
 	// Notifier turns the events that need a person into notifications
 	// (the leader runs it).
-	Notifier  *notify.Notifier
+	Notifier *notify.Notifier
+	// Digester closes people's digest periods (the leader runs it; nil
+	// when [digest] enabled is false or no Mailer was given).
+	Digester  *digest.Digester
 	Feed      *feed.Feed        // tails the event log on every instance
 	Realtime  *realtime.Handler // the WebSocket JSON-RPC API
 	OIDCLogin *server.OIDCLogin // the browser's sign-in through the issuer (nil: [auth] oidc_client_id unset)
@@ -105,6 +109,9 @@ type Options struct {
 	// Clock drives every loop and every time Core records (nil:
 	// clock.Real). Tests run a whole Core on a clock.Fake.
 	Clock clock.Clock
+	// Mailer sends the digests (nil: none is mailed; the digest's loop
+	// does not run, GET /api/v1/me/digest still answers).
+	Mailer digest.Mailer
 }
 
 func (o *Options) defaults() {
@@ -237,6 +244,15 @@ func New(o Options) (*Core, error) {
 		Questions: c.Tracker, Projects: c.Tenancy, EscalateAfter: cfg.Notify.EscalateAfter.Duration}).Init()
 	c.Notifier.Register(c.Jobs)
 	reg.MustRegister(notify.NewLagCollector(st, clk))
+	needs := &needsme.Service{Store: st, Access: res, Flows: c.Flows}
+	digests := &digest.Builder{Store: st, Access: res, Needs: needs, Items: c.Tracker, Projects: c.Tenancy,
+		Spend: &budget.Service{Store: st, Clock: clk, Location: loc}, BaseURL: cfg.PublicURL()}
+	if cfg.Digest.Enabled && o.Mailer != nil {
+		c.Digester = (&digest.Digester{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "digest"), Builder: digests,
+			Every: cfg.Digest.Every.Duration, PlatformAdmin: c.Auth.IsPlatformAdmin}).Init()
+		(&digest.Sender{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "digest"), Builder: digests, Mailer: o.Mailer,
+			PlatformAdmin: c.Auth.IsPlatformAdmin, MessageDomain: hostOf(cfg.PublicURL())}).Register(c.Jobs)
+	}
 	c.leading = func() bool { return true }
 	if st.Engine() == "rqlite" {
 		// Another instance may lead once the lease has ended: the handlers
@@ -281,7 +297,9 @@ func New(o Options) (*Core, error) {
 		Log: log.With("component", "hooks"), Deliveries: server.NewHookMetrics(reg)}).Routes()...)
 	c.API.Add((&server.Notifications{Inbox: &notify.Inbox{Store: st, Applier: c.Applier, Clock: clk}}).Routes()...)
 	c.API.Add((&server.Subscriptions{S: &notify.Subscriptions{Store: st, Applier: c.Applier, Clock: clk}}).Routes()...)
-	c.API.Add((&server.NeedsMe{L: &needsme.Service{Store: st, Access: res, Flows: c.Flows}}).Routes()...)
+	c.API.Add((&server.NeedsMe{L: needs}).Routes()...)
+	c.API.Add((&server.Digest{P: &digest.Preview{Builder: digests, Clock: clk, Every: cfg.Digest.Every.Duration,
+		Enabled: c.Digester != nil}}).Routes()...)
 	c.API.Add((&server.Unattended{T: c.Tracker, Tenancy: c.Tenancy, F: c.Flows, B: c.Flows.Budget}).Routes()...)
 	c.API.Add((&server.Introspect{Token: serviceToken, Authn: c.Auth, Orgs: c.Tenancy, Access: res}).Routes()...)
 	if c.knowledgeProxy, err = server.NewKnowledgeProxy(cfg.Knowledge.URL, cfg.HTTP.MaxBodyBytes, c.Auth.IsReserved,
@@ -499,7 +517,11 @@ func (c *Core) Run(ctx context.Context) error {
 		// orchestrator; all stop the moment leadership is lost. Each logs
 		// its own errors and goes on: none returns one.
 		var loops sync.WaitGroup
-		for _, loop := range []func(context.Context){c.Runs.RunSweeper, c.Scheduler.Run, c.Reconciler.Run, c.Notifier.Run} {
+		loopsToRun := []func(context.Context){c.Runs.RunSweeper, c.Scheduler.Run, c.Reconciler.Run, c.Notifier.Run}
+		if c.Digester != nil {
+			loopsToRun = append(loopsToRun, c.Digester.Run)
+		}
+		for _, loop := range loopsToRun {
 			loops.Add(1)
 			go func() { defer loops.Done(); loop(ctx) }()
 		}
@@ -555,3 +577,12 @@ func (c *Core) shutdown() {
 
 // Close closes the store.
 func (c *Core) Close() error { return c.Store.Close() }
+
+// hostOf is the host of a URL ("ballet" when it has none): the right-hand
+// side of the Message-ID of Core's mails.
+func hostOf(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.Hostname() != "" {
+		return u.Hostname()
+	}
+	return "ballet"
+}

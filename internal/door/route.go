@@ -63,7 +63,10 @@ type Route[R Caller, P ~string] struct {
 	// memory per byte for a moment): at most one such request per slot
 	// runs at a time; the others wait their turn, so a burst of them
 	// cannot exhaust memory or starve the other routes.
-	Heavy  bool
+	Heavy bool
+	// HTML: the route may also answer its success as a page (an HTMLPage
+	// from Handle); the OpenAPI document lists text/html beside JSON.
+	HTML   bool
 	Handle func(r R) (any, error)
 	// Serve, set instead of Handle, is for a route that speaks a protocol
 	// of its own (MCP): it checks access like Handle and returns the
@@ -193,7 +196,7 @@ func (t *Table[R, P]) Operations(security func(P) []any) []openapi.Operation {
 	for _, rt := range t.routes {
 		ops = append(ops, openapi.Operation{Method: rt.Method, Path: t.Prefix + rt.Path, Summary: rt.Summary, Permission: string(rt.Perm),
 			Security: security(rt.Perm), Query: rt.Query, Request: rt.Request, Response: rt.Response, RawBody: rt.RawBody,
-			OptionalBody: rt.OptionalBody, Statuses: rt.Statuses(), ProtocolErrors: rt.Serve != nil})
+			OptionalBody: rt.OptionalBody, Statuses: rt.Statuses(), ProtocolErrors: rt.Serve != nil, HTML: rt.HTML})
 	}
 	return ops
 }
@@ -249,8 +252,24 @@ func (t *Table[R, P]) handler(rt *Route[R, P]) http.Handler {
 			w.WriteHeader(status)
 			return
 		}
+		if page, ok := out.(HTMLPage); ok && rt.HTML {
+			page.write(w, status)
+			return
+		}
 		Write(w, status, out)
 	})
+}
+
+// HTMLPage is a success answered as a page of HTML instead of JSON (a
+// route with HTML). The page may style itself inline and nothing more:
+// its policy still lets no script run and nobody frame it.
+type HTMLPage string
+
+func (p HTMLPage) write(w http.ResponseWriter, status int) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; sandbox")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, string(p))
 }
 
 // serve answers a request of a route with Serve.

@@ -232,6 +232,21 @@ func ByID(ctx context.Context, q Querier, id string) (Event, bool, error) {
 	return evs[0], true, nil
 }
 
+// SeqBefore returns the seq of the last event that occurred before t (0
+// when none): where a reader that starts at a time starts in the log. It
+// reads back from the head, so its cost is the events since t.
+func SeqBefore(ctx context.Context, q Querier, t time.Time) (int64, error) {
+	rows, err := q.Query(ctx, `SELECT seq FROM events WHERE occurred_at < ? ORDER BY seq DESC LIMIT 1`, t.UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("read the seq before %s: %w", t.Format(time.RFC3339), err)
+	}
+	if rows.Len() == 0 {
+		return 0, nil
+	}
+	var n int64
+	return n, rows.Scan(0, &n)
+}
+
 // LastSeq returns the highest seq in the log (0 when empty).
 func LastSeq(ctx context.Context, q Querier) (int64, error) {
 	rows, err := q.Query(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events`)

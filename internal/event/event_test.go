@@ -73,3 +73,31 @@ func TestListFiltersAndResumes(t *testing.T) {
 		}
 	})
 }
+
+// TestSeqBefore: the seq of the last event that occurred before a time (0
+// when none did): where a reader that starts at that time starts.
+func TestSeqBefore(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		at := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+		clk := clock.NewFake(at)
+		a := &transition.Applier{Store: s, Clock: clk}
+		for range 3 {
+			e := event.Event{EntityType: "platform", EntityID: "p", Type: "platform.updated", Payload: json.RawMessage(`{}`)}
+			e.SetActor(event.System)
+			if err := a.Apply(ctx, &transition.Transition{Events: []event.Event{e}}); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(time.Hour)
+		}
+		for _, c := range []struct {
+			t    time.Time
+			want int64
+		}{{at, 0}, {at.Add(time.Millisecond), 1}, {at.Add(90 * time.Minute), 2}, {at.Add(5 * time.Hour), 3}} {
+			got, err := event.SeqBefore(ctx, s, c.t)
+			if err != nil || got != c.want {
+				t.Errorf("before %s: %d (%v), want %d", c.t, got, err, c.want)
+			}
+		}
+	})
+}

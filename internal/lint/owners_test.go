@@ -51,6 +51,7 @@ var tableOwners = map[string]string{
 	"notification_settings": "internal/notify",
 	// A ticket's subscribers (issue 26).
 	"item_subscriptions": "internal/notify",
+	"digests":               "internal/digest",
 	// The Knowledge service's own database (internal/knowledge/migrations).
 	"spaces":         "internal/knowledge",
 	"entries":        "internal/knowledge",
@@ -75,6 +76,7 @@ var readModels = map[string][]string{
 	"internal/run":                 {"items"},                                                       // a run's ticket key
 	"internal/schedule":            {"blockers", "flows", "items", "platform", "projects"},          // the runnable query
 	"internal/knowledge/service":   {"schema_migrations"},                                           // the Knowledge service's readiness probe
+	"internal/digest":              {"notification_settings"},                                       // who gets a digest, when, at which confirmed address
 }
 
 // schemaOwner writes every table's schema (the migrations) and is exempt.

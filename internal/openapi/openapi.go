@@ -57,6 +57,8 @@ type Operation struct {
 	// ProtocolErrors: the route speaks a protocol of its own whose errors
 	// have the Response's shape too (MCP: JSON-RPC errors).
 	ProtocolErrors bool
+	// HTML: the success may also be a page of HTML (text/html).
+	HTML bool
 }
 
 // Statuses lists every status a route may answer: its success status, the
@@ -138,8 +140,11 @@ func (g *Generator) Paths(prefix string, ops []Operation) map[string]map[string]
 			case status == http.StatusNoContent || status == http.StatusAccepted || o.Response == nil:
 				responses[strconv.Itoa(status)] = map[string]any{"description": http.StatusText(status)}
 			default:
-				responses[strconv.Itoa(status)] = map[string]any{"description": http.StatusText(status),
-					"content": map[string]any{"application/json": map[string]any{"schema": g.Schema(reflect.TypeOf(o.Response))}}}
+				content := map[string]any{"application/json": map[string]any{"schema": g.Schema(reflect.TypeOf(o.Response))}}
+				if o.HTML {
+					content["text/html"] = map[string]any{"schema": map[string]any{"type": "string"}}
+				}
+				responses[strconv.Itoa(status)] = map[string]any{"description": http.StatusText(status), "content": content}
 			}
 		}
 		op["responses"] = responses

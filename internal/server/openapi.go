@@ -3,6 +3,8 @@ package server
 import (
 	"reflect"
 
+	"github.com/ballet/ballet/internal/digest"
+
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/auth"
@@ -118,6 +120,11 @@ var enums = map[reflect.Type]map[string][]string{
 	reflect.TypeFor[flow.FlowStopped]():           {"ticket_state": tracker.States},
 	reflect.TypeFor[IntrospectOrg]():              {"role": roles},
 	reflect.TypeFor[IntrospectAnswer]():           {"kind": {event.ActorHuman, event.ActorService}},
+	reflect.TypeFor[digest.DigestNeed]():          {"kind": needsme.Kinds},
+	reflect.TypeFor[digest.DigestFinished]():      {"kind": {digest.FinishedTicket, digest.FinishedMerge}},
+	reflect.TypeFor[digest.DigestFailure]():       {"kind": {digest.FailureFailed, digest.FailureStuck}},
+	reflect.TypeFor[digest.DigestCreated]():       {"status": {digest.StatusPending, digest.StatusEmpty}},
+	reflect.TypeFor[digest.DigestFailed]():        {"status": {digest.StatusSkipped, digest.StatusFailed}},
 }
 
 // errorSchema registers Error, the one error body, with its details: field

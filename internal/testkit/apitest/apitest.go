@@ -24,6 +24,7 @@ import (
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/config"
 	"github.com/ballet/ballet/internal/core"
+	"github.com/ballet/ballet/internal/digest"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/testkit/openapitest"
@@ -60,7 +61,7 @@ func New(t testing.TB, s store.Store, adjust ...func(*config.Config)) *Env {
 // record times and run their timers on it.
 func NewOn(t testing.TB, s store.Store, clk clock.Clock, adjust ...func(*config.Config)) *Env {
 	t.Helper()
-	c, logs, l := build(t, s, clk, adjust)
+	c, logs, l := build(t, s, clk, nil, adjust)
 	doc, err := openapitest.Served(c.Handler())
 	if err != nil {
 		t.Fatalf("the OpenAPI document: %v", err)
@@ -92,7 +93,13 @@ func NewOn(t testing.TB, s store.Store, clk clock.Clock, adjust ...func(*config.
 // document at the end; the answers are not (Core serves them itself).
 func RunOn(t testing.TB, s store.Store, clk clock.Clock, adjust ...func(*config.Config)) *Env {
 	t.Helper()
-	c, logs, l := build(t, s, clk, adjust)
+	return RunWithMailer(t, s, clk, nil, adjust...)
+}
+
+// RunWithMailer is RunOn with a Mailer for the digests (core.Options.Mailer).
+func RunWithMailer(t testing.TB, s store.Store, clk clock.Clock, m digest.Mailer, adjust ...func(*config.Config)) *Env {
+	t.Helper()
+	c, logs, l := build(t, s, clk, m, adjust)
 	doc, err := openapitest.Served(c.Handler())
 	if err != nil {
 		t.Fatalf("the OpenAPI document: %v", err)
@@ -125,7 +132,7 @@ func (e *Env) Stop() error {
 // address on 127.0.0.1 first: Core's [http] public_url is that address
 // (unless adjust set one), so that the leases it hands out name its MCP
 // endpoint where it answers.
-func build(t testing.TB, s store.Store, clk clock.Clock, adjust []func(*config.Config)) (*core.Core, *lockedWriter, net.Listener) {
+func build(t testing.TB, s store.Store, clk clock.Clock, m digest.Mailer, adjust []func(*config.Config)) (*core.Core, *lockedWriter, net.Listener) {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Auth.BootstrapToken = BootstrapToken
@@ -146,7 +153,7 @@ func build(t testing.TB, s store.Store, clk clock.Clock, adjust []func(*config.C
 	}
 	logs := &lockedWriter{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	c, err := core.New(core.Options{Config: cfg, Log: log, Store: s, Clock: clk})
+	c, err := core.New(core.Options{Config: cfg, Log: log, Store: s, Clock: clk, Mailer: m})
 	if err != nil {
 		t.Fatalf("core: %v", err)
 	}

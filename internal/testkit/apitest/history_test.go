@@ -226,6 +226,7 @@ func writeEveryEventType(t *testing.T, w *flowWorld) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+	writeDigestEvents(t, w)
 
 	// A runner that drains, then is gone for longer than the retention.
 	gone := w.NewRunner("gone")

@@ -8,6 +8,7 @@ import (
 // notification that is not the caller's is not found (this world's
 // callers have none, so the id is nobody's).
 func init() {
+	Register("GET /api/v1/me/digest", Case{Prepare: fixed("/api/v1/me/digest", nil), Want: AnyOK(200)})
 	Register("GET /api/v1/me/notifications/inbox", Case{Prepare: fixed("/api/v1/me/notifications/inbox", nil), Want: AnyOK(200)})
 	Register("POST /api/v1/me/notifications/inbox/read", Case{Prepare: fixed("/api/v1/me/notifications/inbox/read", nil), Want: AnyOK(200)})
 	Register("POST /api/v1/me/notifications/inbox/{id}/read", Case{

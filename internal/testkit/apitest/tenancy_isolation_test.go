@@ -151,6 +151,13 @@ var coreReads = map[string]tenancyRead{
 				t.Errorf("%s's admin has %d unread notifications, want at least 1 (%v): %s", ten.slug, in.Unread, err, body)
 			}
 		}},
+	"GET /api/v1/me/digest": {path: fixedPath("/api/v1/me/digest"),
+		check: func(t *testing.T, ten *tenant, body []byte) {
+			var d struct{ Needs int }
+			if err := json.Unmarshal(body, &d); err != nil || d.Needs < 1 {
+				t.Errorf("%s's digest lists %d needs, want at least 1 (%v): %s", ten.slug, d.Needs, err, body)
+			}
+		}},
 	"GET /api/v1/tokens": {path: fixedPath("/api/v1/tokens"),
 		neutral: "a token's own tokens: it has created none (only people do), so a lost filter shows the other's bot"},
 	"GET /api/v1/session":  {path: fixedPath("/api/v1/session"), neutral: "the caller's own credential"},

@@ -1,0 +1,104 @@
+package core_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/config"
+	"github.com/ballet/ballet/internal/digest"
+	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/testkit/apitest"
+	"github.com/ballet/ballet/internal/testkit/storetest"
+)
+
+// mailbox is a Mailer that keeps what it is given.
+type mailbox struct {
+	mu   sync.Mutex
+	sent []digest.Message
+}
+
+func (m *mailbox) Send(_ context.Context, msg digest.Message) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sent = append(m.sent, msg)
+	return nil
+}
+
+func (m *mailbox) all() []digest.Message {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]digest.Message(nil), m.sent...)
+}
+
+// TestWholeCoreMailsTheDigestOnAFakeClock: a whole Core on a fake clock
+// mails a person's digest when their period closes (what needs them, with
+// a link), mails none for a period in which nothing happened, and after a
+// restart across three midnights mails one digest, not three.
+func TestWholeCoreMailsTheDigestOnAFakeClock(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		fk := clock.NewFake(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
+		mail := &mailbox{}
+		adjust := func(c *config.Config) {
+			c.Storage.Path = t.TempDir() + "/core.db"
+			c.Leader.TTL.Duration, c.Leader.Renew.Duration = 100*time.Hour, 10*time.Hour
+		}
+		// ann chose her digest just now: her first closes at midnight.
+		if _, err := s.Exec(t.Context(), store.Stmt(`INSERT INTO notification_settings (subject, email, email_source, email_confirmed_at, updated_at, version)
+VALUES ('ann', 'ann@example.com', 'entered', 1, ?, 1)`, fk.Now().UnixMilli())); err != nil {
+			t.Fatal(err)
+		}
+		e := apitest.RunWithMailer(t, s, fk, mail, adjust)
+		acme := e.Org("acme")
+		e.Project("acme", "ACME")
+		e.Admin(200, "PUT", "/api/v1/orgs/acme/members/ann", map[string]any{"role": "member"})
+		ann := e.TokenFor("ann", acme, "member")
+		var it struct{ Key string }
+		e.Admin(201, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "asks"}).JSON(t, &it)
+		var q struct{ ID string }
+		e.Admin(201, "POST", "/api/v1/items/"+it.Key+"/questions", map[string]any{"text": "Which database?", "blocking": true}).JSON(t, &q)
+
+		fk.Advance(12 * time.Hour) // midnight
+		apitest.Await(t, "the midnight digest", func() bool { return len(mail.all()) >= 1 })
+		m := mail.all()[0]
+		if m.To != "ann@example.com" || m.Subject != "Ballet digest — 1 needs you" || !strings.Contains(m.Text, "/items/"+it.Key+"#questions") ||
+			!strings.Contains(m.HTML, it.Key) {
+			t.Fatalf("the digest: %+v", m)
+		}
+
+		// The question answered: the next day nothing needs ann, finishes or
+		// fails — no mail.
+		e.Must(200, ann, "POST", "/api/v1/questions/"+q.ID+"/answer", map[string]any{"answer": "SQLite"})
+		fk.Advance(24 * time.Hour)
+		apitest.Await(t, "the quiet day's digest row", func() bool {
+			return storetest.Count(t, s, `SELECT COUNT(*) FROM digests WHERE status = 'empty' AND period_key = '2026-12-08T00:00:00Z'`) == 1
+		})
+		if n := len(mail.all()); n != 1 {
+			t.Fatalf("%d mails after a quiet day, want still 1", n)
+		}
+
+		// Down across three midnights, with a new question meanwhile.
+		e.Admin(201, "POST", "/api/v1/items/"+it.Key+"/questions", map[string]any{"text": "And the cache?", "blocking": true})
+		if err := e.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		fk.Advance(72 * time.Hour)
+		apitest.RunWithMailer(t, s, fk, mail, adjust)
+		apitest.Await(t, "the digest after the restart", func() bool { return len(mail.all()) >= 2 })
+		for range 3 {
+			fk.Advance(time.Minute)
+		}
+		if got := mail.all(); len(got) != 2 || !strings.Contains(got[1].Text, "And the cache?") {
+			t.Fatalf("after the restart %d mails, want 2 in all (a quiet day has none)", len(got))
+		}
+		if n := storetest.Count(t, s, `SELECT COUNT(*) FROM digests WHERE period_key = '2026-12-11T00:00:00Z'`); n != 1 {
+			t.Errorf("%d digests for the midnight after the restart", n)
+		}
+		if n := storetest.Count(t, s, `SELECT COUNT(*) FROM digests WHERE period_key IN ('2026-12-09T00:00:00Z', '2026-12-10T00:00:00Z')`); n != 0 {
+			t.Errorf("%d digests for the midnights Core was down", n)
+		}
+	})
+}
