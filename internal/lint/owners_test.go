@@ -51,7 +51,7 @@ var tableOwners = map[string]string{
 	"notification_settings": "internal/notify",
 	// A ticket's subscribers (issue 26).
 	"item_subscriptions": "internal/notify",
-	"digests":               "internal/digest",
+	"digests":            "internal/digest",
 	// The Knowledge service's own database (internal/knowledge/migrations).
 	"spaces":         "internal/knowledge",
 	"entries":        "internal/knowledge",
