@@ -108,3 +108,23 @@ func TestNotificationsLive(t *testing.T) {
 		t.Errorf("the inbox after the page: %+v, want 4 notifications, all read", in)
 	}
 }
+
+// TestApprovalNotificationLandsOnApprove: an approval waiting reaches the
+// ticket's creator; its link opens the ticket's flow with Approve focused.
+func TestApprovalNotificationLandsOnApprove(t *testing.T) {
+	w := NewWorld(t)
+	w.Publish("default", approvalPipeline, 0)
+	w.Admin(201, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "Ship it", "state": "ready"})
+	w.Runner.Complete(w.Runner.MustLease(), "done", "implemented")
+	w.AwaitFlow("ACME-1", "the approval", func(f Flow) bool { return f.Waiting == "approval" })
+
+	p := NewPage(t, w.URL)
+	p.SignIn(apitest.BootstrapToken, "/notifications")
+	p.WaitText(notificationSel+`[data-cause="approval.waiting"] .badge`, "Approval waiting")
+	p.WaitJS(unreadIs(1), "the unread count")
+	p.Click(notificationSel + `[data-cause="approval.waiting"] a.target`)
+	p.WaitJS(`location.pathname === "/items/ACME-1" && location.hash === "#flow" && document.body.dataset.ready === "1"`, "the ticket page")
+	p.WaitJS(`document.activeElement?.textContent === "Approve"`, "the focus on Approve")
+	p.WaitJS(unreadIs(0), "the unread count after following the link")
+	p.Check("ticket-approval-from-notification")
+}
