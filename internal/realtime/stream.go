@@ -273,19 +273,12 @@ func (s *stream) mine(ctx context.Context, q event.Querier, e event.Event) (bool
 	if notificationOf(e) != s.recipient {
 		return false, nil
 	}
-	rows, err := q.Query(ctx, `SELECT organization_id, project_id FROM notifications WHERE id = ? AND recipient = ?`, e.EntityID, s.recipient)
+	orgID, projectID, ok, err := notify.Scope(ctx, q, e.EntityID, s.recipient)
 	if err != nil {
-		return false, fmt.Errorf("resolve notification %s: %w", e.EntityID, err)
-	}
-	if rows.Len() == 0 {
-		return false, nil
-	}
-	var orgID, projectID string
-	if err := rows.Scan(0, &orgID, &projectID); err != nil {
-		return false, fmt.Errorf("resolve notification %s: %w", e.EntityID, err)
+		return false, err
 	}
 	p := s.reader.Load()
-	if p == nil {
+	if !ok || p == nil {
 		return false, nil
 	}
 	switch err := s.check(ctx, p, orgID, projectID); {

@@ -27,6 +27,12 @@ export default function Page() {
   const later = useDebounced(() => void list.reload(), 150);
 
   useEffect(() => onInboxEvent(later), [later]);
+  // "2 minutes ago" moves on while the page stays open.
+  const [, tick] = useState(0);
+  useEffect(() => {
+    const t = window.setInterval(() => tick((n) => n + 1), 30000);
+    return () => clearInterval(t);
+  }, []);
   useEffect(() => {
     setOlder([]);
     setShown(pageSize);
@@ -70,7 +76,8 @@ export default function Page() {
   };
   const readAll = () =>
     run(async () => {
-      await inbox.readAll();
+      // One call marks at most 500: the rest with the next.
+      while ((await inbox.readAll()).read >= 500);
       await Promise.all([list.reload(), refreshUnread()]);
       setOlder((o) => o.map((n) => (n.read_at ? n : { ...n, read_at: new Date().toISOString() })));
     });
