@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
 	"github.com/ballet/ballet/internal/testkit/apitest"
 )
 
@@ -71,6 +74,11 @@ func TestNotificationsLive(t *testing.T) {
 	if got := p.Text(notificationSel + ` .line`); got != "Question: Which licence?" {
 		t.Errorf("the newest notification is %q, want the last question first", got)
 	}
+	// The arrow keys move between the notifications' links.
+	p.Do(chromedp.Focus(chromedp.CSS(notificationSel+` a.target`), chromedp.NodeVisible), chromedp.KeyEvent(kb.ArrowDown))
+	p.WaitJS(`document.activeElement === document.querySelectorAll('`+notificationSel+` a.target')[1]`, "ArrowDown to reach the second notification")
+	p.Do(chromedp.KeyEvent("k"))
+	p.WaitJS(`document.activeElement === document.querySelector('`+notificationSel+` a.target')`, "k to go back to the first")
 	p.ClickButton(`[aria-label="Show"]`, "Unread")
 	p.WaitJS(`location.search === "?filter=unread" && document.body.dataset.ready === "1" && document.querySelectorAll('`+notificationSel+`').length === 2`,
 		"the unread ones alone")

@@ -110,8 +110,11 @@ export default function Page() {
           </button>
         </div>
       </div>
-      <p class="muted" aria-live="polite" data-testid="inbox-summary">
-        {list.data ? (unread ? `${unread} unread` : "Nothing unread") : "\u00a0"}
+      <p class="muted">
+        <span aria-live="polite" data-testid="inbox-summary">
+          {list.data ? (unread ? `${unread} unread` : "Nothing unread") : "\u00a0"}
+        </span>
+        {items.length > 1 && <span> · ↑ ↓ (or j k) move between notifications</span>}
       </p>
       <Alert error={list.error || error} />
       {list.data && !items.length && (
@@ -133,7 +136,7 @@ export default function Page() {
           )}
         </div>
       )}
-      <ol class="notifications" data-testid="notifications" aria-label="Notifications, newest first">
+      <ol class="notifications" data-testid="notifications" aria-label="Notifications, newest first" onKeyDown={moveFocus}>
         {items.map((n) => (
           <Entry key={n.id} n={n} busy={busy} onRead={() => markRead(n)} onFollow={() => follow(n)} />
         ))}
@@ -148,6 +151,20 @@ export default function Page() {
       <Alert error={olderError} />
     </section>
   );
+}
+
+// moveFocus: within the list, the arrow keys (and j / k) move between
+// the notifications' links, as in a mail inbox; Tab still visits every
+// control in order.
+function moveFocus(e: KeyboardEvent) {
+  const step = e.key === "ArrowDown" || e.key === "j" ? 1 : e.key === "ArrowUp" || e.key === "k" ? -1 : 0;
+  if (!step || e.altKey || e.ctrlKey || e.metaKey) return;
+  const links = [...(e.currentTarget as HTMLElement).querySelectorAll<HTMLElement>("a.target")];
+  const here = links.findIndex((a) => a.closest("li")?.contains(e.target as Node));
+  const to = links[here + step];
+  if (here < 0 || !to) return;
+  e.preventDefault();
+  to.focus();
 }
 
 function dedupe(ns: Notification[]): Notification[] {
