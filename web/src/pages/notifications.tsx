@@ -180,7 +180,7 @@ function Entry({ n, busy, onRead, onFollow }: { n: Notification; busy: boolean; 
       <div class="body">
         <div class="row">
           <Badge kind={causeKind(n.cause)}>{causes[n.cause] ?? n.cause}</Badge>
-          <a class="target" href={n.link} onClick={onFollow}>
+          <a class="target" href={n.link} onClick={onFollow} onAuxClick={onFollow}>
             {unread && <span class="sr">Unread: </span>}
             <span class="key">{n.item}</span> {n.title}
           </a>
