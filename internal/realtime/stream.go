@@ -54,9 +54,10 @@ type stream struct {
 	// no project: the organization, its members, its tokens), which need
 	// member.manage as GET /orgs/{org}/events does; set by authorize.
 	orgHistory atomic.Bool
-	// recipient is set for the notifications stream: the person whose
+	// inbox marks the notifications stream; recipient is the person whose
 	// notifications it carries; reader is the caller's principal as last
 	// authorized, whose tracker.read each notification's project needs.
+	inbox     bool
 	recipient string
 	reader    atomic.Pointer[auth.Principal]
 	check     func(ctx context.Context, p access.Principal, orgID, projectID string) error
@@ -160,7 +161,7 @@ func (h *Handler) resolveStream(ctx context.Context, name string, p *auth.Princi
 // feed passes only the events whose recipient is that person; visible
 // then checks each one's project against the caller's access.
 func (h *Handler) notificationsStream(p *auth.Principal) *stream {
-	s := &stream{name: NotificationsStream, recipient: person(p), check: func(ctx context.Context, p access.Principal, orgID, projectID string) error {
+	s := &stream{name: NotificationsStream, inbox: true, recipient: person(p), check: func(ctx context.Context, p access.Principal, orgID, projectID string) error {
 		return h.Access.Check(ctx, p, access.TrackerRead, orgID, projectID)
 	}}
 	s.replay = event.Filter{EntityType: entityNotification}
@@ -172,8 +173,8 @@ func (h *Handler) notificationsStream(p *auth.Principal) *stream {
 // project (its organization for org streams); for the notifications
 // stream, that p is still the person whose notifications it carries.
 func (h *Handler) authorize(ctx context.Context, p *auth.Principal, s *stream) *Error {
-	if s.recipient != "" {
-		if !hasInbox(p) || person(p) != s.recipient {
+	if s.inbox {
+		if !hasInbox(p) || s.recipient == "" || person(p) != s.recipient {
 			return rpcErr(CodeForbidden, "forbidden stream %q: it does not exist or you may not read it", s.name)
 		}
 		s.reader.Store(p)
@@ -213,7 +214,7 @@ func (h *Handler) refusal(name string, err error) *Error {
 // visible reports whether an event that passed the coarse filter belongs to
 // the stream.
 func (s *stream) visible(ctx context.Context, q event.Querier, e event.Event) (bool, error) {
-	if s.recipient != "" {
+	if s.inbox {
 		return s.mine(ctx, q, e)
 	}
 	if s.itemID == "" {
@@ -270,7 +271,7 @@ func (s *stream) visible(ctx context.Context, q event.Querier, e event.Event) (b
 // project now (a member removed meanwhile, or a token of another
 // organization, receives nothing of it, as the inbox lists nothing of it).
 func (s *stream) mine(ctx context.Context, q event.Querier, e event.Event) (bool, error) {
-	if notificationOf(e) != s.recipient {
+	if s.recipient == "" || notificationOf(e) != s.recipient {
 		return false, nil
 	}
 	orgID, projectID, ok, err := notify.Scope(ctx, q, e.EntityID, s.recipient)
