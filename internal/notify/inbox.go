@@ -230,3 +230,26 @@ func markRead(actor event.Actor, x Notification, now time.Time) (Notification, *
 }
 
 func (b *Inbox) now() time.Time { return b.Clock.Now().Truncate(time.Millisecond) }
+
+// Querier reads the database (a store.Store, or the realtime API's).
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (*store.Rows, error)
+}
+
+// Scope returns the organization and project of recipient's notification
+// id; ok is false when recipient has no such notification. The realtime
+// API's notifications stream checks the caller's access to the project
+// with it, as List does.
+func Scope(ctx context.Context, q Querier, id, recipient string) (orgID, projectID string, ok bool, err error) {
+	rows, err := q.Query(ctx, `SELECT organization_id, project_id FROM notifications WHERE id = ? AND recipient = ?`, id, recipient)
+	if err != nil {
+		return "", "", false, fmt.Errorf("read notification %s: %w", id, err)
+	}
+	if rows.Len() == 0 {
+		return "", "", false, nil
+	}
+	if err := rows.Scan(0, &orgID, &projectID); err != nil {
+		return "", "", false, fmt.Errorf("read notification %s: %w", id, err)
+	}
+	return orgID, projectID, true, nil
+}

@@ -5,8 +5,8 @@
 // handshake with a bearer token, as for REST, or a browser's session cookie
 // (then only from a page of Core's own origin).
 //
-// Methods: subscribe {"stream": "project:KEY" | "item:KEY-N" | "org:SLUG",
-// "after_seq"?} → {"subscription", "position"}; unsubscribe
+// Methods: subscribe {"stream": "project:KEY" | "item:KEY-N" | "org:SLUG" |
+// "notifications", "after_seq"?} → {"subscription", "position"}; unsubscribe
 // {"subscription"} → true; ping → "pong". A subscription replays every
 // visible event after after_seq from the log, then streams live from the
 // event feed, in seq order with no gap and no duplicate. Notifications:
@@ -23,7 +23,10 @@
 // not answer within PingTimeout, so dead peers do not hold connections.
 //
 // Authorization happens at subscribe: tracker.read on the stream's project
-// (or organization for org streams), with the credential re-checked.
+// (or organization for org streams), with the credential re-checked. The
+// notifications stream is the caller's own: only the notification events
+// whose recipient is the caller's person, each in a project the caller may
+// read when it is delivered.
 // Unknown streams and streams the caller may not read get the same error
 // (-32003), so other organizations' keys cannot be probed.
 //
@@ -423,7 +426,7 @@ func (c *conn) subscribe(p SubscribeParams) (any, func(), *Error) {
 	if _, e := c.authenticate(c.ctx); e != nil {
 		return nil, nil, e
 	}
-	st, e := c.h.resolveStream(c.ctx, p.Stream)
+	st, e := c.h.resolveStream(c.ctx, p.Stream, c.principal)
 	if e != nil {
 		return nil, nil, e
 	}

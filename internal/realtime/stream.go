@@ -9,7 +9,9 @@ import (
 
 	"github.com/ballet/ballet/internal/access"
 	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/notify"
 	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 )
@@ -28,6 +30,13 @@ import (
 //     no project (the organization's own history: the organization, its
 //     members, its tokens) come only to a caller holding member.manage
 //     there, as GET /orgs/{org}/events answers them.
+//   - notifications: the caller's own notification.created and
+//     notification.read events (the events of the inbox, GET
+//     /api/v1/me/notifications/inbox): of no organization, so no other
+//     stream carries them; each is delivered only when its recipient is
+//     the caller's person and the caller may read the notification's
+//     project now (tracker.read, checked as each event is delivered), as
+//     the inbox lists it.
 type stream struct {
 	name      string
 	orgID     string
@@ -45,17 +54,66 @@ type stream struct {
 	// no project: the organization, its members, its tokens), which need
 	// member.manage as GET /orgs/{org}/events does; set by authorize.
 	orgHistory atomic.Bool
+	// inbox marks the notifications stream; recipient is the person whose
+	// notifications it carries; reader is the caller's principal as last
+	// authorized, whose tracker.read each notification's project needs.
+	inbox     bool
+	recipient string
+	reader    atomic.Pointer[auth.Principal]
+	check     func(ctx context.Context, p access.Principal, orgID, projectID string) error
 }
+
+// NotificationsStream is the stream of the caller's own notifications.
+const NotificationsStream = "notifications"
+
+// entityNotification is the entity of notify's events.
+const entityNotification = "notification"
+
+// person is whose notifications a principal reads: the human signed in,
+// or the human an API token acts for (as the inbox answers them).
+func person(p *auth.Principal) string {
+	if p.ActingFor != "" {
+		return p.ActingFor
+	}
+	return p.Subject
+}
+
+// hasInbox reports whether p may follow its person's notifications: a
+// runner's or a run's token acts for no person's inbox.
+func hasInbox(p *auth.Principal) bool {
+	return p.TokenID == "" || p.TokenKind == auth.KindAPI
+}
+
+// notificationOf returns the recipient of a notification event ("" for
+// any other event). Cheap enough for the feed's filter: it decodes only
+// the payloads of notify's two event types.
+func notificationOf(e event.Event) string {
+	if e.EntityType != entityNotification || e.OrganizationID != "" || e.ProjectID != "" {
+		return ""
+	}
+	if c, ok, err := event.Decode[notify.NotificationCreated](e); ok && err == nil {
+		return c.Recipient
+	}
+	if r, ok, err := event.Decode[notify.NotificationRead](e); ok && err == nil {
+		return r.Recipient
+	}
+	return ""
+}
+
+const streamForms = `invalid params: stream must be "project:KEY", "item:KEY-N", "org:SLUG" or "notifications"`
 
 const maxChildCache = 10000
 
 // resolveStream parses a stream name and finds its scope. Unknown streams
 // answer CodeForbidden, as streams the caller may not read do (authorize),
 // so a caller cannot probe for other organizations' keys.
-func (h *Handler) resolveStream(ctx context.Context, name string) (*stream, *Error) {
+func (h *Handler) resolveStream(ctx context.Context, name string, p *auth.Principal) (*stream, *Error) {
+	if name == NotificationsStream {
+		return h.notificationsStream(p), nil
+	}
 	kind, ref, ok := strings.Cut(name, ":")
 	if !ok || ref == "" || strings.TrimSpace(ref) != ref {
-		return nil, rpcErr(CodeInvalidParams, `invalid params: stream must be "project:KEY", "item:KEY-N" or "org:SLUG"`)
+		return nil, rpcErr(CodeInvalidParams, streamForms)
 	}
 	s := &stream{name: name}
 	var err error
@@ -76,7 +134,7 @@ func (h *Handler) resolveStream(ctx context.Context, name string) (*stream, *Err
 			s.orgID = o.ID
 		}
 	default:
-		return nil, rpcErr(CodeInvalidParams, `invalid params: stream must be "project:KEY", "item:KEY-N" or "org:SLUG"`)
+		return nil, rpcErr(CodeInvalidParams, streamForms)
 	}
 	if e := h.refusal(name, err); e != nil {
 		return nil, e
@@ -99,9 +157,29 @@ func (h *Handler) resolveStream(ctx context.Context, name string) (*stream, *Err
 	return s, nil
 }
 
+// notificationsStream is the stream of p's person's notifications: the
+// feed passes only the events whose recipient is that person; visible
+// then checks each one's project against the caller's access.
+func (h *Handler) notificationsStream(p *auth.Principal) *stream {
+	s := &stream{name: NotificationsStream, inbox: true, recipient: person(p), check: func(ctx context.Context, p access.Principal, orgID, projectID string) error {
+		return h.Access.Check(ctx, p, access.TrackerRead, orgID, projectID)
+	}}
+	s.replay = event.Filter{EntityType: entityNotification}
+	s.live = func(e event.Event) bool { return notificationOf(e) == s.recipient }
+	return s
+}
+
 // authorize checks that p may read the stream now: tracker.read on its
-// project (its organization for org streams).
-func (h *Handler) authorize(ctx context.Context, p access.Principal, s *stream) *Error {
+// project (its organization for org streams); for the notifications
+// stream, that p is still the person whose notifications it carries.
+func (h *Handler) authorize(ctx context.Context, p *auth.Principal, s *stream) *Error {
+	if s.inbox {
+		if !hasInbox(p) || s.recipient == "" || person(p) != s.recipient {
+			return rpcErr(CodeForbidden, "forbidden stream %q: it does not exist or you may not read it", s.name)
+		}
+		s.reader.Store(p)
+		return nil
+	}
 	if e := h.refusal(s.name, h.Access.Check(ctx, p, access.TrackerRead, s.orgID, s.projectID)); e != nil {
 		return e
 	}
@@ -136,6 +214,9 @@ func (h *Handler) refusal(name string, err error) *Error {
 // visible reports whether an event that passed the coarse filter belongs to
 // the stream.
 func (s *stream) visible(ctx context.Context, q event.Querier, e event.Event) (bool, error) {
+	if s.inbox {
+		return s.mine(ctx, q, e)
+	}
 	if s.itemID == "" {
 		if s.projectID == "" && e.ProjectID == "" && !s.orgHistory.Load() {
 			return false, nil // the organization's own history: member.manage
@@ -183,4 +264,30 @@ func (s *stream) visible(ctx context.Context, q event.Querier, e event.Event) (b
 	s.children[e.EntityID] = v
 	s.mu.Unlock()
 	return v, nil
+}
+
+// mine reports whether a notification event is the caller's to receive:
+// its recipient is the caller's person, and the caller may read its
+// project now (a member removed meanwhile, or a token of another
+// organization, receives nothing of it, as the inbox lists nothing of it).
+func (s *stream) mine(ctx context.Context, q event.Querier, e event.Event) (bool, error) {
+	if s.recipient == "" || notificationOf(e) != s.recipient {
+		return false, nil
+	}
+	orgID, projectID, ok, err := notify.Scope(ctx, q, e.EntityID, s.recipient)
+	if err != nil {
+		return false, err
+	}
+	p := s.reader.Load()
+	if !ok || p == nil {
+		return false, nil
+	}
+	switch err := s.check(ctx, p, orgID, projectID); {
+	case err == nil:
+		return true, nil
+	case apperr.Code(err) == apperr.NotFound || apperr.Code(err) == apperr.Forbidden:
+		return false, nil
+	default:
+		return false, fmt.Errorf("check notification %s: %w", e.EntityID, err)
+	}
 }

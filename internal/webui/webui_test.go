@@ -68,7 +68,7 @@ func wantAPIError(t *testing.T, res *http.Response, status int, code string) {
 
 func TestPageForEveryAppRoute(t *testing.T) {
 	for _, p := range []string{"/", "/signin", "/needs-me", "/orgs", "/projects/ACME", "/projects/ACME/pipelines?name=bug",
-		"/projects/ACME/settings", "/items/ACME-1", "/platform", "/orgs/acme/knowledge/eng/setup", "/no/such/page"} {
+		"/projects/ACME/settings", "/items/ACME-1", "/platform", "/notifications?filter=unread", "/orgs/acme/knowledge/eng/setup", "/no/such/page"} {
 		for _, accept := range []string{browser, "text/html"} {
 			res := serve(t, Config{}, http.MethodGet, p, accept)
 			b := body(t, res)

@@ -2,6 +2,7 @@ import { Component, type ComponentChildren, type ComponentType } from "preact";
 import { lazy, Suspense } from "preact/compat";
 import { useEffect, useLayoutEffect } from "preact/hooks";
 import { signInPath } from "./api";
+import { followInbox, useUnread } from "./inbox";
 import { loading } from "./load";
 import { match, navigate, onLinkClick, useLocation } from "./router";
 import { checkSession, signOut, useSession } from "./session";
@@ -23,6 +24,7 @@ const knowledgePage = optional(knowledge);
 const routes: [string, Page | null][] = [
   ["/signin", lazy(() => import("./pages/signin"))],
   ["/needs-me", lazy(() => import("./pages/needsme"))],
+  ["/notifications", lazy(() => import("./pages/notifications"))],
   ["/orgs", lazy(() => import("./pages/orgs"))],
   ["/orgs/:org/knowledge", knowledgePage],
   ["/orgs/:org/knowledge/:space", knowledgePage],
@@ -43,6 +45,24 @@ function NotFound() {
         <a href="/needs-me">Back to what needs you</a>
       </p>
     </section>
+  );
+}
+
+// InboxLink is the navigation's link to the notifications, with the unread
+// count as a badge. The badge keeps its place when the count is zero (no
+// jump in the navigation); its words are for screen readers too.
+function InboxLink({ current }: { current: boolean }) {
+  const n = useUnread();
+  const shown = n ? (n > 99 ? "99+" : String(n)) : "";
+  return (
+    <a href="/notifications" aria-current={current ? "page" : undefined} data-testid="inbox-link">
+      Notifications
+      <span class={"count" + (shown ? "" : " none")} data-testid="unread-count" data-count={n ?? ""}>
+        {shown && <span class="sr">, </span>}
+        {shown}
+        {shown && <span class="sr"> unread</span>}
+      </span>
+    </a>
   );
 }
 
@@ -89,6 +109,9 @@ export function App() {
     if (path === "/") navigate("/needs-me", true);
     else if (session === null && !signin) navigate(signInPath(), true);
   }, [path, session, signin]);
+  // The person's notifications, followed live on every page.
+  const subject = session?.subject;
+  useEffect(() => (subject ? followInbox() : undefined), [subject]);
   useEffect(() => {
     const title = document.querySelector("main h1")?.textContent;
     document.title = title ? `${title} · Ballet` : "Ballet";
@@ -124,6 +147,9 @@ export function App() {
                   <a href="/needs-me" aria-current={path === "/needs-me" ? "page" : undefined}>
                     Needs me
                   </a>
+                </li>
+                <li>
+                  <InboxLink current={path === "/notifications"} />
                 </li>
                 <li>
                   <a href="/orgs" aria-current={path === "/orgs" ? "page" : undefined}>

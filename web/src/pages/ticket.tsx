@@ -53,6 +53,7 @@ export default function Page({ item: key }: Record<string, string>) {
 
   const d = details.data;
   const canWrite = d?.perms.has("tracker.write") ?? false;
+  useAnchor(d !== undefined);
   return (
     <article class="ticket">
       <Alert error={details.error || history.error} />
@@ -72,6 +73,39 @@ export default function Page({ item: key }: Record<string, string>) {
       </section>
     </article>
   );
+}
+
+// anchors are the sections a link may point at (a notification's link, a
+// Needs me entry), each with the control where the person acts: the
+// first open question's answer box, the approval's first button.
+const anchors: Record<string, string> = {
+  questions: '[data-open="1"] textarea',
+  flow: ".approve button",
+};
+
+// useAnchor scrolls to the section the address names (#questions, #flow)
+// once the ticket has loaded, and puts the focus on where the person acts
+// there. A link to another section of the same ticket does it again.
+function useAnchor(loaded: boolean) {
+  const hash = location.hash.slice(1);
+  const done = useRef("");
+  useEffect(() => {
+    if (!loaded || !(hash in anchors) || done.current === hash + location.pathname) return;
+    const section = document.getElementById(hash);
+    if (!section) return;
+    done.current = hash + location.pathname;
+    section.scrollIntoView({ block: "start" });
+    section.querySelector<HTMLElement>(anchors[hash])?.focus({ preventScroll: true });
+  });
+  useEffect(() => {
+    const l = () => (done.current = "");
+    addEventListener("hashchange", l);
+    addEventListener("popstate", l);
+    return () => {
+      removeEventListener("hashchange", l);
+      removeEventListener("popstate", l);
+    };
+  }, []);
 }
 
 function Header({ d, canWrite, onChange }: { d: Details; canWrite: boolean; onChange: () => Promise<void> }) {
