@@ -280,7 +280,8 @@ func New(o Options) (*Core, error) {
 		cfg.HTTP.MaxBodyBytes, cfg.HTTP.WriteTimeout.Duration)
 	c.API.Add((&server.Tenancy{T: c.Tenancy}).Routes()...)
 	c.API.Add((&server.Pipelines{V: c.Pipelines}).Routes()...)
-	c.API.Add((&server.Items{T: c.Tracker, Flows: c.Flows}).Routes()...)
+	subscriptions := &notify.Subscriptions{Store: st, Applier: c.Applier, Clock: clk}
+	c.API.Add((&server.Items{T: c.Tracker, Flows: c.Flows, Subscriptions: subscriptions}).Routes()...)
 	c.API.Add((&server.Tokens{S: tokens}).Routes()...)
 	c.API.Add((&server.History{Store: st, Tokens: tokens}).Routes()...)
 	browser := &auth.Sessions{Auth: c.Auth, Applier: c.Applier, TTL: cfg.Auth.SessionTTL.Duration}
@@ -296,7 +297,7 @@ func New(o Options) (*Core, error) {
 	c.API.Add((&server.Hooks{Projects: c.Tenancy, MergeChecks: c.Flows.MergeChecks, Wake: c.Jobs.Wake, Secrets: secrets,
 		Log: log.With("component", "hooks"), Deliveries: server.NewHookMetrics(reg)}).Routes()...)
 	c.API.Add((&server.Notifications{Inbox: &notify.Inbox{Store: st, Applier: c.Applier, Clock: clk}}).Routes()...)
-	c.API.Add((&server.Subscriptions{S: &notify.Subscriptions{Store: st, Applier: c.Applier, Clock: clk}}).Routes()...)
+	c.API.Add((&server.Subscriptions{S: subscriptions}).Routes()...)
 	c.API.Add((&server.NeedsMe{L: needs}).Routes()...)
 	c.API.Add((&server.Digest{P: &digest.Preview{Builder: digests, Clock: clk, Every: cfg.Digest.Every.Duration,
 		Enabled: c.Digester != nil}}).Routes()...)

@@ -15,6 +15,7 @@ import (
 	"github.com/ballet/ballet/internal/notify"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/testkit/storetest"
+	"github.com/ballet/ballet/internal/transition"
 )
 
 // registry collects job handlers: the test runs due jobs itself.
@@ -343,8 +344,21 @@ func TestAnApprovalEscalates(t *testing.T) {
 		}
 		w.pass(w.Core.Notifier)
 		w.clk.Advance(time.Hour)
+		// An escalation decided before the approval came commits nothing.
+		stale := escalation(t, w, early)
 		w.Must(200, w.tokens["carol"], "POST", "/api/v1/items/"+early+"/flow/approve", nil)
+		if err := w.Core.Applier.Apply(context.Background(), &stale); !errors.Is(err, store.ErrLostRace) {
+			t.Fatalf("an escalation decided before the approval: %v, want a lost race", err)
+		}
 		w.clk.Advance(3 * time.Hour)
+		// Two decided on one read (two instances): the second loses.
+		a, b := escalation(t, w, late), escalation(t, w, late)
+		if err := w.Core.Applier.Apply(context.Background(), &a); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Core.Applier.Apply(context.Background(), &b); !errors.Is(err, store.ErrLostRace) {
+			t.Fatalf("a second escalation on the same read: %v, want a lost race", err)
+		}
 		if ran := w.runDue(notify.JobEscalate); ran != 2 {
 			t.Fatalf("%d escalation jobs ran, want 2", ran)
 		}
@@ -377,4 +391,24 @@ func toJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// escalation decides escalating the approval key's flow waits for now, on
+// a fresh read.
+func escalation(t *testing.T, w *escWorld, key string) transition.Transition {
+	t.Helper()
+	ctx := context.Background()
+	it, err := w.Core.Tracker.FindItem(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, ok, err := w.Core.Flows.Latest(ctx, it.ID)
+	if err != nil || !ok {
+		t.Fatalf("flow of %s: %v", key, err)
+	}
+	tr, ok := flow.EscalateApproval(notify.Actor, f, key, f.Step, start, 4*time.Hour, w.clk.Now())
+	if !ok {
+		t.Fatalf("%s's flow (%s/%s) has no approval to escalate", key, f.Status, f.Waiting)
+	}
+	return tr
 }

@@ -179,10 +179,13 @@ func (n *Notifier) decide(ctx context.Context, e event.Event) ([]Notification, [
 	var jobs []job.Spec
 	if tr.escalate != nil {
 		j, err := n.escalationJob(ctx, it.ProjectID, *tr.escalate)
-		if err != nil {
+		switch {
+		case apperr.Code(err) == apperr.NotFound: // no project: nothing to escalate to
+		case err != nil:
 			return nil, nil, err
+		default:
+			jobs = append(jobs, j)
 		}
-		jobs = append(jobs, j)
 	}
 	facts, err := n.facts(ctx, tr, it)
 	if err != nil {

@@ -46,6 +46,13 @@ func TestSubscribersReceiveATicketsQuestions(t *testing.T) {
 		if got := w.subscription("alice", "GET", key, 200); got.Subscribed {
 			t.Errorf("alice sees bob's subscription as hers: %+v", got)
 		}
+		for person, want := range map[string]bool{"bob": true, "alice": false} {
+			var it struct{ Subscribed *bool }
+			w.Must(200, w.tokens[person], "GET", "/api/v1/items/"+key, nil).JSON(t, &it)
+			if it.Subscribed == nil || *it.Subscribed != want {
+				t.Errorf("%s reads the item with subscribed %v, want %v", person, it.Subscribed, want)
+			}
+		}
 		w.subscription("dave", "PUT", key, 200)
 
 		w.ask("carol", key) // → alice (creator), bob and dave (subscribers)

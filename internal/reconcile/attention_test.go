@@ -219,6 +219,14 @@ func TestRunnerMissingOncePerRun(t *testing.T) {
 			t.Fatalf("%d flow.runner_missing before unclaimed_after", got)
 		}
 		w.clk.Advance(2 * time.Minute)
+		// Recorded twice on one read (two instances at once): once.
+		f := w.flow(key)
+		if ok, err := w.Core.Flows.NoteRunnerMissing(t.Context(), f, key); !ok || err != nil {
+			t.Fatalf("the first record: %v, %v", ok, err)
+		}
+		if ok, err := w.Core.Flows.NoteRunnerMissing(t.Context(), f, key); ok || err != nil {
+			t.Fatalf("the second record on the same read: %v, %v; want none", ok, err)
+		}
 		for range 3 {
 			w.pass()
 			w.clk.Advance(time.Minute)
@@ -227,7 +235,7 @@ func TestRunnerMissingOncePerRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := missing(); got != 1 {
-			t.Fatalf("%d flow.runner_missing after four passes of two reconcilers, want 1", got)
+			t.Fatalf("%d flow.runner_missing after two records and four passes of two reconcilers, want 1", got)
 		}
 		if c, a := notified("carol"), notified("alice"); c != 1 || a != 0 {
 			t.Fatalf("runner.missing notifications: carol (admin) %d, alice (member) %d; want 1 and 0", c, a)

@@ -10,6 +10,7 @@ import (
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/flow"
+	"github.com/ballet/ballet/internal/notify"
 	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 )
@@ -19,6 +20,15 @@ type Items struct {
 	T *tracker.Service
 	// Flows summarizes the items' flows on reads (one query per page).
 	Flows FlowSummaries
+	// Subscriptions tells GET /items/{item} whether the caller is
+	// subscribed to it (nil: not shown).
+	Subscriptions SubscriptionReader
+}
+
+// SubscriptionReader reads a person's subscription to a ticket
+// (notify.Subscriptions).
+type SubscriptionReader interface {
+	Get(ctx context.Context, person string, it tracker.Item) (notify.Subscription, error)
 }
 
 // FlowSummaries reads the summary of each item's latest flow
@@ -32,6 +42,9 @@ type FlowSummaries interface {
 type ItemView struct {
 	tracker.Item
 	Flow *flow.Summary `json:"flow"`
+	// Subscribed: the caller is subscribed to the item (GET
+	// /items/{item} only; absent in lists).
+	Subscribed *bool `json:"subscribed,omitempty"`
 }
 
 // views joins items with their flows' summaries, in one read.
@@ -238,6 +251,13 @@ func (h *Items) getItem(r *Request) (any, error) {
 	views, err := h.views(r.Context(), []tracker.Item{it})
 	if err != nil {
 		return nil, err
+	}
+	if h.Subscriptions != nil {
+		sub, err := h.Subscriptions.Get(r.Context(), person(r), it)
+		if err != nil {
+			return nil, err
+		}
+		views[0].Subscribed = &sub.Subscribed
 	}
 	return views[0], nil
 }

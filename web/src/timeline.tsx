@@ -53,6 +53,12 @@ export function describe(e: BalletEvent): string {
       return `flow failed${p.reason ? `: ${clip(p.reason)}` : ""}`;
     case "flow.stopped":
       return `flow stopped (ticket ${p.ticket_state})${p.reason ? `: ${clip(p.reason)}` : ""}`;
+    case "question.escalated":
+      return `escalated to the project's admins, unanswered after ${p.after}: ${clip(p.text)}`;
+    case "flow.approval_escalated":
+      return `escalated to the project's admins: stage ${p.stage} waited for an approval longer than ${p.after}`;
+    case "flow.runner_missing":
+      return `no runner takes the run of stage ${p.stage} (adapter ${p.adapter})`;
     case "run.created":
       return `run queued for stage ${p.stage} (${p.adapter}${p.model ? ", " + p.model : ""})`;
     case "run.started":

@@ -182,7 +182,7 @@ func TestItemsAPI(t *testing.T) {
 		// Questions.
 		r = e.Must(201, member, "POST", "/api/v1/items/ACME-2/questions", map[string]any{"text": "Which tokens?", "blocking": true})
 		q := r.Map(t)
-		if got := sortedKeys(q); got != "answer,answered_at,answered_by,asked_at,asked_by,blocking,id,item,item_id,text,version" {
+		if got := sortedKeys(q); got != "answer,answered_at,answered_by,asked_at,asked_by,blocking,escalated_at,id,item,item_id,text,version" {
 			t.Fatalf("question fields: %s", got)
 		}
 		if q["item"] != "ACME-2" || q["item_id"] != lexer.ID || q["answer"] != nil || q["blocking"] != true {

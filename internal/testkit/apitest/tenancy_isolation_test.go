@@ -119,11 +119,12 @@ var coreReads = map[string]tenancyRead{
 					b.Today.InputTokens, b.Today.Runs, ten.inputTokens, err)
 			}
 		}},
-	"GET /api/v1/items/{item}":           {path: func(t *tenant) string { return "/api/v1/items/" + t.items["t1"] }},
-	"GET /api/v1/items/{item}/questions": {path: func(t *tenant) string { return "/api/v1/items/" + t.items["t1"] + "/questions" }},
-	"GET /api/v1/items/{item}/events":    {path: func(t *tenant) string { return "/api/v1/items/" + t.items["t3"] + "/events?limit=1000" }},
-	"GET /api/v1/items/{item}/flow":      {path: func(t *tenant) string { return "/api/v1/items/" + t.items["t3"] + "/flow" }},
-	"GET /api/v1/items/{item}/runs":      {path: func(t *tenant) string { return "/api/v1/items/" + t.items["t3"] + "/runs" }},
+	"GET /api/v1/items/{item}":              {path: func(t *tenant) string { return "/api/v1/items/" + t.items["t1"] }},
+	"GET /api/v1/items/{item}/questions":    {path: func(t *tenant) string { return "/api/v1/items/" + t.items["t1"] + "/questions" }},
+	"GET /api/v1/items/{item}/subscription": {path: func(t *tenant) string { return "/api/v1/items/" + t.items["t1"] + "/subscription" }},
+	"GET /api/v1/items/{item}/events":       {path: func(t *tenant) string { return "/api/v1/items/" + t.items["t3"] + "/events?limit=1000" }},
+	"GET /api/v1/items/{item}/flow":         {path: func(t *tenant) string { return "/api/v1/items/" + t.items["t3"] + "/flow" }},
+	"GET /api/v1/items/{item}/runs":         {path: func(t *tenant) string { return "/api/v1/items/" + t.items["t3"] + "/runs" }},
 	"GET /api/v1/items/{item}/budget": {path: func(t *tenant) string { return "/api/v1/items/" + t.items["t3"] + "/budget" },
 		check: func(t *testing.T, ten *tenant, body []byte) {
 			var b struct {

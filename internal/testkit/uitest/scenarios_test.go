@@ -328,6 +328,7 @@ func TestEscalationAndSubscription(t *testing.T) {
 	p := NewPage(t, w.URL)
 	p.SignIn(apitest.BootstrapToken, "/items/ACME-1")
 	p.WaitText(`[data-testid="flow-escalated"]`, "escalated to the project's admins")
+	p.WaitText(`[data-testid="timeline"]`, "stage approve waited for an approval longer than 1ms")
 	p.Check("ticket-approval-escalated")
 
 	p.Open("/items/ACME-2")
