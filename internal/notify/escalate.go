@@ -21,6 +21,11 @@ const DefaultEscalateAfter = 4 * time.Hour
 // JobEscalate is the kind of the escalation job.
 const JobEscalate = "notify.escalate"
 
+// Recheck is how long an escalation job sleeps at most before it reads
+// the wait and the project's escalate_after again: a project's setting
+// made shorter applies to the waits already open within it.
+const Recheck = 15 * time.Minute
+
 // EscalateArgs are the arguments of the escalation job of one wait: a
 // blocking question (Question), or the approval a flow waits for at a
 // step (Flow, Step), waiting since Since. The notifier enqueues it, due at
@@ -78,16 +83,17 @@ func (n *Notifier) projectEscalateAfter(ctx context.Context, projectID string) (
 }
 
 // escalationJob is the escalation job of a wait that opened at since in a
-// project, due when the project's escalate_after has passed.
+// project, due when the project's escalate_after has passed, or after
+// Recheck if that is sooner.
 func (n *Notifier) escalationJob(ctx context.Context, projectID string, a EscalateArgs) (job.Spec, error) {
 	after, err := n.projectEscalateAfter(ctx, projectID)
-	return job.New(a).At(a.Since.Add(after)), err // the spec is of no use with an error
+	return job.New(a).At(a.Since.Add(min(after, Recheck))), err // the spec is of no use with an error
 }
 
 // handleEscalate is the escalation job: when due, it reads the wait again.
 // Answered, approved, gone or escalated already: nothing to do. Not due
-// yet under the project's escalate_after now (it was made longer): the
-// job snoozes until then. Else one batch marks the wait escalated, guarded
+// yet under the project's escalate_after now: the job snoozes until then,
+// or for Recheck if that is sooner (the setting may change meanwhile). Else one batch marks the wait escalated, guarded
 // on its being still open and unescalated, with its event
 // (question.escalated, flow.approval_escalated), which the notifier turns
 // into question.escalated notifications for the project's admins. A
@@ -100,7 +106,7 @@ func (n *Notifier) handleEscalate(ctx context.Context, _ *job.Job, a EscalateArg
 		return err
 	}
 	if wait > 0 {
-		return job.Snooze(wait)
+		return job.Snooze(min(wait, Recheck))
 	}
 	err = n.Applier.Apply(ctx, &t)
 	if errors.Is(err, store.ErrLostRace) {

@@ -139,11 +139,17 @@ func TestABlockingQuestionEscalatesToTheAdminsOnce(t *testing.T) {
 		if made := w.pass(n); made != 1 {
 			t.Fatalf("the question made %d notifications, want 1 (carol's)", made)
 		}
-		if due := w.escalationDue(); !due.Equal(start.Add(4 * time.Hour)) {
-			t.Fatalf("the escalation is due at %v, want 4h after the question (%v)", due, start.Add(4*time.Hour))
+		if due := w.escalationDue(); !due.Equal(start.Add(notify.Recheck)) {
+			t.Fatalf("the escalation job is due at %v, want %s after the question (%v)", due, notify.Recheck, start.Add(notify.Recheck))
 		}
-		w.clk.Advance(4*time.Hour - time.Millisecond)
-		if ran := w.runDue(notify.JobEscalate); ran != 0 {
+		for w.clk.Now().Before(start.Add(4*time.Hour - notify.Recheck)) {
+			w.clk.Advance(notify.Recheck)
+			if ran := w.runDue(notify.JobEscalate); ran != 0 {
+				t.Fatalf("%d escalation jobs finished %s after the question, before escalate_after", ran, w.clk.Now().Sub(start))
+			}
+		}
+		w.clk.Advance(notify.Recheck - time.Millisecond)
+		if ran := w.runDue(notify.JobEscalate); ran != 0 || countEvents(t, s, "question.escalated") != 0 {
 			t.Fatalf("%d escalation jobs ran before escalate_after", ran)
 		}
 		w.clk.Advance(time.Millisecond)
@@ -263,10 +269,10 @@ func TestTwoInstancesEscalateOnce(t *testing.T) {
 	})
 }
 
-// A project's own escalate_after: a shorter one schedules the escalation
-// sooner; made longer meanwhile, the due job waits (snoozes) until the new
-// time. Bad values are a 400 naming the field; null puts the platform's
-// back.
+// A project's own escalate_after: a shorter one escalates sooner; made
+// longer meanwhile, the due job waits (snoozes) until the new time; made
+// shorter, the waits already open follow it within notify.Recheck. Bad
+// values are a 400 naming the field; null puts the platform's back.
 func TestAProjectsEscalateAfter(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		w := newEscWorld(t, s)
@@ -292,20 +298,28 @@ func TestAProjectsEscalateAfter(t *testing.T) {
 		key := w.ticket("alice", "")
 		w.ask("carol", key)
 		w.pass(w.Core.Notifier)
-		if due := w.escalationDue(); !due.Equal(start.Add(time.Hour)) {
-			t.Fatalf("due at %v, want after the project's 1h", due)
-		}
 		patch(200, map[string]any{"escalate_after": "3h"})
 		w.clk.Advance(time.Hour)
 		if ran := w.runDue(notify.JobEscalate); ran != 0 || countEvents(t, s, "question.escalated") != 0 {
 			t.Fatalf("escalated after 1h though the project now says 3h (%d ran)", ran)
 		}
-		if due := w.escalationDue(); !due.Equal(start.Add(3 * time.Hour)) {
-			t.Fatalf("the snoozed job is due at %v, want 3h after the question", due)
+		w.clk.Advance(2*time.Hour - time.Millisecond)
+		if ran := w.runDue(notify.JobEscalate); ran != 0 || countEvents(t, s, "question.escalated") != 0 {
+			t.Fatalf("escalated before the project's 3h (%d ran)", ran)
 		}
-		w.clk.Advance(2 * time.Hour)
+		w.clk.Advance(time.Millisecond)
 		if ran := w.runDue(notify.JobEscalate); ran != 1 || countEvents(t, s, "question.escalated") != 1 {
 			t.Fatalf("not escalated at the project's 3h (%d ran)", ran)
+		}
+
+		// Made shorter while a question waits: it follows within Recheck.
+		asked := w.clk.Now()
+		w.ask("carol", key)
+		w.pass(w.Core.Notifier)
+		patch(200, map[string]any{"escalate_after": "5m"})
+		w.clk.Advance(notify.Recheck)
+		if ran := w.runDue(notify.JobEscalate); ran != 1 || countEvents(t, s, "question.escalated") != 2 {
+			t.Fatalf("a question asked under 3h, the project now at 5m: not escalated %s later (%d ran)", w.clk.Now().Sub(asked), ran)
 		}
 		if p := patch(200, nil); p["notify"].(map[string]any)["escalate_after"] != nil {
 			t.Errorf("notify null: %v, want the platform's (escalate_after null)", p["notify"])
