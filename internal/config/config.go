@@ -54,6 +54,7 @@ type Config struct {
 	Runner   Runner   `toml:"runner"`
 	Adapters Adapters `toml:"adapters"`
 	Secrets  Secrets  `toml:"secrets"`
+	Notify   Notify   `toml:"notify"`
 
 	// File is the file the configuration was loaded from ("": none), one
 	// of the files no secret reference may name.
@@ -340,6 +341,26 @@ type Events struct {
 	// (30s); one that does not answer within PingTimeout (10s) is dropped.
 	PingInterval Duration `toml:"ping_interval"`
 	PingTimeout  Duration `toml:"ping_timeout"`
+}
+
+// Notify configures how Ballet reaches people (docs/notifications.md).
+type Notify struct {
+	// BaseURL is where the links of notifications, mails and webhooks
+	// point ("": [http] public_url, else the address Core listens on).
+	BaseURL string `toml:"base_url"`
+	// AllowPrivateTargets lets webhooks reach loopback, private,
+	// link-local and metadata addresses (false): for on-premises receivers
+	// and tests only, as it opens the door to server-side request forgery.
+	AllowPrivateTargets bool `toml:"allow_private_targets"`
+}
+
+// LinkBase is where links to Ballet's pages point: [notify] base_url,
+// else PublicURL, without a trailing slash.
+func (c Config) LinkBase() string {
+	if c.Notify.BaseURL != "" {
+		return strings.TrimRight(c.Notify.BaseURL, "/")
+	}
+	return c.PublicURL()
 }
 
 // Leader configures leader election among Core instances.

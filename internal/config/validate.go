@@ -48,6 +48,7 @@ func (c Config) Validate() error {
 		{"runs", c.Runs.validate}, {"budgets", c.Budgets.validate}, {"events", c.Events.validate},
 		{"auth", c.Auth.validate}, {"log", c.Log.validate}, {"knowledge", c.Knowledge.validate},
 		{"runner", c.Runner.validate}, {"adapters", c.Adapters.validate}, {"secrets", c.Secrets.validate}, {"auth", c.crossChecks},
+		{"notify", c.Notify.validate},
 	} {
 		p := &problems{section: section.name}
 		section.check(p)
@@ -89,6 +90,14 @@ func (s Storage) validate(p *problems) {
 	case "none", "weak", "linearizable", "strong":
 	default:
 		p.bad("read_consistency", "%q is not none, weak, linearizable or strong", s.ReadConsistency)
+	}
+}
+
+func (n Notify) validate(p *problems) {
+	if n.BaseURL != "" {
+		if err := checkURL(n.BaseURL); err != nil {
+			p.bad("base_url", "%q %v", n.BaseURL, err)
+		}
 	}
 }
 

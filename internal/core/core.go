@@ -53,6 +53,7 @@ import (
 	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 	"github.com/ballet/ballet/internal/transition"
+	"github.com/ballet/ballet/internal/webhook"
 	"github.com/ballet/ballet/internal/webui"
 )
 
@@ -86,6 +87,9 @@ type Core struct {
 	// Knowledge calls the Knowledge service with the service credential
 	// (the MCP tools, the entries a stage names).
 	Knowledge *client.Client
+	// Webhooks turns the causes into webhook deliveries (the leader runs
+	// it); their jobs post them.
+	Webhooks *webhook.Dispatcher
 
 	knowledgeProxy *server.KnowledgeProxy
 	listener       net.Listener
@@ -235,6 +239,11 @@ func New(o Options) (*Core, error) {
 	c.Notifier = (&notify.Notifier{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "notify"), Items: c.Tracker,
 		Members: c.Tenancy, Roles: res, PlatformAdmin: c.Auth.IsPlatformAdmin}).Init()
 	reg.MustRegister(notify.NewLagCollector(st, clk))
+	hooks := &webhook.Service{Store: st, Applier: c.Applier, Clock: clk, Resolver: net.DefaultResolver, AllowPrivate: cfg.Notify.AllowPrivateTargets}
+	c.Webhooks = (&webhook.Dispatcher{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "webhooks"), Items: c.Tracker,
+		Orgs: c.Tenancy, Members: c.Tenancy, LinkBase: cfg.LinkBase()}).Init()
+	(&webhook.Deliverer{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "webhooks"),
+		Client: webhook.NewClient(cfg.Notify.AllowPrivateTargets, nil)}).Register(c.Jobs)
 	c.leading = func() bool { return true }
 	if st.Engine() == "rqlite" {
 		// Another instance may lead once the lease has ended: the handlers
@@ -255,7 +264,7 @@ func New(o Options) (*Core, error) {
 	// the change within milliseconds, enqueued jobs run at once, the
 	// scheduler passes, waiting runners lease a new run, spend is counted.
 	c.Applier.Subscribe(c.Feed.OnCommit, transition.WakeOnJobs(c.Jobs.Notify), c.Scheduler.OnCommit, c.Runs.OnCommit,
-		run.SpendMetric(reg), c.Notifier.OnCommit)
+		run.SpendMetric(reg), c.Notifier.OnCommit, c.Webhooks.OnCommit)
 
 	// HTTP: the REST routes and the realtime WebSocket.
 	c.API = server.NewAPI(log.With("component", "api"), c.Auth, res, server.Finders{Orgs: c.Tenancy, Items: c.Tracker},
@@ -278,6 +287,7 @@ func New(o Options) (*Core, error) {
 	c.API.Add((&server.Hooks{Projects: c.Tenancy, MergeChecks: c.Flows.MergeChecks, Wake: c.Jobs.Wake, Secrets: secrets,
 		Log: log.With("component", "hooks"), Deliveries: server.NewHookMetrics(reg)}).Routes()...)
 	c.API.Add((&server.Notifications{Inbox: &notify.Inbox{Store: st, Applier: c.Applier, Clock: clk}}).Routes()...)
+	c.API.Add((&server.Webhooks{S: hooks}).Routes()...)
 	c.API.Add((&server.NeedsMe{L: &needsme.Service{Store: st, Access: res, Flows: c.Flows}}).Routes()...)
 	c.API.Add((&server.Unattended{T: c.Tracker, Tenancy: c.Tenancy, F: c.Flows, B: c.Flows.Budget}).Routes()...)
 	c.API.Add((&server.Introspect{Token: serviceToken, Authn: c.Auth, Orgs: c.Tenancy, Access: res}).Routes()...)
@@ -496,7 +506,7 @@ func (c *Core) Run(ctx context.Context) error {
 		// orchestrator; all stop the moment leadership is lost. Each logs
 		// its own errors and goes on: none returns one.
 		var loops sync.WaitGroup
-		for _, loop := range []func(context.Context){c.Runs.RunSweeper, c.Scheduler.Run, c.Reconciler.Run, c.Notifier.Run} {
+		for _, loop := range []func(context.Context){c.Runs.RunSweeper, c.Scheduler.Run, c.Reconciler.Run, c.Notifier.Run, c.Webhooks.Run} {
 			loops.Add(1)
 			go func() { defer loops.Done(); loop(ctx) }()
 		}

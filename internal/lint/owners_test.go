@@ -49,6 +49,8 @@ var tableOwners = map[string]string{
 	"event_cursors":         "internal/consumer",
 	"notifications":         "internal/notify",
 	"notification_settings": "internal/notify",
+	"webhooks":              "internal/webhook",
+	"webhook_deliveries":    "internal/webhook",
 	// The Knowledge service's own database (internal/knowledge/migrations).
 	"spaces":         "internal/knowledge",
 	"entries":        "internal/knowledge",
