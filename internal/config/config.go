@@ -352,6 +352,9 @@ type Notify struct {
 	// link-local and metadata addresses (false): for on-premises receivers
 	// and tests only, as it opens the door to server-side request forgery.
 	AllowPrivateTargets bool `toml:"allow_private_targets"`
+	// WebhookTimeout bounds one webhook delivery attempt (10s): connecting,
+	// sending, and the answer.
+	WebhookTimeout Duration `toml:"webhook_timeout"`
 }
 
 // LinkBase is where links to Ballet's pages point: [notify] base_url,
@@ -405,6 +408,7 @@ func Default() Config {
 			OpenCode:   OpenCode{Command: "opencode", Model: "claude-sonnet-4-5", Provider: "anthropic"},
 		},
 		Secrets: Secrets{Allow: []string{}},
+		Notify:  Notify{WebhookTimeout: Duration{10 * time.Second}},
 	}
 }
 

@@ -94,6 +94,9 @@ func (s Storage) validate(p *problems) {
 }
 
 func (n Notify) validate(p *problems) {
+	if d := n.WebhookTimeout.Duration; d < 100*time.Millisecond || d > time.Minute {
+		p.bad("webhook_timeout", "%s is outside 100ms … 1m", n.WebhookTimeout)
+	}
 	if n.BaseURL != "" {
 		if err := checkURL(n.BaseURL); err != nil {
 			p.bad("base_url", "%q %v", n.BaseURL, err)

@@ -242,8 +242,8 @@ func New(o Options) (*Core, error) {
 	hooks := &webhook.Service{Store: st, Applier: c.Applier, Clock: clk, Resolver: net.DefaultResolver, AllowPrivate: cfg.Notify.AllowPrivateTargets}
 	c.Webhooks = (&webhook.Dispatcher{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "webhooks"), Items: c.Tracker,
 		Orgs: c.Tenancy, Members: c.Tenancy, LinkBase: cfg.LinkBase()}).Init()
-	(&webhook.Deliverer{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "webhooks"),
-		Client: webhook.NewClient(cfg.Notify.AllowPrivateTargets, nil)}).Register(c.Jobs)
+	(&webhook.Deliverer{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "webhooks"), Timeout: cfg.Notify.WebhookTimeout.Duration,
+		Client: webhook.NewClient(cfg.Notify.AllowPrivateTargets, nil, cfg.Notify.WebhookTimeout.Duration)}).Register(c.Jobs)
 	c.leading = func() bool { return true }
 	if st.Engine() == "rqlite" {
 		// Another instance may lead once the lease has ended: the handlers

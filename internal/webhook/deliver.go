@@ -84,14 +84,18 @@ type Deliverer struct {
 }
 
 // NewClient is the deliveries' HTTP client: no proxy, no redirect
-// followed, a short timeout, and unless allowPrivate a dialer that refuses
-// internal addresses after resolution (Control). res resolves names
-// (nil: net.DefaultResolver); each address it gives is dialled in turn.
-func NewClient(allowPrivate bool, res Resolver) *http.Client {
+// followed, timeout per request (Timeout when ≤ 0), and unless
+// allowPrivate a dialer that refuses internal addresses after resolution
+// (Control). res resolves names (nil: net.DefaultResolver); each address
+// it gives is dialled in turn.
+func NewClient(allowPrivate bool, res Resolver, timeout time.Duration) *http.Client {
 	if res == nil {
 		res = net.DefaultResolver
 	}
-	dialer := &net.Dialer{Timeout: 5 * time.Second}
+	if timeout <= 0 {
+		timeout = Timeout
+	}
+	dialer := &net.Dialer{Timeout: min(timeout, 5*time.Second)}
 	if !allowPrivate {
 		dialer.Control = Control
 	}
@@ -118,9 +122,9 @@ func NewClient(allowPrivate bool, res Resolver) *http.Client {
 		return nil, errors.Join(errs...)
 	}
 	return &http.Client{
-		Transport: &http.Transport{Proxy: nil, DialContext: dial, TLSHandshakeTimeout: 5 * time.Second, ResponseHeaderTimeout: Timeout,
+		Transport: &http.Transport{Proxy: nil, DialContext: dial, TLSHandshakeTimeout: min(timeout, 5*time.Second), ResponseHeaderTimeout: timeout,
 			MaxIdleConns: 16, IdleConnTimeout: 30 * time.Second, ForceAttemptHTTP2: true},
-		Timeout: Timeout, CheckRedirect: outbound.NoRedirect,
+		Timeout: timeout, CheckRedirect: outbound.NoRedirect,
 	}
 }
 

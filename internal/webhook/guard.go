@@ -104,7 +104,7 @@ func CheckURL(ctx context.Context, res Resolver, raw string, allowPrivate bool) 
 	if err != nil || allowPrivate {
 		return err
 	}
-	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+	if a, err := netip.ParseAddr(host); err == nil {
 		if Blocked(a) {
 			return fmt.Errorf("%s %w", a, ErrBlocked)
 		}
