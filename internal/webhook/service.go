@@ -298,7 +298,7 @@ func (s *Service) Deliveries(ctx context.Context, sc Scope, hookID, before strin
 		page.Deliveries = append(page.Deliveries, d)
 	}
 	if rows.Len() > limit {
-		page.NextBefore = page.Deliveries[limit-1].ID
+		page.NextBefore = &page.Deliveries[limit-1].ID
 	}
 	return page, nil
 }

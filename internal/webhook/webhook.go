@@ -118,8 +118,8 @@ type Delivery struct {
 // DeliveryPage is a page of a hook's deliveries, newest first.
 type DeliveryPage struct {
 	Deliveries []Delivery `json:"deliveries"`
-	// NextBefore is the ?before of the next page ("" on the last).
-	NextBefore string `json:"next_before"`
+	// NextBefore is the ?before of the next page (null on the last).
+	NextBefore *string `json:"next_before"`
 }
 
 // Message is the body of a standard delivery (Standard Webhooks' {type,
