@@ -46,3 +46,7 @@ CREATE TABLE webhook_deliveries (
 );
 CREATE UNIQUE INDEX webhook_deliveries_once ON webhook_deliveries (webhook_id, event_id);
 CREATE INDEX webhook_deliveries_list ON webhook_deliveries (webhook_id, created_at);
+
+-- The webhook dispatcher's cursor (internal/consumer) starts at the log's head when this migration
+-- runs: hooks created later hear what happens from then on, never the history.
+INSERT INTO event_cursors (name, seq, updated_at) SELECT 'webhooks', COALESCE(MAX(seq), 0), 0 FROM events;
