@@ -243,7 +243,8 @@ func New(o Options) (*Core, error) {
 	c.Webhooks = (&webhook.Dispatcher{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "webhooks"), Items: c.Tracker,
 		Orgs: c.Tenancy, Members: c.Tenancy, LinkBase: cfg.LinkBase()}).Init()
 	(&webhook.Deliverer{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "webhooks"), Timeout: cfg.Notify.WebhookTimeout.Duration,
-		Client: webhook.NewClient(cfg.Notify.AllowPrivateTargets, nil, cfg.Notify.WebhookTimeout.Duration)}).Register(c.Jobs)
+		Client: webhook.NewClient(cfg.Notify.AllowPrivateTargets, nil, cfg.Notify.WebhookTimeout.Duration), Metrics: webhook.NewMetrics(reg)}).Register(c.Jobs)
+	reg.MustRegister(webhook.NewLagCollector(st, clk))
 	c.leading = func() bool { return true }
 	if st.Engine() == "rqlite" {
 		// Another instance may lead once the lease has ended: the handlers

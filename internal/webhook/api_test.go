@@ -33,7 +33,9 @@ func TestBadHooksAreRefusedNamingTheField(t *testing.T) {
 			t.Helper()
 			r := e.Must(400, admin, "POST", path, body)
 			var out struct {
-				Error struct{ Details []struct{ Field, Message string } }
+				Error struct {
+					Details []struct{ Field, Message string }
+				}
 			}
 			r.JSON(t, &out)
 			if len(out.Error.Details) == 0 {

@@ -81,6 +81,8 @@ type Deliverer struct {
 	Client *http.Client
 	// Timeout bounds an attempt (Timeout when ≤ 0).
 	Timeout time.Duration
+	// Metrics counts the attempts (nil: none).
+	Metrics *Metrics
 }
 
 // NewClient is the deliveries' HTTP client: no proxy, no redirect
@@ -185,13 +187,30 @@ func (d *Deliverer) handle(ctx context.Context, _ *job.Job, a Deliver) error {
 	}
 	now := d.Clock.Now().Truncate(time.Millisecond)
 	if !t.active {
-		return d.apply(ctx, skip(t, now))
+		if err := d.apply(ctx, skip(t, now)); err != nil {
+			return err
+		}
+		d.Metrics.count(StatusSkipped)
+		return nil
 	}
 	r := d.send(ctx, t, now)
 	if !r.ok() {
 		d.Log.Info("webhook delivery failed", "webhook", t.hookID, "delivery", t.delivery, "attempt", a.Attempt, "status", r.code, "err", r.err)
 	}
-	return d.apply(ctx, record(t, a.Attempt, now, r))
+	tr := record(t, a.Attempt, now, r)
+	if err := d.apply(ctx, tr); err != nil {
+		return err
+	}
+	switch {
+	case r.ok():
+		d.Metrics.count(StatusSucceeded)
+	case len(tr.Jobs) > 0:
+		d.Metrics.count("failed")
+	default:
+		d.Metrics.count("gave_up")
+		d.Log.Warn("webhook disabled after 24 hours of failed deliveries", "webhook", t.hookID, "delivery", t.delivery)
+	}
+	return nil
 }
 
 // apply writes an attempt's transition. A lost race (the delivery or its

@@ -257,6 +257,19 @@ func TestAFailingHangingReceiverIsRetriedUntilItRecovers(t *testing.T) {
 		if len(reqs) != 4 || reqs[3].header.Get("webhook-id") != d.ID || string(reqs[3].body) != string(reqs[0].body) {
 			t.Errorf("the redelivery: %d requests, the last %v %s", len(reqs), reqs[len(reqs)-1].header, reqs[len(reqs)-1].body)
 		}
+		// The attempts are counted in /metrics, the dispatcher's lag too.
+		resp, err := http.Get(w.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		metrics, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, line := range []string{`ballet_webhook_attempts_total{outcome="failed"} 2`, `ballet_webhook_attempts_total{outcome="succeeded"} 2`,
+			"# TYPE ballet_webhooks_lag_events gauge"} {
+			if !strings.Contains(string(metrics), line+"\n") {
+				t.Errorf("/metrics lacks %q", line)
+			}
+		}
 	})
 }
 
