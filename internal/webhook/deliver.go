@@ -130,6 +130,14 @@ func NewClient(allowPrivate bool, res Resolver, timeout time.Duration) *http.Cli
 	}
 }
 
+// logger is Log, or a discarding one when nil.
+func (d *Deliverer) logger() *slog.Logger {
+	if d.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return d.Log
+}
+
 // Register installs the delivery's job handler.
 func (d *Deliverer) Register(r job.Registry) { job.Register(r, d.handle) }
 
@@ -195,7 +203,7 @@ func (d *Deliverer) handle(ctx context.Context, _ *job.Job, a Deliver) error {
 	}
 	r := d.send(ctx, t, now)
 	if !r.ok() {
-		d.Log.Info("webhook delivery failed", "webhook", t.hookID, "delivery", t.delivery, "attempt", a.Attempt, "status", r.code, "err", r.err)
+		d.logger().Info("webhook delivery failed", "webhook", t.hookID, "delivery", t.delivery, "attempt", a.Attempt, "status", r.code, "err", r.err)
 	}
 	tr := record(t, a.Attempt, now, r)
 	if err := d.apply(ctx, tr); err != nil {
@@ -208,7 +216,7 @@ func (d *Deliverer) handle(ctx context.Context, _ *job.Job, a Deliver) error {
 		d.Metrics.count("failed")
 	default:
 		d.Metrics.count("gave_up")
-		d.Log.Warn("webhook disabled after 24 hours of failed deliveries", "webhook", t.hookID, "delivery", t.delivery)
+		d.logger().Warn("webhook disabled after 24 hours of failed deliveries", "webhook", t.hookID, "delivery", t.delivery)
 	}
 	return nil
 }

@@ -24,7 +24,10 @@ import (
 func TestEveryEventTypeHasAHistory(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
-		w := newFlowWorld(t, s, func(c *config.Config) { c.Knowledge.Wait.Duration = time.Millisecond })
+		w := newFlowWorld(t, s, func(c *config.Config) {
+			c.Knowledge.Wait.Duration = time.Millisecond
+			c.Notify.AllowPrivateTargets = true // the webhook's receiver is on 127.0.0.1
+		})
 		writeEveryEventType(t, w)
 
 		ctx := context.Background()
@@ -196,6 +199,8 @@ func writeEveryEventType(t *testing.T, w *flowWorld) {
 		t.Fatalf("the notifier made %d notifications: %v", made, err)
 	}
 	w.Admin(200, "POST", "/api/v1/me/notifications/inbox/read", nil)
+
+	writeWebhookEvents(t, w)
 
 	// A runner that drains, then is gone for longer than the retention.
 	gone := w.NewRunner("gone")
