@@ -125,9 +125,9 @@ var enums = map[reflect.Type]map[string][]string{
 	reflect.TypeFor[IntrospectAnswer]():           {"kind": {event.ActorHuman, event.ActorService}},
 	reflect.TypeFor[WebhookCreate]():              {"events": webhook.EventNames, "format": webhookFormats},
 	reflect.TypeFor[WebhookUpdate]():              {"events": webhook.EventNames, "format": webhookFormats},
-	reflect.TypeFor[webhook.Hook]():               {"events": webhook.EventNames, "format": webhookFormats},
+	reflect.TypeFor[webhook.Webhook]():            {"events": webhook.EventNames, "format": webhookFormats},
 	reflect.TypeFor[webhook.WebhookCreated]():     {"events": webhook.EventNames, "format": webhookFormats},
-	reflect.TypeFor[webhook.Delivery]():           {"status": webhookStatuses, "cause": notify.Causes},
+	reflect.TypeFor[webhook.WebhookDelivery]():    {"status": webhookStatuses, "cause": notify.Causes},
 	reflect.TypeFor[webhook.DeliveryAttempted]():  {"status": webhookStatuses},
 }
 

@@ -34,7 +34,7 @@ type WebhookUpdate struct {
 
 // WebhookList is the body of GET …/webhooks.
 type WebhookList struct {
-	Webhooks []webhook.Hook `json:"webhooks"`
+	Webhooks []webhook.Webhook `json:"webhooks"`
 }
 
 // Routes returns the webhook endpoints, for both scopes.
@@ -51,24 +51,24 @@ func (h *Webhooks) Routes() []*Route {
 		out = append(out,
 			&Route{Method: "POST", Path: sc.base, Perm: access.ProjectUpdate,
 				Summary: "Create a webhook, " + sc.what + ": url, events (causes or *), format standard or slack; the signing secret (whsec_…) is shown once",
-				Request: WebhookCreate{}, Response: webhook.Created{}, Status: http.StatusCreated,
+				Request: WebhookCreate{}, Response: webhook.CreatedWebhook{}, Status: http.StatusCreated,
 				Handle: func(r *Request) (any, error) { return h.create(r, scope) }},
 			&Route{Method: "GET", Path: sc.base, Perm: access.ProjectUpdate, Summary: "List " + sc.what + " webhooks (never their secrets)",
 				Response: WebhookList{}, Handle: func(r *Request) (any, error) { return h.list(r, scope) }},
 			&Route{Method: "GET", Path: sc.base + "/{id}", Perm: access.ProjectUpdate, Summary: "Get a webhook",
-				Response: webhook.Hook{}, Handle: func(r *Request) (any, error) { return h.get(r, scope) }},
+				Response: webhook.Webhook{}, Handle: func(r *Request) (any, error) { return h.get(r, scope) }},
 			&Route{Method: "PATCH", Path: sc.base + "/{id}", Perm: access.ProjectUpdate,
 				Summary: "Update a webhook: url, events, format, active (true re-enables a disabled one)",
-				Request: WebhookUpdate{}, Response: webhook.Hook{}, Handle: func(r *Request) (any, error) { return h.update(r, scope) }},
+				Request: WebhookUpdate{}, Response: webhook.Webhook{}, Handle: func(r *Request) (any, error) { return h.update(r, scope) }},
 			&Route{Method: "DELETE", Path: sc.base + "/{id}", Perm: access.ProjectUpdate, Summary: "Delete a webhook and its deliveries",
 				Status: http.StatusNoContent, Handle: func(r *Request) (any, error) { return nil, h.delete(r, scope) }},
 			&Route{Method: "GET", Path: sc.base + "/{id}/deliveries", Perm: access.ProjectUpdate,
 				Summary: "A webhook's deliveries, newest first (?before= the next_before of the previous page, ?limit= 1–200): " +
 					"status, HTTP code, attempts, duration, times",
-				Response: webhook.DeliveryPage{}, Handle: func(r *Request) (any, error) { return h.deliveries(r, scope) }},
+				Response: webhook.WebhookDeliveries{}, Handle: func(r *Request) (any, error) { return h.deliveries(r, scope) }},
 			&Route{Method: "POST", Path: sc.base + "/{id}/deliveries/{delivery}/redeliver", Perm: access.ProjectUpdate,
 				Summary:  "Send a finished delivery again: the same message and webhook-id, with a new 24 hours of retries",
-				Response: webhook.Delivery{}, Status: http.StatusAccepted, Handle: func(r *Request) (any, error) { return h.redeliver(r, scope) }},
+				Response: webhook.WebhookDelivery{}, Status: http.StatusAccepted, Handle: func(r *Request) (any, error) { return h.redeliver(r, scope) }},
 		)
 	}
 	return out

@@ -82,7 +82,7 @@ func TestBadHooksAreRefusedNamingTheField(t *testing.T) {
 		e.Must(403, member, "POST", "/api/v1/orgs/acme/webhooks", map[string]any{"url": "https://93.184.216.34/", "events": []string{"*"}})
 		// A public literal address passes (no resolution needed); PATCH
 		// checks the same rules.
-		var h webhook.Created
+		var h webhook.CreatedWebhook
 		e.Must(201, admin, "POST", projectHooks, map[string]any{"url": "https://93.184.216.34/hook", "events": []string{"*"}}).JSON(t, &h)
 		e.Must(400, admin, "PATCH", projectHooks+"/"+h.ID, map[string]any{"url": "http://127.0.0.1/"})
 		e.Must(400, admin, "PATCH", projectHooks+"/"+h.ID, map[string]any{"events": []string{"nope"}})
@@ -101,7 +101,7 @@ func TestHooksStayInTheirOrganizationAndTheirSecretIsShownOnce(t *testing.T) {
 		e.Admin(200, "PUT", "/api/v1/orgs/acme/members/carol", map[string]any{"role": "admin"})
 		e.Admin(200, "PUT", "/api/v1/orgs/other/members/mallory", map[string]any{"role": "admin"})
 		admin, stranger := e.TokenFor("carol", acme, "admin"), e.TokenFor("mallory", other, "admin")
-		var ph, oh webhook.Created
+		var ph, oh webhook.CreatedWebhook
 		e.Must(201, admin, "POST", projectHooks, map[string]any{"url": "http://127.0.0.1:1/p", "events": []string{"*"}}).JSON(t, &ph)
 		e.Must(201, admin, "POST", "/api/v1/orgs/acme/webhooks", map[string]any{"url": "http://127.0.0.1:1/o", "events": []string{"*"}}).JSON(t, &oh)
 		for path, id := range map[string]string{projectHooks: ph.ID, "/api/v1/orgs/acme/webhooks": oh.ID} {
@@ -118,12 +118,12 @@ func TestHooksStayInTheirOrganizationAndTheirSecretIsShownOnce(t *testing.T) {
 		e.Must(404, admin, "GET", "/api/v1/orgs/acme/webhooks/"+ph.ID, nil)
 		e.Must(404, admin, "GET", projectHooks+"/"+oh.ID, nil)
 
-		var list struct{ Webhooks []webhook.Hook }
+		var list struct{ Webhooks []webhook.Webhook }
 		e.Must(200, admin, "GET", projectHooks, nil).JSON(t, &list)
 		if len(list.Webhooks) != 1 || list.Webhooks[0].ID != ph.ID {
 			t.Errorf("the project's hooks: %+v", list.Webhooks)
 		}
-		var hk webhook.Hook
+		var hk webhook.Webhook
 		e.Must(200, admin, "PATCH", projectHooks+"/"+ph.ID, map[string]any{"events": []string{"flow.failed"}, "format": "slack", "active": false}).JSON(t, &hk)
 		if hk.Active || hk.Format != "slack" || len(hk.Events) != 1 || hk.Version != 2 {
 			t.Errorf("after PATCH: %+v", hk)
@@ -182,7 +182,7 @@ func TestACoreStoppedBeforeDeliveringDeliversOnceAfterTheRestart(t *testing.T) {
 		first.Project("acme", "ACME")
 		first.Admin(200, "PUT", "/api/v1/orgs/acme/members/carol", map[string]any{"role": "admin"})
 		admin := first.TokenFor("carol", org, "admin")
-		var h webhook.Created
+		var h webhook.CreatedWebhook
 		first.Must(201, admin, "POST", projectHooks, map[string]any{"url": r.URL, "events": []string{"question.opened"}}).JSON(t, &h)
 		ask := func(e *apitest.Env) {
 			var it struct{ Key string }
@@ -210,7 +210,7 @@ func TestACoreStoppedBeforeDeliveringDeliversOnceAfterTheRestart(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		var page webhook.DeliveryPage
+		var page webhook.WebhookDeliveries
 		second.Must(200, admin, "GET", projectHooks+"/"+h.ID+"/deliveries", nil).JSON(t, &page)
 		if len(page.Deliveries) != 3 {
 			t.Fatalf("%d deliveries for 3 causes", len(page.Deliveries))

@@ -100,9 +100,9 @@ func newWorld(t *testing.T, s store.Store, start time.Time) *world {
 }
 
 // hook creates a hook (as carol) and returns it with its secret.
-func (w *world) hook(path, url, format string, events ...string) webhook.Created {
+func (w *world) hook(path, url, format string, events ...string) webhook.CreatedWebhook {
 	w.T.Helper()
-	var c webhook.Created
+	var c webhook.CreatedWebhook
 	w.Must(201, w.tokens["carol"], "POST", path, map[string]any{"url": url, "events": events, "format": format}).JSON(w.T, &c)
 	return c
 }
@@ -117,9 +117,9 @@ func (w *world) question() string {
 	return it.Key
 }
 
-func (w *world) deliveries(path, hookID string) []webhook.Delivery {
+func (w *world) deliveries(path, hookID string) []webhook.WebhookDelivery {
 	w.T.Helper()
-	var p webhook.DeliveryPage
+	var p webhook.WebhookDeliveries
 	w.Must(200, w.tokens["carol"], "GET", path+"/"+hookID+"/deliveries", nil).JSON(w.T, &p)
 	return p.Deliveries
 }
@@ -128,9 +128,9 @@ func (w *world) deliveries(path, hookID string) []webhook.Delivery {
 // returns it. It nudges the orchestrator meanwhile: a clock step made
 // before the orchestrator went to sleep (it was finishing the previous
 // attempt's job) would not wake it.
-func (w *world) waitDelivery(path, hookID, what string, cond func(webhook.Delivery) bool) webhook.Delivery {
+func (w *world) waitDelivery(path, hookID, what string, cond func(webhook.WebhookDelivery) bool) webhook.WebhookDelivery {
 	w.T.Helper()
-	var d webhook.Delivery
+	var d webhook.WebhookDelivery
 	hang.WaitFor(w.T, what, func() bool {
 		w.Core.Jobs.Notify()
 		ds := w.deliveries(path, hookID)
@@ -201,7 +201,7 @@ func TestACauseReachesSubscribersSignedAndVerifiable(t *testing.T) {
 			!strings.Contains(fmt.Sprint(slack.Blocks[0]), "<https://ballet.example.com/items/"+key+"#questions|"+key+": Pick a &lt;database&gt;>") {
 			t.Errorf("the Slack message: %s", chat.requests()[0].body)
 		}
-		d := w.waitDelivery(projectHooks, h.ID, "the delivery recorded", func(d webhook.Delivery) bool { return d.Status == webhook.StatusSucceeded })
+		d := w.waitDelivery(projectHooks, h.ID, "the delivery recorded", func(d webhook.WebhookDelivery) bool { return d.Status == webhook.StatusSucceeded })
 		if d.Attempts != 1 || d.HTTPStatus == nil || *d.HTTPStatus != 204 || d.Item != key || d.Cause != notify.CauseQuestionOpened ||
 			d.ID != got.header.Get("webhook-id") || d.LastAttemptAt == nil || d.NextAttemptAt != nil {
 			t.Errorf("the delivery: %+v", d)
@@ -222,13 +222,13 @@ func TestAFailingHangingReceiverIsRetriedUntilItRecovers(t *testing.T) {
 		r := newReceiver(t, func(n int) int { return map[int]int{1: 500, 2: 0}[n] + map[bool]int{true: 200}[n >= 3] })
 		h := w.hook(projectHooks, r.URL, "standard", "*")
 		w.question()
-		d := w.waitDelivery(projectHooks, h.ID, "the first attempt", func(d webhook.Delivery) bool { return d.Attempts == 1 })
+		d := w.waitDelivery(projectHooks, h.ID, "the first attempt", func(d webhook.WebhookDelivery) bool { return d.Attempts == 1 })
 		if d.Status != webhook.StatusPending || d.HTTPStatus == nil || *d.HTTPStatus != 500 || d.NextAttemptAt == nil ||
 			d.NextAttemptAt.Sub(*d.LastAttemptAt) != webhook.Backoff(1) || !strings.Contains(d.Error, "500") {
 			t.Fatalf("after a 500: %+v", d)
 		}
 		w.clock.Advance(webhook.Backoff(1))
-		d = w.waitDelivery(projectHooks, h.ID, "the second attempt", func(d webhook.Delivery) bool { return d.Attempts == 2 })
+		d = w.waitDelivery(projectHooks, h.ID, "the second attempt", func(d webhook.WebhookDelivery) bool { return d.Attempts == 2 })
 		if d.Status != webhook.StatusPending || d.HTTPStatus != nil || !strings.Contains(d.Error, "no answer within 300ms") {
 			t.Fatalf("after a hang: %+v", d)
 		}
@@ -236,7 +236,7 @@ func TestAFailingHangingReceiverIsRetriedUntilItRecovers(t *testing.T) {
 			t.Fatalf("the receiver heard %d requests, want 2", n)
 		}
 		w.clock.Advance(webhook.Backoff(2))
-		d = w.waitDelivery(projectHooks, h.ID, "the third attempt", func(d webhook.Delivery) bool { return d.Attempts == 3 })
+		d = w.waitDelivery(projectHooks, h.ID, "the third attempt", func(d webhook.WebhookDelivery) bool { return d.Attempts == 3 })
 		if d.Status != webhook.StatusSucceeded || *d.HTTPStatus != 200 || d.Error != "" {
 			t.Fatalf("after recovering: %+v", d)
 		}
@@ -249,7 +249,7 @@ func TestAFailingHangingReceiverIsRetriedUntilItRecovers(t *testing.T) {
 		}
 		// Redelivered: the same message and id, attempts go on counting.
 		w.Must(202, w.tokens["carol"], "POST", projectHooks+"/"+h.ID+"/deliveries/"+d.ID+"/redeliver", nil)
-		d = w.waitDelivery(projectHooks, h.ID, "the redelivery", func(d webhook.Delivery) bool { return d.Attempts == 4 })
+		d = w.waitDelivery(projectHooks, h.ID, "the redelivery", func(d webhook.WebhookDelivery) bool { return d.Attempts == 4 })
 		if d.Status != webhook.StatusSucceeded {
 			t.Fatalf("after the redelivery: %+v", d)
 		}
@@ -284,9 +284,9 @@ func TestTwentyFourHoursOfFailureDisableTheHook(t *testing.T) {
 		r := newReceiver(t, always(503))
 		h := w.hook(projectHooks, r.URL, "standard", "question.opened")
 		w.question()
-		var d webhook.Delivery
+		var d webhook.WebhookDelivery
 		for attempt := 1; ; attempt++ {
-			d = w.waitDelivery(projectHooks, h.ID, fmt.Sprintf("attempt %d", attempt), func(d webhook.Delivery) bool { return d.Attempts == attempt })
+			d = w.waitDelivery(projectHooks, h.ID, fmt.Sprintf("attempt %d", attempt), func(d webhook.WebhookDelivery) bool { return d.Attempts == attempt })
 			if d.Status != webhook.StatusPending {
 				break
 			}
@@ -298,7 +298,7 @@ func TestTwentyFourHoursOfFailureDisableTheHook(t *testing.T) {
 		if d.Status != webhook.StatusFailed || !d.LastAttemptAt.Equal(start.Add(webhook.RetryFor)) || d.Attempts < 10 || len(r.requests()) != d.Attempts {
 			t.Fatalf("the delivery gave up as %+v at %v (receiver heard %d), want failed at %v", d, d.LastAttemptAt, len(r.requests()), start.Add(webhook.RetryFor))
 		}
-		var got webhook.Hook
+		var got webhook.Webhook
 		w.Must(200, w.tokens["carol"], "GET", projectHooks+"/"+h.ID, nil).JSON(t, &got)
 		if got.Active || got.DisabledAt == nil {
 			t.Fatalf("the hook after 24 h of failure: %+v", got)

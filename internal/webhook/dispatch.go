@@ -169,13 +169,13 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, 1)`, id, h.ID, h.Or
 
 // hooks lists the active hooks of the project and of its organization
 // that want cause.
-func (d *Dispatcher) hooks(ctx context.Context, orgID, projectID, cause string) ([]Hook, error) {
+func (d *Dispatcher) hooks(ctx context.Context, orgID, projectID, cause string) ([]Webhook, error) {
 	rows, err := d.Store.Query(ctx, `SELECT `+hookColumns+` FROM webhooks WHERE organization_id = ? AND project_id IN ('', ?) AND active = 1
 ORDER BY created_at, id`, orgID, projectID)
 	if err != nil {
 		return nil, fmt.Errorf("read webhooks: %w", err)
 	}
-	var out []Hook
+	var out []Webhook
 	for i := range rows.Len() {
 		h, err := scanHook(rows, i)
 		if err != nil {

@@ -96,18 +96,18 @@ func NewSecret() (secret string, key []byte) {
 
 // Create adds a hook to the scope and returns it with its signing secret,
 // shown this once.
-func (s *Service) Create(ctx context.Context, actor event.Actor, createdBy string, sc Scope, in Input) (Created, error) {
+func (s *Service) Create(ctx context.Context, actor event.Actor, createdBy string, sc Scope, in Input) (CreatedWebhook, error) {
 	if in.Format == "" {
 		in.Format = FormatStandard
 	}
 	var v apperr.Validator
 	s.check(ctx, &v, &in.URL, &in.Events, &in.Format)
 	if err := v.Err(); err != nil {
-		return Created{}, err
+		return CreatedWebhook{}, err
 	}
 	now := s.Clock.Now().Truncate(time.Millisecond)
 	secret, key := NewSecret()
-	h := Hook{ID: transition.NewID(), OrganizationID: sc.OrganizationID, ProjectID: sc.ProjectID, URL: in.URL, Events: in.Events,
+	h := Webhook{ID: transition.NewID(), OrganizationID: sc.OrganizationID, ProjectID: sc.ProjectID, URL: in.URL, Events: in.Events,
 		Format: in.Format, Active: true, CreatedBy: createdBy, CreatedAt: now, UpdatedAt: now, Version: 1}
 	evs, _ := json.Marshal(h.Events)
 	t := &transition.Transition{
@@ -117,9 +117,9 @@ created_by, created_at, updated_at, version) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, 
 			string(evs), h.Format, base64.StdEncoding.EncodeToString(key), h.CreatedBy, now.UnixMilli(), now.UnixMilli())},
 	}
 	if err := s.Applier.Apply(ctx, t); err != nil {
-		return Created{}, err
+		return CreatedWebhook{}, err
 	}
-	return Created{Hook: h, Secret: secret}, nil
+	return CreatedWebhook{Webhook: h, Secret: secret}, nil
 }
 
 // host is a URL's host, what events may tell of it.
@@ -133,8 +133,8 @@ func host(raw string) string {
 
 const hookColumns = `id, organization_id, project_id, url, events, format, active, COALESCE(disabled_at, 0), created_by, created_at, updated_at, version`
 
-func scanHook(rows *store.Rows, i int) (Hook, error) {
-	var h Hook
+func scanHook(rows *store.Rows, i int) (Webhook, error) {
+	var h Webhook
 	var evs string
 	var disabled, created, updated int64
 	if err := rows.Scan(i, &h.ID, &h.OrganizationID, &h.ProjectID, &h.URL, &evs, &h.Format, &h.Active, &disabled, &h.CreatedBy,
@@ -150,13 +150,13 @@ func scanHook(rows *store.Rows, i int) (Hook, error) {
 
 // List returns the scope's own hooks, oldest first (an organization's list
 // holds its organization-wide hooks, not its projects').
-func (s *Service) List(ctx context.Context, sc Scope) ([]Hook, error) {
+func (s *Service) List(ctx context.Context, sc Scope) ([]Webhook, error) {
 	rows, err := s.Store.Query(ctx, `SELECT `+hookColumns+` FROM webhooks WHERE organization_id = ? AND project_id = ? ORDER BY created_at, id`,
 		sc.OrganizationID, sc.ProjectID)
 	if err != nil {
 		return nil, fmt.Errorf("list webhooks: %w", err)
 	}
-	out := make([]Hook, 0, rows.Len())
+	out := make([]Webhook, 0, rows.Len())
 	for i := range rows.Len() {
 		h, err := scanHook(rows, i)
 		if err != nil {
@@ -168,24 +168,24 @@ func (s *Service) List(ctx context.Context, sc Scope) ([]Hook, error) {
 }
 
 // Get returns the scope's hook id; another scope's is not found.
-func (s *Service) Get(ctx context.Context, sc Scope, id string) (Hook, error) {
+func (s *Service) Get(ctx context.Context, sc Scope, id string) (Webhook, error) {
 	rows, err := store.One(ctx, s.Store, fmt.Sprintf("webhook %q", id), `SELECT `+hookColumns+` FROM webhooks
 WHERE id = ? AND organization_id = ? AND project_id = ?`, id, sc.OrganizationID, sc.ProjectID)
 	if err != nil {
-		return Hook{}, err
+		return Webhook{}, err
 	}
 	return scanHook(rows, 0)
 }
 
 // Update changes the scope's hook id as p says (a patch that changes
 // nothing records nothing).
-func (s *Service) Update(ctx context.Context, actor event.Actor, sc Scope, id string, p Patch) (Hook, error) {
+func (s *Service) Update(ctx context.Context, actor event.Actor, sc Scope, id string, p Patch) (Webhook, error) {
 	var v apperr.Validator
 	s.check(ctx, &v, p.URL, p.Events, p.Format)
 	if err := v.Err(); err != nil {
-		return Hook{}, err
+		return Webhook{}, err
 	}
-	var out Hook
+	var out Webhook
 	_, err := s.Applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
 		h, err := s.Get(ctx, sc, id)
 		if err != nil {
@@ -217,7 +217,7 @@ version = version + 1 WHERE id = ? AND version = ?`, next.URL, string(evs), next
 }
 
 // patch applies p to h (pure) and names the fields it changed.
-func patch(h Hook, p Patch) (Hook, []string) {
+func patch(h Webhook, p Patch) (Webhook, []string) {
 	var changed []string
 	if p.URL != nil && *p.URL != h.URL {
 		h.URL, changed = *p.URL, append(changed, "url")
@@ -254,8 +254,8 @@ func (s *Service) Delete(ctx context.Context, actor event.Actor, sc Scope, id st
 const deliveryColumns = `id, webhook_id, cause, item_key, event_seq, status, attempts, http_status, duration_ms, COALESCE(error, ''),
 COALESCE(last_attempt_at, 0), COALESCE(next_attempt_at, 0), created_at, updated_at, version`
 
-func scanDelivery(rows *store.Rows, i int) (Delivery, error) {
-	var d Delivery
+func scanDelivery(rows *store.Rows, i int) (WebhookDelivery, error) {
+	var d WebhookDelivery
 	var code, dur sql.NullInt64
 	var last, next, created, updated int64
 	if err := rows.Scan(i, &d.ID, &d.WebhookID, &d.Cause, &d.Item, &d.EventSeq, &d.Status, &d.Attempts, &code, &dur, &d.Error,
@@ -276,9 +276,9 @@ func scanDelivery(rows *store.Rows, i int) (Delivery, error) {
 
 // Deliveries returns a page of the scope's hook's deliveries, newest
 // first: before is the next_before of the previous page ("": the first).
-func (s *Service) Deliveries(ctx context.Context, sc Scope, hookID, before string, limit int) (DeliveryPage, error) {
+func (s *Service) Deliveries(ctx context.Context, sc Scope, hookID, before string, limit int) (WebhookDeliveries, error) {
 	if _, err := s.Get(ctx, sc, hookID); err != nil {
-		return DeliveryPage{}, err
+		return WebhookDeliveries{}, err
 	}
 	where, args := `webhook_id = ?`, []any{hookID}
 	if before != "" {
@@ -287,9 +287,9 @@ func (s *Service) Deliveries(ctx context.Context, sc Scope, hookID, before strin
 	rows, err := s.Store.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE `+where+` ORDER BY id DESC LIMIT ?`,
 		append(args, limit+1)...)
 	if err != nil {
-		return DeliveryPage{}, fmt.Errorf("list deliveries: %w", err)
+		return WebhookDeliveries{}, fmt.Errorf("list deliveries: %w", err)
 	}
-	page := DeliveryPage{Deliveries: []Delivery{}}
+	page := WebhookDeliveries{Deliveries: []WebhookDelivery{}}
 	for i := range min(rows.Len(), limit) {
 		d, err := scanDelivery(rows, i)
 		if err != nil {
@@ -304,11 +304,11 @@ func (s *Service) Deliveries(ctx context.Context, sc Scope, hookID, before strin
 }
 
 // delivery reads the hook's delivery id.
-func (s *Service) delivery(ctx context.Context, hookID, id string) (Delivery, error) {
+func (s *Service) delivery(ctx context.Context, hookID, id string) (WebhookDelivery, error) {
 	rows, err := store.One(ctx, s.Store, fmt.Sprintf("delivery %q", id), `SELECT `+deliveryColumns+` FROM webhook_deliveries
 WHERE id = ? AND webhook_id = ?`, id, hookID)
 	if err != nil {
-		return Delivery{}, err
+		return WebhookDelivery{}, err
 	}
 	return scanDelivery(rows, 0)
 }
@@ -316,8 +316,8 @@ WHERE id = ? AND webhook_id = ?`, id, hookID)
 // Redeliver sends a finished delivery of the scope's hook again: the same
 // message under the same webhook-id, with a new 24 hours of attempts. A
 // delivery still pending, or a hook that is not active, is a conflict.
-func (s *Service) Redeliver(ctx context.Context, actor event.Actor, sc Scope, hookID, id string) (Delivery, error) {
-	var out Delivery
+func (s *Service) Redeliver(ctx context.Context, actor event.Actor, sc Scope, hookID, id string) (WebhookDelivery, error) {
+	var out WebhookDelivery
 	_, err := s.Applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
 		h, err := s.Get(ctx, sc, hookID)
 		if err != nil {

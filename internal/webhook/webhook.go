@@ -59,9 +59,9 @@ const (
 	StatusSkipped   = "skipped"   // the hook was inactive or deleted when its turn came
 )
 
-// Hook is a webhook as its admins read it. Its signing secret is never
-// part of it: it is shown once, in Created.
-type Hook struct {
+// Webhook is a webhook as its admins read it. Its signing secret is never
+// part of it: it is shown once, in CreatedWebhook.
+type Webhook struct {
 	ID             string `json:"id"`
 	OrganizationID string `json:"organization_id"`
 	// ProjectID is "" for an organization's hook (every project's causes).
@@ -79,23 +79,23 @@ type Hook struct {
 	Version    int64      `json:"version"`
 }
 
-// Created is the answer of a hook's creation: the hook and its signing
+// CreatedWebhook is the answer of a hook's creation: the hook and its signing
 // secret, shown this once.
-type Created struct {
-	Hook
+type CreatedWebhook struct {
+	Webhook
 	// Secret is the Standard Webhooks signing secret: "whsec_" and the
 	// key's bytes in base64. Keep it: it is never shown again.
 	Secret string `json:"secret"`
 }
 
 // wants tells whether the hook wants cause.
-func (h Hook) wants(cause string) bool {
+func (h Webhook) wants(cause string) bool {
 	return slices.Contains(h.Events, All) || slices.Contains(h.Events, cause)
 }
 
-// Delivery is one message to one hook, as its admins read it: no URL, no
+// WebhookDelivery is one message to one hook, as its admins read it: no URL, no
 // secret, no signature.
-type Delivery struct {
+type WebhookDelivery struct {
 	ID        string `json:"id"` // also the message's webhook-id
 	WebhookID string `json:"webhook_id"`
 	Cause     string `json:"cause"`
@@ -115,9 +115,9 @@ type Delivery struct {
 	Version       int64      `json:"version"`
 }
 
-// DeliveryPage is a page of a hook's deliveries, newest first.
-type DeliveryPage struct {
-	Deliveries []Delivery `json:"deliveries"`
+// WebhookDeliveries is a page of a hook's deliveries, newest first.
+type WebhookDeliveries struct {
+	Deliveries []WebhookDelivery `json:"deliveries"`
 	// NextBefore is the ?before of the next page (null on the last).
 	NextBefore *string `json:"next_before"`
 }

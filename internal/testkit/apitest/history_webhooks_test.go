@@ -28,11 +28,11 @@ func writeWebhookEvents(t *testing.T, w *flowWorld) {
 	ctx := context.Background()
 	failing := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) { rw.WriteHeader(http.StatusServiceUnavailable) }))
 	t.Cleanup(failing.Close)
-	var gone webhook.Created
+	var gone webhook.CreatedWebhook
 	w.Admin(201, "POST", "/api/v1/orgs/acme/webhooks", map[string]any{"url": failing.URL + "/org", "events": []string{"flow.failed"}}).JSON(t, &gone)
 	w.Admin(200, "PATCH", "/api/v1/orgs/acme/webhooks/"+gone.ID, map[string]any{"format": "slack"})
 	w.Admin(204, "DELETE", "/api/v1/orgs/acme/webhooks/"+gone.ID, nil)
-	var h webhook.Created
+	var h webhook.CreatedWebhook
 	w.Admin(201, "POST", "/api/v1/projects/ACME/webhooks", map[string]any{"url": failing.URL, "events": []string{"question.opened"}}).JSON(t, &h)
 	var it struct{ Key string }
 	w.Admin(201, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "hooked"}).JSON(t, &it)
@@ -40,9 +40,9 @@ func writeWebhookEvents(t *testing.T, w *flowWorld) {
 	if _, err := w.Core.Webhooks.Pass(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var d webhook.Delivery
+	var d webhook.WebhookDelivery
 	hang.WaitFor(t, "the first attempt", func() bool {
-		var page webhook.DeliveryPage
+		var page webhook.WebhookDeliveries
 		w.Admin(200, "GET", "/api/v1/projects/ACME/webhooks/"+h.ID+"/deliveries", nil).JSON(t, &page)
 		if len(page.Deliveries) == 0 {
 			return false
@@ -57,7 +57,7 @@ func writeWebhookEvents(t *testing.T, w *flowWorld) {
 	if err := later[webhook.Deliver{}.Kind()](ctx, &job.Job{Kind: webhook.Deliver{}.Kind(), Payload: payload}); err != nil {
 		t.Fatal(err)
 	}
-	var got webhook.Hook
+	var got webhook.Webhook
 	w.Admin(200, "GET", "/api/v1/projects/ACME/webhooks/"+h.ID, nil).JSON(t, &got)
 	if got.Active {
 		t.Fatalf("the hook is still active after a day of failures: %+v", got)
