@@ -143,7 +143,8 @@ func (d *Deliverer) Register(r job.Registry) { job.Register(r, d.handle) }
 
 // target is what an attempt needs: the delivery and its hook.
 type target struct {
-	delivery, hookID, orgID, projectID string
+	delivery, hookID, orgID, projectID string // projectID: the hook's ("" for an organization's)
+	itemProject                        string // the ticket's project
 	status                             string
 	attempts                           int
 	started                            time.Time
@@ -156,7 +157,7 @@ type target struct {
 
 // read reads a delivery and its hook (found false when either is gone).
 func (d *Deliverer) read(ctx context.Context, id string) (target, bool, error) {
-	rows, err := d.Store.Query(ctx, `SELECT d.id, d.webhook_id, w.organization_id, w.project_id, d.status, d.attempts, d.started_at,
+	rows, err := d.Store.Query(ctx, `SELECT d.id, d.webhook_id, w.organization_id, w.project_id, d.project_id, d.status, d.attempts, d.started_at,
 d.payload, d.version, w.version, w.url, w.format, w.active, w.secret FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id WHERE d.id = ?`, id)
 	if err != nil || rows.Len() == 0 {
 		return target{}, false, err
@@ -164,7 +165,7 @@ d.payload, d.version, w.version, w.url, w.format, w.active, w.secret FROM webhoo
 	var t target
 	var started int64
 	var secret string
-	if err := rows.Scan(0, &t.delivery, &t.hookID, &t.orgID, &t.projectID, &t.status, &t.attempts, &started, &t.payload, &t.version, &t.hookVersion,
+	if err := rows.Scan(0, &t.delivery, &t.hookID, &t.orgID, &t.projectID, &t.itemProject, &t.status, &t.attempts, &started, &t.payload, &t.version, &t.hookVersion,
 		&t.url, &t.format, &t.active, &secret); err != nil {
 		return t, false, err
 	}
@@ -234,7 +235,7 @@ func (d *Deliverer) apply(ctx context.Context, t *transition.Transition) error {
 // skip is the transition of a delivery whose hook is inactive: skipped.
 func skip(t target, now time.Time) *transition.Transition {
 	return &transition.Transition{
-		Events: []event.Event{event.Of(Actor, t.orgID, t.projectID, t.hookID, DeliveryAttempted{Delivery: t.delivery, Attempt: t.attempts,
+		Events: []event.Event{event.Of(Actor, t.orgID, t.itemProject, t.hookID, DeliveryAttempted{Delivery: t.delivery, Attempt: t.attempts,
 			Status: StatusSkipped, Error: "the webhook is not active"})},
 		Guarded: []store.Statement{store.Stmt(`UPDATE webhook_deliveries SET status = 'skipped', next_attempt_at = NULL, updated_at = ?,
 version = version + 1 WHERE id = ? AND version = ?`, now.UnixMilli(), t.delivery, t.version)},
@@ -262,7 +263,7 @@ func record(t target, attempt int, now time.Time, r result) *transition.Transiti
 		nextAt = next.UnixMilli()
 	}
 	out := &transition.Transition{
-		Events: []event.Event{event.Of(Actor, t.orgID, t.projectID, t.hookID, DeliveryAttempted{Delivery: t.delivery, Attempt: attempt,
+		Events: []event.Event{event.Of(Actor, t.orgID, t.itemProject, t.hookID, DeliveryAttempted{Delivery: t.delivery, Attempt: attempt,
 			Status: status, HTTPStatus: r.code, DurationMS: r.duration.Milliseconds(), Error: r.err})},
 		Guarded: []store.Statement{store.Stmt(`UPDATE webhook_deliveries SET status = ?, attempts = ?, http_status = ?, duration_ms = ?, error = ?,
 last_attempt_at = ?, next_attempt_at = ?, updated_at = ?, version = version + 1 WHERE id = ? AND version = ?`, status, attempt, code,

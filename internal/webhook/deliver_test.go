@@ -209,6 +209,19 @@ func TestACauseReachesSubscribersSignedAndVerifiable(t *testing.T) {
 		if n := len(other.requests()); n != 0 {
 			t.Errorf("the flow.failed hook got %d requests", n)
 		}
+		// Every delivery's events are in the ticket's project, also the
+		// organization's hook's: the project's history shows them.
+		hang.WaitFor(t, "three attempts recorded", func() bool {
+			rows, err := s.Query(context.Background(), `SELECT COUNT(*) FROM events WHERE type = 'webhook.delivery_attempted'`)
+			var n int64
+			return err == nil && rows.Scan(0, &n) == nil && n == 3
+		})
+		rows, err := s.Query(context.Background(), `SELECT COUNT(*) FROM events WHERE type IN ('webhook.delivery_queued', 'webhook.delivery_attempted')
+AND (project_id IS NULL OR project_id = '')`)
+		var outside int64
+		if err != nil || rows.Scan(0, &outside) != nil || outside != 0 {
+			t.Errorf("%d delivery events are in no project (%v)", outside, err)
+		}
 	})
 }
 
