@@ -74,7 +74,8 @@ var (
 		"POST /api/v1/runs/{run}/log?offset", "GET /api/v1/runs/{run}/log?offset"}}
 	Limit = Bound{Name: "page size", Min: 1, Max: 1000, Unit: "entries (each route its own default and maximum, at most this)", Fields: []string{
 		"GET /api/v1/projects/{project}/items?limit (200 at most)", "GET …/events?limit", "GET /api/v1/tokens?limit",
-		"GET /api/v1/projects/{project}/flows?limit", "GET /api/v1/needs-me?limit", "GET /api/v1/me/notifications/inbox?limit (200 at most)", "Knowledge GET …/entries?limit", "Knowledge GET /search?limit"}}
+		"GET /api/v1/projects/{project}/flows?limit", "GET /api/v1/needs-me?limit", "GET /api/v1/me/notifications/inbox?limit (200 at most)", "Knowledge GET …/entries?limit", "Knowledge GET /search?limit",
+		"GET …/webhooks/{id}/deliveries?limit (200 at most)"}}
 	TokenLifetime = Bound{Name: "token lifetime", Min: 1, Max: 365 * 24 * 3600, Unit: "seconds (a Go duration: expires_in, at most 8760h)", Fields: []string{
 		"POST /api/v1/tokens expires_in"}}
 )

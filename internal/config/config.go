@@ -351,18 +351,37 @@ type Events struct {
 	PingTimeout  Duration `toml:"ping_timeout"`
 }
 
-// Leader configures leader election among Core instances.
-type Leader struct {
-	TTL   Duration `toml:"ttl"`   // 15s
-	Renew Duration `toml:"renew"` // 5s
-}
-
 // Notify configures how Ballet reaches people (docs/notifications.md).
 type Notify struct {
+	// BaseURL is where the links of notifications, mails and webhooks
+	// point ("": [http] public_url, else the address Core listens on).
+	BaseURL string `toml:"base_url"`
+	// AllowPrivateTargets lets webhooks reach loopback, private,
+	// link-local and metadata addresses (false): for on-premises receivers
+	// and tests only, as it opens the door to server-side request forgery.
+	AllowPrivateTargets bool `toml:"allow_private_targets"`
+	// WebhookTimeout bounds one webhook delivery attempt (10s): connecting,
+	// sending, and the answer.
+	WebhookTimeout Duration `toml:"webhook_timeout"`
 	// EscalateAfter: a blocking question or an approval still open this
 	// long is escalated to the project's admins (4h; 1m … 720h; a project
 	// may set its own).
 	EscalateAfter Duration `toml:"escalate_after"`
+}
+
+// LinkBase is where links to Ballet's pages point: [notify] base_url,
+// else PublicURL, without a trailing slash.
+func (c Config) LinkBase() string {
+	if c.Notify.BaseURL != "" {
+		return strings.TrimRight(c.Notify.BaseURL, "/")
+	}
+	return c.PublicURL()
+}
+
+// Leader configures leader election among Core instances.
+type Leader struct {
+	TTL   Duration `toml:"ttl"`   // 15s
+	Renew Duration `toml:"renew"` // 5s
 }
 
 // Log configures logging.
@@ -401,7 +420,7 @@ func Default() Config {
 			OpenCode:   OpenCode{Command: "opencode", Model: "claude-sonnet-4-5", Provider: "anthropic"},
 		},
 		Secrets: Secrets{Allow: []string{}},
-		Notify:  Notify{EscalateAfter: Duration{4 * time.Hour}},
+		Notify:  Notify{EscalateAfter: Duration{4 * time.Hour}, WebhookTimeout: Duration{10 * time.Second}},
 		Digest:  Digest{Enabled: true, Every: Duration{24 * time.Hour}},
 	}
 }

@@ -54,6 +54,7 @@ import (
 	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 	"github.com/ballet/ballet/internal/transition"
+	"github.com/ballet/ballet/internal/webhook"
 	"github.com/ballet/ballet/internal/webui"
 )
 
@@ -90,6 +91,9 @@ type Core struct {
 	// Knowledge calls the Knowledge service with the service credential
 	// (the MCP tools, the entries a stage names).
 	Knowledge *client.Client
+	// Webhooks turns the causes into webhook deliveries (the leader runs
+	// it); their jobs post them.
+	Webhooks *webhook.Dispatcher
 
 	knowledgeProxy *server.KnowledgeProxy
 	listener       net.Listener
@@ -253,6 +257,12 @@ func New(o Options) (*Core, error) {
 		(&digest.Sender{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "digest"), Builder: digests, Mailer: o.Mailer,
 			PlatformAdmin: c.Auth.IsPlatformAdmin, MessageDomain: hostOf(cfg.PublicURL())}).Register(c.Jobs)
 	}
+	hooks := &webhook.Service{Store: st, Applier: c.Applier, Clock: clk, Resolver: net.DefaultResolver, AllowPrivate: cfg.Notify.AllowPrivateTargets}
+	c.Webhooks = (&webhook.Dispatcher{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "webhooks"), Items: c.Tracker,
+		Orgs: c.Tenancy, Members: c.Tenancy, LinkBase: cfg.LinkBase()}).Init()
+	(&webhook.Deliverer{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "webhooks"), Timeout: cfg.Notify.WebhookTimeout.Duration,
+		Client: webhook.NewClient(cfg.Notify.AllowPrivateTargets, nil, cfg.Notify.WebhookTimeout.Duration), Metrics: webhook.NewMetrics(reg)}).Register(c.Jobs)
+	reg.MustRegister(webhook.NewLagCollector(st, clk))
 	c.leading = func() bool { return true }
 	if st.Engine() == "rqlite" {
 		// Another instance may lead once the lease has ended: the handlers
@@ -273,7 +283,7 @@ func New(o Options) (*Core, error) {
 	// the change within milliseconds, enqueued jobs run at once, the
 	// scheduler passes, waiting runners lease a new run, spend is counted.
 	c.Applier.Subscribe(c.Feed.OnCommit, transition.WakeOnJobs(c.Jobs.Notify), c.Scheduler.OnCommit, c.Runs.OnCommit,
-		run.SpendMetric(reg), c.Notifier.OnCommit)
+		run.SpendMetric(reg), c.Notifier.OnCommit, c.Webhooks.OnCommit)
 
 	// HTTP: the REST routes and the realtime WebSocket.
 	c.API = server.NewAPI(log.With("component", "api"), c.Auth, res, server.Finders{Orgs: c.Tenancy, Items: c.Tracker},
@@ -301,6 +311,7 @@ func New(o Options) (*Core, error) {
 	c.API.Add((&server.NeedsMe{L: needs}).Routes()...)
 	c.API.Add((&server.Digest{P: &digest.Preview{Builder: digests, Clock: clk, Every: cfg.Digest.Every.Duration,
 		Enabled: c.Digester != nil}}).Routes()...)
+	c.API.Add((&server.Webhooks{S: hooks}).Routes()...)
 	c.API.Add((&server.Unattended{T: c.Tracker, Tenancy: c.Tenancy, F: c.Flows, B: c.Flows.Budget}).Routes()...)
 	c.API.Add((&server.Introspect{Token: serviceToken, Authn: c.Auth, Orgs: c.Tenancy, Access: res}).Routes()...)
 	if c.knowledgeProxy, err = server.NewKnowledgeProxy(cfg.Knowledge.URL, cfg.HTTP.MaxBodyBytes, c.Auth.IsReserved,
@@ -518,7 +529,7 @@ func (c *Core) Run(ctx context.Context) error {
 		// orchestrator; all stop the moment leadership is lost. Each logs
 		// its own errors and goes on: none returns one.
 		var loops sync.WaitGroup
-		loopsToRun := []func(context.Context){c.Runs.RunSweeper, c.Scheduler.Run, c.Reconciler.Run, c.Notifier.Run}
+		loopsToRun := []func(context.Context){c.Runs.RunSweeper, c.Scheduler.Run, c.Reconciler.Run, c.Notifier.Run, c.Webhooks.Run}
 		if c.Digester != nil {
 			loopsToRun = append(loopsToRun, c.Digester.Run)
 		}

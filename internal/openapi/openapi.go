@@ -256,13 +256,22 @@ func (g *Generator) Object(t reflect.Type) map[string]any {
 	return s
 }
 
+// stringList tells whether t is a list of strings (or a pointer to one),
+// whose items an enum may close.
+func stringList(t reflect.Type) bool {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String
+}
+
 // fields adds t's JSON fields to props: a field is required unless
 // omitempty can omit it or it is omitzero; a pointer that is not omitted
 // when nil may be null. A field of t shadows one of an embedded struct.
 func (g *Generator) fields(t reflect.Type, props map[string]any, required *[]string) {
 	var embedded []reflect.Type
 	for field := range g.Enums[t] {
-		if f, ok := jsonField(t, field); !ok || (f.Type.Kind() != reflect.String && f.Type.Kind() != reflect.Pointer) {
+		if f, ok := jsonField(t, field); !ok || (f.Type.Kind() != reflect.String && f.Type.Kind() != reflect.Pointer && !stringList(f.Type)) {
 			panic(fmt.Sprintf("openapi: enum %v.%s names no string field", t, field))
 		}
 	}
@@ -299,6 +308,9 @@ func (g *Generator) fields(t reflect.Type, props map[string]any, required *[]str
 		}
 		if values, ok := g.Enums[t][jname]; ok {
 			s = map[string]any{"type": "string", "enum": values}
+			if stringList(f.Type) { // a list of the values (webhook events)
+				s = map[string]any{"type": "array", "items": s}
+			}
 		}
 		if f.Type.Kind() == reflect.Pointer && !omitEmpty && !omitZero {
 			s = Nullable(s)

@@ -12,11 +12,13 @@ import (
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/needsme"
+	"github.com/ballet/ballet/internal/notify"
 	"github.com/ballet/ballet/internal/openapi"
 	"github.com/ballet/ballet/internal/pipeline"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
+	"github.com/ballet/ballet/internal/webhook"
 )
 
 // OpenAPI builds the OpenAPI 3.1 document of the route table (package
@@ -77,6 +79,9 @@ var (
 	stageKinds  = []string{pipeline.KindAgent, pipeline.KindHuman, pipeline.KindPlatform}
 	runStatuses = []string{run.StatusQueued, run.StatusRunning, run.StatusSucceeded, run.StatusFailed, run.StatusCancelled}
 	errorCodes  = door.Codes() // every code writeErr answers
+
+	webhookFormats  = []string{webhook.FormatStandard, webhook.FormatSlack}
+	webhookStatuses = []string{webhook.StatusPending, webhook.StatusSucceeded, webhook.StatusFailed, webhook.StatusSkipped}
 )
 
 // enums are the closed sets of string fields: by Go type, JSON field name.
@@ -125,6 +130,12 @@ var enums = map[reflect.Type]map[string][]string{
 	reflect.TypeFor[digest.DigestFailure]():       {"kind": {digest.FailureFailed, digest.FailureStuck}},
 	reflect.TypeFor[digest.DigestCreated]():       {"status": {digest.StatusPending, digest.StatusEmpty}},
 	reflect.TypeFor[digest.DigestFailed]():        {"status": {digest.StatusSkipped, digest.StatusFailed}},
+	reflect.TypeFor[WebhookCreate]():              {"events": webhook.EventNames, "format": webhookFormats},
+	reflect.TypeFor[WebhookUpdate]():              {"events": webhook.EventNames, "format": webhookFormats},
+	reflect.TypeFor[webhook.Webhook]():            {"events": webhook.EventNames, "format": webhookFormats},
+	reflect.TypeFor[webhook.WebhookCreated]():     {"events": webhook.EventNames, "format": webhookFormats},
+	reflect.TypeFor[webhook.WebhookDelivery]():    {"status": webhookStatuses, "cause": notify.Causes},
+	reflect.TypeFor[webhook.DeliveryAttempted]():  {"status": webhookStatuses},
 }
 
 // errorSchema registers Error, the one error body, with its details: field

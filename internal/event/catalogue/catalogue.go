@@ -18,8 +18,9 @@ import (
 	"github.com/ballet/ballet/internal/skill"
 	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
+	"github.com/ballet/ballet/internal/webhook"
 )
 
 // Core is every event type Core writes.
 var Core = event.NewCatalogue(tenancy.Events, versions.Events, tracker.Events, skill.Events, auth.Events, run.Events, flow.Events, notify.Events,
-	digest.Events)
+	digest.Events, webhook.Events)

@@ -29,6 +29,7 @@ func TestEveryEventTypeHasAHistory(t *testing.T) {
 			// Waits escalate, and a queued run lacks a runner, at once.
 			c.Notify.EscalateAfter.Duration = time.Millisecond
 			c.Runs.UnclaimedAfter.Duration = time.Millisecond
+			c.Notify.AllowPrivateTargets = true // the webhook's receiver is on 127.0.0.1
 		})
 		writeEveryEventType(t, w)
 
@@ -227,6 +228,8 @@ func writeEveryEventType(t *testing.T, w *flowWorld) {
 		}
 	}
 	writeDigestEvents(t, w)
+
+	writeWebhookEvents(t, w)
 
 	// A runner that drains, then is gone for longer than the retention.
 	gone := w.NewRunner("gone")

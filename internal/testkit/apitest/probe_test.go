@@ -67,7 +67,7 @@ func newProbeWorld(t *testing.T, adjust ...func(*config.Config)) *probeWorld {
 	w.runner = e.NewRunner("probe-runner")
 	w.leased = w.runner.MustLease()
 	w.values = map[string]string{"org": "acme", "project": "ACME", "item": "ACME-1", "blocker": "ACME-2", "run": w.leased.ID,
-		"runner": w.runner.ID, "name": "default", "subject": "oidc|probe", "forge": "gitea", "id": ""}
+		"runner": w.runner.ID, "name": "default", "subject": "oidc|probe", "forge": "gitea", "id": "", "delivery": "none"}
 	w.secrets = []string{apitest.BootstrapToken, apitest.ServiceToken, w.admin, w.member, w.viewer, w.other, tk.Token,
 		w.runner.Token, w.leased.Token}
 	rawSrv := httptest.NewServer(e.Core.Handler())

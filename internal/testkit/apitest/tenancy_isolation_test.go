@@ -39,6 +39,7 @@ type tenant struct {
 	entryIDs, tokenIDs  []string
 	runner              string // the shared runner's id
 	runIDs, questionIDs []string
+	webhook, orgWebhook string // a project's and an organization's webhook (their URLs hold the marker)
 }
 
 // foreign lists what must never appear in an answer to the other tenant.
@@ -48,6 +49,7 @@ func (t *tenant) foreign() []string {
 	out = append(out, t.entryIDs...)
 	out = append(out, t.tokenIDs...)
 	out = append(out, t.runIDs...)
+	out = append(out, t.webhook, t.orgWebhook)
 	return append(out, t.questionIDs...)
 }
 
@@ -165,7 +167,16 @@ var coreReads = map[string]tenancyRead{
 	"GET /api/v1/platform": {path: fixedPath("/api/v1/platform"), neutral: "the platform's switches, no organization's"},
 	"GET /api/v1/runners": {path: fixedPath("/api/v1/runners"),
 		neutral: "runners are the platform's, shared by every organization: none is a tenant's row"},
-	"GET /api/v1/orgs/{org}/events": {path: func(t *tenant) string { return "/api/v1/orgs/" + t.slug + "/events?limit=1000" }},
+	"GET /api/v1/orgs/{org}/events":        {path: func(t *tenant) string { return "/api/v1/orgs/" + t.slug + "/events?limit=1000" }},
+	"GET /api/v1/orgs/{org}/webhooks":      {path: func(t *tenant) string { return "/api/v1/orgs/" + t.slug + "/webhooks" }},
+	"GET /api/v1/orgs/{org}/webhooks/{id}": {path: func(t *tenant) string { return "/api/v1/orgs/" + t.slug + "/webhooks/" + t.orgWebhook }},
+	"GET /api/v1/orgs/{org}/webhooks/{id}/deliveries": {
+		path: func(t *tenant) string { return "/api/v1/orgs/" + t.slug + "/webhooks/" + t.orgWebhook + "/deliveries" }},
+	"GET /api/v1/projects/{project}/webhooks": {path: func(t *tenant) string { return "/api/v1/projects/" + t.key + "/webhooks" }},
+	"GET /api/v1/projects/{project}/webhooks/{id}": {
+		path: func(t *tenant) string { return "/api/v1/projects/" + t.key + "/webhooks/" + t.webhook }},
+	"GET /api/v1/projects/{project}/webhooks/{id}/deliveries": {
+		path: func(t *tenant) string { return "/api/v1/projects/" + t.key + "/webhooks/" + t.webhook + "/deliveries" }},
 	"GET /api/v1/platform/events": {path: fixedPath("/api/v1/platform/events?limit=1000"),
 		neutral: "the platform's history (its switches): no organization's row"},
 	"GET /api/v1/runners/{runner}/events": {path: func(t *tenant) string { return "/api/v1/runners/" + t.runner + "/events?limit=1000" },
@@ -295,6 +306,13 @@ func (w *tenancyWorld) seed(ten *tenant) {
 		ten.items[it.name], ten.itemIDs = v.Key, append(ten.itemIDs, v.ID)
 	}
 	as(201, "POST", "/api/v1/items/"+ten.items["t2"]+"/blockers/"+ten.items["t1"], nil)
+	// Webhooks of the project and of the organization (never delivered:
+	// this world runs no jobs), which hear the blocking question below.
+	var hk struct{ ID string }
+	as(201, "POST", "/api/v1/projects/"+ten.key+"/webhooks", map[string]any{"url": "https://93.184.216.34/" + m, "events": []string{"*"}}).JSON(t, &hk)
+	ten.webhook = hk.ID
+	as(201, "POST", "/api/v1/orgs/"+ten.slug+"/webhooks", map[string]any{"url": "https://93.184.216.34/org-" + m, "events": []string{"*"}}).JSON(t, &hk)
+	ten.orgWebhook = hk.ID
 	var q struct{ ID string }
 	as(201, "POST", "/api/v1/items/"+ten.items["t1"]+"/questions", map[string]any{"text": "Which way, " + m + "?", "blocking": true}).JSON(t, &q)
 	ten.question, ten.questionIDs = q.ID, append(ten.questionIDs, q.ID)
@@ -362,6 +380,9 @@ func TestTenantsSeeNothingOfEachOther(t *testing.T) {
 			ten.questionIDs = append(ten.questionIDs, q.ID)
 		}
 		if _, err := w.Core.Notifier.Pass(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Core.Webhooks.Pass(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 
