@@ -52,8 +52,8 @@ var tableOwners = map[string]string{
 	// A ticket's subscribers (issue 26).
 	"item_subscriptions": "internal/notify",
 	"digests":            "internal/digest",
-	"webhooks":              "internal/webhook",
-	"webhook_deliveries":    "internal/webhook",
+	"webhooks":           "internal/webhook",
+	"webhook_deliveries": "internal/webhook",
 	// The Knowledge service's own database (internal/knowledge/migrations).
 	"spaces":         "internal/knowledge",
 	"entries":        "internal/knowledge",
