@@ -54,6 +54,7 @@ type Config struct {
 	Runner   Runner   `toml:"runner"`
 	Adapters Adapters `toml:"adapters"`
 	Secrets  Secrets  `toml:"secrets"`
+	Notify   Notify   `toml:"notify"`
 
 	// File is the file the configuration was loaded from ("": none), one
 	// of the files no secret reference may name.
@@ -384,6 +385,7 @@ func Default() Config {
 			OpenCode:   OpenCode{Command: "opencode", Model: "claude-sonnet-4-5", Provider: "anthropic"},
 		},
 		Secrets: Secrets{Allow: []string{}},
+		Notify:  Notify{Email: NotifyEmail{Timeout: Duration{30 * time.Second}}},
 	}
 }
 

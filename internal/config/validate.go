@@ -48,6 +48,7 @@ func (c Config) Validate() error {
 		{"runs", c.Runs.validate}, {"budgets", c.Budgets.validate}, {"events", c.Events.validate},
 		{"auth", c.Auth.validate}, {"log", c.Log.validate}, {"knowledge", c.Knowledge.validate},
 		{"runner", c.Runner.validate}, {"adapters", c.Adapters.validate}, {"secrets", c.Secrets.validate}, {"auth", c.crossChecks},
+		{"notify", c.Notify.validate},
 	} {
 		p := &problems{section: section.name}
 		section.check(p)

@@ -40,6 +40,7 @@ import (
 	"github.com/ballet/ballet/internal/mcp"
 	"github.com/ballet/ballet/internal/needsme"
 	"github.com/ballet/ballet/internal/notify"
+	"github.com/ballet/ballet/internal/notify/mail"
 	"github.com/ballet/ballet/internal/pipeline/versions"
 	"github.com/ballet/ballet/internal/realtime"
 	"github.com/ballet/ballet/internal/reconcile"
@@ -79,6 +80,11 @@ type Core struct {
 	// Notifier turns the events that need a person into notifications
 	// (the leader runs it).
 	Notifier  *notify.Notifier
+	// Mailer runs the mail jobs (nil: [notify.email] smtp_url unset, mail
+	// is off); NotifySettings changes people's notification settings.
+	Mailer         *notify.Mailer
+	NotifySettings *notify.SettingsService
+	mailLinks      *server.MailLinks
 	Feed      *feed.Feed        // tails the event log on every instance
 	Realtime  *realtime.Handler // the WebSocket JSON-RPC API
 	OIDCLogin *server.OIDCLogin // the browser's sign-in through the issuer (nil: [auth] oidc_client_id unset)
@@ -233,8 +239,20 @@ func New(o Options) (*Core, error) {
 		RunnerRetention: cfg.Runs.RunnerRetention.Duration,
 	})
 	c.Notifier = (&notify.Notifier{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "notify"), Items: c.Tracker,
-		Members: c.Tenancy, Roles: res, PlatformAdmin: c.Auth.IsPlatformAdmin}).Init()
-	reg.MustRegister(notify.NewLagCollector(st, clk))
+		Members: c.Tenancy, Roles: res, PlatformAdmin: c.Auth.IsPlatformAdmin, Mail: cfg.Notify.MailOn(), BaseURL: cfg.Notify.BaseURL}).Init()
+	reg.MustRegister(notify.NewLagCollector(st, clk), notify.NewMailFailingCollector(st))
+	keys := &notify.Keys{Store: st, Applier: c.Applier, Clock: clk}
+	c.NotifySettings = &notify.SettingsService{Store: st, Applier: c.Applier, Clock: clk, Keys: keys, MailOn: cfg.Notify.MailOn()}
+	c.mailLinks = &server.MailLinks{Keys: keys, Settings: c.NotifySettings, Log: log.With("component", "mail-links")}
+	if cfg.Notify.MailOn() {
+		sender, err := mail.New(cfg.Notify.Email)
+		if err != nil {
+			return nil, err
+		}
+		c.Mailer = &notify.Mailer{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "mail"), Sender: sender, Keys: keys,
+			BaseURL: cfg.Notify.BaseURL, Roles: res, PlatformAdmin: c.Auth.IsPlatformAdmin, Metrics: notify.NewMailMetrics(reg)}
+		c.Mailer.Register(c.Jobs)
+	}
 	c.leading = func() bool { return true }
 	if st.Engine() == "rqlite" {
 		// Another instance may lead once the lease has ended: the handlers
@@ -269,7 +287,8 @@ func New(o Options) (*Core, error) {
 	c.API.Add((&server.Session{S: browser}).Routes()...)
 	if cfg.Auth.OIDCClientID != "" {
 		c.OIDCLogin = &server.OIDCLogin{Sessions: browser, API: c.API, Flow: &auth.CodeFlow{Auth: c.Auth, ClientID: cfg.Auth.OIDCClientID,
-			ClientSecret: cfg.Auth.OIDCClientSecret, RedirectURL: cfg.PublicURL() + "/auth/oidc/callback"}}
+			ClientSecret: cfg.Auth.OIDCClientSecret, RedirectURL: cfg.PublicURL() + "/auth/oidc/callback"},
+			VerifiedEmail: c.NotifySettings.RecordVerifiedEmail}
 	}
 	c.API.Add((&server.Skills{S: c.Skills}).Routes()...)
 	c.API.Add((&server.Runs{S: c.Runs, Skills: c.Skills, Orgs: c.Tenancy}).Routes()...)
@@ -277,7 +296,7 @@ func New(o Options) (*Core, error) {
 	c.API.Add((&server.Flows{F: c.Flows}).Routes()...)
 	c.API.Add((&server.Hooks{Projects: c.Tenancy, MergeChecks: c.Flows.MergeChecks, Wake: c.Jobs.Wake, Secrets: secrets,
 		Log: log.With("component", "hooks"), Deliveries: server.NewHookMetrics(reg)}).Routes()...)
-	c.API.Add((&server.Notifications{Inbox: &notify.Inbox{Store: st, Applier: c.Applier, Clock: clk}}).Routes()...)
+	c.API.Add((&server.Notifications{Inbox: &notify.Inbox{Store: st, Applier: c.Applier, Clock: clk}, Settings: c.NotifySettings}).Routes()...)
 	c.API.Add((&server.NeedsMe{L: &needsme.Service{Store: st, Access: res, Flows: c.Flows}}).Routes()...)
 	c.API.Add((&server.Unattended{T: c.Tracker, Tenancy: c.Tenancy, F: c.Flows, B: c.Flows.Budget}).Routes()...)
 	c.API.Add((&server.Introspect{Token: serviceToken, Authn: c.Auth, Orgs: c.Tenancy, Access: res}).Routes()...)
@@ -442,6 +461,7 @@ func (c *Core) Handler() http.Handler {
 	if c.OIDCLogin != nil {
 		c.OIDCLogin.Register(mux)
 	}
+	c.mailLinks.Register(mux) // the links of Ballet's mail
 	mux.Handle("/", api)
 	ui, err := webui.New(mux, c.uiConfig())
 	if err != nil {

@@ -49,6 +49,8 @@ var tableOwners = map[string]string{
 	"event_cursors":         "internal/consumer",
 	"notifications":         "internal/notify",
 	"notification_settings": "internal/notify",
+	"mail_deliveries":       "internal/notify",
+	"notify_keys":           "internal/notify",
 	// The Knowledge service's own database (internal/knowledge/migrations).
 	"spaces":         "internal/knowledge",
 	"entries":        "internal/knowledge",
