@@ -79,16 +79,16 @@ type Core struct {
 	Reconciler *reconcile.Reconciler
 	// Notifier turns the events that need a person into notifications
 	// (the leader runs it).
-	Notifier  *notify.Notifier
+	Notifier *notify.Notifier
 	// Mailer runs the mail jobs (nil: [notify.email] smtp_url unset, mail
 	// is off); NotifySettings changes people's notification settings.
 	Mailer         *notify.Mailer
 	NotifySettings *notify.SettingsService
 	mailLinks      *server.MailLinks
-	Feed      *feed.Feed        // tails the event log on every instance
-	Realtime  *realtime.Handler // the WebSocket JSON-RPC API
-	OIDCLogin *server.OIDCLogin // the browser's sign-in through the issuer (nil: [auth] oidc_client_id unset)
-	Runs      *run.Service
+	Feed           *feed.Feed        // tails the event log on every instance
+	Realtime       *realtime.Handler // the WebSocket JSON-RPC API
+	OIDCLogin      *server.OIDCLogin // the browser's sign-in through the issuer (nil: [auth] oidc_client_id unset)
+	Runs           *run.Service
 	// Knowledge calls the Knowledge service with the service credential
 	// (the MCP tools, the entries a stage names).
 	Knowledge *client.Client

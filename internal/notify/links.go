@@ -152,4 +152,3 @@ func isCause(c string) bool {
 	}
 	return false
 }
-

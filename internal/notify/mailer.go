@@ -56,7 +56,9 @@ type ConfirmArgs struct {
 func (ConfirmArgs) Kind() string { return "notify.confirm" }
 
 // DedupeKey: one job per address entered.
-func (a ConfirmArgs) DedupeKey() string { return fmt.Sprintf("notify.confirm:%s:%d", a.Subject, a.Version) }
+func (a ConfirmArgs) DedupeKey() string {
+	return fmt.Sprintf("notify.confirm:%s:%d", a.Subject, a.Version)
+}
 
 // Events of the mail.
 func (NotificationMailed) EventType() string     { return "notification.mailed" }
@@ -394,4 +396,3 @@ func deliveryWrite(x Notification, host string, now time.Time) (store.Statement,
 created_at, updated_at, version) VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, ?, 1)`, x.ID, x.recipient, x.Cause, x.Item,
 		MessageID(x.ItemID, x.ID, host), now.UnixMilli(), now.UnixMilli()), job.New(MailArgs{NotificationID: x.ID})
 }
-
