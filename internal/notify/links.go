@@ -101,13 +101,13 @@ func (k *Keys) UnsubscribeToken(ctx context.Context, subject, cause string) (str
 	if err != nil {
 		return "", err
 	}
-	return b64.EncodeToString([]byte(subject)) + "." + cause + "." + b64.EncodeToString(sig), nil
+	return b64.EncodeToString([]byte(subject)) + "~" + cause + "~" + b64.EncodeToString(sig), nil
 }
 
 // CheckUnsubscribe checks an unsubscribe token and returns whose it is
 // and for which cause.
 func (k *Keys) CheckUnsubscribe(ctx context.Context, token string) (subject, cause string, err error) {
-	parts := strings.Split(token, ".")
+	parts := strings.Split(token, "~") // causes hold dots; base64url holds no ~
 	bad := apperr.New(apperr.NotFound, "this unsubscribe link is not valid")
 	if len(parts) != 3 || len(token) > 1024 {
 		return "", "", bad

@@ -28,11 +28,12 @@ const (
 	DeliveryFailed   = "failed"
 )
 
-// Paths of the mail links' pages (Links serves them; no login: the
-// signature is the credential).
+// Paths of the mail links' pages (server.MailLinks serves them; no login:
+// the signature is the credential). Below /api/, which the web UI never
+// answers, though they answer HTML pages.
 const (
-	UnsubscribePath = "/notify/unsubscribe"
-	ConfirmPath     = "/notify/confirm"
+	UnsubscribePath = "/api/v1/mail/unsubscribe"
+	ConfirmPath     = "/api/v1/mail/confirm"
 )
 
 // MailArgs is the durable job notify.mail: mail one notification.
