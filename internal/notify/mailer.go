@@ -314,7 +314,7 @@ var htmlMail = htmltemplate.Must(htmltemplate.New("mail").Parse(`<!DOCTYPE html>
 <p>{{.Text}}</p>
 <p><a href="{{.Link}}" style="display: inline-block; padding: 8px 14px; background: #2d5bd3; color: #fff; text-decoration: none; border-radius: 4px">{{.Action}}</a></p>
 <p style="color: #666; font-size: 12px">Ballet sent this because of your notification settings.
-<a href="{{.Settings}}">Change them</a> or <a href="{{.Unsubscribe}}">stop mail like this</a>.</p>
+<a href="{{.Unsubscribe}}">Stop mail like this</a>.</p>
 </body></html>
 `))
 
@@ -340,12 +340,11 @@ func (m *Mailer) compose(ctx context.Context, n Notification, addr, messageID st
 		return mail.Message{}, err
 	}
 	unsub := base + UnsubscribePath + "?t=" + url.QueryEscape(tok)
-	settings := base + "/settings/notifications"
-	text := fmt.Sprintf("%s · %s\n\n%s\n\n%s: %s\n\n-- \nBallet sent this because of your notification settings (%s).\nStop mail like this: %s\n",
-		n.Item, n.Title, n.Text, action(n.Cause), link, settings, unsub)
+	text := fmt.Sprintf("%s · %s\n\n%s\n\n%s: %s\n\n-- \nBallet sent this because of your notification settings.\nStop mail like this: %s\n",
+		n.Item, n.Title, n.Text, action(n.Cause), link, unsub)
 	var html bytes.Buffer
 	if err := htmlMail.Execute(&html, map[string]string{"Item": n.Item, "Title": n.Title, "Text": n.Text, "Link": link,
-		"Action": action(n.Cause), "Settings": settings, "Unsubscribe": unsub}); err != nil {
+		"Action": action(n.Cause), "Unsubscribe": unsub}); err != nil {
 		return mail.Message{}, fmt.Errorf("render mail: %w", err)
 	}
 	return mail.Message{To: addr, Subject: Subject(n.Cause, n.Item, n.Text, n.Title), Text: text, HTML: html.String(),
