@@ -35,7 +35,7 @@ func withMail(mp *mailtest.Server) func(*config.Config) {
 	}
 }
 
-func newMailWorld(t *testing.T, s store.Store, mp *mailtest.Server) *mailWorld {
+func newMailWorld(t testing.TB, s store.Store, mp *mailtest.Server) *mailWorld {
 	t.Helper()
 	e := apitest.RunOn(t, s, nil, withMail(mp))
 	w := &mailWorld{Env: e, mp: mp, tokens: map[string]string{}}

@@ -294,7 +294,7 @@ WHERE subject = ? AND version = ?`, email, source, confirmed, confirmed, hash, e
 		now.UnixMilli(), x.subject, x.Version), nil
 }
 
-// Settings changes people's notification settings.
+// SettingsService changes people's notification settings.
 type SettingsService struct {
 	Store   store.Store
 	Applier *transition.Applier
@@ -311,6 +311,13 @@ type SettingsService struct {
 func (s *SettingsService) Update(ctx context.Context, actor event.Actor, subject string, u SettingsUpdate) (Settings, error) {
 	if err := CheckUpdate(u); err != nil {
 		return Settings{}, err
+	}
+	if u.Email.Set && s.MailOn {
+		// The link key exists before the change is decided (making it is
+		// a write of its own, not part of this one).
+		if _, err := s.Keys.secret(ctx); err != nil {
+			return Settings{}, err
+		}
 	}
 	var out Settings
 	_, err := s.Applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {

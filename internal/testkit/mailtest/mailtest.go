@@ -155,6 +155,7 @@ type Summary struct {
 	From      Address   `json:"From"`
 	To        []Address `json:"To"`
 	Subject   string    `json:"Subject"`
+	Created   time.Time `json:"Created"` // when Mailpit received it
 }
 
 // Message is one message with its parts and headers.
