@@ -12,6 +12,7 @@ import (
 	"github.com/ballet/ballet/internal/server"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/testkit/apitest"
+	"github.com/ballet/ballet/internal/testkit/mailtest"
 	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
@@ -24,8 +25,10 @@ import (
 func TestEveryEventTypeHasAHistory(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
-		w := newFlowWorld(t, s, func(c *config.Config) { c.Knowledge.Wait.Duration = time.Millisecond })
+		mp := mailtest.Start(t)
+		w := newFlowWorld(t, s, func(c *config.Config) { c.Knowledge.Wait.Duration = time.Millisecond }, withMail(mp))
 		writeEveryEventType(t, w)
+		writeMailEvents(t, w, mp)
 
 		ctx := context.Background()
 		all, err := event.List(ctx, s, event.Filter{Limit: event.MaxLimit})
