@@ -1,6 +1,7 @@
 package notify_test
 
 import (
+	"context"
 	"net/http"
 	"regexp"
 	"strings"
@@ -309,4 +310,32 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// A recipient the SMTP server refuses (a 5xx) fails at once, without
+// retries: the delivery is failed, its event final, and platform admins
+// see it.
+func TestARefusedMailFailsAtOnceAndIsShown(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		mp := mailtest.StartWith(t, "--smtp-allowed-recipients", `@example\.com$`)
+		w := newMailWorld(t, s, mp)
+		// bob's address comes from his identity provider (a verified claim).
+		if err := w.Core.NotifySettings.RecordVerifiedEmail(context.Background(), "bob", "bob@elsewhere.org"); err != nil {
+			t.Fatal(err)
+		}
+		key := w.ticket("alice", "bob")
+		w.ask("carol", key, "Which database?")
+		waitFor(t, func() bool { return countRows(t, s, `SELECT COUNT(*) FROM mail_deliveries WHERE status = 'failed'`) == 1 })
+		if n := countEvents(t, s, "notification.mail_failed"); n != 1 {
+			t.Errorf("%d mail_failed events, want 1 (no retry)", n)
+		}
+		if n := countRows(t, s, `SELECT COUNT(*) FROM events WHERE type = 'notification.mail_failed' AND payload LIKE '%"final":true%'`); n != 1 {
+			t.Errorf("the failure is not final")
+		}
+		var att notify.MailAttention
+		w.Admin(200, "GET", "/api/v1/platform/mail", nil).JSON(t, &att)
+		if att.Failed != 1 || att.LastError == nil {
+			t.Errorf("platform mail status: %+v", att)
+		}
+	})
 }

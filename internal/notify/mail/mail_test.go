@@ -70,3 +70,20 @@ func TestNewNamesTheKeyOfABadURL(t *testing.T) {
 		}
 	}
 }
+
+// A recipient the server refuses (a 5xx) is a permanent failure with its
+// code: no retry can change it.
+func TestARefusedRecipientIsPermanent(t *testing.T) {
+	mp := mailtest.StartWith(t, "--smtp-allowed-recipients", `@example\.com$`)
+	s, err := mail.New(config.NotifyEmail{SMTPURL: mp.SMTPURL(), From: "ballet@example.com", Timeout: config.Duration{Duration: 5 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Send(context.Background(), mail.Message{To: "ada@elsewhere.org", Subject: "s", Text: "t"})
+	if err == nil || mail.Temporary(err) || mail.Code(err) < 500 {
+		t.Fatalf("a refused recipient: %v (temporary %v, code %d), want a permanent 5xx", err, mail.Temporary(err), mail.Code(err))
+	}
+	if err := s.Send(context.Background(), mail.Message{To: "ada@example.com", Subject: "s", Text: "t"}); err != nil {
+		t.Fatalf("an allowed recipient: %v", err)
+	}
+}

@@ -65,12 +65,22 @@ type Server struct {
 	mu  sync.Mutex
 	cmd *exec.Cmd
 	end chan struct{}
+	// args are Mailpit flags of the test's own (StartWith).
+	args []string
 }
 
 // Start starts Mailpit for the test; it stops when the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{t: t, bin: Binary(t), SMTPAddr: freeAddr(t), db: filepath.Join(t.TempDir(), "mailpit.db")}
+	return StartWith(t)
+}
+
+// StartWith is Start with more Mailpit flags, e.g.
+// "--smtp-allowed-recipients", "@example\\.com$" (any other recipient is
+// refused with a 550).
+func StartWith(t testing.TB, args ...string) *Server {
+	t.Helper()
+	s := &Server{t: t, bin: Binary(t), SMTPAddr: freeAddr(t), db: filepath.Join(t.TempDir(), "mailpit.db"), args: args}
 	s.APIURL = "http://" + freeAddr(t)
 	s.Up()
 	t.Cleanup(s.Down)
@@ -90,8 +100,9 @@ func (s *Server) Up() {
 		return
 	}
 	ui := strings.TrimPrefix(s.APIURL, "http://")
-	cmd := exec.Command(s.bin, "--smtp", s.SMTPAddr, "--listen", ui, "--database", s.db, "--disable-version-check",
-		"--smtp-auth-accept-any", "--smtp-auth-allow-insecure", "--smtp-disable-rdns", "--quiet", "--max", "100000")
+	args := append([]string{"--smtp", s.SMTPAddr, "--listen", ui, "--database", s.db, "--disable-version-check",
+		"--smtp-auth-accept-any", "--smtp-auth-allow-insecure", "--smtp-disable-rdns", "--quiet", "--max", "100000"}, s.args...)
+	cmd := exec.Command(s.bin, args...)
 	log, err := os.OpenFile(filepath.Join(filepath.Dir(s.db), "mailpit.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		s.t.Fatal(err)
