@@ -325,7 +325,9 @@ func TestARefusedMailFailsAtOnceAndIsShown(t *testing.T) {
 		}
 		key := w.ticket("alice", "bob")
 		w.ask("carol", key, "Which database?")
-		waitFor(t, func() bool { return countRows(t, s, `SELECT COUNT(*) FROM mail_deliveries WHERE status = 'failed'`) == 1 })
+		waitFor(t, func() bool {
+			return countRows(t, s, `SELECT COUNT(*) FROM mail_deliveries WHERE status = 'failed'`) == 1
+		})
 		if n := countEvents(t, s, "notification.mail_failed"); n != 1 {
 			t.Errorf("%d mail_failed events, want 1 (no retry)", n)
 		}
