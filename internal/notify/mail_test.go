@@ -237,6 +237,10 @@ func TestMailIsRetriedUntilSMTPIsBack(t *testing.T) {
 			t.Errorf("platform mail status while SMTP is down: %+v", att)
 		}
 		w.Must(403, w.tokens["carol"], "GET", "/api/v1/platform/mail", nil)
+		if m := string(w.Do("", "GET", "/metrics", nil).Body); !strings.Contains(m, `ballet_notify_mail_failing{status="retrying"} 1`) ||
+			!strings.Contains(m, `ballet_notify_mail_attempts_total{result="retrying"}`) {
+			t.Errorf("/metrics does not show the failing mail")
+		}
 		mp.Up()
 		waitFor(t, func() bool { return countEvents(t, s, "notification.mailed") == 1 })
 		if got := mp.To(t, addr); len(got) != 2 { // the confirmation and the question
