@@ -80,8 +80,9 @@ type Core struct {
 	// Notifier turns the events that need a person into notifications
 	// (the leader runs it).
 	Notifier *notify.Notifier
-	// Mailer runs the mail jobs (nil: [notify.email] smtp_url unset, mail
-	// is off); NotifySettings changes people's notification settings.
+	// Mailer runs the mail jobs (its Sender is nil while [notify.email]
+	// smtp_url is unset: mail is off); NotifySettings changes people's
+	// notification settings.
 	Mailer         *notify.Mailer
 	NotifySettings *notify.SettingsService
 	mailLinks      *server.MailLinks
@@ -244,15 +245,16 @@ func New(o Options) (*Core, error) {
 	keys := &notify.Keys{Store: st, Applier: c.Applier, Clock: clk}
 	c.NotifySettings = &notify.SettingsService{Store: st, Applier: c.Applier, Clock: clk, Keys: keys, MailOn: cfg.Notify.MailOn()}
 	c.mailLinks = &server.MailLinks{Keys: keys, Settings: c.NotifySettings, Log: log.With("component", "mail-links")}
+	// The mail jobs have their handlers also with mail off: a delivery
+	// queued before mail was turned off is then recorded as skipped.
+	c.Mailer = &notify.Mailer{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "mail"), Keys: keys,
+		BaseURL: cfg.Notify.BaseURL, Roles: res, PlatformAdmin: c.Auth.IsPlatformAdmin, Metrics: notify.NewMailMetrics(reg)}
 	if cfg.Notify.MailOn() {
-		sender, err := mail.New(cfg.Notify.Email)
-		if err != nil {
+		if c.Mailer.Sender, err = mail.New(cfg.Notify.Email); err != nil {
 			return nil, err
 		}
-		c.Mailer = &notify.Mailer{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "mail"), Sender: sender, Keys: keys,
-			BaseURL: cfg.Notify.BaseURL, Roles: res, PlatformAdmin: c.Auth.IsPlatformAdmin, Metrics: notify.NewMailMetrics(reg)}
-		c.Mailer.Register(c.Jobs)
 	}
+	c.Mailer.Register(c.Jobs)
 	c.leading = func() bool { return true }
 	if st.Engine() == "rqlite" {
 		// Another instance may lead once the lease has ended: the handlers

@@ -132,3 +132,30 @@ func TestARemovedMemberIsNotMailed(t *testing.T) {
 		}
 	})
 }
+
+// A delivery decided while mail was on, run by a Core whose mail is off,
+// is recorded as skipped (not left pending for ever).
+func TestADeliveryAfterMailIsTurnedOffIsSkipped(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		mp := mailtest.Start(t)
+		first := newMailWorld(t, s, mp)
+		first.confirm("bob", "bob-"+s.Engine()+"@example.com")
+		if err := first.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		api := apitest.New(t, s, withMail(mp))
+		w := &mailWorld{Env: api, mp: mp, tokens: first.tokens}
+		key := w.ticket("alice", "bob")
+		w.ask("carol", key, "Which database?")
+		if made, err := api.Core.Notifier.Pass(context.Background()); err != nil || made != 1 {
+			t.Fatalf("pass: %d, %v; want 1", made, err)
+		}
+		apitest.RunOn(t, s, nil) // mail off
+		waitFor(t, func() bool {
+			return countRows(t, s, `SELECT COUNT(*) FROM mail_deliveries WHERE status = 'skipped'`) == 1
+		})
+		if n := countRows(t, s, `SELECT COUNT(*) FROM events WHERE type = 'notification.mail_skipped' AND payload LIKE '%mail_off%'`); n != 1 {
+			t.Errorf("%d mail_skipped events for mail_off, want 1", n)
+		}
+	})
+}

@@ -96,7 +96,7 @@ type NotificationMailSkipped struct {
 	Recipient string `json:"recipient"`
 	Cause     string `json:"cause"`
 	Item      string `json:"item"`
-	Reason    string `json:"reason"` // no_access, not_mail, no_address
+	Reason    string `json:"reason"` // no_access, not_mail, no_address, mail_off
 }
 
 // Sender sends one mail (mail.Sender).
@@ -111,8 +111,10 @@ type Mailer struct {
 	Applier *transition.Applier
 	Clock   clock.Clock
 	Log     *slog.Logger
-	Sender  Sender
-	Keys    *Keys
+	// Sender sends the mail (nil: mail is off; a delivery's job then
+	// records it skipped, a confirmation's does nothing).
+	Sender Sender
+	Keys   *Keys
 	// BaseURL is [notify] base_url: where links point.
 	BaseURL string
 	Roles   RoleReader
@@ -174,7 +176,9 @@ func (m *Mailer) handleMail(ctx context.Context, j *job.Job, a MailArgs) error {
 		return err
 	}
 	reason := ""
-	if ok, err := m.mayRead(ctx, n.recipient, n.OrganizationID, n.ProjectID); err != nil {
+	if m.Sender == nil {
+		reason = "mail_off" // turned off since the delivery was decided
+	} else if ok, err := m.mayRead(ctx, n.recipient, n.OrganizationID, n.ProjectID); err != nil {
 		return err
 	} else if !ok {
 		reason = "no_access"
@@ -355,6 +359,9 @@ func (m *Mailer) compose(ctx context.Context, n Notification, addr, messageID st
 // it was replaced or confirmed meanwhile. A failure retries; nothing else
 // is ever sent to an unconfirmed address.
 func (m *Mailer) handleConfirm(ctx context.Context, _ *job.Job, a ConfirmArgs) error {
+	if m.Sender == nil {
+		return nil // mail is off: the address cannot be confirmed until it is on and entered again
+	}
 	set, err := ReadSettings(ctx, m.Store, a.Subject)
 	if err != nil {
 		return err
