@@ -4,7 +4,9 @@
 # run, side by side; runs every test on SQLite and rqlite, and a short fuzz.
 # A part that cannot be built or installed fails the run; the tests that
 # need it are skipped when asked: BALLET_SKIP_RQLITE=1, BALLET_SKIP_AGENTS=1,
-# BALLET_SKIP_GITEA=1 and BALLET_SKIP_BROWSER=1 make test. Every skip is
+# BALLET_SKIP_GITEA=1, BALLET_SKIP_MAILPIT=1 and BALLET_SKIP_BROWSER=1 make test.
+# Mailpit (scripts/mailpit.sh, ~1 min once) is the real SMTP server the mail
+# tests send to. Every skip is
 # counted in the summary line printed at the end (docs/testing.md).
 SHELL := /bin/bash
 
@@ -36,21 +38,26 @@ need_chromium = if [ "$${BALLET_SKIP_BROWSER:-}" != 1 ]; then \
 # meanwhile and goes on beside the tests; its output and verdict come after
 # theirs, and a failed vet fails make test):
 # Gitea's cold build (~6 min, mostly downloading and compiling its modules),
-# rqlited's (~90 s) and the agent CLIs' npm install (~20 s). parts_start
-# starts each one the caller neither gave (BALLET_GITEA, BALLET_RQLITED,
+# rqlited's (~90 s), Mailpit's (~1 min) and the agent CLIs' npm install (~20 s). parts_start
+# starts each one the caller neither gave (BALLET_GITEA, BALLET_RQLITED, BALLET_MAILPIT,
 # BALLET_CLAUDE and BALLET_OPENCODE) nor asked to skip (BALLET_SKIP_…=1);
 # parts_wait waits for all of them, sets the variables from their output,
 # and stops make before any test runs when one failed, naming it and how to
 # skip it (every failure is reported, not only the first).
-parts_start = parts_out=$$(mktemp -d); gitea_pid=; rqlited_pid=; agents_pid=; \
+parts_start = parts_out=$$(mktemp -d); gitea_pid=; rqlited_pid=; agents_pid=; mailpit_pid=; \
 	given_claude="$${BALLET_CLAUDE:-}"; given_opencode="$${BALLET_OPENCODE:-}"; \
 	if [ "$${BALLET_SKIP_GITEA:-}" != 1 ] && [ -z "$${BALLET_GITEA:-}" ]; then scripts/gitea.sh >"$$parts_out/gitea" & gitea_pid=$$!; fi; \
 	if [ "$${BALLET_SKIP_RQLITE:-}" != 1 ] && [ -z "$${BALLET_RQLITED:-}" ]; then scripts/rqlited.sh >"$$parts_out/rqlited" & rqlited_pid=$$!; fi; \
+	if [ "$${BALLET_SKIP_MAILPIT:-}" != 1 ] && [ -z "$${BALLET_MAILPIT:-}" ]; then scripts/mailpit.sh >"$$parts_out/mailpit" & mailpit_pid=$$!; fi; \
 	if [ "$${BALLET_SKIP_AGENTS:-}" != 1 ] && { [ -z "$$given_claude" ] || [ -z "$$given_opencode" ]; }; then scripts/agent-clis.sh >"$$parts_out/agents" & agents_pid=$$!; fi
 parts_wait = parts_failed=; \
 	if [ -n "$$rqlited_pid" ]; then \
 		if wait $$rqlited_pid; then BALLET_RQLITED=$$(cat "$$parts_out/rqlited"); export BALLET_RQLITED; \
 		else echo "make $@: building rqlited (scripts/rqlited.sh) failed; BALLET_SKIP_RQLITE=1 make test skips the tests that need it" >&2; parts_failed=1; fi; \
+	fi; \
+	if [ -n "$$mailpit_pid" ]; then \
+		if wait $$mailpit_pid; then BALLET_MAILPIT=$$(cat "$$parts_out/mailpit"); export BALLET_MAILPIT; \
+		else echo "make $@: building Mailpit (scripts/mailpit.sh) failed; BALLET_SKIP_MAILPIT=1 make $@ skips the tests that need it" >&2; parts_failed=1; fi; \
 	fi; \
 	if [ -n "$$agents_pid" ]; then \
 		if wait $$agents_pid; then eval "$$(cat "$$parts_out/agents")"; \

@@ -70,6 +70,9 @@ type Principal struct {
 	// Name is for people: the token's name, "bootstrap", an identity's
 	// name or email (else its subject), a session's.
 	Name string
+	// VerifiedEmail is the address an OIDC sign-in's ID token vouched for
+	// (its email claim, with email_verified true); "" otherwise.
+	VerifiedEmail string
 	// SessionID is set when the credential is a browser session, which
 	// acts as the credential that started it (the other fields).
 	SessionID string

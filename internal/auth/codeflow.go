@@ -138,7 +138,10 @@ func (f *CodeFlow) Finish(ctx context.Context, pend Pending, state, code string)
 	if id.Subject == "" || id.Subject == BootstrapSubject {
 		return nil, unauthenticated("sign-in refused: the ID token's subject %q cannot sign in", id.Subject)
 	}
-	var claims struct{ Name, Email string }
+	var claims struct {
+		Name, Email   string
+		EmailVerified bool `json:"email_verified"`
+	}
 	_ = id.Claims(&claims)
 	name := claims.Name
 	if name == "" {
@@ -147,7 +150,12 @@ func (f *CodeFlow) Finish(ctx context.Context, pend Pending, state, code string)
 	if name == "" {
 		name = id.Subject
 	}
-	return &Principal{Kind: event.ActorHuman, Subject: id.Subject, PlatformAdmin: f.Auth.platformAdmin(id.Subject), Name: name}, nil
+	verified := ""
+	if claims.EmailVerified {
+		verified = claims.Email
+	}
+	return &Principal{Kind: event.ActorHuman, Subject: id.Subject, PlatformAdmin: f.Auth.platformAdmin(id.Subject), Name: name,
+		VerifiedEmail: verified}, nil
 }
 
 // randomValue is 32 random bytes, base64url.

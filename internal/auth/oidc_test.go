@@ -86,7 +86,22 @@ func TestTheCodeFlowSignsInThePersonTheIssuerApproved(t *testing.T) {
 			t.Errorf("sign in as %s: %+v, %v; want named %q, platform admin %v", c.subject, p, err, c.name, c.admin)
 		}
 	}
-	if got := iss.ClientAuth(); len(got) != 4 || slices.ContainsFunc(got, func(s string) bool { return s != "basic" }) {
+	// The address is the person's notification address only when the
+	// issuer vouches for it (email_verified true).
+	for _, c := range []struct {
+		opts []oidctest.Option
+		want string
+	}{
+		{[]oidctest.Option{oidctest.Claim("email_verified", true)}, "olga@example.com"},
+		{[]oidctest.Option{oidctest.Claim("email_verified", false)}, ""},
+		{nil, ""},
+	} {
+		iss.SignInAs("olga", c.opts...)
+		if p, err := signIn(t, f); err != nil || p.VerifiedEmail != c.want {
+			t.Errorf("sign in with %d options: verified email %q, %v; want %q", len(c.opts), p.VerifiedEmail, err, c.want)
+		}
+	}
+	if got := iss.ClientAuth(); len(got) != 7 || slices.ContainsFunc(got, func(s string) bool { return s != "basic" }) {
 		t.Errorf("a confidential client authenticated with %v, want basic every time", got)
 	}
 

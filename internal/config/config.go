@@ -351,24 +351,6 @@ type Events struct {
 	PingTimeout  Duration `toml:"ping_timeout"`
 }
 
-// Notify configures how Ballet reaches people (docs/notifications.md).
-type Notify struct {
-	// BaseURL is where the links of notifications, mails and webhooks
-	// point ("": [http] public_url, else the address Core listens on).
-	BaseURL string `toml:"base_url"`
-	// AllowPrivateTargets lets webhooks reach loopback, private,
-	// link-local and metadata addresses (false): for on-premises receivers
-	// and tests only, as it opens the door to server-side request forgery.
-	AllowPrivateTargets bool `toml:"allow_private_targets"`
-	// WebhookTimeout bounds one webhook delivery attempt (10s): connecting,
-	// sending, and the answer.
-	WebhookTimeout Duration `toml:"webhook_timeout"`
-	// EscalateAfter: a blocking question or an approval still open this
-	// long is escalated to the project's admins (4h; 1m … 720h; a project
-	// may set its own).
-	EscalateAfter Duration `toml:"escalate_after"`
-}
-
 // LinkBase is where links to Ballet's pages point: [notify] base_url,
 // else PublicURL, without a trailing slash.
 func (c Config) LinkBase() string {
@@ -420,8 +402,9 @@ func Default() Config {
 			OpenCode:   OpenCode{Command: "opencode", Model: "claude-sonnet-4-5", Provider: "anthropic"},
 		},
 		Secrets: Secrets{Allow: []string{}},
-		Notify:  Notify{EscalateAfter: Duration{4 * time.Hour}, WebhookTimeout: Duration{10 * time.Second}},
-		Digest:  Digest{Enabled: true, Every: Duration{24 * time.Hour}},
+		Notify: Notify{EscalateAfter: Duration{4 * time.Hour}, WebhookTimeout: Duration{10 * time.Second},
+			Email: NotifyEmail{Timeout: Duration{30 * time.Second}}},
+		Digest: Digest{Enabled: true, Every: Duration{24 * time.Hour}},
 	}
 }
 

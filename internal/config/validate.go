@@ -363,17 +363,3 @@ func checkAddr(addr string) error {
 	}
 	return nil
 }
-
-func (n Notify) validate(p *problems) {
-	if d := n.EscalateAfter.Duration; d < time.Minute || d > 720*time.Hour {
-		p.bad("escalate_after", "%s is outside 1m … 720h", n.EscalateAfter)
-	}
-	if d := n.WebhookTimeout.Duration; d < 100*time.Millisecond || d > time.Minute {
-		p.bad("webhook_timeout", "%s is outside 100ms … 1m", n.WebhookTimeout)
-	}
-	if n.BaseURL != "" {
-		if err := checkURL(n.BaseURL); err != nil {
-			p.bad("base_url", "%q %v", n.BaseURL, err)
-		}
-	}
-}

@@ -41,6 +41,7 @@ import (
 	"github.com/ballet/ballet/internal/mcp"
 	"github.com/ballet/ballet/internal/needsme"
 	"github.com/ballet/ballet/internal/notify"
+	"github.com/ballet/ballet/internal/notify/mail"
 	"github.com/ballet/ballet/internal/pipeline/versions"
 	"github.com/ballet/ballet/internal/realtime"
 	"github.com/ballet/ballet/internal/reconcile"
@@ -82,12 +83,18 @@ type Core struct {
 	// (the leader runs it).
 	Notifier *notify.Notifier
 	// Digester closes people's digest periods (the leader runs it; nil
-	// when [digest] enabled is false or no Mailer was given).
-	Digester  *digest.Digester
-	Feed      *feed.Feed        // tails the event log on every instance
-	Realtime  *realtime.Handler // the WebSocket JSON-RPC API
-	OIDCLogin *server.OIDCLogin // the browser's sign-in through the issuer (nil: [auth] oidc_client_id unset)
-	Runs      *run.Service
+	// when [digest] enabled is false or mail is off).
+	Digester *digest.Digester
+	// Mailer runs the mail jobs (its Sender is nil while [notify.email]
+	// smtp_url is unset: mail is off); NotifySettings changes people's
+	// notification settings.
+	Mailer         *notify.Mailer
+	NotifySettings *notify.SettingsService
+	mailLinks      *server.MailLinks
+	Feed           *feed.Feed        // tails the event log on every instance
+	Realtime       *realtime.Handler // the WebSocket JSON-RPC API
+	OIDCLogin      *server.OIDCLogin // the browser's sign-in through the issuer (nil: [auth] oidc_client_id unset)
+	Runs           *run.Service
 	// Knowledge calls the Knowledge service with the service credential
 	// (the MCP tools, the entries a stage names).
 	Knowledge *client.Client
@@ -113,8 +120,9 @@ type Options struct {
 	// Clock drives every loop and every time Core records (nil:
 	// clock.Real). Tests run a whole Core on a clock.Fake.
 	Clock clock.Clock
-	// Mailer sends the digests (nil: none is mailed; the digest's loop
-	// does not run, GET /api/v1/me/digest still answers).
+	// Mailer sends the digests in place of the configured mail server
+	// (nil: [notify.email]'s; with neither, none is mailed: the digest's
+	// loop does not run, GET /api/v1/me/digest still answers).
 	Mailer digest.Mailer
 }
 
@@ -244,18 +252,35 @@ func New(o Options) (*Core, error) {
 		RunnerRetention: cfg.Runs.RunnerRetention.Duration,
 	})
 	c.Notifier = (&notify.Notifier{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "notify"), Items: c.Tracker,
-		Members: c.Tenancy, Roles: res, PlatformAdmin: c.Auth.IsPlatformAdmin,
+		Members: c.Tenancy, Roles: res, PlatformAdmin: c.Auth.IsPlatformAdmin, Mail: cfg.Notify.MailOn(), BaseURL: cfg.LinkBase(),
 		Questions: c.Tracker, Projects: c.Tenancy, EscalateAfter: cfg.Notify.EscalateAfter.Duration}).Init()
 	c.Notifier.Register(c.Jobs)
-	reg.MustRegister(notify.NewLagCollector(st, clk))
+	reg.MustRegister(notify.NewLagCollector(st, clk), notify.NewMailFailingCollector(st))
+	keys := &notify.Keys{Store: st, Applier: c.Applier, Clock: clk}
+	c.NotifySettings = &notify.SettingsService{Store: st, Applier: c.Applier, Clock: clk, Keys: keys, MailOn: cfg.Notify.MailOn()}
+	c.mailLinks = &server.MailLinks{Keys: keys, Settings: c.NotifySettings, Log: log.With("component", "mail-links")}
+	// The mail jobs have their handlers also with mail off: a delivery
+	// queued before mail was turned off is then recorded as skipped.
+	c.Mailer = &notify.Mailer{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "mail"), Keys: keys,
+		BaseURL: cfg.LinkBase(), Roles: res, PlatformAdmin: c.Auth.IsPlatformAdmin, Metrics: notify.NewMailMetrics(reg)}
+	if cfg.Notify.MailOn() {
+		if c.Mailer.Sender, err = mail.New(cfg.Notify.Email); err != nil {
+			return nil, err
+		}
+	}
+	c.Mailer.Register(c.Jobs)
 	needs := &needsme.Service{Store: st, Access: res, Flows: c.Flows}
 	digests := &digest.Builder{Store: st, Access: res, Needs: needs, Items: c.Tracker, Projects: c.Tenancy,
-		Spend: &budget.Service{Store: st, Clock: clk, Location: loc}, BaseURL: cfg.PublicURL()}
-	if cfg.Digest.Enabled && o.Mailer != nil {
+		Spend: &budget.Service{Store: st, Clock: clk, Location: loc}, BaseURL: cfg.LinkBase()}
+	digestMailer := o.Mailer
+	if digestMailer == nil && c.Mailer.Sender != nil {
+		digestMailer = digestMail{c.Mailer.Sender}
+	}
+	if cfg.Digest.Enabled && digestMailer != nil {
 		c.Digester = (&digest.Digester{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "digest"), Builder: digests,
 			Every: cfg.Digest.Every.Duration, PlatformAdmin: c.Auth.IsPlatformAdmin}).Init()
-		(&digest.Sender{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "digest"), Builder: digests, Mailer: o.Mailer,
-			PlatformAdmin: c.Auth.IsPlatformAdmin, MessageDomain: hostOf(cfg.PublicURL())}).Register(c.Jobs)
+		(&digest.Sender{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "digest"), Builder: digests, Mailer: digestMailer,
+			PlatformAdmin: c.Auth.IsPlatformAdmin, MessageDomain: hostOf(cfg.LinkBase())}).Register(c.Jobs)
 	}
 	hooks := &webhook.Service{Store: st, Applier: c.Applier, Clock: clk, Resolver: net.DefaultResolver, AllowPrivate: cfg.Notify.AllowPrivateTargets}
 	c.Webhooks = (&webhook.Dispatcher{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "webhooks"), Items: c.Tracker,
@@ -298,7 +323,8 @@ func New(o Options) (*Core, error) {
 	c.API.Add((&server.Session{S: browser}).Routes()...)
 	if cfg.Auth.OIDCClientID != "" {
 		c.OIDCLogin = &server.OIDCLogin{Sessions: browser, API: c.API, Flow: &auth.CodeFlow{Auth: c.Auth, ClientID: cfg.Auth.OIDCClientID,
-			ClientSecret: cfg.Auth.OIDCClientSecret, RedirectURL: cfg.PublicURL() + "/auth/oidc/callback"}}
+			ClientSecret: cfg.Auth.OIDCClientSecret, RedirectURL: cfg.PublicURL() + "/auth/oidc/callback"},
+			VerifiedEmail: c.NotifySettings.RecordVerifiedEmail}
 	}
 	c.API.Add((&server.Skills{S: c.Skills}).Routes()...)
 	c.API.Add((&server.Runs{S: c.Runs, Skills: c.Skills, Orgs: c.Tenancy}).Routes()...)
@@ -306,7 +332,7 @@ func New(o Options) (*Core, error) {
 	c.API.Add((&server.Flows{F: c.Flows}).Routes()...)
 	c.API.Add((&server.Hooks{Projects: c.Tenancy, MergeChecks: c.Flows.MergeChecks, Wake: c.Jobs.Wake, Secrets: secrets,
 		Log: log.With("component", "hooks"), Deliveries: server.NewHookMetrics(reg)}).Routes()...)
-	c.API.Add((&server.Notifications{Inbox: &notify.Inbox{Store: st, Applier: c.Applier, Clock: clk}}).Routes()...)
+	c.API.Add((&server.Notifications{Inbox: &notify.Inbox{Store: st, Applier: c.Applier, Clock: clk}, Settings: c.NotifySettings}).Routes()...)
 	c.API.Add((&server.Subscriptions{S: subscriptions}).Routes()...)
 	c.API.Add((&server.NeedsMe{L: needs}).Routes()...)
 	c.API.Add((&server.Digest{P: &digest.Preview{Builder: digests, Clock: clk, Every: cfg.Digest.Every.Duration,
@@ -475,6 +501,7 @@ func (c *Core) Handler() http.Handler {
 	if c.OIDCLogin != nil {
 		c.OIDCLogin.Register(mux)
 	}
+	c.mailLinks.Register(mux) // the links of Ballet's mail
 	mux.Handle("/", api)
 	ui, err := webui.New(mux, c.uiConfig())
 	if err != nil {
@@ -598,3 +625,8 @@ func hostOf(raw string) string {
 	}
 	return "ballet"
 }
+
+// digestMail sends the digests through the configured mail server.
+type digestMail struct{ s notify.Sender }
+
+func (d digestMail) Send(ctx context.Context, m digest.Message) error { return d.s.Send(ctx, mail.Message(m)) }

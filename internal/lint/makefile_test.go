@@ -311,6 +311,7 @@ func TestMakeTestPrintsTheSkips(t *testing.T) {
 // /built/gitea).
 type fakeScripts struct {
 	rqlited, agents, gitea string
+	mailpit                string
 	// skips are the lines the fake go test writes into $BALLET_SKIP_SUMMARY
 	// (printf format).
 	skips string
@@ -335,6 +336,9 @@ func (f fakeScripts) withDefaults() fakeScripts {
 	}
 	if f.gitea == "" {
 		f.gitea = "echo /built/gitea\n"
+	}
+	if f.mailpit == "" {
+		f.mailpit = "echo /built/mailpit\n"
 	}
 	return f
 }
@@ -364,11 +368,12 @@ func runMake(t *testing.T, target string, scripts fakeScripts, env []string) (ou
 		"scripts/gitea.sh":      "#!/bin/sh\necho gitea.sh >> " + logPath + "\n" + scripts.gitea,
 		"scripts/rqlited.sh":    "#!/bin/sh\necho rqlited.sh >> " + logPath + "\n" + scripts.rqlited,
 		"scripts/agent-clis.sh": "#!/bin/sh\necho agent-clis.sh >> " + logPath + "\n" + scripts.agents,
+		"scripts/mailpit.sh":    "#!/bin/sh\necho mailpit.sh >> " + logPath + "\n" + scripts.mailpit,
 		"bin/gofmt":             "#!/bin/sh\n",
 		"bin/go": "#!/bin/sh\n" + `echo "go $* rqlited=${BALLET_RQLITED:-} skip_rqlite=${BALLET_SKIP_RQLITE:-}` +
 			` claude=${BALLET_CLAUDE:-} opencode=${BALLET_OPENCODE:-} skip_agents=${BALLET_SKIP_AGENTS:-}` +
 			` gitea=${BALLET_GITEA:-} skip_gitea=${BALLET_SKIP_GITEA:-}` +
-			` chromium=${BALLET_CHROMIUM:-} skip_browser=${BALLET_SKIP_BROWSER:-} " >> ` + logPath + "\n" +
+			` chromium=${BALLET_CHROMIUM:-} skip_browser=${BALLET_SKIP_BROWSER:-} mailpit=${BALLET_MAILPIT:-} skip_mailpit=${BALLET_SKIP_MAILPIT:-} " >> ` + logPath + "\n" +
 			// the test binaries' skips (internal/testkit/parts), as a go test run counts them
 			`if [ "$1" = test ] && [ -n "${BALLET_SKIP_SUMMARY:-}" ]; then printf '` + scripts.skips + `' >> "$BALLET_SKIP_SUMMARY"; fi` + "\n" +
 			// FAKE_FUZZ_FAILS=1: every fuzz run fails; FAKE_VET_FAILS=1: go vet fails
@@ -403,7 +408,7 @@ func runMake(t *testing.T, target string, scripts fakeScripts, env []string) (ou
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
 		case "BALLET_RQLITED", "BALLET_SKIP_RQLITE", "BALLET_CLAUDE", "BALLET_OPENCODE", "BALLET_SKIP_AGENTS",
-			"BALLET_GITEA", "BALLET_SKIP_GITEA", "BALLET_CHROMIUM", "BALLET_SKIP_BROWSER",
+			"BALLET_GITEA", "BALLET_SKIP_GITEA", "BALLET_MAILPIT", "BALLET_SKIP_MAILPIT", "BALLET_CHROMIUM", "BALLET_SKIP_BROWSER",
 			"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PATH",
 			// the outer make test's counts: the fake go test's skips
 			// (every fuzz run of the inner make writes them) are not
@@ -491,4 +496,50 @@ func fuzzTargets(makefile string) []string {
 		}
 	}
 	return out
+}
+
+// TestMakeTestNeedsMailpit: make test builds Mailpit (scripts/mailpit.sh)
+// beside the other parts and hands its path to the tests; a failed build
+// stops make before any test runs, saying how to skip; BALLET_SKIP_MAILPIT=1
+// or a given BALLET_MAILPIT skips the build.
+func TestMakeTestNeedsMailpit(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		env        []string
+		buildFails bool
+		wantOK     bool
+		wantBuild  bool
+		wantGo     string
+	}{
+		{name: "build fails", buildFails: true, wantBuild: true},
+		{name: "build works", wantOK: true, wantBuild: true, wantGo: "mailpit=/built/mailpit skip_mailpit="},
+		{name: "skip asked", env: []string{"BALLET_SKIP_MAILPIT=1"}, buildFails: true, wantOK: true, wantGo: "mailpit= skip_mailpit=1"},
+		{name: "binary given", env: []string{"BALLET_MAILPIT=/given/mailpit"}, buildFails: true, wantOK: true, wantGo: "mailpit=/given/mailpit skip_mailpit="},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var scripts fakeScripts
+			if c.buildFails {
+				scripts.mailpit = "echo 'build failed' >&2\nexit 1\n"
+			}
+			out, log, err := runMake(t, "test", scripts, c.env)
+			if (err == nil) != c.wantOK {
+				t.Errorf("make test: %v, want success %v\n%s", err, c.wantOK, out)
+			}
+			if ran := strings.Contains(log, "mailpit.sh\n"); ran != c.wantBuild {
+				t.Errorf("scripts/mailpit.sh ran: %v, want %v; calls:\n%s", ran, c.wantBuild, log)
+			}
+			var testLine string
+			for _, l := range strings.Split(log, "\n") {
+				if isTestRun(l) {
+					testLine = l
+				}
+			}
+			if c.wantGo != "" && !strings.Contains(testLine, c.wantGo+" ") {
+				t.Errorf("the tests' call %q lacks %q:\n%s", testLine, c.wantGo, log)
+			}
+			if !c.wantOK && (testLine != "" || !strings.Contains(out, "BALLET_SKIP_MAILPIT=1")) {
+				t.Errorf("a failed Mailpit build: tests ran (%q) or the output does not say how to skip:\n%s", testLine, out)
+			}
+		})
+	}
 }

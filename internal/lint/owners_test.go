@@ -54,6 +54,8 @@ var tableOwners = map[string]string{
 	"digests":            "internal/digest",
 	"webhooks":           "internal/webhook",
 	"webhook_deliveries": "internal/webhook",
+	"mail_deliveries":    "internal/notify",
+	"notify_keys":        "internal/notify",
 	// The Knowledge service's own database (internal/knowledge/migrations).
 	"spaces":         "internal/knowledge",
 	"entries":        "internal/knowledge",

@@ -59,4 +59,4 @@ func To(recipient string, e event.Event, n Notification) Notification {
 // Write is the part of a transition that creates the notifications ns
 // (made with To): for a consumer of the event log other than the
 // notifier, which writes it with its cursor's advance.
-func Write(ns []Notification, now time.Time) *transition.Transition { return write(ns, now) }
+func Write(ns []Notification, now time.Time) *transition.Transition { return write(ns, "", now) }

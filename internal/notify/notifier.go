@@ -74,6 +74,14 @@ type Notifier struct {
 	// EscalateAfter is [notify] escalate_after, the platform's
 	// (DefaultEscalateAfter when ≤ 0); a project may set its own.
 	EscalateAfter time.Duration
+	// Mail: mail is configured ([notify.email] smtp_url). Then a
+	// notification whose recipient wants its cause mailed and has a
+	// confirmed address gets a delivery (mail_deliveries) and its job
+	// notify.mail in the same batch: decided once, like the notification.
+	Mail bool
+	// BaseURL is [notify] base_url (its host is the right side of the
+	// mails' Message-IDs).
+	BaseURL string
 
 	consumer *consumer.Consumer
 }
@@ -128,14 +136,39 @@ func (n *Notifier) decideBatch(ctx context.Context, evs []event.Event) (*transit
 		// jobs of the waits the events opened with its cursor, if any.
 		return &transition.Transition{Jobs: jobs}, nil
 	}
-	t := write(out, n.Clock.Now().Truncate(time.Millisecond))
-	t.Jobs = jobs
+	if n.Mail {
+		if err := n.markMail(ctx, out); err != nil {
+			return nil, err
+		}
+	}
+	t := write(out, Host(n.BaseURL), n.Clock.Now().Truncate(time.Millisecond))
+	t.Jobs = append(t.Jobs, jobs...)
 	return t, nil
 }
 
+// markMail marks the notifications whose recipient wants their cause
+// mailed at once and has a confirmed address.
+func (n *Notifier) markMail(ctx context.Context, ns []Notification) error {
+	settings := map[string]Settings{}
+	for i := range ns {
+		s, ok := settings[ns[i].recipient]
+		if !ok {
+			var err error
+			if s, err = ReadSettings(ctx, n.Store, ns[i].recipient); err != nil {
+				return err
+			}
+			settings[ns[i].recipient] = s
+		}
+		ns[i].mail = s.MailTo(ns[i].Cause) != ""
+	}
+	return nil
+}
+
 // write is the batch of notifications ns (the consumer adds the cursor's
-// guarded advance): an event and a row per notification.
-func write(ns []Notification, now time.Time) *transition.Transition {
+// guarded advance): an event and a row per notification, and a delivery
+// row and its job per notification to mail (host: the right side of the
+// Message-IDs).
+func write(ns []Notification, host string, now time.Time) *transition.Transition {
 	t := &transition.Transition{}
 	for i := range ns {
 		x := &ns[i]
@@ -146,6 +179,10 @@ func write(ns []Notification, now time.Time) *transition.Transition {
 project_id, item_id, item_key, title, text, link, created_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`,
 			x.ID, x.recipient, x.Cause, x.eventID, x.EventSeq, x.OrganizationID, x.ProjectID, x.ItemID, x.Item, x.Title, x.Text, x.Link,
 			now.UnixMilli()))
+		if x.mail {
+			st, j := deliveryWrite(*x, host, now)
+			t.Statements, t.Jobs = append(t.Statements, st), append(t.Jobs, j)
+		}
 	}
 	return t
 }

@@ -58,10 +58,12 @@ type Notification struct {
 
 	recipient string
 	eventID   string
+	mail      bool // its recipient wants it mailed now: a delivery and its job go in the same batch
 }
 
 // Events are the payload types of the events notify writes.
-var Events = []event.Payload{NotificationCreated{}, NotificationRead{}, NotificationSubscribed{}, NotificationUnsubscribed{}}
+var Events = []event.Payload{NotificationCreated{}, NotificationRead{}, NotificationSubscribed{}, NotificationUnsubscribed{},
+	NotificationMailed{}, NotificationMailFailed{}, NotificationMailSkipped{}, SettingsChanged{}, AddressConfirmed{}, KeyCreated{}}
 
 func (NotificationCreated) EventType() string      { return "notification.created" }
 func (NotificationRead) EventType() string         { return "notification.read" }

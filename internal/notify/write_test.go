@@ -29,7 +29,7 @@ func TestABatchOnAStaleCursorCommitsNothing(t *testing.T) {
 			return []Notification{{Cause: CauseQuestionOpened, Item: "ACME-1", ItemID: "i1", OrganizationID: "o", ProjectID: "p",
 				Title: "t", Text: "Question: ?", Link: "/items/ACME-1#questions", EventSeq: 4, recipient: "alice", eventID: "e4"}}
 		}
-		err := a.Apply(ctx, withAdvance(write(ns(), now), consumer.Advance(Cursor, 3, 8, now)))
+		err := a.Apply(ctx, withAdvance(write(ns(), "ballet.test", now), consumer.Advance(Cursor, 3, 8, now)))
 		if !errors.Is(err, store.ErrLostRace) {
 			t.Fatalf("a batch on the stale cursor 3 (it is 5): %v, want a lost race", err)
 		}
@@ -41,7 +41,7 @@ func TestABatchOnAStaleCursorCommitsNothing(t *testing.T) {
 		if cur, err := ReadCursor(ctx, s); err != nil || cur != 5 {
 			t.Errorf("cursor %d, %v; want 5", cur, err)
 		}
-		if err := a.Apply(ctx, withAdvance(write(ns(), now), consumer.Advance(Cursor, 5, 8, now))); err != nil {
+		if err := a.Apply(ctx, withAdvance(write(ns(), "ballet.test", now), consumer.Advance(Cursor, 5, 8, now))); err != nil {
 			t.Fatal(err)
 		}
 		if cur, err := ReadCursor(ctx, s); err != nil || cur != 8 {

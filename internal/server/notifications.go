@@ -14,6 +14,8 @@ import (
 // and only those of the projects they may read now.
 type Notifications struct {
 	Inbox *notify.Inbox
+	// Settings changes people's notification settings.
+	Settings *notify.SettingsService
 }
 
 // ReadAll is the answer of marking every notification read.
@@ -34,7 +36,36 @@ func (h *Notifications) Routes() []*Route {
 		{Method: "POST", Path: "/api/v1/me/notifications/inbox/read", Perm: access.Authenticated,
 			Summary:  "Marks the caller's unread notifications read (at most 500 a call, oldest first)",
 			Response: ReadAll{}, Handle: h.readAll},
+		{Method: "GET", Path: "/api/v1/me/notifications", Perm: access.Authenticated,
+			Summary: "The caller's notification settings: address (visible only to its owner and platform admins), digest, " +
+				"time zone and each cause's choice (mail, inbox or off)",
+			Response: notify.Settings{}, Handle: h.settings},
+		{Method: "PUT", Path: "/api/v1/me/notifications", Perm: access.Authenticated,
+			Summary: "Changes the caller's notification settings (a field left out is unchanged); a new address is mailed a " +
+				"confirmation link and gets nothing else until it is opened",
+			Request: notify.SettingsUpdate{}, Response: notify.Settings{}, Handle: h.putSettings},
+		{Method: "GET", Path: "/api/v1/platform/mail", Perm: access.PlatformAdmin,
+			Summary:  "Mail deliveries by status and the latest failure: failing is true while a mail is being retried",
+			Response: notify.MailAttention{}, Handle: h.mailAttention},
 	}
+}
+
+func (h *Notifications) settings(r *Request) (any, error) {
+	r.Checked() // the caller's own
+	return notify.ReadSettings(r.Context(), h.Settings.Store, person(r))
+}
+
+func (h *Notifications) putSettings(r *Request) (any, error) {
+	r.Checked() // the caller's own
+	var u notify.SettingsUpdate
+	if err := r.Decode(&u); err != nil {
+		return nil, err
+	}
+	return h.Settings.Update(r.Context(), r.Principal.Actor(), person(r), u)
+}
+
+func (h *Notifications) mailAttention(r *Request) (any, error) {
+	return notify.ReadMailAttention(r.Context(), h.Settings.Store)
 }
 
 // person is whose notifications a request reads: the human signed in, or

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
@@ -20,6 +21,10 @@ type OIDCLogin struct {
 	Flow     *auth.CodeFlow
 	Sessions *auth.Sessions
 	API      *API // its error shape and its cookie's Secure flag
+	// VerifiedEmail, when set, keeps the address the issuer vouched for
+	// (an email claim with email_verified true) as the person's (their
+	// notification address); its failure is logged, not the sign-in's.
+	VerifiedEmail func(ctx context.Context, subject, email string) error
 }
 
 // PendingCookie carries a sign-in on its way through the issuer.
@@ -76,6 +81,11 @@ func (h *OIDCLogin) callback(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.API.WriteErr(w, r, err)
 		return
+	}
+	if h.VerifiedEmail != nil && p.VerifiedEmail != "" {
+		if err := h.VerifiedEmail(r.Context(), p.Subject, p.VerifiedEmail); err != nil {
+			h.API.Log.Warn("keep the verified address of a sign-in", "subject", p.Subject, "err", err)
+		}
 	}
 	secret, sess, err := h.Sessions.Start(r.Context(), p)
 	if err != nil {

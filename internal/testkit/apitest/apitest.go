@@ -151,6 +151,9 @@ func build(t testing.TB, s store.Store, clk clock.Clock, m digest.Mailer, adjust
 	if cfg.HTTP.PublicURL == "" {
 		cfg.HTTP.PublicURL = "http://" + cfg.HTTP.Addr
 	}
+	if cfg.Notify.MailOn() && cfg.Notify.BaseURL == "" { // the links of mails reach this Core
+		cfg.Notify.BaseURL = cfg.HTTP.PublicURL
+	}
 	logs := &lockedWriter{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c, err := core.New(core.Options{Config: cfg, Log: log, Store: s, Clock: clk, Mailer: m})

@@ -12,6 +12,7 @@ import (
 	"github.com/ballet/ballet/internal/server"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/testkit/apitest"
+	"github.com/ballet/ballet/internal/testkit/mailtest"
 	"github.com/ballet/ballet/internal/testkit/storetest"
 )
 
@@ -24,14 +25,16 @@ import (
 func TestEveryEventTypeHasAHistory(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {
+		mp := mailtest.Start(t)
 		w := newFlowWorld(t, s, func(c *config.Config) {
 			c.Knowledge.Wait.Duration = time.Millisecond
 			// Waits escalate, and a queued run lacks a runner, at once.
 			c.Notify.EscalateAfter.Duration = time.Millisecond
 			c.Runs.UnclaimedAfter.Duration = time.Millisecond
 			c.Notify.AllowPrivateTargets = true // the webhook's receiver is on 127.0.0.1
-		})
+		}, withMail(mp))
 		writeEveryEventType(t, w)
+		writeMailEvents(t, w, mp)
 
 		ctx := context.Background()
 		all, err := event.List(ctx, s, event.Filter{Limit: event.MaxLimit})

@@ -14,11 +14,6 @@ import (
 	"github.com/ballet/ballet/internal/webhook"
 )
 
-// handlers is a job registry that keeps the handlers it is given.
-type handlers map[string]job.Handler
-
-func (h handlers) Handle(kind string, fn job.Handler) { h[kind] = fn }
-
 // writeWebhookEvents writes every webhook.* event: a hook created, updated
 // and deleted; another whose receiver fails, so its delivery is queued and
 // attempted by the jobs, then given up — its next attempt run on a clock a

@@ -1,5 +1,5 @@
 // Package parts is the test kits' one rule for the real parts a test needs
-// (Gitea, rqlited, Chromium, bubblewrap, each agent CLI on its own): every
+// (Gitea, rqlited, Chromium, bubblewrap, Mailpit, each agent CLI on its own): every
 // kit that finds a part ends a test without it here, so that no test
 // passes by skipping unnoticed.
 //
@@ -41,6 +41,7 @@ const (
 	Bubblewrap = "bubblewrap"
 	ClaudeCode = "claude-code"
 	OpenCode   = "opencode"
+	Mailpit    = "mailpit"
 )
 
 // CI tells whether the tests run under CI (CI=true), where a missing part
