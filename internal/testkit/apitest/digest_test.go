@@ -126,12 +126,20 @@ VALUES (?, ?, 'oidc', NULL, 0, 1)`, sub, sub+"@example.com")); err != nil {
 	if _, n, err := g.Pass(ctx); err != nil || n != 2 {
 		t.Fatalf("the digester wrote %d digests: %v", n, err)
 	}
+	// Carol's address is gone by the time her digest is mailed: skipped
+	// (digest.failed), whichever sender runs the job — this one, or the
+	// world's own Core, which mails digests too when mail is configured.
+	if _, err := s.Exec(ctx, store.Stmt(`UPDATE notification_settings SET email = NULL WHERE subject = 'carol'`)); err != nil {
+		t.Fatal(err)
+	}
 	mailer := &refusing{refuse: "carol@example.com"}
 	reg := handlers{}
 	(&digest.Sender{Store: s, Applier: c.Applier, Clock: c.Clock, Builder: b, Mailer: mailer, PlatformAdmin: c.Auth.IsPlatformAdmin}).Register(reg)
-	rows, err := s.Query(ctx, `SELECT id FROM digests WHERE status = 'pending'`)
+	// Each digest's job, run here (the world's Core may have run some
+	// already: a digest that is no longer pending is left alone).
+	rows, err := s.Query(ctx, `SELECT id FROM digests WHERE status <> 'empty'`)
 	if err != nil || rows.Len() != 2 {
-		t.Fatalf("%v pending digests: %v", rows, err)
+		t.Fatalf("%v digests to mail: %v", rows, err)
 	}
 	for i := range rows.Len() {
 		var id string
