@@ -629,4 +629,6 @@ func hostOf(raw string) string {
 // digestMail sends the digests through the configured mail server.
 type digestMail struct{ s notify.Sender }
 
-func (d digestMail) Send(ctx context.Context, m digest.Message) error { return d.s.Send(ctx, mail.Message(m)) }
+func (d digestMail) Send(ctx context.Context, m digest.Message) error {
+	return d.s.Send(ctx, mail.Message(m))
+}
