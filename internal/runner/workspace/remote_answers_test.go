@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/cgi"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -157,5 +159,73 @@ func TestARemoteThatEchoesTheCredentialDoesNotLeakIt(t *testing.T) {
 		if strings.Contains(err.Error(), form) {
 			t.Errorf("the credential (as %q) is in the error: %v", form, err)
 		}
+	}
+}
+
+// TestAPushThatTimesOutIsNotAMovedBranch: when the host takes the
+// workspace (clone, fetch) but never answers the push, Publish and
+// Checkpoint fail with the timeout — work to push again — and never with
+// ErrRemoteMoved, which says someone else's commits are on the branch.
+func TestAPushThatTimesOutIsNotAMovedBranch(t *testing.T) {
+	t.Parallel()
+	r := newRemote(t)
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, r.work, "--git-dir="+r.url, "config", "http.receivepack", "true")
+	backend := &cgi.Handler{
+		Path: git, Args: []string{"http-backend"},
+		Env: []string{"GIT_PROJECT_ROOT=" + filepath.Dir(r.url), "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "HOME=" + t.TempDir()},
+	}
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Query().Get("service") == "git-receive-pack" || strings.HasSuffix(req.URL.Path, "/git-receive-pack") {
+			select { // a push: never answered
+			case <-release:
+			case <-req.Context().Done():
+			}
+			return
+		}
+		backend.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	m := &Manager{Dir: t.TempDir(), Timeout: 20 * time.Second} // room for a clone on a loaded machine
+	s := Spec{Run: "run-1", Ticket: "ACME-1", Stage: "implement", Remote: Remote{URL: srv.URL + "/repo.git", DefaultBranch: "main"}}
+	w, err := m.Prepare(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Timeout = time.Second
+	writeFile(t, filepath.Join(w.Dir, "work.txt"), "an hour of work\n")
+	if c, err := w.Checkpoint(context.Background()); !errors.Is(err, context.DeadlineExceeded) || c.Pushed {
+		t.Errorf("a checkpoint whose push times out: %+v %v, want a timeout", c, err)
+	}
+	p, err := w.Publish(context.Background(), "done")
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrRemoteMoved) || p.Pushed {
+		t.Fatalf("a publish whose push times out: %+v %v, want a timeout, not a moved branch", p, err)
+	}
+}
+
+// TestACheckpointAfterPublishPushesNothing: once Publish pushed the work,
+// a checkpoint of the same files (the session's checkpoint timer firing
+// after it) pushes nothing: the checkpoint stays at the published commit
+// rather than moving to a copy of it off the branch.
+func TestACheckpointAfterPublishPushesNothing(t *testing.T) {
+	t.Parallel()
+	r := newRemote(t)
+	w := prepare(t, &Manager{Dir: t.TempDir()}, spec(r, "run-1", "implement"))
+	writeFile(t, filepath.Join(w.Dir, "work.txt"), "done\n")
+	p, err := w.Publish(context.Background(), "done")
+	if err != nil || !p.Pushed {
+		t.Fatalf("%+v %v", p, err)
+	}
+	c, err := w.Checkpoint(context.Background())
+	if err != nil || c.Pushed {
+		t.Errorf("a checkpoint of the published files: %+v %v, want nothing pushed", c, err)
+	}
+	if got := r.ref("refs/ballet/checkpoints/ACME-1/implement"); got != p.Commit {
+		t.Errorf("the checkpoint is at %s, want the published commit %s", got, p.Commit)
 	}
 }
