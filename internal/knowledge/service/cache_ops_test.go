@@ -99,3 +99,43 @@ func TestHealthReadinessAndUnknownRoutes(t *testing.T) {
 		t.Errorf("GET /healthz with the database closed: %d, want 200", code)
 	}
 }
+
+// TestAnUnknownRoleIsNoRole: an organization Core lists with a role the
+// Knowledge service does not know (a role added to Core later, or none)
+// is one the caller is not in: 404 as for an organization that does not
+// exist — not 403, which would tell that it does — and no access.
+func TestAnUnknownRoleIsNoRole(t *testing.T) {
+	e := newEnv(t, storetest.OpenWith(t, "sqlite", knowledge.Migrations))
+	e.core.person("odd-token", "odd", map[string]string{"acme": "owner"})
+	e.core.person("none-token", "none", map[string]string{"acme": ""})
+	for _, tok := range []string{"odd-token", "none-token"} {
+		e.must(404, tok, "GET", base+"/spaces", nil)
+		e.must(404, tok, "POST", base+"/spaces", map[string]any{"slug": "x"})
+	}
+}
+
+// TestTheDefaultCacheKeepsManyAnswers: an Authenticator without a bound
+// of its own (MaxEntries 0) keeps every recent caller's answer, as its
+// default of 10,000 says: a page's requests under two credentials do not
+// each go to Core (which would make a slow or stopped Core everyone's
+// outage at once).
+func TestTheDefaultCacheKeepsManyAnswers(t *testing.T) {
+	core := newFakeCore(t)
+	a := &service.Authenticator{Core: core.srv.URL, ServiceToken: serviceToken, TTL: time.Minute, Client: core.srv.Client(), Clock: clock.NewFake(time.Now())}
+	toks := []string{"a", "b", "c", "d", "e"}
+	for _, tok := range toks {
+		core.person(tok, tok, map[string]string{"acme": "viewer"})
+		if _, err := a.Authenticate(t.Context(), "Bearer "+tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := core.calls.Load()
+	for _, tok := range toks {
+		if _, err := a.Authenticate(t.Context(), "Bearer "+tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := core.calls.Load() - calls; got != 0 {
+		t.Errorf("%d of %d recent answers were asked again", got, len(toks))
+	}
+}
