@@ -4,9 +4,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/knowledge"
@@ -137,5 +139,49 @@ func TestTheDefaultCacheKeepsManyAnswers(t *testing.T) {
 	}
 	if got := core.calls.Load() - calls; got != 0 {
 		t.Errorf("%d of %d recent answers were asked again", got, len(toks))
+	}
+}
+
+// TestCoresBadAnswersAreUnavailableAndNotKept: when Core's introspection
+// answers with an error status (a wrong service credential: the
+// operator's problem, not the caller's), with something that is not JSON,
+// or breaks its answer off, the caller gets 503 (try again), never 401
+// (their credential is fine) nor access, and nothing is cached: once
+// Core answers properly the same credential works at once.
+func TestCoresBadAnswersAreUnavailableAndNotKept(t *testing.T) {
+	good := `{"active":true,"subject":"ann","kind":"human","orgs":[{"slug":"acme","id":"x","role":"viewer"}]}`
+	for _, c := range []struct {
+		name   string
+		answer func(w http.ResponseWriter)
+	}{
+		{"401", func(w http.ResponseWriter) { http.Error(w, `{"active":true}`, http.StatusUnauthorized) }},
+		{"500", func(w http.ResponseWriter) { http.Error(w, good, http.StatusInternalServerError) }},
+		{"not JSON", func(w http.ResponseWriter) { w.Write([]byte("<html>proxy error</html>")) }},
+		{"broken off", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Length", "1000")
+			w.Write([]byte(good[:20]))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var bad atomic.Bool
+			bad.Store(true)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if bad.Load() {
+					c.answer(w)
+					return
+				}
+				w.Write([]byte(good))
+			}))
+			t.Cleanup(srv.Close)
+			a := &service.Authenticator{Core: srv.URL, ServiceToken: serviceToken, TTL: time.Minute, Client: srv.Client(), Clock: clock.NewFake(time.Now())}
+			p, err := a.Authenticate(t.Context(), "Bearer ann-token")
+			if apperr.Code(err) != apperr.Unavailable {
+				t.Fatalf("%+v %v, want unavailable", p, err)
+			}
+			bad.Store(false)
+			if p, err := a.Authenticate(t.Context(), "Bearer ann-token"); err != nil || p.Role("acme") != "viewer" {
+				t.Errorf("once Core answers: %+v %v", p, err)
+			}
+		})
 	}
 }
