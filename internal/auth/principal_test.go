@@ -144,3 +144,30 @@ func TestATokenIsFoundByItsCreatorOrAPlatformAdminOnly(t *testing.T) {
 		}
 	})
 }
+
+// TestWhoIsAPlatformAdmin: the people who may read every organization
+// (what the notifier asks before telling someone about a project) are
+// the listed platform admins, and the bootstrap subject only while a
+// bootstrap token is set; nobody else, and not an empty subject.
+func TestWhoIsAPlatformAdmin(t *testing.T) {
+	withBootstrap := auth.NewAuthenticator(nil, nil, bootstrapSecret, []string{"root"}, auth.OIDCConfig{})
+	without := auth.NewAuthenticator(nil, nil, "", []string{"root"}, auth.OIDCConfig{})
+	for _, c := range []struct {
+		a       *auth.Authenticator
+		what    string
+		subject string
+		want    bool
+	}{
+		{withBootstrap, "with a bootstrap token", auth.BootstrapSubject, true},
+		{without, "without a bootstrap token", auth.BootstrapSubject, false},
+		{withBootstrap, "with a bootstrap token", "root", true},
+		{without, "without a bootstrap token", "root", true},
+		{withBootstrap, "with a bootstrap token", "olga", false},
+		{without, "without a bootstrap token", "olga", false},
+		{withBootstrap, "with a bootstrap token", "", false},
+	} {
+		if got := c.a.IsPlatformAdmin(c.subject); got != c.want {
+			t.Errorf("%s, is %q a platform admin: %v, want %v", c.what, c.subject, got, c.want)
+		}
+	}
+}

@@ -441,3 +441,46 @@ func TestTokenListNewestFirstWithinTheLimit(t *testing.T) {
 		}
 	})
 }
+
+// TestARunTokenExpiresAtTheSoonerOfItsOwnAndItsRunners: a run token is
+// valid until its own expiry or its runner token's, whichever comes first,
+// and says so (the Knowledge service caches a credential no longer than
+// the expiry it is told): a runner token that lives longer, or forever,
+// does not lengthen it.
+func TestARunTokenExpiresAtTheSoonerOfItsOwnAndItsRunners(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		f := setup(t, s)
+		apply := func(tr *transition.Transition) {
+			t.Helper()
+			if err := (&transition.Applier{Store: s, Clock: f.clock}).Apply(ctx, tr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		runExp := start.Add(time.Hour)
+		for _, c := range []struct {
+			name      string
+			runnerExp *time.Time
+		}{
+			{"a runner token that expires later", new(start.Add(30 * 24 * time.Hour))},
+			{"a runner token that never expires", nil},
+		} {
+			rootActor := event.Actor{Kind: event.ActorHuman, Sub: "root"}
+			runnerSecret, _, tr := auth.Issue(rootActor, auth.KindRunner, "runner", "", "", nil, c.runnerExp, f.clock.Now())
+			apply(tr)
+			rp, err := f.authenticate(runnerSecret)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runSecret, _, tr := auth.Issue(rp.Actor(), auth.KindRun, "run", f.orgID, "", []string{"run:x"}, &runExp, f.clock.Now())
+			apply(tr)
+			p, err := f.authenticate(runSecret)
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			if !p.ExpiresAt.Equal(runExp) {
+				t.Errorf("%s: the run token says it expires at %v, want its own %v", c.name, p.ExpiresAt, runExp)
+			}
+		}
+	})
+}

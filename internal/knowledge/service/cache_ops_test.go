@@ -4,9 +4,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/knowledge"
@@ -97,5 +99,89 @@ func TestHealthReadinessAndUnknownRoutes(t *testing.T) {
 	}
 	if code, _ := get("/healthz"); code != http.StatusOK {
 		t.Errorf("GET /healthz with the database closed: %d, want 200", code)
+	}
+}
+
+// TestAnUnknownRoleIsNoRole: an organization Core lists with a role the
+// Knowledge service does not know (a role added to Core later, or none)
+// is one the caller is not in: 404 as for an organization that does not
+// exist — not 403, which would tell that it does — and no access.
+func TestAnUnknownRoleIsNoRole(t *testing.T) {
+	e := newEnv(t, storetest.OpenWith(t, "sqlite", knowledge.Migrations))
+	e.core.person("odd-token", "odd", map[string]string{"acme": "owner"})
+	e.core.person("none-token", "none", map[string]string{"acme": ""})
+	for _, tok := range []string{"odd-token", "none-token"} {
+		e.must(404, tok, "GET", base+"/spaces", nil)
+		e.must(404, tok, "POST", base+"/spaces", map[string]any{"slug": "x"})
+	}
+}
+
+// TestTheDefaultCacheKeepsManyAnswers: an Authenticator without a bound
+// of its own (MaxEntries 0) keeps every recent caller's answer, as its
+// default of 10,000 says: a page's requests under two credentials do not
+// each go to Core (which would make a slow or stopped Core everyone's
+// outage at once).
+func TestTheDefaultCacheKeepsManyAnswers(t *testing.T) {
+	core := newFakeCore(t)
+	a := &service.Authenticator{Core: core.srv.URL, ServiceToken: serviceToken, TTL: time.Minute, Client: core.srv.Client(), Clock: clock.NewFake(time.Now())}
+	toks := []string{"a", "b", "c", "d", "e"}
+	for _, tok := range toks {
+		core.person(tok, tok, map[string]string{"acme": "viewer"})
+		if _, err := a.Authenticate(t.Context(), "Bearer "+tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := core.calls.Load()
+	for _, tok := range toks {
+		if _, err := a.Authenticate(t.Context(), "Bearer "+tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := core.calls.Load() - calls; got != 0 {
+		t.Errorf("%d of %d recent answers were asked again", got, len(toks))
+	}
+}
+
+// TestCoresBadAnswersAreUnavailableAndNotKept: when Core's introspection
+// answers with an error status (a wrong service credential: the
+// operator's problem, not the caller's), with something that is not JSON,
+// or breaks its answer off, the caller gets 503 (try again), never 401
+// (their credential is fine) nor access, and nothing is cached: once
+// Core answers properly the same credential works at once.
+func TestCoresBadAnswersAreUnavailableAndNotKept(t *testing.T) {
+	good := `{"active":true,"subject":"ann","kind":"human","orgs":[{"slug":"acme","id":"x","role":"viewer"}]}`
+	for _, c := range []struct {
+		name   string
+		answer func(w http.ResponseWriter)
+	}{
+		{"401", func(w http.ResponseWriter) { http.Error(w, `{"active":true}`, http.StatusUnauthorized) }},
+		{"500", func(w http.ResponseWriter) { http.Error(w, good, http.StatusInternalServerError) }},
+		{"not JSON", func(w http.ResponseWriter) { w.Write([]byte("<html>proxy error</html>")) }},
+		{"broken off", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Length", "1000")
+			w.Write([]byte(good[:20]))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var bad atomic.Bool
+			bad.Store(true)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if bad.Load() {
+					c.answer(w)
+					return
+				}
+				w.Write([]byte(good))
+			}))
+			t.Cleanup(srv.Close)
+			a := &service.Authenticator{Core: srv.URL, ServiceToken: serviceToken, TTL: time.Minute, Client: srv.Client(), Clock: clock.NewFake(time.Now())}
+			p, err := a.Authenticate(t.Context(), "Bearer ann-token")
+			if apperr.Code(err) != apperr.Unavailable {
+				t.Fatalf("%+v %v, want unavailable", p, err)
+			}
+			bad.Store(false)
+			if p, err := a.Authenticate(t.Context(), "Bearer ann-token"); err != nil || p.Role("acme") != "viewer" {
+				t.Errorf("once Core answers: %+v %v", p, err)
+			}
+		})
 	}
 }
