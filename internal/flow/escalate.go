@@ -18,15 +18,15 @@ import (
 // flow still waits for that approval, at that step, unescalated: an
 // approval given meanwhile (the flow moved on) or an escalation by another
 // instance loses the race. ok is false when f, as read, no longer waits
-// for that approval or was escalated already. The flow's version is left
-// as it is: marking a wait escalated changes nothing a step decides on.
+// for that approval or was escalated already. Like every change of a flow
+// it moves the flow's version: one flow.* event per version.
 func EscalateApproval(actor event.Actor, f Flow, ticket string, step int, since time.Time, after time.Duration, now time.Time) (t transition.Transition, ok bool) {
 	if f.State() != (State{StatusWaiting, WaitApproval}) || f.Step != step || f.EscalatedAt != nil {
 		return t, false
 	}
 	return transition.Transition{
 		Events: []event.Event{flowEvent(actor, f, &ApprovalEscalated{Ticket: ticket, Since: since, After: after.String()})},
-		Guarded: []store.Statement{store.Stmt(`UPDATE flows SET escalated_step = ?, escalated_at = ?
+		Guarded: []store.Statement{store.Stmt(`UPDATE flows SET escalated_step = ?, escalated_at = ?, version = version + 1
 WHERE id = ? AND step = ? AND status = 'waiting' AND waiting = 'approval' AND COALESCE(escalated_step, -1) <> ?`,
 			step, now.UnixMilli(), f.ID, step, step)},
 	}, true
@@ -35,7 +35,8 @@ WHERE id = ? AND step = ? AND status = 'waiting' AND waiting = 'approval' AND CO
 // NoteRunnerMissing records flow.runner_missing for f, as read with its
 // attention no_runner (NeedingAttention): once per queued run it waits
 // for, so that the reconciler's passes record it once, and again only when
-// a later run of the flow waits in vain. It reports whether it recorded
+// a later run of the flow waits in vain; like every change of a flow it
+// moves the flow's version. It reports whether it recorded
 // it (false: it was recorded already, or the flow has moved on).
 func (s *Service) NoteRunnerMissing(ctx context.Context, f Flow, ticket string) (bool, error) {
 	if f.Attention != AttentionNoRunner || f.RunID == "" || f.runnerMissingRun == f.RunID {
@@ -53,7 +54,7 @@ func (s *Service) NoteRunnerMissing(ctx context.Context, f Flow, ticket string) 
 	}
 	t := &transition.Transition{
 		Events: []event.Event{flowEvent(System, f, &RunnerMissing{Ticket: ticket, Run: f.RunID, Adapter: adapter})},
-		Guarded: []store.Statement{store.Stmt(`UPDATE flows SET runner_missing_run = ?
+		Guarded: []store.Statement{store.Stmt(`UPDATE flows SET runner_missing_run = ?, version = version + 1
 WHERE id = ? AND run_id = ? AND status = 'running' AND waiting = 'run' AND COALESCE(runner_missing_run, '') <> ?`,
 			f.RunID, f.ID, f.RunID, f.RunID)},
 	}

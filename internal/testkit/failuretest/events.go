@@ -7,6 +7,7 @@ import (
 
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/flow"
+	"github.com/ballet/ballet/internal/notify"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/tracker"
 )
@@ -83,6 +84,7 @@ var onceEach = typeSet(flow.FlowStarted{}, flow.StageStarted{}, flow.StageFinish
 const (
 	jobFlowTimeout = flow.JobTimeout
 	jobFlowMerge   = flow.JobMerge
+	jobEscalate    = notify.JobEscalate
 )
 
 // payload holds the fields common to the flow events' payloads that the

@@ -271,6 +271,9 @@ func checkJobs(s *suite, st *endState, r *report) {
 				f.Status, f.Waiting)
 		case j.Kind == jobFlowTimeout && j.Status == "pending":
 			// the stage timeout's timer: a no-op when it fires after the stage
+		case j.Kind == jobEscalate && j.Status == "pending":
+			// the escalation's timer of a question or an approval: a no-op
+			// when it fires after the wait ended
 		case j.Kind == jobFlowMerge && j.Status == "pending" && (f.Waiting == "merge" || f.Waiting == "checks" || f.Waiting == "review"):
 			// a snoozed merge check of a flow still waiting for the merge
 		default:
