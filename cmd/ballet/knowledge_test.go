@@ -71,12 +71,11 @@ func TestKnowledgeRunsWithCoresDataUnreadable(t *testing.T) {
 	os.MkdirAll(kdir, 0o777)
 	os.Chmod(kdir, 0o777)
 	bin := filepath.Join(dir, "ballet")
-	b, err := os.ReadFile(binary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, b, 0o755); err != nil {
-		t.Fatal(err)
+	// cp writes the copy: a file this process wrote could still be open in
+	// a child another test forks meanwhile, and exec would then fail with
+	// "text file busy".
+	if out, err := exec.Command("cp", binary, bin).CombinedOutput(); err != nil {
+		t.Fatalf("copy the binary: %v: %s", err, out)
 	}
 	core := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var in struct{ Credential string }

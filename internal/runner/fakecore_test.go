@@ -302,7 +302,11 @@ func (fc *fakeCore) lease(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fc.update(func() { fc.findRunner(id).Polling++ })
-	defer fc.update(func() { fc.findRunner(id).Polling-- })
+	defer fc.update(func() {
+		if r := fc.findRunner(id); r != nil { // a runner the test removed meanwhile
+			r.Polling--
+		}
+	})
 	deadline := time.After(time.Duration(req.WaitSeconds) * time.Second)
 	for {
 		var got *fcRun
@@ -323,7 +327,9 @@ func (fc *fakeCore) lease(w http.ResponseWriter, r *http.Request) {
 			fc.update(func() {
 				got.Runner, got.LeasedAt, got.Status = id, time.Now(), "running"
 				got.Lease.Run.Status = "running"
-				fc.findRunner(id).Leases++
+				if r := fc.findRunner(id); r != nil {
+					r.Leases++
+				}
 			})
 			writeJSON(w, http.StatusOK, got.Lease)
 			return

@@ -53,8 +53,9 @@ func newCoreWorld(t testing.TB, s store.Store, adjust ...func(*config.Config)) *
 	w.e = apitest.RunOn(t, s, nil, append([]func(*config.Config){func(c *config.Config) {
 		c.Jobs.Poll.Duration = 20 * time.Millisecond
 		c.Storage.Path = filepath.Join(dir, "core.db") // the git mirror cache lives next to it
-		// The runner heartbeats its runs every 200 ms (testTiming).
-		c.Runs.Grace.Duration = 3 * time.Second
+		// The runner heartbeats its runs every 200 ms (testTiming); the
+		// grace allows for a loaded machine (a huge line starves it).
+		c.Runs.Grace.Duration = 6 * time.Second
 	}}, adjust...)...)
 	w.e.Org("acme")
 	w.e.Admin(201, "POST", "/api/v1/orgs/acme/projects", map[string]any{"key": "ACME", "name": "Acme",
