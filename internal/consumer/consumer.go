@@ -30,6 +30,7 @@ import (
 const (
 	DefaultInterval = 2 * time.Second
 	DefaultBatch    = 500
+	DefaultSettle   = 200 * time.Millisecond
 )
 
 // maxRaces bounds how often a pass reads again after losing its batch to
@@ -63,14 +64,22 @@ type Consumer struct {
 	Interval time.Duration
 	// Batch is how many events one batch decides (DefaultBatch when ≤ 0).
 	Batch int
+	// Settle is how soon committed events that do not wake the consumer
+	// are passed over (DefaultSettle when ≤ 0): they cause nothing, but
+	// the cursor moves past them within Settle rather than Interval, so
+	// the consumer's lag stays small while the log grows fast (its own
+	// events, the mailer's, the runs'), at the cost of at most one pass
+	// per Settle.
+	Settle time.Duration
 
-	wake *clock.Waker
+	wake  chan struct{} // a nudge: pass at once
+	later chan struct{} // events that do not wake it: pass within Settle
 }
 
 // Init makes the consumer ready; call it once before Run, Nudge or
 // OnCommit.
 func (c *Consumer) Init() *Consumer {
-	c.wake = clock.NewWaker()
+	c.wake, c.later = make(chan struct{}, 1), make(chan struct{}, 1)
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
@@ -78,21 +87,31 @@ func (c *Consumer) Init() *Consumer {
 }
 
 // OnCommit is the consumer's subscriber (transition.Subscriber): a
-// committed event it Wakes for nudges it.
+// committed event it Wakes for nudges it; other events ask for a pass
+// within Settle.
 func (c *Consumer) OnCommit(t transition.Committed) {
-	if c.Wakes == nil {
-		return
-	}
 	for _, e := range t.Events {
-		if c.Wakes(e.Type) {
+		if c.Wakes != nil && c.Wakes(e.Type) {
 			c.Nudge()
 			return
 		}
 	}
+	if len(t.Events) > 0 {
+		signal(c.later)
+	}
 }
 
 // Nudge asks for a pass at once; it never blocks.
-func (c *Consumer) Nudge() { c.wake.Nudge() }
+func (c *Consumer) Nudge() { signal(c.wake) }
+
+// signal leaves a signal on ch unless one is pending already: signals
+// that come while the consumer is busy coalesce into one.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
 
 // Run passes at once, then after every nudge and at least every Interval,
 // until ctx ends (the leader runs it). A pass's error is logged; the next
@@ -106,10 +125,40 @@ func (c *Consumer) Run(ctx context.Context) {
 		if _, err := c.Pass(ctx); err != nil && ctx.Err() == nil {
 			c.Log.Error("event log consumer pass (retried from the cursor)", "consumer", c.Name, "err", err)
 		}
-		if !c.wake.Wait(ctx, c.Clock, every) {
+		if !c.wait(ctx, every) {
 			return
 		}
 	}
+}
+
+// wait waits for a nudge, or for Settle after events that do not wake the
+// consumer, or for every, and reports true; false when ctx ends first.
+func (c *Consumer) wait(ctx context.Context, every time.Duration) bool {
+	t := c.Clock.NewTimer(every)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-c.wake:
+		return true
+	case <-t.C():
+		return true
+	case <-c.later:
+	}
+	settle := c.Settle
+	if settle <= 0 {
+		settle = DefaultSettle
+	}
+	s := c.Clock.NewTimer(settle)
+	defer s.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-c.wake:
+	case <-s.C():
+	case <-t.C():
+	}
+	return true
 }
 
 // Pass processes the events after the cursor up to the log's head, batch

@@ -169,3 +169,72 @@ func TestJobsAloneAreWrittenWithTheCursor(t *testing.T) {
 		}
 	})
 }
+
+// Committed events that do not wake a consumer are passed over within
+// Settle, not left for Interval: the consumer's lag stays small while the
+// log grows with events it does not act on. A waking event still nudges at
+// once.
+func TestEventsThatDoNotWakeArePassedOverWithinSettle(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		ctx, cancel := context.WithCancel(context.Background())
+		clk := clock.NewFake(time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC))
+		a := &transition.Applier{Store: s, Clock: clk}
+		if _, err := s.Exec(ctx, store.Stmt(`CREATE TABLE seen (seq INTEGER PRIMARY KEY)`)); err != nil {
+			t.Fatal(err)
+		}
+		c := (&consumer.Consumer{Name: "test", Store: s, Applier: a, Clock: clk, Decide: seen,
+			Interval: time.Hour, Settle: 200 * time.Millisecond}).Init()
+		a.Subscribe(c.OnCommit)
+		done := make(chan struct{})
+		go func() { defer close(done); c.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		// waiters waits until the loop waits on n timers (the interval,
+		// and the settle after an event), failing after a while.
+		waiters := func(n int, what string) {
+			t.Helper()
+			deadline := time.Now().Add(30 * time.Second)
+			for clk.Waiters() < n {
+				if time.Now().After(deadline) {
+					t.Fatalf("the consumer never waited on %d timers (%s)", n, what)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		lag := func() int64 {
+			t.Helper()
+			n, _, err := consumer.Lag(ctx, s, "test", clk.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		waiters(1, "the interval after the first pass")
+		record(t, a, 2)
+		waiters(2, "the settle after events that do not wake it")
+		if n := lag(); n != 2 {
+			t.Fatalf("lag %d events before Settle passed, want the 2 recorded", n)
+		}
+		head, err := event.LastSeq(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(200 * time.Millisecond)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			cur, err := consumer.Cursor(ctx, s, "test", clk.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cur >= head {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("cursor %d after Settle, want the head %d (the interval is an hour)", cur, head)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if n := storetest.Count(t, s, `SELECT COUNT(*) FROM seen`); n != 2 {
+			t.Errorf("%d events decided, want 2", n)
+		}
+	})
+}

@@ -83,11 +83,10 @@ func (n *Notifier) projectEscalateAfter(ctx context.Context, projectID string) (
 }
 
 // escalationJob is the escalation job of a wait that opened at since in a
-// project, due when the project's escalate_after has passed, or after
+// project whose escalate_after is after, due when it has passed, or after
 // Recheck if that is sooner.
-func (n *Notifier) escalationJob(ctx context.Context, projectID string, a EscalateArgs) (job.Spec, error) {
-	after, err := n.projectEscalateAfter(ctx, projectID)
-	return job.New(a).At(a.Since.Add(min(after, Recheck))), err // the spec is of no use with an error
+func escalationJob(after time.Duration, a EscalateArgs) job.Spec {
+	return job.New(a).At(a.Since.Add(min(after, Recheck)))
 }
 
 // handleEscalate is the escalation job: when due, it reads the wait again.

@@ -13,7 +13,6 @@ import (
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/consumer"
 	"github.com/ballet/ballet/internal/event"
-	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/tenancy"
@@ -124,8 +123,9 @@ func ReadCursor(ctx context.Context, s store.Store) (int64, error) {
 func (n *Notifier) decideBatch(ctx context.Context, evs []event.Event) (*transition.Transition, error) {
 	var out []Notification
 	var jobs []job.Spec
+	reads := n.newBatchReads()
 	for _, e := range evs {
-		ns, js, err := n.decide(ctx, e)
+		ns, js, err := n.decide(ctx, reads, e)
 		if err != nil {
 			return nil, fmt.Errorf("event %d (%s): %w", e.Seq, e.Type, err)
 		}
@@ -137,7 +137,7 @@ func (n *Notifier) decideBatch(ctx context.Context, evs []event.Event) (*transit
 		return &transition.Transition{Jobs: jobs}, nil
 	}
 	if n.Mail {
-		if err := n.markMail(ctx, out); err != nil {
+		if err := n.markMail(ctx, reads, out); err != nil {
 			return nil, err
 		}
 	}
@@ -148,16 +148,11 @@ func (n *Notifier) decideBatch(ctx context.Context, evs []event.Event) (*transit
 
 // markMail marks the notifications whose recipient wants their cause
 // mailed at once and has a confirmed address.
-func (n *Notifier) markMail(ctx context.Context, ns []Notification) error {
-	settings := map[string]Settings{}
+func (n *Notifier) markMail(ctx context.Context, reads *batchReads, ns []Notification) error {
 	for i := range ns {
-		s, ok := settings[ns[i].recipient]
-		if !ok {
-			var err error
-			if s, err = ReadSettings(ctx, n.Store, ns[i].recipient); err != nil {
-				return err
-			}
-			settings[ns[i].recipient] = s
+		s, err := reads.personSettings(ctx, ns[i].recipient)
+		if err != nil {
+			return err
 		}
 		ns[i].mail = s.MailTo(ns[i].Cause) != ""
 	}
@@ -189,15 +184,15 @@ project_id, item_id, item_key, title, text, link, created_at, version) VALUES (?
 
 // decide reads what e's cause needs and returns its notifications (none
 // when e is no cause, or when its ticket or flow is gone) and the
-// escalation job of the wait it opens.
-func (n *Notifier) decide(ctx context.Context, e event.Event) ([]Notification, []job.Spec, error) {
+// escalation job of the wait it opens. reads are the batch's reads.
+func (n *Notifier) decide(ctx context.Context, reads *batchReads, e event.Event) ([]Notification, []job.Spec, error) {
 	tr, ok, err := classify(e)
 	if err != nil || !ok {
 		return nil, nil, err
 	}
 	itemID := tr.itemID
 	if tr.flowID != "" {
-		f, err := flow.Read(ctx, n.Store, tr.flowID)
+		f, err := reads.flow(ctx, tr.flowID)
 		if apperr.Code(err) == apperr.NotFound {
 			return nil, nil, nil
 		}
@@ -206,7 +201,7 @@ func (n *Notifier) decide(ctx context.Context, e event.Event) ([]Notification, [
 		}
 		itemID = f.ItemID
 	}
-	it, err := n.Items.FindItem(ctx, itemID)
+	it, err := reads.item(ctx, itemID)
 	if apperr.Code(err) == apperr.NotFound {
 		return nil, nil, nil
 	}
@@ -215,22 +210,22 @@ func (n *Notifier) decide(ctx context.Context, e event.Event) ([]Notification, [
 	}
 	var jobs []job.Spec
 	if tr.escalate != nil {
-		j, err := n.escalationJob(ctx, it.ProjectID, *tr.escalate)
+		after, err := reads.escalateAfter(ctx, it.ProjectID)
 		switch {
 		case apperr.Code(err) == apperr.NotFound: // no project: nothing to escalate to
 		case err != nil:
 			return nil, nil, err
 		default:
-			jobs = append(jobs, j)
+			jobs = append(jobs, escalationJob(after, *tr.escalate))
 		}
 	}
-	facts, err := n.facts(ctx, tr, it)
+	facts, err := reads.facts(ctx, tr, it)
 	if err != nil {
 		return nil, nil, err
 	}
 	var out []Notification
 	for _, r := range recipients(tr, actorPerson(e), facts) {
-		ok, err := n.mayRead(ctx, r, it.OrganizationID, it.ProjectID)
+		ok, err := reads.may(ctx, r, it.OrganizationID, it.ProjectID)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -245,22 +240,22 @@ func (n *Notifier) decide(ctx context.Context, e event.Event) ([]Notification, [
 }
 
 // facts reads the people a trigger's audience of the ticket is made of.
-func (n *Notifier) facts(ctx context.Context, tr trigger, it tracker.Item) (ticketFacts, error) {
+func (r *batchReads) facts(ctx context.Context, tr trigger, it tracker.Item) (ticketFacts, error) {
 	var f ticketFacts
 	var err error
 	if it.Assignee != nil {
 		f.assignee = *it.Assignee
 	}
-	if f.creator, err = n.person(ctx, it.CreatedBy); err != nil {
+	if f.creator, err = r.person(ctx, it.CreatedBy); err != nil {
 		return f, err
 	}
 	if tr.audience == AudienceAdmins {
-		if f.admins, err = n.admins(ctx, it.OrganizationID, it.ProjectID); err != nil {
+		if f.admins, err = r.projectAdmins(ctx, it.OrganizationID, it.ProjectID); err != nil {
 			return f, err
 		}
 	}
 	if tr.subscribers {
-		if f.subscribers, err = subscribers(ctx, n.Store, it.ID); err != nil {
+		if f.subscribers, err = r.itemSubscribers(ctx, it.ID); err != nil {
 			return f, err
 		}
 	}
