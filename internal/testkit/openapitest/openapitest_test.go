@@ -45,7 +45,7 @@ func doc(t *testing.T) (*openapitest.Doc, *server.API) {
 
 const project = `{"id":"p1","organization_id":"o1","key":"ACME","name":"Acme","repository":null,
 "merge_policy":{"mode":"manual","required_approvals":0,"required_checks":[]},"concurrency_limit":0,
-"budgets":{"per_ticket_usd":null,"per_day_usd":2.5},"ticket_types":["task"],"paused":false,
+"budgets":{"per_ticket_usd":null,"per_day_usd":2.5},"ticket_types":["task"],"paused":false,"notify":{"escalate_after":null},
 "created_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:05Z","version":1}`
 
 // TestResponsesAreChecked shows that the validator holds responses to the
