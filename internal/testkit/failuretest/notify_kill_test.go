@@ -39,16 +39,28 @@ import (
 type notifyKill struct {
 	point           string
 	mails, webhooks int // what the receivers get for the cause
+	// what they had got when Core died: a copy out before the kill may
+	// be sent again by the next Core whatever the point (the mail and
+	// webhook jobs run side by side, so a kill aimed at one can land in
+	// the other's window too); a copy sent after it may not.
+	mailsAtKill, webhooksAtKill int
+}
+
+// allowed reports whether got copies of a cause are what the kill may
+// cause: want at the point aimed at, else one, or two when the first was
+// out before the kill.
+func allowed(got, want, atKill int) bool {
+	return got == want || (want == 1 && got == 2 && atKill >= 1)
 }
 
 var notifyKills = []notifyKill{
-	{"commit:question.asked", 1, 1},               // the cause committed, no consumer saw it
-	{"commit:notification.created", 1, 1},         // the notifier's batch (notification, delivery, job) in
-	{"commit:webhook.delivery_queued", 1, 1},      // the webhook consumer's batch in
-	{notify.FaultMailSent, 2, 1},                  // SMTP accepted, the delivery not yet recorded
-	{"handled:notify.mail", 1, 1},                 // the delivery recorded sent, its job not finished
-	{webhook.FaultSent, 1, 2},                     // the receiver answered 2xx, the attempt not recorded
-	{"handled:" + webhook.Deliver{}.Kind(), 1, 1}, // the attempt recorded, its job not finished
+	{point: "commit:question.asked", mails: 1, webhooks: 1},               // the cause committed, no consumer saw it
+	{point: "commit:notification.created", mails: 1, webhooks: 1},         // the notifier's batch (notification, delivery, job) in
+	{point: "commit:webhook.delivery_queued", mails: 1, webhooks: 1},      // the webhook consumer's batch in
+	{point: notify.FaultMailSent, mails: 2, webhooks: 1},                  // SMTP accepted, the delivery not yet recorded
+	{point: "handled:notify.mail", mails: 1, webhooks: 1},                 // the delivery recorded sent, its job not finished
+	{point: webhook.FaultSent, mails: 1, webhooks: 2},                     // the receiver answered 2xx, the attempt not recorded
+	{point: "handled:" + webhook.Deliver{}.Kind(), mails: 1, webhooks: 1}, // the attempt recorded, its job not finished
 }
 
 // TestNotifyKill kills a real Core with SIGKILL at every point between a
@@ -124,7 +136,8 @@ func runNotifyKill(t *testing.T, engine string) {
 	dir := t.TempDir()
 	storage := "[storage]\npath = \"data/core.db\""
 	dbPath := filepath.Join(dir, "data", "core.db")
-	open := func() (store.Store, error) { return sqlite.Open(ctx, dbPath) }
+	// beside the running Core
+	open := func() (store.Store, error) { return sqlite.OpenShared(ctx, dbPath) }
 	if engine == "rqlite" {
 		cluster := rqlitetest.Start(t, 1)
 		storage = fmt.Sprintf("[storage]\nengine = \"rqlite\"\nurl = %q\npath = \"data/core.db\"", strings.Join(cluster.URLs(), ","))
@@ -152,12 +165,13 @@ bootstrap_token = %q
 [secrets]
 allow = [%q]
 [notify]
+base_url = "http://%s"
 allow_private_targets = true # the receiver is on 127.0.0.1
 [notify.email]
 smtp_url = %q
 from = "Ballet <ballet@example.com>"
 timeout = "5s"
-`, storage, c.addr, AdminToken, apitest.SecretsAllow, mp.SMTPURL())
+`, storage, c.addr, AdminToken, apitest.SecretsAllow, c.addr, mp.SMTPURL())
 	if err := os.WriteFile(c.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -269,6 +283,8 @@ timeout = "5s"
 		if killed, how := c.killed(); !killed {
 			t.Fatalf("%s: Core exited without SIGKILL: %s", k.point, how)
 		}
+		k.mailsAtKill, k.webhooksAtKill = len(mailsFor(t, mp, addr, key)), len(hooks.ids(key))
+		keys[key] = k
 		up("")
 		for key, k := range keys {
 			settled(key, k.mails, k.webhooks)
@@ -301,12 +317,15 @@ timeout = "5s"
 			t.Errorf("%s (%s): %d webhook delivery rows, want 1 (succeeded)", key, k.point, n)
 		}
 		mails := mailsFor(t, mp, addr, key)
-		if len(mails) != k.mails || distinct(mails) != 1 {
-			t.Errorf("%s (%s): %d mails with %d Message-IDs %v, want %d with one", key, k.point, len(mails), distinct(mails), mails, k.mails)
+		if !allowed(len(mails), k.mails, k.mailsAtKill) || distinct(mails) != 1 {
+			t.Errorf("%s (%s): %d mails with %d Message-IDs %v (%d before the kill), want %d with one", key, k.point, len(mails), distinct(mails), mails, k.mailsAtKill, k.mails)
 		}
 		ids := hooks.ids(key)
-		if len(ids) != k.webhooks || distinct(ids) != 1 {
-			t.Errorf("%s (%s): %d webhook posts with %d webhook-ids %v, want %d with one", key, k.point, len(ids), distinct(ids), ids, k.webhooks)
+		if !allowed(len(ids), k.webhooks, k.webhooksAtKill) || distinct(ids) != 1 {
+			t.Errorf("%s (%s): %d webhook posts with %d webhook-ids %v (%d before the kill), want %d with one", key, k.point, len(ids), distinct(ids), ids, k.webhooksAtKill, k.webhooks)
+		}
+		if len(mails) > 1 || len(ids) > 1 {
+			t.Logf("%s (%s): %d mails, %d webhook posts (the at-least-once window)", key, k.point, len(mails), len(ids))
 		}
 	}
 	if n, want := count(t, db, `SELECT COUNT(*) FROM events WHERE type = 'notification.mailed'`), int64(len(keys)); n != want {
