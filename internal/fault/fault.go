@@ -14,7 +14,8 @@
 // "github.merge.before", ".after", "github.state.after"
 // (internal/forge/github). Notifications add "notify.mail.sent", after the
 // SMTP server accepted a mail and before its delivery is recorded
-// (internal/notify), and "webhook.sent", after a receiver's 2xx and before
+// (internal/notify), "digest.mail.sent", the same for a digest
+// (internal/digest), and "webhook.sent", after a receiver's 2xx and before
 // the attempt is recorded (internal/webhook).
 package fault
 

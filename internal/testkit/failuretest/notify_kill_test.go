@@ -19,6 +19,7 @@ import (
 
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/digest"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/notify"
 	"github.com/ballet/ballet/internal/store"
@@ -133,7 +134,155 @@ func (h *hookReceiver) ids(key string) []string {
 
 var confirmLinkRE = regexp.MustCompile(`http://\S+/api/v1/mail/confirm\?t=\S+`)
 
+// TestDigestKill kills a real Core right after it wrote bob's digest
+// (commit:digest.created), then after the mail server took the digest's
+// mail (digest.mail.sent), then after the digest was recorded sent
+// (handled:digest.send), restarting it each time: the digest is one row,
+// mailed exactly twice (the window of digest.mail.sent), both copies with
+// its Message-ID. SQLite only: it waits for a one-minute period to close.
+func TestDigestKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills real Core processes")
+	}
+	w := newNotifyWorld(t, "sqlite", "[digest]\nevery = \"1m\"")
+	key := w.ask() // something needs bob: his digest is not empty
+	w.settled(key, 1, 1)
+	before := storetest.Count(t, w.db, `SELECT COUNT(*) FROM digests`)
+	if err := w.c.stop(); err != nil {
+		t.Fatal(err)
+	}
+	w.up("commit:digest.created")
+	w.waitKilled(t, "commit:digest.created", 90*time.Second)
+	var id, status string
+	rows, err := w.db.Query(context.Background(), `SELECT id, status FROM digests ORDER BY period_at DESC LIMIT 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows.Len() != 1 {
+		t.Fatalf("no digest written before the kill (%d before)", before)
+	}
+	if err := rows.Scan(0, &id, &status); err != nil || status != "pending" {
+		t.Fatalf("the digest written before the kill: %q %q %v (want pending; %d digests before)", id, status, err, before)
+	}
+	for _, point := range []string{digest.FaultSent, "handled:" + digest.SendArgs{}.Kind()} {
+		w.up(point)
+		w.waitKilled(t, point, 30*time.Second)
+	}
+	w.up("")
+	last := w.ask() // the next Core works: its jobs ran
+	w.settled(last, 1, 1)
+	if got := storetest.Count(t, w.db, `SELECT COUNT(*) FROM digests WHERE id = ? AND status = 'sent'`, id); got != 1 {
+		t.Errorf("digest %s: %d sent rows, want 1", id, got)
+	}
+	var copies int
+	for _, m := range w.mp.To(t, w.addr) {
+		if strings.Contains(m.MessageID, "digest-"+id+"@") {
+			copies++
+		}
+	}
+	if copies != 2 {
+		t.Errorf("digest %s mailed %d times, want 2 (once, and again after the kill at %s)", id, copies, digest.FaultSent)
+	}
+	if n := storetest.Count(t, w.db, `SELECT COUNT(*) FROM events WHERE type = 'digest.sent' AND payload LIKE ?`, "%"+id+"%"); n != 1 {
+		t.Errorf("digest %s: %d digest.sent events, want 1", id, n)
+	}
+}
+
+// notifyWorld is a real Core on its database, with Mailpit, a webhook
+// receiver and bob, a member with a confirmed address, assignee of the
+// tickets.
+type notifyWorld struct {
+	c       *coreProc
+	api     *client
+	db      store.Store
+	mp      *mailtest.Server
+	hooks   *hookReceiver
+	addr    string                             // bob's address
+	up      func(point string)                 // start Core with point armed
+	ask     func() string                      // a ticket for bob with a blocking question; its key
+	settled func(key string, mails, hooks int) // wait until key's cause is out and nothing is left to do
+}
+
+// waitKilled waits until Core killed itself at its armed point.
+func (w *notifyWorld) waitKilled(t *testing.T, point string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !w.c.dead() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: Core did not reach the crash point", point)
+		}
+		time.Sleep(50 * time.Millisecond) // waiting for a real process to kill itself
+	}
+	if killed, how := w.c.killed(); !killed {
+		t.Fatalf("%s: Core exited without SIGKILL: %s", point, how)
+	}
+}
+
 func runNotifyKill(t *testing.T, engine string) {
+	w := newNotifyWorld(t, engine, "")
+	c, db, mp, hooks, addr, up, ask, settled := w.c, w.db, w.mp, w.hooks, w.addr, w.up, w.ask, w.settled
+	keys := map[string]notifyKill{}
+	for _, k := range notifyKills {
+		if err := c.stop(); err != nil {
+			t.Fatal(err)
+		}
+		up(k.point)
+		key := ask()
+		keys[key] = k
+		w.waitKilled(t, k.point, 60*time.Second)
+		k.mailsAtKill, k.webhooksAtKill = len(mailsFor(t, mp, addr, key)), len(hooks.ids(key))
+		keys[key] = k
+		up("")
+		for key, k := range keys {
+			settled(key, k.mails, k.webhooks)
+		}
+		t.Logf("%s: %s delivered after the kill", k.point, key)
+	}
+	// A last Core, stopped and started cleanly, and one more cause after
+	// everything: nothing of the earlier causes is sent again.
+	if err := c.stop(); err != nil {
+		t.Fatal(err)
+	}
+	up("")
+	last := ask()
+	keys[last] = notifyKill{point: "none", mails: 1, webhooks: 1}
+	settled(last, 1, 1)
+
+	hooks.mu.Lock()
+	if len(hooks.bad) > 0 {
+		t.Errorf("webhook posts that do not verify: %v", hooks.bad)
+	}
+	hooks.mu.Unlock()
+	for key, k := range keys {
+		if n := count(t, db, `SELECT COUNT(*) FROM notifications WHERE item_key = ?`, key); n != 1 {
+			t.Errorf("%s (%s): %d notification rows, want 1", key, k.point, n)
+		}
+		if n := count(t, db, `SELECT COUNT(*) FROM mail_deliveries WHERE item_key = ? AND status = 'sent'`, key); n != 1 {
+			t.Errorf("%s (%s): %d mail delivery rows, want 1 (sent)", key, k.point, n)
+		}
+		if n := count(t, db, `SELECT COUNT(*) FROM webhook_deliveries WHERE item_key = ? AND status = 'succeeded'`, key); n != 1 {
+			t.Errorf("%s (%s): %d webhook delivery rows, want 1 (succeeded)", key, k.point, n)
+		}
+		mails := mailsFor(t, mp, addr, key)
+		if !allowed(len(mails), k.mails, k.mailsAtKill, k.mailRecorded) || distinct(mails) != 1 {
+			t.Errorf("%s (%s): %d mails with %d Message-IDs %v (%d before the kill), want %d with one", key, k.point, len(mails), distinct(mails), mails, k.mailsAtKill, k.mails)
+		}
+		ids := hooks.ids(key)
+		if !allowed(len(ids), k.webhooks, k.webhooksAtKill, k.webhookRecorded) || distinct(ids) != 1 {
+			t.Errorf("%s (%s): %d webhook posts with %d webhook-ids %v (%d before the kill), want %d with one", key, k.point, len(ids), distinct(ids), ids, k.webhooksAtKill, k.webhooks)
+		}
+		if len(mails) > 1 || len(ids) > 1 {
+			t.Logf("%s (%s): %d mails, %d webhook posts (the at-least-once window)", key, k.point, len(mails), len(ids))
+		}
+	}
+	if n, want := count(t, db, `SELECT COUNT(*) FROM events WHERE type = 'notification.mailed'`), int64(len(keys)); n != want {
+		t.Errorf("%d notification.mailed events, want %d (one per cause)", n, want)
+	}
+}
+
+// newNotifyWorld starts the world on engine; extra is added to Core's
+// configuration.
+func newNotifyWorld(t *testing.T, engine, extra string) *notifyWorld {
 	ctx := context.Background()
 	mp := mailtest.Start(t)
 	hooks := newHookReceiver(t)
@@ -175,7 +324,8 @@ allow_private_targets = true # the receiver is on 127.0.0.1
 smtp_url = %q
 from = "Ballet <ballet@example.com>"
 timeout = "5s"
-`, storage, c.addr, AdminToken, apitest.SecretsAllow, c.addr, mp.SMTPURL())
+%s
+`, storage, c.addr, AdminToken, apitest.SecretsAllow, c.addr, mp.SMTPURL(), extra)
 	if err := os.WriteFile(c.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -269,72 +419,7 @@ timeout = "5s"
 		}
 	}
 
-	keys := map[string]notifyKill{}
-	for _, k := range notifyKills {
-		if err := c.stop(); err != nil {
-			t.Fatal(err)
-		}
-		up(k.point)
-		key := ask()
-		keys[key] = k
-		deadline := time.Now().Add(60 * time.Second)
-		for !c.dead() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: Core did not reach the crash point", k.point)
-			}
-			time.Sleep(50 * time.Millisecond) // waiting for a real process to kill itself
-		}
-		if killed, how := c.killed(); !killed {
-			t.Fatalf("%s: Core exited without SIGKILL: %s", k.point, how)
-		}
-		k.mailsAtKill, k.webhooksAtKill = len(mailsFor(t, mp, addr, key)), len(hooks.ids(key))
-		keys[key] = k
-		up("")
-		for key, k := range keys {
-			settled(key, k.mails, k.webhooks)
-		}
-		t.Logf("%s: %s delivered after the kill", k.point, key)
-	}
-	// A last Core, stopped and started cleanly, and one more cause after
-	// everything: nothing of the earlier causes is sent again.
-	if err := c.stop(); err != nil {
-		t.Fatal(err)
-	}
-	up("")
-	last := ask()
-	keys[last] = notifyKill{point: "none", mails: 1, webhooks: 1}
-	settled(last, 1, 1)
-
-	hooks.mu.Lock()
-	if len(hooks.bad) > 0 {
-		t.Errorf("webhook posts that do not verify: %v", hooks.bad)
-	}
-	hooks.mu.Unlock()
-	for key, k := range keys {
-		if n := count(t, db, `SELECT COUNT(*) FROM notifications WHERE item_key = ?`, key); n != 1 {
-			t.Errorf("%s (%s): %d notification rows, want 1", key, k.point, n)
-		}
-		if n := count(t, db, `SELECT COUNT(*) FROM mail_deliveries WHERE item_key = ? AND status = 'sent'`, key); n != 1 {
-			t.Errorf("%s (%s): %d mail delivery rows, want 1 (sent)", key, k.point, n)
-		}
-		if n := count(t, db, `SELECT COUNT(*) FROM webhook_deliveries WHERE item_key = ? AND status = 'succeeded'`, key); n != 1 {
-			t.Errorf("%s (%s): %d webhook delivery rows, want 1 (succeeded)", key, k.point, n)
-		}
-		mails := mailsFor(t, mp, addr, key)
-		if !allowed(len(mails), k.mails, k.mailsAtKill, k.mailRecorded) || distinct(mails) != 1 {
-			t.Errorf("%s (%s): %d mails with %d Message-IDs %v (%d before the kill), want %d with one", key, k.point, len(mails), distinct(mails), mails, k.mailsAtKill, k.mails)
-		}
-		ids := hooks.ids(key)
-		if !allowed(len(ids), k.webhooks, k.webhooksAtKill, k.webhookRecorded) || distinct(ids) != 1 {
-			t.Errorf("%s (%s): %d webhook posts with %d webhook-ids %v (%d before the kill), want %d with one", key, k.point, len(ids), distinct(ids), ids, k.webhooksAtKill, k.webhooks)
-		}
-		if len(mails) > 1 || len(ids) > 1 {
-			t.Logf("%s (%s): %d mails, %d webhook posts (the at-least-once window)", key, k.point, len(mails), len(ids))
-		}
-	}
-	if n, want := count(t, db, `SELECT COUNT(*) FROM events WHERE type = 'notification.mailed'`), int64(len(keys)); n != want {
-		t.Errorf("%d notification.mailed events, want %d (one per cause)", n, want)
-	}
+	return &notifyWorld{c: c, api: api, db: db, mp: mp, hooks: hooks, addr: addr, up: up, ask: ask, settled: settled}
 }
 
 // mintToken writes an API token for subject straight into the database,
