@@ -183,7 +183,7 @@ func TestDigestKill(t *testing.T) {
 	if copies != 2 {
 		t.Errorf("digest %s mailed %d times, want 2 (once, and again after the kill at %s)", id, copies, digest.FaultSent)
 	}
-	if n := storetest.Count(t, w.db, `SELECT COUNT(*) FROM events WHERE type = 'digest.sent' AND payload LIKE ?`, "%"+id+"%"); n != 1 {
+	if n := storetest.Count(t, w.db, `SELECT COUNT(*) FROM events WHERE type = 'digest.sent' AND entity_id = ?`, id); n != 1 {
 		t.Errorf("digest %s: %d digest.sent events, want 1", id, n)
 	}
 }
