@@ -10,6 +10,7 @@ import (
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/fault"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/transition"
@@ -37,7 +38,13 @@ type SendArgs struct {
 	Digest string `json:"digest"` // the digests row's id
 }
 
-func (SendArgs) Kind() string        { return "digest.send" }
+func (SendArgs) Kind() string { return "digest.send" }
+
+// FaultSent is the crash point (internal/fault) between the SMTP server
+// accepting a digest and the digest being recorded as sent: the one place
+// a digest goes out twice (same Message-ID).
+const FaultSent = "digest.mail.sent"
+
 func (a SendArgs) DedupeKey() string { return "digest.send:" + a.Digest }
 
 // Sender mails the digests the Digester wrote: the digest.send job's
@@ -114,6 +121,7 @@ func (s *Sender) send(ctx context.Context, j *job.Job, a SendArgs) error {
 		}
 		return fmt.Errorf("mail the digest %s: %w", r.id, err)
 	}
+	fault.Hit(FaultSent) // the server took it; the digest still reads pending
 	return s.record(ctx, r, StatusSent, "")
 }
 

@@ -12,7 +12,11 @@
 // their own around the calls that change or read a forge: "forge.merged"
 // (internal/forge/gitforge) and "github.create_pr.before", ".after",
 // "github.merge.before", ".after", "github.state.after"
-// (internal/forge/github).
+// (internal/forge/github). Notifications add "notify.mail.sent", after the
+// SMTP server accepted a mail and before its delivery is recorded
+// (internal/notify), "digest.mail.sent", the same for a digest
+// (internal/digest), and "webhook.sent", after a receiver's 2xx and before
+// the attempt is recorded (internal/webhook).
 package fault
 
 import (

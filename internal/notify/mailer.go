@@ -13,6 +13,7 @@ import (
 
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/fault"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/notify/mail"
 	"github.com/ballet/ballet/internal/store"
@@ -42,6 +43,11 @@ type MailArgs struct {
 }
 
 func (MailArgs) Kind() string { return "notify.mail" }
+
+// FaultMailSent is the crash point (internal/fault) between the SMTP
+// server accepting a notification's mail and its delivery being recorded
+// as sent: the one place a mail goes out twice (same Message-ID).
+const FaultMailSent = "notify.mail.sent"
 
 // DedupeKey: one job per notification (its delivery row is the lasting
 // guard).
@@ -201,6 +207,7 @@ func (m *Mailer) handleMail(ctx context.Context, j *job.Job, a MailArgs) error {
 	serr := m.Sender.Send(ctx, msg)
 	m.Metrics.observe(m.Clock.Now().Sub(start))
 	if serr == nil {
+		fault.Hit(FaultMailSent) // the server took it; the delivery still reads pending
 		m.Metrics.count(DeliverySent)
 		return m.record(ctx, n, d, DeliverySent, j.Attempt, "", 0, now(),
 			NotificationMailed{Recipient: n.recipient, Cause: n.Cause, Item: n.Item, MessageID: d.messageID, Attempt: j.Attempt})

@@ -21,6 +21,7 @@ import (
 
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/fault"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/outbound"
 	"github.com/ballet/ballet/internal/store"
@@ -53,6 +54,11 @@ type Deliver struct {
 
 // Kind is the job kind of a delivery's attempt.
 func (Deliver) Kind() string { return "webhook.deliver" }
+
+// FaultSent is the crash point (internal/fault) between a receiver's 2xx
+// and the attempt being recorded: the one place a delivery is posted twice
+// (same webhook-id).
+const FaultSent = "webhook.sent"
 
 // DedupeKey makes each attempt of a delivery one job.
 func (a Deliver) DedupeKey() string {
@@ -203,6 +209,9 @@ func (d *Deliverer) handle(ctx context.Context, _ *job.Job, a Deliver) error {
 		return nil
 	}
 	r := d.send(ctx, t, now)
+	if r.ok() {
+		fault.Hit(FaultSent) // the receiver took it; the delivery still reads pending
+	}
 	if !r.ok() {
 		d.logger().Info("webhook delivery failed", "webhook", t.hookID, "delivery", t.delivery, "attempt", a.Attempt, "status", r.code, "err", r.err)
 	}
