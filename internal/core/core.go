@@ -309,6 +309,11 @@ func New(o Options) (*Core, error) {
 	// scheduler passes, waiting runners lease a new run, spend is counted.
 	c.Applier.Subscribe(c.Feed.OnCommit, transition.WakeOnJobs(c.Jobs.Notify), c.Scheduler.OnCommit, c.Runs.OnCommit,
 		run.SpendMetric(reg), c.Notifier.OnCommit, c.Webhooks.OnCommit)
+	if c.Digester != nil {
+		// A saved choice (a digest chosen, an hour moved, an address
+		// confirmed) is seen at once, not at the digester's next minute.
+		c.Applier.Subscribe(nudgeOnSettings(c.Digester.Nudge))
+	}
 
 	// HTTP: the REST routes and the realtime WebSocket.
 	c.API = server.NewAPI(log.With("component", "api"), c.Auth, res, server.Finders{Orgs: c.Tenancy, Items: c.Tracker},
@@ -631,4 +636,17 @@ type digestMail struct{ s notify.Sender }
 
 func (d digestMail) Send(ctx context.Context, m digest.Message) error {
 	return d.s.Send(ctx, mail.Message(m))
+}
+
+// nudgeOnSettings is the subscriber that calls nudge after a transition
+// that changed someone's notification settings or confirmed an address.
+func nudgeOnSettings(nudge func()) transition.Subscriber {
+	return func(c transition.Committed) {
+		for _, e := range c.Events {
+			if e.Type == (notify.SettingsChanged{}).EventType() || e.Type == (notify.AddressConfirmed{}).EventType() {
+				nudge()
+				return
+			}
+		}
+	}
 }

@@ -102,3 +102,42 @@ VALUES ('ann', 'ann@example.com', 'entered', 1, ?, 1)`, fk.Now().UnixMilli())); 
 		}
 	})
 }
+
+// TestASavedDigestChoiceIsSeenAtOnce: the digester sleeps up to a minute
+// between passes; a person who chooses a digest half a minute before
+// midnight gets the midnight one at midnight, not at the digester's next
+// minute, because the saved choice nudges it.
+func TestASavedDigestChoiceIsSeenAtOnce(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		fk := clock.NewFake(time.Date(2026, 12, 6, 23, 59, 30, 0, time.UTC))
+		adjust := func(c *config.Config) {
+			c.Storage.Path = t.TempDir() + "/core.db"
+			c.Leader.TTL.Duration, c.Leader.Renew.Duration = 100*time.Hour, 10*time.Hour
+		}
+		// bob's digest closes at noon and his period closed while he had
+		// none: the digester's first pass writes his, so it is known to be
+		// done. ann has hers off.
+		day := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC).UnixMilli()
+		if _, err := s.Exec(t.Context(),
+			store.Stmt(`INSERT INTO notification_settings (subject, email, email_source, email_confirmed_at, digest_hour, updated_at, version)
+VALUES ('bob', 'bob@example.com', 'entered', 1, 12, ?, 1)`, day),
+			store.Stmt(`INSERT INTO notification_settings (subject, email, email_source, email_confirmed_at, digest, updated_at, version)
+VALUES ('ann', 'ann@example.com', 'entered', 1, 'off', ?, 1)`, day)); err != nil {
+			t.Fatal(err)
+		}
+		e := apitest.RunWithMailer(t, s, fk, &mailbox{}, adjust)
+		acme := e.Org("acme")
+		ann := e.TokenFor("ann", acme, "member")
+		apitest.Await(t, "the first pass (bob's digest)", func() bool {
+			return storetest.Count(t, s, `SELECT COUNT(*) FROM digests WHERE subject = 'bob'`) == 1
+		})
+
+		e.Must(200, ann, "PUT", "/api/v1/me/notifications", map[string]any{"digest": "period"})
+		// Midnight exactly; the digester's minute ends at 00:00:30. Whether
+		// the nudged pass runs before or after this, it sees ann's choice.
+		fk.Advance(30 * time.Second)
+		apitest.Await(t, "ann's midnight digest at midnight", func() bool {
+			return storetest.Count(t, s, `SELECT COUNT(*) FROM digests WHERE subject = 'ann' AND period_key = '2026-12-07T00:00:00Z'`) == 1
+		})
+	})
+}
