@@ -280,11 +280,14 @@ func New(o Options) (*Core, error) {
 		c.Digester = (&digest.Digester{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "digest"), Builder: digests,
 			Every: cfg.Digest.Every.Duration, PlatformAdmin: c.Auth.IsPlatformAdmin}).Init()
 		(&digest.Sender{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "digest"), Builder: digests, Mailer: digestMailer,
-			PlatformAdmin: c.Auth.IsPlatformAdmin, MessageDomain: hostOf(cfg.LinkBase())}).Register(c.Jobs)
+			PlatformAdmin: c.Auth.IsPlatformAdmin, MessageDomain: hostOf(cfg.LinkBase()),
+			Unsubscribe: func(ctx context.Context, subject string) (string, error) {
+				return keys.UnsubscribeLink(ctx, cfg.LinkBase(), subject, notify.UnsubscribeDigest)
+			}}).Register(c.Jobs)
 	}
 	hooks := &webhook.Service{Store: st, Applier: c.Applier, Clock: clk, Resolver: net.DefaultResolver, AllowPrivate: cfg.Notify.AllowPrivateTargets}
 	c.Webhooks = (&webhook.Dispatcher{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "webhooks"), Items: c.Tracker,
-		Orgs: c.Tenancy, Members: c.Tenancy, LinkBase: cfg.LinkBase()}).Init()
+		Orgs: c.Tenancy, Members: c.Tenancy, LinkBase: cfg.LinkBase(), Mail: cfg.Notify.MailOn()}).Init()
 	(&webhook.Deliverer{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "webhooks"), Timeout: cfg.Notify.WebhookTimeout.Duration,
 		Client: webhook.NewClient(cfg.Notify.AllowPrivateTargets, nil, cfg.Notify.WebhookTimeout.Duration), Metrics: webhook.NewMetrics(reg)}).Register(c.Jobs)
 	reg.MustRegister(webhook.NewLagCollector(st, clk))
