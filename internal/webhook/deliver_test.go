@@ -331,6 +331,18 @@ VALUES (?, ?, 'entered', 1, 1, 1)`, p, p+"@example.com")); err != nil {
 			if d.Status != webhook.StatusPending {
 				break
 			}
+			if attempt == 1 { // being retried: failing, in the list and the hook's own answer
+				var one webhook.Webhook
+				var list struct{ Webhooks []webhook.Webhook }
+				w.Must(200, w.tokens["carol"], "GET", projectHooks+"/"+h.ID, nil).JSON(t, &one)
+				w.Must(200, w.tokens["carol"], "GET", projectHooks, nil).JSON(t, &list)
+				for _, got := range append(list.Webhooks, one) {
+					if !got.Failing || got.LastError == nil || !strings.Contains(*got.LastError, "503") || got.FailingSince == nil ||
+						!got.FailingSince.Equal(start) || !got.Active {
+						t.Fatalf("a hook being retried: %+v, want failing since %v with the 503", got, start)
+					}
+				}
+			}
 			if attempt > 40 {
 				t.Fatalf("still pending after %d attempts: %+v", attempt, d)
 			}
@@ -341,7 +353,7 @@ VALUES (?, ?, 'entered', 1, 1, 1)`, p, p+"@example.com")); err != nil {
 		}
 		var got webhook.Webhook
 		w.Must(200, w.tokens["carol"], "GET", projectHooks+"/"+h.ID, nil).JSON(t, &got)
-		if got.Active || got.DisabledAt == nil {
+		if got.Active || got.DisabledAt == nil || !got.Failing || got.LastError == nil || got.FailingSince == nil || !got.FailingSince.Equal(start) {
 			t.Fatalf("the hook after 24 h of failure: %+v", got)
 		}
 		var inbox struct {
@@ -401,6 +413,10 @@ VALUES (?, ?, 'entered', 1, 1, 1)`, p, p+"@example.com")); err != nil {
 		w.Must(200, w.tokens["carol"], "PATCH", projectHooks+"/"+h.ID, map[string]any{"active": true}).JSON(t, &got)
 		if !got.Active || got.DisabledAt != nil {
 			t.Errorf("re-enabled: %+v", got)
+		}
+		w.Must(200, w.tokens["carol"], "GET", projectHooks+"/"+h.ID, nil).JSON(t, &got)
+		if got.Failing || got.LastError != nil || got.FailingSince != nil {
+			t.Errorf("re-enabled, nothing being retried: %+v, want not failing", got)
 		}
 	})
 }
