@@ -84,9 +84,9 @@ type Webhook struct {
 	// failing).
 	FailingSince *time.Time `json:"failing_since"`
 	CreatedBy    string     `json:"created_by"`
-	CreatedAt  time.Time  `json:"created_at"`
-	UpdatedAt  time.Time  `json:"updated_at"`
-	Version    int64      `json:"version"`
+	CreatedAt    time.Time  `json:"created_at"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+	Version      int64      `json:"version"`
 }
 
 // CreatedWebhook is the answer of a hook's creation: the hook and its signing
