@@ -280,11 +280,14 @@ func New(o Options) (*Core, error) {
 		c.Digester = (&digest.Digester{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "digest"), Builder: digests,
 			Every: cfg.Digest.Every.Duration, PlatformAdmin: c.Auth.IsPlatformAdmin}).Init()
 		(&digest.Sender{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "digest"), Builder: digests, Mailer: digestMailer,
-			PlatformAdmin: c.Auth.IsPlatformAdmin, MessageDomain: hostOf(cfg.LinkBase())}).Register(c.Jobs)
+			PlatformAdmin: c.Auth.IsPlatformAdmin, MessageDomain: hostOf(cfg.LinkBase()),
+			Unsubscribe: func(ctx context.Context, subject string) (string, error) {
+				return keys.UnsubscribeLink(ctx, cfg.LinkBase(), subject, notify.UnsubscribeDigest)
+			}}).Register(c.Jobs)
 	}
 	hooks := &webhook.Service{Store: st, Applier: c.Applier, Clock: clk, Resolver: net.DefaultResolver, AllowPrivate: cfg.Notify.AllowPrivateTargets}
 	c.Webhooks = (&webhook.Dispatcher{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "webhooks"), Items: c.Tracker,
-		Orgs: c.Tenancy, Members: c.Tenancy, LinkBase: cfg.LinkBase()}).Init()
+		Orgs: c.Tenancy, Members: c.Tenancy, LinkBase: cfg.LinkBase(), Mail: cfg.Notify.MailOn()}).Init()
 	(&webhook.Deliverer{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "webhooks"), Timeout: cfg.Notify.WebhookTimeout.Duration,
 		Client: webhook.NewClient(cfg.Notify.AllowPrivateTargets, nil, cfg.Notify.WebhookTimeout.Duration), Metrics: webhook.NewMetrics(reg)}).Register(c.Jobs)
 	reg.MustRegister(webhook.NewLagCollector(st, clk))
@@ -309,6 +312,11 @@ func New(o Options) (*Core, error) {
 	// scheduler passes, waiting runners lease a new run, spend is counted.
 	c.Applier.Subscribe(c.Feed.OnCommit, transition.WakeOnJobs(c.Jobs.Notify), c.Scheduler.OnCommit, c.Runs.OnCommit,
 		run.SpendMetric(reg), c.Notifier.OnCommit, c.Webhooks.OnCommit)
+	if c.Digester != nil {
+		// A saved choice (a digest chosen, an hour moved, an address
+		// confirmed) is seen at once, not at the digester's next minute.
+		c.Applier.Subscribe(nudgeOnSettings(c.Digester.Nudge))
+	}
 
 	// HTTP: the REST routes and the realtime WebSocket.
 	c.API = server.NewAPI(log.With("component", "api"), c.Auth, res, server.Finders{Orgs: c.Tenancy, Items: c.Tracker},
@@ -631,4 +639,17 @@ type digestMail struct{ s notify.Sender }
 
 func (d digestMail) Send(ctx context.Context, m digest.Message) error {
 	return d.s.Send(ctx, mail.Message(m))
+}
+
+// nudgeOnSettings is the subscriber that calls nudge after a transition
+// that changed someone's notification settings or confirmed an address.
+func nudgeOnSettings(nudge func()) transition.Subscriber {
+	return func(c transition.Committed) {
+		for _, e := range c.Events {
+			if e.Type == (notify.SettingsChanged{}).EventType() || e.Type == (notify.AddressConfirmed{}).EventType() {
+				nudge()
+				return
+			}
+		}
+	}
 }

@@ -577,7 +577,7 @@ func TestSend(t *testing.T) {
 		w.pass(w.digester())
 		mail := &capture{}
 		snd := &digest.Sender{Store: s, Applier: w.applier, Clock: w.clk, Builder: w.builder, Mailer: mail, MessageDomain: "ballet.example",
-			Unsubscribe: func(sub string) string { return base + "/unsubscribe/" + sub }}
+			Unsubscribe: func(_ context.Context, sub string) (string, error) { return base + "/unsubscribe/" + sub, nil }}
 		reg := registry{}
 		snd.Register(reg)
 		ids := map[string]string{}

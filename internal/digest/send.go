@@ -59,9 +59,9 @@ type Sender struct {
 	// PlatformAdmin tells whether a person is a platform admin
 	// (auth.Authenticator.IsPlatformAdmin).
 	PlatformAdmin func(subject string) bool
-	// Unsubscribe, when set, is the one-click link that turns a person's
-	// digest off.
-	Unsubscribe func(subject string) string
+	// Unsubscribe, when set, makes the one-click link (RFC 8058) that
+	// turns a person's digest off.
+	Unsubscribe func(ctx context.Context, subject string) (string, error)
 	// MessageDomain is the right-hand side of the Message-ID (the base
 	// URL's host).
 	MessageDomain string
@@ -111,7 +111,9 @@ func (s *Sender) send(ctx context.Context, j *job.Job, a SendArgs) error {
 	}
 	m := Message{To: to, Subject: d.Subject, Text: Text(d), HTML: html, MessageID: "<digest-" + r.id + "@" + s.domain() + ">"}
 	if s.Unsubscribe != nil {
-		m.Unsubscribe = s.Unsubscribe(r.subject)
+		if m.Unsubscribe, err = s.Unsubscribe(ctx, r.subject); err != nil {
+			return fmt.Errorf("the digest's unsubscribe link: %w", err)
+		}
 	}
 	if err := s.Mailer.Send(ctx, m); err != nil {
 		if j.MaxAttempts > 0 && j.Attempt >= j.MaxAttempts {

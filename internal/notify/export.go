@@ -5,13 +5,16 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/event"
+	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/transition"
 )
 
 // CauseWebhookDisabled: a webhook failed for 24 hours and was disabled;
 // the admins of its project (or organization) are told. It is no ticket's
-// cause, so not one of Causes (no webhook subscribes to it); the webhook
-// dispatcher (internal/webhook) creates its notifications through Write.
+// cause, so not one of Causes (no webhook subscribes to it), but one of
+// SettingCauses (its admins choose whether it is mailed; mail by default);
+// the webhook dispatcher (internal/webhook) creates its notifications
+// through WriteMailing.
 const CauseWebhookDisabled = "webhook.disabled"
 
 // Cause is what an event asks of people, for the other consumers of the
@@ -54,6 +57,20 @@ func Admins(ctx context.Context, m MemberLister, orgID, projectID string) ([]str
 func To(recipient string, e event.Event, n Notification) Notification {
 	n.recipient, n.eventID, n.EventSeq = recipient, e.ID, e.Seq
 	return n
+}
+
+// WriteMailing is Write with mail on (mail true: [notify.email] is
+// configured): the notifications whose recipient chose mail for their
+// cause and has a confirmed address get their delivery and notify.mail
+// job in the same batch, decided once as the notifier decides its own
+// (baseURL: [notify] base_url, the right side of the Message-IDs).
+func WriteMailing(ctx context.Context, s store.Store, ns []Notification, mail bool, baseURL string, now time.Time) (*transition.Transition, error) {
+	if mail {
+		if err := (&Notifier{Store: s}).markMail(ctx, ns); err != nil {
+			return nil, err
+		}
+	}
+	return write(ns, Host(baseURL), now), nil
 }
 
 // Write is the part of a transition that creates the notifications ns

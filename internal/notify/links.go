@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,8 +94,23 @@ func (k *Keys) mac(ctx context.Context, parts ...string) ([]byte, error) {
 
 var b64 = base64.RawURLEncoding
 
+// UnsubscribeDigest is what a digest's unsubscribe link turns off: the
+// person's digest (it takes a cause's place in the token).
+const UnsubscribeDigest = "digest"
+
+// UnsubscribeLink is the absolute one-click unsubscribe link (under base,
+// Core's public URL) of subject's mail of cause, or of their digest
+// (UnsubscribeDigest).
+func (k *Keys) UnsubscribeLink(ctx context.Context, base, subject, cause string) (string, error) {
+	tok, err := k.UnsubscribeToken(ctx, subject, cause)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimRight(base, "/") + UnsubscribePath + "?t=" + url.QueryEscape(tok), nil
+}
+
 // UnsubscribeToken is the token of subject's one-click unsubscribe link
-// for cause: subject and cause, signed. It does not expire (a mail's link
+// for cause (or UnsubscribeDigest): subject and cause, signed. It does not expire (a mail's link
 // keeps working); it can do nothing but turn that cause's mail off.
 func (k *Keys) UnsubscribeToken(ctx context.Context, subject, cause string) (string, error) {
 	sig, err := k.mac(ctx, "unsubscribe", subject, cause)
@@ -105,7 +121,7 @@ func (k *Keys) UnsubscribeToken(ctx context.Context, subject, cause string) (str
 }
 
 // CheckUnsubscribe checks an unsubscribe token and returns whose it is
-// and for which cause.
+// and for which cause (or UnsubscribeDigest).
 func (k *Keys) CheckUnsubscribe(ctx context.Context, token string) (subject, cause string, err error) {
 	parts := strings.Split(token, "~") // causes hold dots; base64url holds no ~
 	bad := apperr.New(apperr.NotFound, "this unsubscribe link is not valid")
@@ -114,7 +130,7 @@ func (k *Keys) CheckUnsubscribe(ctx context.Context, token string) (subject, cau
 	}
 	sub, err1 := b64.DecodeString(parts[0])
 	sig, err2 := b64.DecodeString(parts[2])
-	if err1 != nil || err2 != nil || !isCause(parts[1]) {
+	if err1 != nil || err2 != nil || !(isCause(parts[1]) || parts[1] == UnsubscribeDigest) {
 		return "", "", bad
 	}
 	want, err := k.mac(ctx, "unsubscribe", string(sub), parts[1])
@@ -145,7 +161,7 @@ func hashToken(token string) string {
 }
 
 func isCause(c string) bool {
-	for _, x := range Causes {
+	for _, x := range SettingCauses {
 		if x == c {
 			return true
 		}

@@ -294,6 +294,7 @@ var causeNeeds = map[string]string{
 	CauseFlowFailed:        "Flow failed",
 	CauseBudgetExhausted:   "Budget used up",
 	CauseTicketDone:        "Done",
+	CauseWebhookDisabled:   "Webhook disabled",
 	CauseRunnerMissing:     "No runner",
 	CauseQuestionEscalated: "Escalated",
 }
@@ -313,6 +314,9 @@ func Subject(cause, item, text, title string) string {
 		detail = title
 	}
 	s := "[" + item + "] " + what + ": " + detail
+	if item == "" { // of no ticket (a webhook disabled)
+		s = what + ": " + detail
+	}
 	if r := []rune(s); len(r) > 150 {
 		s = string(r[:149]) + "…"
 	}
@@ -321,7 +325,7 @@ func Subject(cause, item, text, title string) string {
 
 var htmlMail = htmltemplate.Must(htmltemplate.New("mail").Parse(`<!DOCTYPE html>
 <html><body style="font-family: sans-serif; line-height: 1.4">
-<p><strong>{{.Item}}</strong> · {{.Title}}</p>
+<p>{{if .Item}}<strong>{{.Item}}</strong> · {{end}}{{.Title}}</p>
 <p>{{.Text}}</p>
 <p><a href="{{.Link}}" style="display: inline-block; padding: 8px 14px; background: #2d5bd3; color: #fff; text-decoration: none; border-radius: 4px">{{.Action}}</a></p>
 <p style="color: #666; font-size: 12px">Ballet sent this because of your notification settings.
@@ -338,6 +342,8 @@ func action(cause string) string {
 		return "Answer"
 	case CauseMergeWaiting:
 		return "Review the pull request"
+	case CauseWebhookDisabled:
+		return "Open the settings"
 	}
 	return "Open the ticket"
 }
@@ -346,20 +352,26 @@ func action(cause string) string {
 func (m *Mailer) compose(ctx context.Context, n Notification, addr, messageID string) (mail.Message, error) {
 	base := strings.TrimRight(m.BaseURL, "/")
 	link := base + n.Link
-	tok, err := m.Keys.UnsubscribeToken(ctx, n.recipient, n.Cause)
+	unsub, err := m.Keys.UnsubscribeLink(ctx, base, n.recipient, n.Cause)
 	if err != nil {
 		return mail.Message{}, err
 	}
-	unsub := base + UnsubscribePath + "?t=" + url.QueryEscape(tok)
-	text := fmt.Sprintf("%s · %s\n\n%s\n\n%s: %s\n\n-- \nBallet sent this because of your notification settings.\nStop mail like this: %s\n",
-		n.Item, n.Title, n.Text, action(n.Cause), link, unsub)
+	head := n.Item + " · " + n.Title
+	var refs []string
+	if n.ItemID != "" {
+		refs = []string{ThreadID(n.ItemID, Host(m.BaseURL))}
+	} else { // of no ticket: no ticket's thread
+		head = n.Title
+	}
+	text := fmt.Sprintf("%s\n\n%s\n\n%s: %s\n\n-- \nBallet sent this because of your notification settings.\nStop mail like this: %s\n",
+		head, n.Text, action(n.Cause), link, unsub)
 	var html bytes.Buffer
 	if err := htmlMail.Execute(&html, map[string]string{"Item": n.Item, "Title": n.Title, "Text": n.Text, "Link": link,
 		"Action": action(n.Cause), "Unsubscribe": unsub}); err != nil {
 		return mail.Message{}, fmt.Errorf("render mail: %w", err)
 	}
 	return mail.Message{To: addr, Subject: Subject(n.Cause, n.Item, n.Text, n.Title), Text: text, HTML: html.String(),
-		MessageID: messageID, References: []string{ThreadID(n.ItemID, Host(m.BaseURL))}, Unsubscribe: unsub}, nil
+		MessageID: messageID, References: refs, Unsubscribe: unsub}, nil
 }
 
 // handleConfirm mails the confirmation link of an entered address, unless

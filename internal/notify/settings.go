@@ -48,6 +48,10 @@ const (
 	ConfirmFor = 24 * time.Hour
 )
 
+// SettingCauses are the causes a person chooses mail, inbox or off for:
+// every cause, and a webhook disabled.
+var SettingCauses = append(slices.Clone(Causes), CauseWebhookDisabled)
+
 // DefaultChoice is a cause's choice for a person who made none: every
 // cause mails at once, except a ticket done, which waits for the digest.
 func DefaultChoice(cause string) string {
@@ -195,8 +199,8 @@ func scanSettings(rows *store.Rows, i int) (Settings, error) {
 
 // allChoices is every cause's choice: set's, else the default.
 func allChoices(set map[string]string) map[string]string {
-	out := make(map[string]string, len(Causes))
-	for _, c := range Causes {
+	out := make(map[string]string, len(SettingCauses))
+	for _, c := range SettingCauses {
 		out[c] = DefaultChoice(c)
 		if v, ok := set[c]; ok {
 			out[c] = v
@@ -213,8 +217,8 @@ func CheckUpdate(u SettingsUpdate) error {
 		}
 	}
 	for _, c := range slices.Sorted(maps.Keys(u.Causes)) {
-		if !slices.Contains(Causes, c) {
-			return apperr.New(apperr.Invalid, "causes.%s: not a cause (one of %s)", c, strings.Join(Causes, ", "))
+		if !slices.Contains(SettingCauses, c) {
+			return apperr.New(apperr.Invalid, "causes.%s: not a cause (one of %s)", c, strings.Join(SettingCauses, ", "))
 		}
 		switch u.Causes[c] {
 		case ChoiceMail, ChoiceInbox, ChoiceOff:
@@ -423,25 +427,33 @@ func (s *SettingsService) RecordVerifiedEmail(ctx context.Context, subject, emai
 }
 
 // TurnMailOff sets subject's choice for cause to inbox (a one-click
-// unsubscribe): nothing is written when it is not mail already.
+// unsubscribe), or, for UnsubscribeDigest, their digest to off: nothing is
+// written when it is off already.
 func (s *SettingsService) TurnMailOff(ctx context.Context, subject, cause string) error {
 	_, err := s.Applier.Do(ctx, func(ctx context.Context) (*transition.Transition, error) {
 		cur, err := ReadSettings(ctx, s.Store, subject)
 		if err != nil {
 			return nil, err
 		}
-		if cur.Choice(cause) != ChoiceMail {
+		next, changed := cur, SettingsChanged{Subject: subject, Via: "unsubscribe"}
+		switch {
+		case cause == UnsubscribeDigest:
+			if cur.Digest == DigestOff {
+				return nil, nil
+			}
+			next.Digest, changed.Digest = DigestOff, DigestOff
+		case cur.Choice(cause) != ChoiceMail:
 			return nil, nil
+		default:
+			next.causesSet = maps.Clone(cur.causesSet)
+			next.causesSet[cause] = ChoiceInbox
+			changed.Causes = map[string]string{cause: ChoiceInbox}
 		}
-		next := cur
-		next.causesSet = maps.Clone(cur.causesSet)
-		next.causesSet[cause] = ChoiceInbox
 		stmt, err := settingsWrite(next, s.Clock.Now().Truncate(time.Millisecond))
 		if err != nil {
 			return nil, err
 		}
-		return &transition.Transition{Events: []event.Event{event.Of(Actor, "", "", subject,
-			SettingsChanged{Subject: subject, Causes: map[string]string{cause: ChoiceInbox}, Via: "unsubscribe"})},
+		return &transition.Transition{Events: []event.Event{event.Of(Actor, "", "", subject, changed)},
 			Guarded: []store.Statement{stmt}}, nil
 	})
 	return err

@@ -77,6 +77,11 @@ func (h *MailLinks) unsubscribePage(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, err)
 		return
 	}
+	if cause == notify.UnsubscribeDigest {
+		h.write(w, http.StatusOK, linkPageData{Title: "Stop the digest", Text: "Stop mailing you Ballet's digest? " +
+			"Your notifications still reach you as you chose.", Button: "Stop the digest", Action: r.URL.RequestURI()})
+		return
+	}
 	h.write(w, http.StatusOK, linkPageData{Title: "Stop these mails", Text: "Stop mailing you about " + cause +
 		"? You will still see them in Ballet's notifications.", Button: "Stop mailing me " + cause, Action: r.URL.RequestURI()})
 }
@@ -88,6 +93,11 @@ func (h *MailLinks) unsubscribe(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		h.fail(w, err)
+		return
+	}
+	if cause == notify.UnsubscribeDigest {
+		h.write(w, http.StatusOK, linkPageData{Title: "Done", Text: "Ballet no longer mails you its digest. " +
+			"You can turn it back on in your notification settings."})
 		return
 	}
 	h.write(w, http.StatusOK, linkPageData{Title: "Done", Text: "Ballet no longer mails you about " + cause +

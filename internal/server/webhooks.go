@@ -110,7 +110,7 @@ func (h *Webhooks) get(r *Request, scope func(*Request) (webhook.Scope, error)) 
 	if err != nil {
 		return nil, err
 	}
-	return h.S.Get(r.Context(), sc, r.PathValue("id"))
+	return h.S.Show(r.Context(), sc, r.PathValue("id"))
 }
 
 func (h *Webhooks) update(r *Request, scope func(*Request) (webhook.Scope, error)) (any, error) {

@@ -20,6 +20,7 @@ import (
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/testkit/apitest"
 	"github.com/ballet/ballet/internal/testkit/hang"
+	"github.com/ballet/ballet/internal/testkit/mailtest"
 	"github.com/ballet/ballet/internal/testkit/storetest"
 	"github.com/ballet/ballet/internal/webhook"
 )
@@ -77,11 +78,14 @@ type world struct {
 	tokens map[string]string
 }
 
-func newWorld(t *testing.T, s store.Store, start time.Time) *world {
+func newWorld(t *testing.T, s store.Store, start time.Time, adjust ...func(*config.Config)) *world {
 	t.Helper()
 	fk := clock.NewFake(start)
 	dir := t.TempDir()
 	e := apitest.RunOn(t, s, fk, func(c *config.Config) {
+		for _, a := range adjust {
+			a(c)
+		}
 		c.Storage.Path = dir + "/core.db"
 		c.Notify.AllowPrivateTargets = true
 		c.Notify.BaseURL = "https://ballet.example.com/"
@@ -288,12 +292,36 @@ func TestAFailingHangingReceiverIsRetriedUntilItRecovers(t *testing.T) {
 
 // A receiver that fails for 24 hours: the delivery gives up, the hook is
 // disabled (webhook.disabled) and the project's admins — only them — are
-// notified, with a link to where the hook is managed; the next cause is
-// not delivered. PATCH active re-enables it.
+// notified, with a link to where the hook is managed — by mail too, for
+// those who chose mail for webhook.disabled (the default); the next cause
+// is not delivered. PATCH active re-enables it.
 func TestTwentyFourHoursOfFailureDisableTheHook(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		start := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
-		w := newWorld(t, s, start)
+		mp := mailtest.Start(t)
+		w := newWorld(t, s, start, func(c *config.Config) {
+			c.Notify.Email.SMTPURL = mp.SMTPURL()
+			c.Notify.Email.From = "Ballet <ballet@example.com>"
+			c.Notify.Email.Timeout = config.Duration{Duration: 2 * time.Second}
+		})
+		// carol (an admin) has a confirmed address and the default choice;
+		// dave, another admin, chose the inbox only for webhook.disabled.
+		w.Admin(200, "PUT", "/api/v1/orgs/acme/members/dave", map[string]any{"role": "admin"})
+		var org struct{ ID string }
+		w.Admin(200, "GET", "/api/v1/orgs/acme", nil).JSON(t, &org)
+		dave := w.TokenFor("dave", org.ID, "admin")
+		for _, p := range []string{"carol", "dave"} {
+			if _, err := s.Exec(t.Context(), store.Stmt(`INSERT INTO notification_settings (subject, email, email_source, email_confirmed_at, updated_at, version)
+VALUES (?, ?, 'entered', 1, 1, 1)`, p, p+"@example.com")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var set notify.Settings
+		w.Must(200, w.tokens["carol"], "GET", "/api/v1/me/notifications", nil).JSON(t, &set)
+		if set.Causes[notify.CauseWebhookDisabled] != notify.ChoiceMail {
+			t.Fatalf("carol's settings: %v, want webhook.disabled mail by default", set.Causes)
+		}
+		w.Must(200, dave, "PUT", "/api/v1/me/notifications", map[string]any{"causes": map[string]string{notify.CauseWebhookDisabled: "inbox"}})
 		r := newReceiver(t, always(503))
 		h := w.hook(projectHooks, r.URL, "standard", "question.opened")
 		w.question()
@@ -302,6 +330,18 @@ func TestTwentyFourHoursOfFailureDisableTheHook(t *testing.T) {
 			d = w.waitDelivery(projectHooks, h.ID, fmt.Sprintf("attempt %d", attempt), func(d webhook.WebhookDelivery) bool { return d.Attempts == attempt })
 			if d.Status != webhook.StatusPending {
 				break
+			}
+			if attempt == 1 { // being retried: failing, in the list and the hook's own answer
+				var one webhook.Webhook
+				var list struct{ Webhooks []webhook.Webhook }
+				w.Must(200, w.tokens["carol"], "GET", projectHooks+"/"+h.ID, nil).JSON(t, &one)
+				w.Must(200, w.tokens["carol"], "GET", projectHooks, nil).JSON(t, &list)
+				for _, got := range append(list.Webhooks, one) {
+					if !got.Failing || got.LastError == nil || !strings.Contains(*got.LastError, "503") || got.FailingSince == nil ||
+						!got.FailingSince.Equal(start) || !got.Active {
+						t.Fatalf("a hook being retried: %+v, want failing since %v with the 503", got, start)
+					}
+				}
 			}
 			if attempt > 40 {
 				t.Fatalf("still pending after %d attempts: %+v", attempt, d)
@@ -313,7 +353,7 @@ func TestTwentyFourHoursOfFailureDisableTheHook(t *testing.T) {
 		}
 		var got webhook.Webhook
 		w.Must(200, w.tokens["carol"], "GET", projectHooks+"/"+h.ID, nil).JSON(t, &got)
-		if got.Active || got.DisabledAt == nil {
+		if got.Active || got.DisabledAt == nil || !got.Failing || got.LastError == nil || got.FailingSince == nil || !got.FailingSince.Equal(start) {
 			t.Fatalf("the hook after 24 h of failure: %+v", got)
 		}
 		var inbox struct {
@@ -334,6 +374,28 @@ func TestTwentyFourHoursOfFailureDisableTheHook(t *testing.T) {
 				t.Errorf("carol's notification: %+v", n)
 			}
 		}
+		hang.WaitFor(t, "carol's mail", func() bool {
+			return storetest.Count(t, s, `SELECT COUNT(*) FROM mail_deliveries WHERE cause = 'webhook.disabled' AND status = 'sent'`) == 1
+		})
+		var mailed *mailtest.Summary
+		for _, m := range mp.To(t, "carol@example.com") {
+			if strings.HasPrefix(m.Subject, "Webhook disabled: Webhook to 127.0.0.1") {
+				mailed = &m
+			}
+		}
+		if mailed == nil {
+			t.Fatalf("carol has no mail of the disabled hook: %+v", mp.To(t, "carol@example.com"))
+		}
+		if m := mp.Message(t, mailed.ID); !strings.Contains(m.Text, "https://ballet.example.com/projects/ACME/settings") ||
+			m.Header("List-Unsubscribe-Post") != "List-Unsubscribe=One-Click" {
+			t.Errorf("carol's mail of the disabled hook: %s", m.Text)
+		}
+		if n := storetest.Count(t, s, `SELECT COUNT(*) FROM mail_deliveries WHERE recipient = 'dave' AND cause = 'webhook.disabled'`); n != 0 {
+			t.Errorf("dave, who chose the inbox, has %d mail deliveries", n)
+		}
+		if n := storetest.Count(t, s, `SELECT COUNT(*) FROM notifications WHERE recipient = 'dave' AND cause = 'webhook.disabled'`); n != 1 {
+			t.Errorf("dave has %d webhook.disabled notifications, want 1 (in his inbox)", n)
+		}
 		var alice struct{ Notifications []struct{ Cause string } }
 		w.Must(200, w.tokens["alice"], "GET", "/api/v1/me/notifications/inbox", nil).JSON(t, &alice)
 		for _, n := range alice.Notifications {
@@ -351,6 +413,10 @@ func TestTwentyFourHoursOfFailureDisableTheHook(t *testing.T) {
 		w.Must(200, w.tokens["carol"], "PATCH", projectHooks+"/"+h.ID, map[string]any{"active": true}).JSON(t, &got)
 		if !got.Active || got.DisabledAt != nil {
 			t.Errorf("re-enabled: %+v", got)
+		}
+		w.Must(200, w.tokens["carol"], "GET", projectHooks+"/"+h.ID, nil).JSON(t, &got)
+		if got.Failing || got.LastError != nil || got.FailingSince != nil {
+			t.Errorf("re-enabled, nothing being retried: %+v, want not failing", got)
 		}
 	})
 }

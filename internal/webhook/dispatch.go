@@ -49,6 +49,9 @@ type Dispatcher struct {
 	Members notify.MemberLister
 	// LinkBase is where links point: [notify] base_url (config.LinkBase).
 	LinkBase string
+	// Mail: mail is configured ([notify.email] smtp_url); the admins who
+	// chose mail for webhook.disabled (the default) are then mailed too.
+	Mail bool
 	// Interval and Batch: the consumer's (consumer.DefaultInterval,
 	// DefaultBatch when ≤ 0).
 	Interval time.Duration
@@ -106,7 +109,11 @@ func (d *Dispatcher) decideBatch(ctx context.Context, evs []event.Event) (*trans
 		t.Add(part)
 	}
 	if len(notes) > 0 {
-		t.Add(*notify.Write(notes, now))
+		nt, err := notify.WriteMailing(ctx, d.Store, notes, d.Mail, d.LinkBase, now)
+		if err != nil {
+			return nil, err
+		}
+		t.Add(*nt)
 	}
 	if len(t.Events) == 0 {
 		return nil, nil

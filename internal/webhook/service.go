@@ -162,9 +162,66 @@ func (s *Service) List(ctx context.Context, sc Scope) ([]Webhook, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := health(ctx, s.Store, &h); err != nil {
+			return nil, err
+		}
 		out = append(out, h)
 	}
 	return out, nil
+}
+
+// Show is Get with the hook's health (failing, last_error,
+// failing_since), as its admins read it.
+func (s *Service) Show(ctx context.Context, sc Scope, id string) (Webhook, error) {
+	h, err := s.Get(ctx, sc, id)
+	if err != nil {
+		return h, err
+	}
+	return h, health(ctx, s.Store, &h)
+}
+
+// health fills in whether h is failing: a delivery pending after a failed
+// attempt (being retried), or h disabled by 24 hours of failure.
+func health(ctx context.Context, st store.Store, h *Webhook) error {
+	rows, err := st.Query(ctx, `SELECT COUNT(*), COALESCE(MIN(started_at), 0) FROM webhook_deliveries
+WHERE webhook_id = ? AND status = 'pending' AND attempts > 0`, h.ID)
+	if err != nil {
+		return fmt.Errorf("webhook %s: read its failing deliveries: %w", h.ID, err)
+	}
+	var retrying, since int64
+	if err := rows.Scan(0, &retrying, &since); err != nil {
+		return err
+	}
+	if retrying == 0 && h.DisabledAt == nil {
+		return nil
+	}
+	h.Failing = true
+	// The latest failed attempt: of a delivery being retried, or, disabled,
+	// of the one that gave up.
+	rows, err = st.Query(ctx, `SELECT error, started_at, status FROM webhook_deliveries
+WHERE webhook_id = ? AND error IS NOT NULL AND status IN ('pending', 'failed') ORDER BY last_attempt_at DESC, id DESC LIMIT 1`, h.ID)
+	if err != nil {
+		return fmt.Errorf("webhook %s: read its last error: %w", h.ID, err)
+	}
+	if rows.Len() == 1 {
+		var msg, status string
+		var started int64
+		if err := rows.Scan(0, &msg, &started, &status); err != nil {
+			return err
+		}
+		h.LastError = &msg
+		if retrying == 0 && status == StatusFailed {
+			since = started
+		}
+	}
+	switch {
+	case since > 0:
+		t := store.Time(since)
+		h.FailingSince = &t
+	default:
+		h.FailingSince = h.DisabledAt
+	}
+	return nil
 }
 
 // Get returns the scope's hook id; another scope's is not found.

@@ -73,10 +73,20 @@ type Webhook struct {
 	// DisabledAt is when 24 hours of failed deliveries disabled the hook
 	// (null: never, or re-enabled since).
 	DisabledAt *time.Time `json:"disabled_at"`
-	CreatedBy  string     `json:"created_by"`
-	CreatedAt  time.Time  `json:"created_at"`
-	UpdatedAt  time.Time  `json:"updated_at"`
-	Version    int64      `json:"version"`
+	// Failing is true while a delivery of the hook is being retried after
+	// a failed attempt, or while 24 hours of failure keep it disabled.
+	Failing bool `json:"failing"`
+	// LastError is the latest failed attempt's error, without the URL
+	// (null while not failing).
+	LastError *string `json:"last_error"`
+	// FailingSince is when the oldest delivery still failing began, or,
+	// disabled, when the delivery that disabled it began (null while not
+	// failing).
+	FailingSince *time.Time `json:"failing_since"`
+	CreatedBy    string     `json:"created_by"`
+	CreatedAt    time.Time  `json:"created_at"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+	Version      int64      `json:"version"`
 }
 
 // CreatedWebhook is the answer of a hook's creation: the hook and its signing
