@@ -66,7 +66,8 @@ func To(recipient string, e event.Event, n Notification) Notification {
 // (baseURL: [notify] base_url, the right side of the Message-IDs).
 func WriteMailing(ctx context.Context, s store.Store, ns []Notification, mail bool, baseURL string, now time.Time) (*transition.Transition, error) {
 	if mail {
-		if err := (&Notifier{Store: s}).markMail(ctx, ns); err != nil {
+		n := &Notifier{Store: s}
+		if err := n.markMail(ctx, n.newBatchReads(), ns); err != nil {
 			return nil, err
 		}
 	}
