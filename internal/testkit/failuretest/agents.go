@@ -70,10 +70,15 @@ var agentKillStages = []string{"implement", "review", "verify"}
 // the agent CLI of a session, while a session of stage is mid-work.
 type agentKill struct{ Kind, Stage string }
 
+// agentKillPlan lists each stage's runner kill before its agent kill: the
+// runner's kill wants a session of the stage mid-work with a checkpoint
+// pushed, a window that closes fast once the stage's sessions end, while
+// an agent CLI's kill finds a candidate again in the sessions that resume
+// after the runner's restart.
 func agentKillPlan() []agentKill {
 	var plan []agentKill
 	for _, st := range agentKillStages {
-		plan = append(plan, agentKill{"agent", st}, agentKill{"runner", st})
+		plan = append(plan, agentKill{"runner", st}, agentKill{"agent", st})
 	}
 	return plan
 }
