@@ -240,7 +240,7 @@ func (a *Authenticator) tokenPrincipal(ctx context.Context, p *Principal) (*Prin
 		// A runner token leases every organization's runs: it acts only
 		// while its creator is a platform admin, as it had to be to
 		// create it.
-		if !a.platformAdmin(p.ActingFor) {
+		if !a.IsPlatformAdmin(p.ActingFor) {
 			return nil, unauthenticated("token void: its creator is no longer a platform admin")
 		}
 	case KindRun:
@@ -254,7 +254,7 @@ func (a *Authenticator) tokenPrincipal(ctx context.Context, p *Principal) (*Prin
 		switch {
 		case err != nil && apperr.Code(err) != apperr.Unauthenticated:
 			return nil, err
-		case !ok || err != nil || runner.TokenKind != KindRunner || !a.platformAdmin(runner.ActingFor):
+		case !ok || err != nil || runner.TokenKind != KindRunner || !a.IsPlatformAdmin(runner.ActingFor):
 			return nil, unauthenticated("token void: the runner token that leased its run is no longer valid")
 		}
 		if !runner.ExpiresAt.IsZero() && (p.ExpiresAt.IsZero() || runner.ExpiresAt.Before(p.ExpiresAt)) {
@@ -323,11 +323,6 @@ func ValidGuard(tokenID string, now time.Time) store.Statement {
 		tokenID, now.UnixMilli())
 }
 
-// platformAdmin reports whether subject is a platform admin now.
-func (a *Authenticator) platformAdmin(subject string) bool {
-	return subject == BootstrapSubject || a.admins[subject]
-}
-
 // capRole limits an API token to what its creator may do now: a token
 // never outlives its creator's role nor acts above it. A platform_admin
 // token is a platform admin only while its creator is one; any other API
@@ -335,7 +330,7 @@ func (a *Authenticator) platformAdmin(subject string) bool {
 // creator's current role there (access.Resolver.Role), unless the creator
 // is a platform admin.
 func (a *Authenticator) capRole(p *Principal) {
-	creatorAdmin := a.platformAdmin(p.ActingFor)
+	creatorAdmin := a.IsPlatformAdmin(p.ActingFor)
 	if p.Role == RolePlatformAdmin {
 		p.PlatformAdmin = creatorAdmin
 		if !creatorAdmin {
@@ -366,7 +361,7 @@ func (a *Authenticator) jwt(ctx context.Context, raw string) (*Principal, error)
 	var claims struct{ Name, Email string }
 	_ = tok.Claims(&claims) // verified; a claim of another type is left out
 	name := cmp.Or(claims.Name, claims.Email, tok.Subject)
-	return &Principal{Kind: event.ActorHuman, Subject: tok.Subject, PlatformAdmin: a.platformAdmin(tok.Subject), ExpiresAt: tok.Expiry.UTC(), Name: name}, nil
+	return &Principal{Kind: event.ActorHuman, Subject: tok.Subject, PlatformAdmin: a.IsPlatformAdmin(tok.Subject), ExpiresAt: tok.Expiry.UTC(), Name: name}, nil
 }
 
 // oidcVerifier discovers the issuer on first use, so that Core starts even

@@ -154,7 +154,7 @@ func (f *CodeFlow) Finish(ctx context.Context, pend Pending, state, code string)
 	if claims.EmailVerified {
 		verified = claims.Email
 	}
-	return &Principal{Kind: event.ActorHuman, Subject: id.Subject, PlatformAdmin: f.Auth.platformAdmin(id.Subject), Name: name,
+	return &Principal{Kind: event.ActorHuman, Subject: id.Subject, PlatformAdmin: f.Auth.IsPlatformAdmin(id.Subject), Name: name,
 		VerifiedEmail: verified}, nil
 }
 

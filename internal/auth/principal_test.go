@@ -70,6 +70,29 @@ func TestAPlatformAdminTokenLapsesWithItsCreator(t *testing.T) {
 	})
 }
 
+// TestABootstrapTokenLapsesWithTheBootstrapToken: a platform_admin token
+// the bootstrap admin created is a platform admin only while a bootstrap
+// token is set; the subject "bootstrap" alone makes nobody an admin.
+func TestABootstrapTokenLapsesWithTheBootstrapToken(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		f := setup(t, s)
+		boot := &auth.Principal{Kind: event.ActorHuman, Subject: auth.BootstrapSubject, PlatformAdmin: true}
+		c, err := f.svc.Create(ctx, boot, auth.TokenInput{Name: "ops", Role: auth.RolePlatformAdmin, ExpiresIn: "24h"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		with := auth.NewAuthenticator(s, f.clock, bootstrapSecret, nil, auth.OIDCConfig{})
+		if p, err := with.Authenticate(ctx, "Bearer "+c.Secret); err != nil || !p.PlatformAdmin || p.Role != auth.RolePlatformAdmin {
+			t.Errorf("the bootstrap admin's token while a bootstrap token is set: %+v %v, want a platform admin", p, err)
+		}
+		without := auth.NewAuthenticator(s, f.clock, "", nil, auth.OIDCConfig{})
+		if p, err := without.Authenticate(ctx, "Bearer "+c.Secret); err != nil || p.PlatformAdmin || p.Role != "" {
+			t.Errorf("the bootstrap admin's token with no bootstrap token set: %+v %v, want no platform admin and no role", p, err)
+		}
+	})
+}
+
 // TestValidGuardMatchesOnlyALiveToken: the guard a batch acting for a
 // token carries matches that token's row while it is neither revoked nor
 // expired (expiring at now is expired), and no other row.

@@ -200,7 +200,7 @@ COALESCE(ended_at, 0) FROM sessions WHERE hash = ?`, Hash(secret))
 		}
 		p = &Principal{Kind: event.ActorHuman, Subject: BootstrapSubject, PlatformAdmin: true}
 	case SourceOIDC:
-		p = &Principal{Kind: event.ActorHuman, Subject: subject, PlatformAdmin: a.platformAdmin(subject)}
+		p = &Principal{Kind: event.ActorHuman, Subject: subject, PlatformAdmin: a.IsPlatformAdmin(subject)}
 	default:
 		return nil, fmt.Errorf("session %s: unknown source %q", id, source)
 	}
