@@ -3,6 +3,7 @@ package auth_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ballet/ballet/internal/auth"
@@ -60,4 +61,17 @@ func TestAuthListsEveryEventItWrites(t *testing.T) {
 			t.Errorf("auth.Events lists %v; the token and session lifecycle wrote %v", listed, written)
 		}
 	})
+}
+
+// TestATokenWithoutScopesListsNone: a token issued without scopes holds an
+// empty list, never null, in its record and in its token.created event.
+func TestATokenWithoutScopesListsNone(t *testing.T) {
+	actor := event.Actor{Kind: event.ActorHuman, Sub: "max"}
+	_, tok, tr := auth.Issue(actor, auth.KindAPI, "ci", "o1", "viewer", nil, nil, start)
+	if tok.Scopes == nil || len(tok.Scopes) != 0 {
+		t.Errorf("scopes of a token issued without: %#v, want an empty list", tok.Scopes)
+	}
+	if len(tr.Events) != 1 || !strings.Contains(string(tr.Events[0].Payload), `"scopes":[]`) {
+		t.Errorf("token.created of a token without scopes: %s, want \"scopes\":[]", tr.Events[0].Payload)
+	}
 }
