@@ -106,6 +106,16 @@ WHERE id = ? AND version = ? AND deleted = 0`, next.Title, next.Body, tagsJSON(n
 	}
 }
 
+// deletedTransition writes next, cur deleted or undeleted: the entry's
+// row (guarded by cur's version and deletion) and its event.
+func deletedTransition(actor event.Actor, org string, cur, next Entry, kind func(EntryPayload) event.Payload) *transition.Transition {
+	return &transition.Transition{
+		Events: []event.Event{entryEvent(actor, org, next, kind, 0)},
+		Guarded: []store.Statement{store.Stmt(`UPDATE entries SET deleted = ?, updated_at = ?, updated_by = ? WHERE id = ? AND version = ? AND deleted = ?`,
+			b2i(next.Deleted), next.UpdatedAt.UnixMilli(), next.UpdatedBy, cur.ID, cur.Version, b2i(cur.Deleted))},
+	}
+}
+
 // ---- writes ----
 
 // EntryInput creates an entry.
@@ -235,11 +245,7 @@ func (s *Service) SetDeleted(ctx context.Context, actor event.Actor, org, space,
 		if same {
 			return nil, nil
 		}
-		return &transition.Transition{
-			Events: []event.Event{entryEvent(actor, org, next, kind, 0)},
-			Guarded: []store.Statement{store.Stmt(`UPDATE entries SET deleted = ?, updated_at = ?, updated_by = ? WHERE id = ? AND version = ? AND deleted = ?`,
-				b2i(deleted), next.UpdatedAt.UnixMilli(), next.UpdatedBy, cur.ID, cur.Version, b2i(cur.Deleted))},
-		}, nil
+		return deletedTransition(actor, org, cur, next, kind), nil
 	})
 	if err != nil {
 		return Entry{}, err

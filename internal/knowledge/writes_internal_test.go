@@ -105,3 +105,43 @@ func TestWritesAnswerWhatALaterReadFinds(t *testing.T) {
 		}
 	}
 }
+
+// TestADeletionDecidedOnAStaleReadLoses: a deletion decided on a read
+// that has since moved on — a save (its event would name the older
+// title), or the same deletion by someone else (two entry.deleted
+// events) — loses instead of writing.
+func TestADeletionDecidedOnAStaleReadLoses(t *testing.T) {
+	s := storetest.OpenWith(t, "sqlite", Migrations)
+	k := New(s, clock.NewFake(t0()))
+	ctx := t.Context()
+	ann := event.Actor{Kind: event.ActorHuman, Sub: "ann"}
+	for _, slug := range []string{"saved", "deleted"} {
+		if _, err := k.CreateEntry(ctx, ann, "acme", "default", EntryInput{Slug: slug, Content: Content{Title: slug, Body: "first"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale := func(slug string) func() error {
+		cur, err := k.Entry(ctx, "acme", "default", slug)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next, _ := decideDeleted(cur, true, "ann", t0())
+		return func() error { return k.Applier.Apply(ctx, deletedTransition(ann, "acme", cur, next, deletion)) }
+	}
+	applySaved, applyDeleted := stale("saved"), stale("deleted")
+	if _, err := k.Save(ctx, ann, "acme", "default", "saved", 1, Content{Title: "saved", Body: "second"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := applySaved(); err == nil {
+		t.Error("a deletion decided on version 1 was written over version 2")
+	}
+	if _, err := k.SetDeleted(ctx, ann, "acme", "default", "deleted", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyDeleted(); err == nil {
+		t.Error("a deletion decided before another deletion was written again")
+	}
+	if got, err := k.Entry(ctx, "acme", "default", "saved"); err != nil || got.Deleted {
+		t.Errorf("the saved entry: %+v %v, want it not deleted", got, err)
+	}
+}
