@@ -36,7 +36,7 @@ func Bootstrap(configured, file string) (token string, generated bool, err error
 	// Written whole to a temporary file, then linked into place: the link
 	// fails if the file exists, so concurrent starts agree on one token and
 	// none ever reads a half-written file.
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".bootstrap-token-*")
+	tmp, err := createTemp(filepath.Dir(file), ".bootstrap-token-*")
 	if err != nil {
 		return "", false, fmt.Errorf("write bootstrap token: %w", err)
 	}
@@ -70,6 +70,19 @@ func Bootstrap(configured, file string) (token string, generated bool, err error
 	}
 	return secret, true, nil
 }
+
+// tokenFile is the part of *os.File that Bootstrap writes the new token
+// with.
+type tokenFile interface {
+	Name() string
+	Chmod(fs.FileMode) error
+	WriteString(string) (int, error)
+	Sync() error
+	Close() error
+}
+
+// createTemp makes the temporary token file (a test makes one that fails).
+var createTemp = func(dir, pattern string) (tokenFile, error) { return os.CreateTemp(dir, pattern) }
 
 // readBootstrap reads the token stored in file: an error wrapping
 // fs.ErrNotExist when there is none.
