@@ -58,3 +58,29 @@ func TestASaveChecksAndNormalisesItsContent(t *testing.T) {
 		}
 	})
 }
+
+// TestAnEntryIsReadInItsOwnSpace: one slug in two spaces of one
+// organization is two entries; each space reads, saves and lists its own.
+func TestAnEntryIsReadInItsOwnSpace(t *testing.T) {
+	storetest.EachWith(t, knowledge.Migrations, func(t *testing.T, s store.Store) {
+		ctx := t.Context()
+		k, _ := open(t, s)
+		if _, err := k.CreateSpace(ctx, ann, "acme", knowledge.SpaceInput{Slug: "team", Title: "Team"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, space := range []string{"default", "team"} {
+			if _, err := k.CreateEntry(ctx, ann, "acme", space, knowledge.EntryInput{Slug: "guide", Content: content(space+" guide", "b")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := k.Save(ctx, ann, "acme", "team", "guide", 1, content("team guide", "second")); err != nil {
+			t.Fatal(err)
+		}
+		for space, version := range map[string]int64{"default": 1, "team": 2} {
+			e, err := k.Entry(ctx, "acme", space, "guide")
+			if err != nil || e.Title != space+" guide" || e.Space != space || e.Version != version {
+				t.Errorf("the guide of space %s: %+v %v, want its own at version %d", space, e, err, version)
+			}
+		}
+	})
+}
