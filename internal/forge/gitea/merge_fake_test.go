@@ -206,3 +206,38 @@ func TestMergeRateLimited(t *testing.T) {
 		t.Fatalf("a rate-limited merge read %d things, want none", n)
 	}
 }
+
+// TestAHeadInTheBaseIsMarkedMerged: an open pull request whose head is in
+// the base already is merged; Ballet records it so on Gitea ("manually
+// merged" at the base's head commit), and only with a token.
+func TestAHeadInTheBaseIsMarkedMerged(t *testing.T) {
+	t.Parallel()
+	for _, anon := range []bool{false, true} {
+		g := newFake(t)
+		g.scriptOpenPull(true)
+		g.on("GET /repos/acme/app/compare/main..."+headSHA, 200, map[string]any{"total_commits": 0})
+		g.on("POST /repos/acme/app/pulls/7/merge", 200, "")
+		repo := g.repo()
+		if anon {
+			repo = g.anon()
+		}
+		st, err := g.forge(clock.NewFake(fakeNow)).State(context.Background(), repo, fakePR)
+		if err != nil || !st.Merged || st.Open || st.Closed {
+			t.Fatalf("State of a head in the base: %+v %v, want merged", st, err)
+		}
+		rs := g.requests("POST /repos/acme/app/pulls/7/merge")
+		if anon {
+			if len(rs) != 0 {
+				t.Fatalf("an anonymous State sent %d merges", len(rs))
+			}
+			continue
+		}
+		if len(rs) != 1 {
+			t.Fatalf("%d merges sent, want 1", len(rs))
+		}
+		var body map[string]string
+		if err := json.Unmarshal([]byte(rs[0].body), &body); err != nil || body["Do"] != "manually-merged" || body["merge_commit_id"] != baseSHA || len(body) != 2 {
+			t.Fatalf("mark merged %s (%v), want Do manually-merged at merge_commit_id %s", rs[0].body, err, baseSHA)
+		}
+	}
+}
