@@ -8,6 +8,7 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestSweepKillsAnOrphanNotAReusedGroup: a dead runner's session left a
@@ -40,9 +41,15 @@ func TestSweepKillsAnOrphanNotAReusedGroup(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(state, "dead-3.json"), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	began := time.Now()
 	swept, err := Sweep(state)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// It waits for the killed process to die, not for the 2 s bound of
+	// that wait (a dead process's pidfd is ready at once).
+	if took := time.Since(began); took >= 2*time.Second {
+		t.Errorf("Sweep took %s: it waited out its bound instead of the death of what it killed", took)
 	}
 	if len(swept) != 1 || !slices.Equal(swept[0].Killed, []int{orphan.Process.Pid}) {
 		t.Fatalf("swept %+v, want dead-3 with only %d killed", swept, orphan.Process.Pid)
