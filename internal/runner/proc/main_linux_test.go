@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The test binary plays every process the tests need (no sleep binary nor
@@ -123,6 +125,18 @@ func helper(mode string) {
 		if os.Getenv("PROC_TEST_EXIT") == "1" {
 			os.Exit(0)
 		}
+		hang()
+	case "zombie-parent": // starts a child that exits at once and is never reaped (a zombie in this group), says "zombie PID" once it is one, hangs
+		c := exec.Command(os.Args[0])
+		c.Env = []string{helperEnv + "=print", "GOCOVERDIR=" + os.TempDir()}
+		if err := c.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		var info unix.Siginfo // wait for its exit without reaping it
+		for unix.Waitid(unix.P_PID, c.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+		}
+		fmt.Println("zombie", c.Process.Pid)
 		hang()
 	case "escape": // starts a hanging grandchild that leaves the session (its own session, no marker) holding stdout, says its PID, exits
 		gc := exec.Command(os.Args[0])

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,5 +88,40 @@ func TestZombiesAreNotLeftOvers(t *testing.T) {
 	}
 	if swept, err := Sweep(state); err != nil || len(swept) != 1 || len(swept[0].Killed) != 0 {
 		t.Errorf("swept %+v, %v; want the record swept, nothing killed, no error", swept, err)
+	}
+}
+
+// TestSweepNamesOnlyTheLiving: a dead runner's session group holds a
+// marked process and an exited, unreaped child of it (a zombie): Sweep
+// kills the group and names the living process only.
+func TestSweepNamesOnlyTheLiving(t *testing.T) {
+	t.Parallel()
+	c := exec.Command(testBinary(t))
+	c.Env = []string{helperEnv + "=zombie-parent", Marker("dead-4")}
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	var zombie int
+	if _, err := fmt.Fscanf(out, "zombie %d\n", &zombie); err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	pg := c.Process.Pid
+	b, _ := json.Marshal(record{ID: "dead-4", PID: pg, PGID: pg}) // no runner: gone
+	if err := os.WriteFile(filepath.Join(state, "dead-4.json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	swept, err := Sweep(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(swept) != 1 || !slices.Equal(swept[0].Killed, []int{pg}) {
+		t.Fatalf("swept %+v, want dead-4 with only %d killed (not the zombie %d)", swept, pg, zombie)
 	}
 }
