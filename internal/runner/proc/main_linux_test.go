@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The test binary plays every process the tests need (no sleep binary nor
@@ -100,7 +102,7 @@ func helper(mode string) {
 			fmt.Println(sc.Text())
 		}
 		hang()
-	case "tree": // starts a hanging grandchild (its own session with PROC_TEST_ESCAPE), says who is who, then hangs or exits (PROC_TEST_EXIT)
+	case "tree": // starts a hanging grandchild (its own session with PROC_TEST_ESCAPE; with PROC_TEST_BARE=1 also an unmarked one, "bare PID"), says who is who, then hangs or exits (PROC_TEST_EXIT)
 		gc := exec.Command(os.Args[0])
 		gc.Env = append(os.Environ(), helperEnv+"=hang")
 		if os.Getenv("PROC_TEST_ESCAPE") == "1" {
@@ -110,10 +112,31 @@ func helper(mode string) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
+		if os.Getenv("PROC_TEST_BARE") == "1" { // and a child in the group without the marker (its environment cleared)
+			bare := exec.Command(os.Args[0])
+			bare.Env = []string{helperEnv + "=hang"}
+			if err := bare.Start(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(2)
+			}
+			fmt.Printf("bare %d\n", bare.Process.Pid)
+		}
 		fmt.Printf("tree %d %d\n", os.Getpid(), gc.Process.Pid)
 		if os.Getenv("PROC_TEST_EXIT") == "1" {
 			os.Exit(0)
 		}
+		hang()
+	case "zombie-parent": // starts a child that exits at once and is never reaped (a zombie in this group), says "zombie PID" once it is one, hangs
+		c := exec.Command(os.Args[0])
+		c.Env = []string{helperEnv + "=print", "GOCOVERDIR=" + os.TempDir()}
+		if err := c.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		var info unix.Siginfo // wait for its exit without reaping it
+		for unix.Waitid(unix.P_PID, c.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+		}
+		fmt.Println("zombie", c.Process.Pid)
 		hang()
 	case "escape": // starts a hanging grandchild that leaves the session (its own session, no marker) holding stdout, says its PID, exits
 		gc := exec.Command(os.Args[0])
@@ -172,7 +195,7 @@ func helper(mode string) {
 	case "runner": // a runner: starts session PROC_TEST_SESSION (a tree) recorded in PROC_TEST_STATE, relays its lines, hangs
 		s, err := Start(context.Background(), Spec{
 			ID: os.Getenv("PROC_TEST_SESSION"), Path: os.Args[0], StateDir: os.Getenv("PROC_TEST_STATE"),
-			Env:    []string{helperEnv + "=tree"},
+			Env:    []string{helperEnv + "=tree", "PROC_TEST_BARE=" + os.Getenv("PROC_TEST_BARE")},
 			OnLine: func(l []byte, _ bool) { fmt.Println(string(l)) },
 		})
 		if err != nil {

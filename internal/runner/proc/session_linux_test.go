@@ -395,6 +395,9 @@ func TestFind(t *testing.T) {
 	if got, want := Find("find-me"), []Process{{PID: s.PID(), PGID: s.PID()}}; !slices.Equal(got, want) {
 		t.Errorf("Find(find-me) = %v, want %v", got, want)
 	}
+	if got := marked("find-me"); !slices.Equal(got, []int{s.PID()}) {
+		t.Errorf("marked(find-me) = %v, want [%d]", got, s.PID())
+	}
 	if got := Find("find-m"); len(got) != 0 {
 		t.Errorf("Find(find-m) = %v, want nothing (another session's id)", got)
 	}
@@ -407,13 +410,15 @@ func TestFind(t *testing.T) {
 
 // TestSweepAfterRunnerKilled: a runner (this test binary) that started a
 // session tree is SIGKILLed. The kernel kills the session's command with
-// it (Pdeathsig); the grandchild survives as an orphan until Sweep, at the
-// next start, kills it; then no process of the session is left.
+// it (Pdeathsig); the grandchild, and a child that cleared its environment
+// (no marker: only the process group ties it to the session), survive as
+// orphans until Sweep, at the next start, kills them and names them; then
+// no process of the session is left.
 func TestSweepAfterRunnerKilled(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
 	runner := exec.Command(testBinary(t))
-	runner.Env = append(os.Environ(), helperEnv+"=runner", "PROC_TEST_SESSION=swept-1", "PROC_TEST_STATE="+state)
+	runner.Env = append(os.Environ(), helperEnv+"=runner", "PROC_TEST_SESSION=swept-1", "PROC_TEST_STATE="+state, "PROC_TEST_BARE=1")
 	stdout, err := runner.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -431,20 +436,24 @@ func TestSweepAfterRunnerKilled(t *testing.T) {
 		}
 		close(got)
 	}()
-	var child, grandchild int
+	var child, grandchild, bare int
 	for child == 0 {
 		select {
 		case l, ok := <-got:
 			if !ok {
 				t.Fatal("the runner ended early")
 			}
+			fmt.Sscanf(l, "bare %d", &bare)
 			fmt.Sscanf(l, "tree %d %d", &child, &grandchild)
 		case <-time.After(hangGuard):
 			t.Fatal("the runner did not start its session")
 		}
 	}
-	childFD, grandchildFD := pidfd(t, child), pidfd(t, grandchild)
-	t.Cleanup(func() { _ = syscall.Kill(grandchild, syscall.SIGKILL) })
+	if bare == 0 {
+		t.Fatal("the session's command did not start its unmarked child")
+	}
+	childFD, grandchildFD, bareFD := pidfd(t, child), pidfd(t, grandchild), pidfd(t, bare)
+	t.Cleanup(func() { _ = syscall.Kill(grandchild, syscall.SIGKILL); _ = syscall.Kill(bare, syscall.SIGKILL) })
 	if _, err := os.Stat(filepath.Join(state, "swept-1.json")); err != nil {
 		t.Fatalf("no record of the session: %v", err)
 	}
@@ -456,19 +465,23 @@ func TestSweepAfterRunnerKilled(t *testing.T) {
 	if !exitedWithin(t, childFD, hangGuard) {
 		t.Fatal("the session's command outlived its runner (Pdeathsig)")
 	}
-	if exitedWithin(t, grandchildFD, 0) {
-		t.Fatal("the grandchild died with the runner: nothing left for Sweep to do, the test proves nothing")
+	if exitedWithin(t, grandchildFD, 0) || exitedWithin(t, bareFD, 0) {
+		t.Fatal("the grandchild or the unmarked child died with the runner: nothing left for Sweep to do, the test proves nothing")
 	}
 
 	swept, err := Sweep(state)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(swept) != 1 || swept[0].ID != "swept-1" || !slices.Contains(swept[0].Killed, grandchild) {
-		t.Fatalf("swept %+v, want session swept-1 with %d killed", swept, grandchild)
+	if len(swept) != 1 || swept[0].ID != "swept-1" || !slices.Contains(swept[0].Killed, grandchild) || !slices.Contains(swept[0].Killed, bare) {
+		t.Fatalf("swept %+v, want session swept-1 with %d and %d killed", swept, grandchild, bare)
 	}
-	if !exitedWithin(t, grandchildFD, hangGuard) {
+	// Sweep returns once what it killed is gone: checked at once.
+	if !exitedWithin(t, grandchildFD, 0) {
 		t.Fatal("the grandchild survived Sweep")
+	}
+	if !exitedWithin(t, bareFD, 0) {
+		t.Fatal("the unmarked child in the session's process group survived Sweep")
 	}
 	if left := marked("swept-1"); len(left) > 0 {
 		t.Fatalf("processes of the session left: %v", left)

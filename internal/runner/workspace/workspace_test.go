@@ -463,8 +463,9 @@ func TestMirrorShared(t *testing.T) {
 
 // TestAhead: after Publish the branch's commits ahead of the default branch
 // are counted: 0 when nothing was pushed and the branch does not exist, 1
-// after a first publish, and the continued branch's own count when a later
-// session changed nothing (its commits are still there to review).
+// after a first publish, the continued branch's own count when a later
+// session changed nothing (its commits are still there to review), and
+// one more when a later session of the continued branch published.
 func TestAhead(t *testing.T) {
 	t.Parallel()
 	r := newRemote(t)
@@ -498,5 +499,15 @@ func TestAhead(t *testing.T) {
 	}
 	if n := count(w2, p); n != 1 {
 		t.Fatalf("a review that changed nothing on a branch with 1 commit: %d ahead, want 1", n)
+	}
+	// A later session that continues the branch and publishes: its own
+	// commit counts, on top of the branch's.
+	w3 := prepare(t, &Manager{Dir: t.TempDir()}, spec(r, "run-3", "fix"))
+	writeFile(t, filepath.Join(w3.Dir, "b.txt"), "b\n")
+	if p, err = w3.Publish(ctx, "fixed"); err != nil || !p.Pushed || !w3.Continued {
+		t.Fatalf("%+v %v (continued: %v)", p, err, w3.Continued)
+	}
+	if n := count(w3, p); n != 2 {
+		t.Fatalf("a continued branch's publish: %d ahead, want 2", n)
 	}
 }
