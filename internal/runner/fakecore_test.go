@@ -46,7 +46,10 @@ type fakeCore struct {
 	refuse int
 	// overloaded, when > 0, answers that many next lease calls 503.
 	overloaded int
-	samples    int
+	// finishRefuse answers the next finishes with these statuses, one
+	// each, before it takes one.
+	finishRefuse []int
+	samples      int
 }
 
 type fcRequest struct {
@@ -442,6 +445,16 @@ func (fc *fakeCore) finish(w http.ResponseWriter, r *http.Request) {
 	}
 	var f runproto.FinishIn
 	if !decode(w, r, &f) {
+		return
+	}
+	var refuse int
+	fc.update(func() {
+		if len(fc.finishRefuse) > 0 {
+			refuse, fc.finishRefuse = fc.finishRefuse[0], fc.finishRefuse[1:]
+		}
+	})
+	if refuse != 0 {
+		writeError(w, refuse, "the finish is refused for the test")
 		return
 	}
 	if f.ExitStatus == nil || len(f.Error) > runproto.MaxError || !validText(f.Error) {
