@@ -204,3 +204,14 @@ func TestFailingChannelQueriesUseIndexes(t *testing.T) {
 		storetest.NoTableScan(t, s, name, q)
 	}
 }
+
+// TestNothingIsAnEmptyList: nothing waiting answers an empty list, never
+// null.
+func TestNothingIsAnEmptyList(t *testing.T) {
+	w := newWorld(t, storetest.Open(t, "sqlite"))
+	for _, p := range []access.Principal{platform, principal{sub: "nobody"}} {
+		if l := w.list(p, 10); l.Items == nil {
+			t.Errorf("%v: items is nil", p)
+		}
+	}
+}

@@ -128,7 +128,7 @@ func (s *Service) List(ctx context.Context, p access.Principal, limit int) (List
 	if err != nil {
 		return out, err
 	}
-	all := slices.Concat(qs, fs, ms, ws)
+	all := append([]Entry{}, slices.Concat(qs, fs, ms, ws)...) // an empty list, never null
 	slices.SortStableFunc(all, func(a, b Entry) int {
 		if c := a.Since.Compare(b.Since); c != 0 {
 			return c
