@@ -73,7 +73,7 @@ type Builder struct {
 // what needs p at now and the spend since since. Only the projects p may
 // read now are in it: where p lost access, nothing of the project is.
 func (b *Builder) Build(ctx context.Context, p access.Principal, from, to int64, since, now time.Time) (Digest, error) {
-	d := Digest{FromSeq: from, ToSeq: to, Since: since.UTC(), At: now.UTC(), Projects: []DigestProject{}}
+	d := Digest{FromSeq: from, ToSeq: to, Since: since.UTC(), At: now.UTC(), Channels: []DigestChannel{}, Projects: []DigestProject{}}
 	rd, err := b.Access.Readable(ctx, p)
 	if err != nil {
 		return d, fmt.Errorf("where the person may read: %w", err)
@@ -85,6 +85,11 @@ func (b *Builder) Build(ctx context.Context, p access.Principal, from, to int64,
 	}
 	d.NeedsTruncated = needs.Truncated
 	for _, e := range needs.Items {
+		if e.Item == "" { // a failing channel: no ticket, maybe no project
+			d.Channels = append(d.Channels, DigestChannel{Kind: e.Kind, Org: e.Org, Project: e.Project, Webhook: e.Webhook, Title: e.Title,
+				Since: e.Since, Detail: e.Detail, Link: b.link(channelPath(e))})
+			continue
+		}
 		pr := c.projectByKey(e.Org, e.Project)
 		pr.Needs = append(pr.Needs, DigestNeed{Kind: e.Kind, Item: e.Item, Title: e.Title, Since: e.Since, Detail: e.Detail,
 			Link: b.link(itemPath(e.Item, needAnchor(e.Kind)))})
@@ -98,6 +103,7 @@ func (b *Builder) Build(ctx context.Context, p access.Principal, from, to int64,
 	if err := c.spend(ctx, since, now); err != nil {
 		return d, err
 	}
+	d.Needs = len(d.Channels)
 	for _, pr := range c.list {
 		d.Needs += len(pr.Needs)
 		d.Finished += len(pr.Finished)
@@ -407,6 +413,18 @@ func itemPath(key, anchor string) string {
 		return "/items/" + key
 	}
 	return "/items/" + key + "#" + anchor
+}
+
+// channelPath is the page where an admin acts on a failing channel: the
+// platform's mail status, a project's or an organization's webhooks.
+func channelPath(e needsme.Entry) string {
+	switch {
+	case e.Kind == needsme.KindMailFailing:
+		return "/platform#mail"
+	case e.Project != "":
+		return "/projects/" + e.Project + "/settings#webhooks"
+	}
+	return "/orgs#webhooks-" + e.Org
 }
 
 // needAnchor is the section of a ticket's page where a person acts on a

@@ -39,7 +39,11 @@ type Digest struct {
 	NeedsTruncated bool `json:"needs_truncated"`
 	// Empty: nothing needs the person, finished or failed; such a digest is
 	// not mailed.
-	Empty    bool            `json:"empty"`
+	Empty bool `json:"empty"`
+	// Channels are the failing delivery channels the person administers
+	// (mail for a platform admin, a webhook of their organization or
+	// project), oldest failure first: counted in Needs.
+	Channels []DigestChannel `json:"channels"`
 	Projects []DigestProject `json:"projects"` // the oldest wait first, then by organization and key
 	// NextAt is when the person's next digest closes (GET /api/v1/me/digest
 	// only; null when they get none: their choice is off, they have no
@@ -67,6 +71,19 @@ type DigestNeed struct {
 	Since  time.Time `json:"since"`
 	Detail string    `json:"detail"`
 	Link   string    `json:"link"` // where the person acts
+}
+
+// DigestChannel is a failing delivery channel (needsme's kinds
+// mail_failing and webhook_failing): no ticket is concerned.
+type DigestChannel struct {
+	Kind    string    `json:"kind"`              // mail_failing or webhook_failing
+	Org     string    `json:"org,omitempty"`     // the hook's organization (webhook_failing)
+	Project string    `json:"project,omitempty"` // the hook's project ("" for an organization's hook)
+	Webhook string    `json:"webhook,omitempty"` // the hook's id (webhook_failing)
+	Title   string    `json:"title"`
+	Since   time.Time `json:"since"`
+	Detail  string    `json:"detail"`
+	Link    string    `json:"link"` // where the admin acts: the platform's mail status, the hook's settings
 }
 
 // Kinds of Finished.

@@ -673,3 +673,59 @@ func TestRunWakesAtTheBoundary(t *testing.T) {
 		}
 	})
 }
+
+// failingHook writes a hook of the organization (project "" for its own)
+// whose one delivery, begun at at, is being retried after a 500.
+func (w *world) failingHook(org, project string, at time.Time) string {
+	id, pid := transition.NewID(), ""
+	if project != "" {
+		pid = w.projects[project]
+	}
+	w.exec(`INSERT INTO webhooks (id, organization_id, project_id, url, events, format, active, secret, created_by, created_at, updated_at, version)
+VALUES (?, ?, ?, 'https://hooks.example.com/in/s3cr3t', '["*"]', 'standard', 1, 'c2VjcmV0', 'ann', 0, 0, 1)`, id, w.orgs[org], pid)
+	w.exec(`INSERT INTO webhook_deliveries (id, webhook_id, organization_id, project_id, cause, item_key, event_id, event_seq, payload, status,
+attempts, http_status, error, started_at, last_attempt_at, created_at, updated_at, version)
+VALUES (?, ?, ?, ?, 'question.opened', 'X-1', ?, 1, '{}', 'pending', 2, 500, 'HTTP 500', ?, ?, ?, ?, 1)`,
+		transition.NewID(), id, w.orgs[org], pid, transition.NewID(), at.UnixMilli(), at.UnixMilli(), at.UnixMilli(), at.UnixMilli())
+	return id
+}
+
+// TestFailingChannelsInTheDigest: a failing hook is in the digest of the
+// admins of its organization or project — apart from the projects, with a
+// link to where it is managed — and counts as something that needs them,
+// so the digest is not empty; a member's digest has none of it.
+func TestFailingChannelsInTheDigest(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		w := newWorld(t, s)
+		w.org("acme")
+		w.project("acme", "ACME", nil)
+		w.member("acme", "", "ann", access.Admin)
+		w.member("acme", "", "mel", access.Member)
+		orgHook := w.failingHook("acme", "", t0.Add(-2*time.Hour))
+		projHook := w.failingHook("acme", "ACME", t0.Add(-time.Hour))
+		head := w.head()
+		d, err := w.builder.Build(t.Context(), person("ann"), head, head, t0.Add(-24*time.Hour), t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []digest.DigestChannel{
+			{Kind: needsme.KindWebhookFailing, Org: "acme", Webhook: orgHook, Title: "Webhook to hooks.example.com", Since: t0.Add(-2 * time.Hour),
+				Detail: "Its deliveries fail and are being retried — HTTP 500", Link: base + "/orgs#webhooks-acme"},
+			{Kind: needsme.KindWebhookFailing, Org: "acme", Project: "ACME", Webhook: projHook, Title: "Webhook to hooks.example.com",
+				Since: t0.Add(-time.Hour), Detail: "Its deliveries fail and are being retried — HTTP 500", Link: base + "/projects/ACME/settings#webhooks"},
+		}
+		if !slices.Equal(d.Channels, want) || d.Needs != 2 || d.Empty || len(d.Projects) != 0 || d.Subject != "Ballet digest — 2 need you" {
+			t.Errorf("ann's digest: channels %+v, needs %d, empty %v, projects %+v, subject %q", d.Channels, d.Needs, d.Empty, d.Projects, d.Subject)
+		}
+		if text := digest.Text(d); !strings.Contains(text, base+"/orgs#webhooks-acme") || strings.Contains(text, "s3cr3t") {
+			t.Errorf("ann's digest text:\n%s", text)
+		}
+		d, err = w.builder.Build(t.Context(), person("mel"), head, head, t0.Add(-24*time.Hour), t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(d.Channels) != 0 || !d.Empty {
+			t.Errorf("mel's digest: %+v", d)
+		}
+	})
+}

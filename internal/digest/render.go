@@ -66,6 +66,12 @@ func ago(since, now time.Time) string {
 func Text(d Digest) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n\nSince %s.\n", d.Subject, d.Since.Format("Mon 2 Jan 2006 15:04 MST"))
+	if len(d.Channels) > 0 {
+		b.WriteString("\n== Delivery failing ==\n")
+		for _, c := range d.Channels {
+			fmt.Fprintf(&b, "- %s%s — %s (%s)\n  %s\n", c.Title, channelScope(c), c.Detail, failingFor(c.Since, d.At), c.Link)
+		}
+	}
 	for _, p := range d.Projects {
 		fmt.Fprintf(&b, "\n== %s (%s/%s) ==\n%s\n", cmpName(p), p.Org, p.Project, p.Link)
 		if len(p.Needs) > 0 {
@@ -105,6 +111,25 @@ func Text(d Digest) string {
 	return b.String()
 }
 
+// failingFor says how long a channel has been failing at now.
+func failingFor(since, now time.Time) string {
+	if a := ago(since, now); a != "just now" {
+		return "failing for " + a
+	}
+	return "failing since just now"
+}
+
+// channelScope names a failing hook's organization or project.
+func channelScope(c DigestChannel) string {
+	switch {
+	case c.Project != "":
+		return " (" + c.Org + "/" + c.Project + ")"
+	case c.Org != "":
+		return " (" + c.Org + ")"
+	}
+	return ""
+}
+
 // cmpName is a project's name, else its key.
 func cmpName(p DigestProject) string {
 	if p.Name != "" {
@@ -114,7 +139,7 @@ func cmpName(p DigestProject) string {
 }
 
 var page = template.Must(template.New("digest").Funcs(template.FuncMap{
-	"ago": ago, "spend": spendLine, "name": cmpName,
+	"ago": ago, "spend": spendLine, "name": cmpName, "scope": channelScope, "failing": failingFor,
 	"date": func(t time.Time) string { return t.Format("Mon 2 Jan 2006 15:04 MST") },
 }).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -123,6 +148,14 @@ var page = template.Must(template.New("digest").Funcs(template.FuncMap{
 <h1 style="font-size: 1.3rem">{{.Subject}}</h1>
 <p>Since {{date .Since}}.</p>
 {{- $at := .At}}
+{{- if .Channels}}
+<section>
+<h2 style="font-size: 1.1rem; border-bottom: 1px solid #ccc">Delivery failing</h2>
+<ul>{{range .Channels}}
+<li><a href="{{.Link}}">{{.Title}}</a>{{scope .}} — {{.Detail}} <small>({{failing .Since $at}})</small></li>{{end}}
+</ul>
+</section>
+{{- end}}
 {{- range .Projects}}
 <section>
 <h2 style="font-size: 1.1rem; border-bottom: 1px solid #ccc"><a href="{{.Link}}">{{name .}}</a> <small>{{.Org}}/{{.Project}}</small></h2>

@@ -69,18 +69,18 @@ var tableOwners = map[string]string{
 // ARCHITECTURE.md lists them ("Read models", which
 // TestArchitectureListsTheReadModels keeps equal to this list).
 var readModels = map[string][]string{
-	"internal/access":              {"memberships"},                                                 // a principal's roles (Check)
-	"internal/budget":              {"runs"},                                                        // spend rollups
-	"internal/core":                {"schema_migrations"},                                           // the readiness probe
-	"internal/event":               {"flows", "questions", "runs"},                                  // an item's history (ItemHistory)
-	"internal/testkit/failuretest": {"blockers", "events", "flows", "items", "jobs", "runs"},        // the failure suite's checks
-	"internal/flow":                {"events", "runs", "runners"},                                   // attention: a queued run's age, live runners with its adapter, a flag's event
-	"internal/needsme":             {"flows", "items", "organizations", "projects", "questions"},    // what waits for a person, across projects
-	"internal/reconcile":           {"flows", "items", "platform", "projects", "questions", "runs"}, // the reconciler's scans
-	"internal/run":                 {"items"},                                                       // a run's ticket key
-	"internal/schedule":            {"blockers", "flows", "items", "platform", "projects"},          // the runnable query
-	"internal/knowledge/service":   {"schema_migrations"},                                           // the Knowledge service's readiness probe
-	"internal/digest":              {"notification_settings"},                                       // who gets a digest, when, at which confirmed address
+	"internal/access":              {"memberships"},                                                                                                   // a principal's roles (Check)
+	"internal/budget":              {"runs"},                                                                                                          // spend rollups
+	"internal/core":                {"schema_migrations"},                                                                                             // the readiness probe
+	"internal/event":               {"flows", "questions", "runs"},                                                                                    // an item's history (ItemHistory)
+	"internal/testkit/failuretest": {"blockers", "events", "flows", "items", "jobs", "runs"},                                                          // the failure suite's checks
+	"internal/flow":                {"events", "runs", "runners"},                                                                                     // attention: a queued run's age, live runners with its adapter, a flag's event
+	"internal/needsme":             {"flows", "items", "mail_deliveries", "organizations", "projects", "questions", "webhook_deliveries", "webhooks"}, // what waits for a person, across projects, and failing delivery channels
+	"internal/reconcile":           {"flows", "items", "platform", "projects", "questions", "runs"},                                                   // the reconciler's scans
+	"internal/run":                 {"items"},                                                                                                         // a run's ticket key
+	"internal/schedule":            {"blockers", "flows", "items", "platform", "projects"},                                                            // the runnable query
+	"internal/knowledge/service":   {"schema_migrations"},                                                                                             // the Knowledge service's readiness probe
+	"internal/digest":              {"notification_settings"},                                                                                         // who gets a digest, when, at which confirmed address
 }
 
 // schemaOwner writes every table's schema (the migrations) and is exempt.

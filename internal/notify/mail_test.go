@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/config"
+	"github.com/ballet/ballet/internal/needsme"
 	"github.com/ballet/ballet/internal/notify"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/testkit/apitest"
@@ -237,6 +238,14 @@ func TestMailIsRetriedUntilSMTPIsBack(t *testing.T) {
 			t.Errorf("platform mail status while SMTP is down: %+v", att)
 		}
 		w.Must(403, w.tokens["carol"], "GET", "/api/v1/platform/mail", nil)
+		// Needs me tells the platform admins, not an organization's admin.
+		if got := channelEntries(w, ""); len(got) != 1 || got[0].Kind != "mail_failing" || got[0].Item != "" ||
+			!strings.Contains(got[0].Detail, mp.SMTPAddr) {
+			t.Errorf("a platform admin's needs-me while SMTP is down: %+v", got)
+		}
+		if got := channelEntries(w, w.tokens["carol"]); len(got) != 0 {
+			t.Errorf("carol (acme's admin) sees %+v", got)
+		}
 		if m := string(w.Do("", "GET", "/metrics", nil).Body); !strings.Contains(m, `ballet_notify_mail_failing{status="retrying"} 1`) ||
 			!strings.Contains(m, `ballet_notify_mail_attempts_total{result="retrying"}`) {
 			t.Errorf("/metrics does not show the failing mail")
@@ -250,7 +259,29 @@ func TestMailIsRetriedUntilSMTPIsBack(t *testing.T) {
 		if att.Failing || att.Sent != 1 {
 			t.Errorf("platform mail status once delivered: %+v", att)
 		}
+		if got := channelEntries(w, ""); len(got) != 0 {
+			t.Errorf("a platform admin's needs-me once delivered: %+v", got)
+		}
 	})
+}
+
+// channelEntries are the entries of needs-me no ticket is concerned by
+// (token "": the platform admin's).
+func channelEntries(w *mailWorld, token string) []needsme.Entry {
+	w.T.Helper()
+	var l needsme.List
+	if token == "" {
+		w.Admin(200, "GET", "/api/v1/needs-me", nil).JSON(w.T, &l)
+	} else {
+		w.Must(200, token, "GET", "/api/v1/needs-me", nil).JSON(w.T, &l)
+	}
+	var out []needsme.Entry
+	for _, e := range l.Items {
+		if e.Item == "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Settings: strict values, each error naming its field; addresses are the

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/config"
+	"github.com/ballet/ballet/internal/needsme"
 	"github.com/ballet/ballet/internal/notify"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/testkit/apitest"
@@ -147,7 +149,10 @@ func (w *world) waitDelivery(path, hookID, what string, cond func(webhook.Webhoo
 	return d
 }
 
-const projectHooks = "/api/v1/projects/ACME/webhooks"
+const (
+	projectHooks = "/api/v1/projects/ACME/webhooks"
+	orgHooks     = "/api/v1/orgs/acme/webhooks"
+)
 
 // A cause reaches a real receiver, signed as Standard Webhooks says: the
 // official library verifies it with the secret shown at creation. The
@@ -410,6 +415,13 @@ VALUES (?, ?, 'entered', 1, 1, 1)`, p, p+"@example.com")); err != nil {
 		if ds := w.deliveries(projectHooks, h.ID); len(ds) != 1 || len(r.requests()) != before {
 			t.Errorf("a disabled hook got %d deliveries and %d more requests", len(ds), len(r.requests())-before)
 		}
+		if fh := w.failingHooks(w.tokens["carol"]); len(fh) != 1 || fh[0].Webhook != h.ID || !fh[0].Since.Equal(start) ||
+			!strings.Contains(fh[0].Detail, "disabled") || !strings.Contains(fh[0].Detail, "503") {
+			t.Errorf("carol's needs-me with the hook disabled: %+v", fh)
+		}
+		if fh := w.failingHooks(w.tokens["alice"]); len(fh) != 0 {
+			t.Errorf("alice, a member, sees the disabled hook: %+v", fh)
+		}
 		w.Must(200, w.tokens["carol"], "PATCH", projectHooks+"/"+h.ID, map[string]any{"active": true}).JSON(t, &got)
 		if !got.Active || got.DisabledAt != nil {
 			t.Errorf("re-enabled: %+v", got)
@@ -417,6 +429,76 @@ VALUES (?, ?, 'entered', 1, 1, 1)`, p, p+"@example.com")); err != nil {
 		w.Must(200, w.tokens["carol"], "GET", projectHooks+"/"+h.ID, nil).JSON(t, &got)
 		if got.Failing || got.LastError != nil || got.FailingSince != nil {
 			t.Errorf("re-enabled, nothing being retried: %+v, want not failing", got)
+		}
+		if fh := w.failingHooks(w.tokens["carol"]); len(fh) != 0 {
+			t.Errorf("re-enabled, carol's needs-me still has %+v", fh)
+		}
+	})
+}
+
+// failingHooks are the webhook_failing entries of a token's needs-me.
+func (w *world) failingHooks(token string) []needsme.Entry {
+	w.T.Helper()
+	var l needsme.List
+	w.Must(200, token, "GET", "/api/v1/needs-me", nil).JSON(w.T, &l)
+	var out []needsme.Entry
+	for _, e := range l.Items {
+		if e.Kind == needsme.KindWebhookFailing {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// A project's and an organization's hook whose receiver answers 500: each
+// is a webhook_failing entry of needs-me for acme's admin (carol), with
+// its host and last error, never for a member (alice) or another
+// organization's admin (gus); once the receiver recovers and the retries
+// succeed, the entries are gone.
+func TestFailingHooksNeedTheirAdmins(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		start := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
+		w := newWorld(t, s, start)
+		var healthy atomic.Bool
+		r := newReceiver(t, func(int) int {
+			if healthy.Load() {
+				return 200
+			}
+			return 500
+		})
+		globex := w.Org("globex")
+		w.Admin(200, "PUT", "/api/v1/orgs/globex/members/gus", map[string]any{"role": "admin"})
+		gus := w.TokenFor("gus", globex, "admin")
+		proj := w.hook(projectHooks, r.URL, "standard", "*")
+		org := w.hook(orgHooks, r.URL, "standard", "*")
+		w.question()
+		for _, h := range []struct{ path, id string }{{projectHooks, proj.ID}, {orgHooks, org.ID}} {
+			w.waitDelivery(h.path, h.id, "the first attempt", func(d webhook.WebhookDelivery) bool { return d.Attempts == 1 })
+		}
+		got := w.failingHooks(w.tokens["carol"])
+		ids := map[string]needsme.Entry{}
+		for _, e := range got {
+			ids[e.Webhook] = e
+		}
+		if e := ids[proj.ID]; len(got) != 2 || e.Org != "acme" || e.Project != "ACME" || e.Item != "" || !e.Since.Equal(start) ||
+			!strings.Contains(e.Title, "127.0.0.1") || !strings.Contains(e.Detail, "500") {
+			t.Fatalf("carol's failing hooks: %+v", got)
+		}
+		if e := ids[org.ID]; e.Org != "acme" || e.Project != "" || !strings.Contains(e.Detail, "500") {
+			t.Errorf("the organization's hook: %+v", e)
+		}
+		for name, tok := range map[string]string{"alice (a member)": w.tokens["alice"], "gus (globex's admin)": gus} {
+			if got := w.failingHooks(tok); len(got) != 0 {
+				t.Errorf("%s sees %+v", name, got)
+			}
+		}
+		healthy.Store(true)
+		w.clock.Advance(webhook.Backoff(1))
+		for _, h := range []struct{ path, id string }{{projectHooks, proj.ID}, {orgHooks, org.ID}} {
+			w.waitDelivery(h.path, h.id, "the retry", func(d webhook.WebhookDelivery) bool { return d.Status == webhook.StatusSucceeded })
+		}
+		if got := w.failingHooks(w.tokens["carol"]); len(got) != 0 {
+			t.Errorf("recovered, carol still sees %+v", got)
 		}
 	})
 }

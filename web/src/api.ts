@@ -299,6 +299,19 @@ export interface NeedsMeEntry {
   detail: string;
   question?: { id: string; text: string };
   stage?: string;
+  webhook?: string; // webhook_failing: the hook's id
+}
+
+// MailAttention is GET /api/v1/platform/mail: mail deliveries by status
+// and the latest failure.
+export interface MailAttention {
+  pending: number;
+  retrying: number;
+  failed: number;
+  sent: number;
+  failing: boolean;
+  last_error: string | null;
+  last_error_at: string | null;
 }
 
 // listItems reads every item of a project (pages of 200) matching the filters.

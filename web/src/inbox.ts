@@ -35,6 +35,7 @@ export const causes: Record<string, string> = {
   "runner.missing": "No runner",
   "ticket.done": "Ticket done",
   "question.escalated": "Still waiting",
+  "webhook.disabled": "Webhook disabled",
 };
 
 // causeKind is the badge colour of a cause: what asks something of the
@@ -49,6 +50,7 @@ export function causeKind(cause: string): string {
     case "flow.failed":
     case "runner.missing":
     case "question.escalated":
+    case "webhook.disabled":
       return "attention";
     case "budget.exhausted":
       return "budget";

@@ -15,12 +15,22 @@ const kinds: Record<string, string> = {
   no_runner: "No runner",
   budget: "Budget",
   pause: "Paused",
+  mail_failing: "Mail failing",
+  webhook_failing: "Webhook failing",
 };
 
 // where is the page that resolves an entry.
 function where(e: NeedsMeEntry): { href: string; label: string } {
   const item = `/items/${enc(e.item)}`;
   switch (e.kind) {
+    case "mail_failing":
+      return { href: "/platform#mail", label: "Mail status" };
+    case "webhook_failing":
+      // A project's hook is managed in its settings, an organization's
+      // with the organization.
+      return e.project
+        ? { href: `/projects/${enc(e.project)}/settings#webhooks`, label: `${e.project} webhooks` }
+        : { href: `/orgs#webhooks-${enc(e.org)}`, label: `${e.org} webhooks` };
     case "question":
       return { href: `${item}#questions`, label: `Answer on ${e.item}` };
     case "approval":
@@ -64,7 +74,7 @@ export default function Page() {
       {data?.truncated && <p class="notice">More waits for you than one list shows: the oldest come first.</p>}
       <ol class="needs" data-testid="needs-me">
         {items.map((e) => (
-          <Entry key={`${e.kind}:${e.item}:${e.question?.id ?? ""}`} e={e} onDone={reload} />
+          <Entry key={`${e.kind}:${e.item}:${e.question?.id ?? ""}:${e.webhook ?? ""}`} e={e} onDone={reload} />
         ))}
       </ol>
     </section>
@@ -84,13 +94,13 @@ function Entry({ e, onDone }: { e: NeedsMeEntry; onDone: () => Promise<void> }) 
     }
   };
   return (
-    <li class="card" data-testid="needs-me-entry" data-kind={e.kind} data-item={e.item}>
+    <li class="card" data-testid="needs-me-entry" data-kind={e.kind} data-item={e.item} data-webhook={e.webhook}>
       <div class="row">
-        <Badge kind={e.kind}>{kinds[e.kind] ?? e.kind}</Badge>
-        <a href={`/items/${enc(e.item)}`}>{e.item}</a>
+        <Badge kind={e.item ? e.kind : "attention"}>{kinds[e.kind] ?? e.kind}</Badge>
+        {e.item && <a href={`/items/${enc(e.item)}`}>{e.item}</a>}
         <span class="title">{e.title}</span>
         <span class="muted">
-          {e.project}
+          {e.project || e.org}
           {e.stage ? ` · stage ${e.stage}` : ""} · <Ago at={e.since} />
         </span>
       </div>

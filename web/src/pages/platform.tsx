@@ -1,7 +1,7 @@
-// Platform: the kill switch, the platform's concurrency limit and the
-// runners. Platform admins change them; others see the switches only.
+// Platform: the kill switch, the platform's concurrency limit, the
+// runners and whether mail is failing. Platform admins change them; others see the switches only.
 import { useEffect, useState } from "preact/hooks";
-import { get, patch, setKillSwitch, type Platform, type Runner } from "../api";
+import { get, patch, setKillSwitch, type MailAttention, type Platform, type Runner } from "../api";
 import { useAction, useLoad } from "../load";
 import { useSession } from "../session";
 import { Ago, Alert, Badge, useConfirm } from "../ui";
@@ -136,6 +136,31 @@ export default function Page() {
       <Alert error={actionError} />
       {dialog}
       {data?.runners && <Runners runners={runners ?? data.runners} />}
+      {admin && <Mail />}
+    </section>
+  );
+}
+
+// Mail is the platform's mail deliveries (platform admins): whether mail
+// is failing now, and the latest failure — where a needs-me "Mail failing"
+// entry leads.
+function Mail() {
+  const { data, error } = useLoad(() => get<MailAttention>("/api/v1/platform/mail"), []);
+  return (
+    <section aria-labelledby="mail-h" id="mail">
+      <h2 id="mail-h">Mail</h2>
+      <Alert error={error} />
+      {data && (
+        <p data-testid="mail-status" data-failing={data.failing ? "1" : "0"}>
+          {data.failing ? <Badge kind="attention">failing</Badge> : "delivering"} · {data.sent} sent, {data.pending} pending,{" "}
+          {data.retrying} being retried, {data.failed} given up
+        </p>
+      )}
+      {data?.last_error && (
+        <p class="detail">
+          Latest failure{data.last_error_at && <> (<Ago at={data.last_error_at} />)</>}: {data.last_error}
+        </p>
+      )}
     </section>
   );
 }
