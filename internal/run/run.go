@@ -62,16 +62,16 @@ const (
 
 // Run is one agent session for one flow step, as stored in the runs table.
 type Run struct {
-	ID               string          `json:"id"`
-	OrganizationID   string          `json:"organization_id"`
-	ProjectID        string          `json:"project_id"`
-	ItemID           string          `json:"item_id"`
-	Item             string          `json:"item,omitempty"` // the item's key (reads fill it in)
-	FlowID           string          `json:"flow_id"`
-	Stage            string          `json:"stage"`
-	Iteration        int             `json:"iteration"`
-	Step             int             `json:"step"`
-	Adapter          string          `json:"adapter"`
+	ID             string `json:"id"`
+	OrganizationID string `json:"organization_id"`
+	ProjectID      string `json:"project_id"`
+	ItemID         string `json:"item_id"`
+	Item           string `json:"item,omitempty"` // the item's key (reads fill it in)
+	FlowID         string `json:"flow_id"`
+	Stage          string `json:"stage"`
+	Iteration      int    `json:"iteration"`
+	Step           int    `json:"step"`
+	Adapter        string `json:"adapter"`
 	// Model is the model that served the session, as its runner reported
 	// from the CLI's output; until then (or when it could not tell) the
 	// model the stage named ("": the adapter's default).
