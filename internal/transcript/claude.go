@@ -66,7 +66,7 @@ func (p *Parser) claude(b []byte) {
 			switch blk.Type {
 			case "text":
 				if strings.TrimSpace(blk.Text) != "" {
-					p.add(Entry{Kind: KindText, Time: at, Text: blk.Text, IsError: l.Message.Model == synthetic})
+					p.add(TranscriptEntry{Kind: KindText, Time: at, Text: blk.Text, IsError: l.Message.Model == synthetic})
 				}
 			case "tool_use":
 				p.tools[blk.ID] = blk.Name
@@ -76,13 +76,13 @@ func (p *Parser) claude(b []byte) {
 	case "user":
 		for _, blk := range claudeBlocks(l.Message.Content) {
 			if blk.Type == "tool_result" {
-				p.add(Entry{Kind: KindToolResult, Time: at, ID: blk.ToolUseID, Tool: p.tools[blk.ToolUseID],
+				p.add(TranscriptEntry{Kind: KindToolResult, Time: at, ID: blk.ToolUseID, Tool: p.tools[blk.ToolUseID],
 					Text: resultText(blk.Content), IsError: blk.IsError})
 			}
 		}
 	case "result":
 		u := l.Usage
-		p.add(Entry{Kind: KindUsage, Time: at, Model: mainModel(l.ModelUsage), Usage: &runproto.Usage{InputTokens: u.InputTokens,
+		p.add(TranscriptEntry{Kind: KindUsage, Time: at, Model: mainModel(l.ModelUsage), Usage: &runproto.Usage{InputTokens: u.InputTokens,
 			OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens,
 			CostUSD: l.TotalCostUSD}})
 		if l.IsError || (l.TerminalReason != "" && l.TerminalReason != "completed") {
@@ -93,7 +93,7 @@ func (p *Parser) claude(b []byte) {
 			if l.TerminalReason != "" && l.TerminalReason != "completed" {
 				msg += " (terminal_reason " + l.TerminalReason + ")"
 			}
-			p.add(Entry{Kind: KindText, Time: at, Text: msg, IsError: true})
+			p.add(TranscriptEntry{Kind: KindText, Time: at, Text: msg, IsError: true})
 		}
 	}
 }

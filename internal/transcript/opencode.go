@@ -51,26 +51,26 @@ func (p *Parser) opencode(b []byte) {
 	switch l.Type {
 	case "text":
 		if strings.TrimSpace(l.Part.Text) != "" {
-			p.add(Entry{Kind: KindText, Time: at, Text: l.Part.Text})
+			p.add(TranscriptEntry{Kind: KindText, Time: at, Text: l.Part.Text})
 		}
 	case "tool_use":
 		st := l.Part.State
 		p.add(call(at, l.Part.CallID, l.Part.Tool, st.Input, openReport, openQuestion))
 		switch st.Status {
 		case "completed":
-			p.add(Entry{Kind: KindToolResult, Time: at, ID: l.Part.CallID, Tool: l.Part.Tool, Text: st.Output})
+			p.add(TranscriptEntry{Kind: KindToolResult, Time: at, ID: l.Part.CallID, Tool: l.Part.Tool, Text: st.Output})
 		case "error":
-			p.add(Entry{Kind: KindToolResult, Time: at, ID: l.Part.CallID, Tool: l.Part.Tool, Text: st.Error, IsError: true})
+			p.add(TranscriptEntry{Kind: KindToolResult, Time: at, ID: l.Part.CallID, Tool: l.Part.Tool, Text: st.Error, IsError: true})
 		}
 	case "step_finish":
 		t := l.Part.Tokens
-		p.add(Entry{Kind: KindUsage, Time: at, Usage: &runproto.Usage{InputTokens: t.Input, OutputTokens: t.Output + t.Reasoning,
+		p.add(TranscriptEntry{Kind: KindUsage, Time: at, Usage: &runproto.Usage{InputTokens: t.Input, OutputTokens: t.Output + t.Reasoning,
 			CacheReadTokens: t.Cache.Read, CacheWriteTokens: t.Cache.Write, CostUSD: l.Part.Cost}})
 	case "error":
 		msg := "an error event without detail"
 		if e := l.Error; e != nil {
 			msg = strings.TrimSpace(e.Name + ": " + e.Data.Message)
 		}
-		p.add(Entry{Kind: KindText, Time: at, Text: msg, IsError: true})
+		p.add(TranscriptEntry{Kind: KindText, Time: at, Text: msg, IsError: true})
 	}
 }

@@ -45,8 +45,8 @@ const (
 	MaxName    = 200      // bytes of a tool's or a model's name, of a call id, of an outcome
 )
 
-// Entry is one step of a session.
-type Entry struct {
+// TranscriptEntry is one step of a session.
+type TranscriptEntry struct {
 	Kind string `json:"kind"`
 	// Time is when the CLI printed it: the line's own time, else the
 	// latest time an earlier line told (claude-code's result line tells
@@ -77,7 +77,7 @@ type Entry struct {
 
 // Transcript is a session's log read as entries, oldest first.
 type Transcript struct {
-	Entries []Entry `json:"entries"`
+	Entries []TranscriptEntry `json:"entries"`
 	// Truncated: the log held more than MaxEntries entries or MaxBytes
 	// bytes of text; what followed is left out.
 	Truncated bool `json:"truncated"`
@@ -95,7 +95,7 @@ type Parser struct {
 // NewParser returns a parser of the log of adapter (runproto.ClaudeCode or
 // runproto.OpenCode; any other reads as nothing).
 func NewParser(adapter string) *Parser {
-	return &Parser{adapter: adapter, t: Transcript{Entries: []Entry{}}, tools: map[string]string{}}
+	return &Parser{adapter: adapter, t: Transcript{Entries: []TranscriptEntry{}}, tools: map[string]string{}}
 }
 
 // Parse reads a whole log.
@@ -132,7 +132,7 @@ func (p *Parser) Line(line []byte) {
 
 // add appends e, cutting its texts, unless the transcript is full (then
 // it is marked truncated).
-func (p *Parser) add(e Entry) {
+func (p *Parser) add(e TranscriptEntry) {
 	if p.t.Truncated {
 		return
 	}
@@ -215,12 +215,12 @@ type question struct {
 
 // call is the entry of a tool call: Ballet's report and question read as
 // such, any other tool (or one whose input does not decode) as a tool_call.
-func call(at *time.Time, id, tool string, input json.RawMessage, reportTool, questionTool string) Entry {
+func call(at *time.Time, id, tool string, input json.RawMessage, reportTool, questionTool string) TranscriptEntry {
 	switch tool {
 	case reportTool:
 		var r report
 		if json.Unmarshal(input, &r) == nil {
-			return Entry{Kind: KindReport, Time: at, ID: id, Tool: tool, Outcome: r.Outcome, Text: r.Summary}
+			return TranscriptEntry{Kind: KindReport, Time: at, ID: id, Tool: tool, Outcome: r.Outcome, Text: r.Summary}
 		}
 	case questionTool:
 		var q question
@@ -229,10 +229,10 @@ func call(at *time.Time, id, tool string, input json.RawMessage, reportTool, que
 			if text == "" {
 				text = q.Text
 			}
-			return Entry{Kind: KindQuestion, Time: at, ID: id, Tool: tool, Text: text, Blocking: q.Blocking}
+			return TranscriptEntry{Kind: KindQuestion, Time: at, ID: id, Tool: tool, Text: text, Blocking: q.Blocking}
 		}
 	}
-	return Entry{Kind: KindToolCall, Time: at, ID: id, Tool: tool, Input: compact(input)}
+	return TranscriptEntry{Kind: KindToolCall, Time: at, ID: id, Tool: tool, Input: compact(input)}
 }
 
 // millis is a time in Unix milliseconds (nil for none).
