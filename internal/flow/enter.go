@@ -144,7 +144,7 @@ func (s *Service) newRun(ctx context.Context, f Flow, it tracker.Item, stage pip
 		skills = []string{}
 	}
 	return run.Run{ID: transition.NewID(), OrganizationID: f.OrganizationID, ProjectID: f.ProjectID, ItemID: f.ItemID, FlowID: f.ID,
-		Stage: stage.ID, Iteration: f.Iteration, Step: f.Step, Adapter: stage.AdapterOrDefault(), Model: stage.Model,
+		Stage: stage.ID, Iteration: f.Iteration, Step: f.Step, Adapter: stage.AdapterOrDefault(), StageModel: stage.Model,
 		Instructions: stage.Instructions, Skills: skills, Artifacts: artifacts, Status: run.StatusQueued,
 		CreatedAt: now, UpdatedAt: now, Version: 1}, nil
 }

@@ -65,7 +65,7 @@ func (s *Sessions) Session(ctx context.Context, r run.Run) (runproto.Session, er
 	stage, _ := f.Definition.Stage(r.Stage)
 	ss := runproto.Session{
 		Ticket: runproto.SessionTicket(a.Ticket),
-		Stage: runproto.SessionStage{ID: r.Stage, Name: stage.Name, Instructions: r.Instructions, Adapter: r.Adapter, Model: r.Model,
+		Stage: runproto.SessionStage{ID: r.Stage, Name: stage.Name, Instructions: r.Instructions, Adapter: r.Adapter, Model: r.StageModel,
 			TimeoutSeconds: int(stage.Timeout().Seconds()), Iteration: r.Iteration, MaxIterations: f.MaxIterations},
 		Skills:            []runproto.SessionSkill{},
 		AnsweredQuestions: make([]runproto.SessionAnswer, len(a.AnsweredQuestions)),

@@ -93,6 +93,9 @@ func TestImportBoundaries(t *testing.T) {
 		"internal/secret":     {"github.com/ballet/ballet/"},
 		"internal/credential": {"github.com/ballet/ballet/"},
 		"internal/runproto":   {"github.com/ballet/ballet/", "net/http"},
+		// A session's log read as a transcript: the runner protocol's
+		// wire and the standard library only.
+		"internal/transcript": append(slices.Clone(coreInternals), "internal/runner", "net/http"),
 		"internal/pipeline":   {"github.com/ballet/ballet/", "net/http"},
 		"internal/forge":      {"github.com/ballet/ballet/", "net/http"},
 		"internal/flow":       {"internal/store/sqlite", "internal/store/rqlite", "internal/server", "internal/core", "net/http"},

@@ -49,6 +49,8 @@ type FinishInput struct {
 	// BranchAhead: the commits the ticket's branch has ahead of the
 	// default branch after the session (nil: not known).
 	BranchAhead *int
+	// Model: the model that served the session ("": not known).
+	Model string
 }
 
 // MaxBranchAhead bounds a reported branch_ahead.
@@ -64,6 +66,7 @@ func (in FinishInput) validate() error {
 		validateUsage(&v, "usage.", *u)
 	}
 	validateText(&v, "error", in.Error, runproto.MaxError, false)
+	validateText(&v, "model", in.Model, runproto.MaxModel, false)
 	if in.BranchAhead != nil {
 		v.Check(*in.BranchAhead >= 0 && *in.BranchAhead <= MaxBranchAhead, "branch_ahead", "must be a whole number from 0 to %d", MaxBranchAhead)
 	}
@@ -125,6 +128,9 @@ func (s *Service) Finish(ctx context.Context, actor event.Actor, runID string, i
 		}
 		status, errText := finalStatus(r, *in.ExitStatus, in.Error)
 		r.BranchAhead = in.BranchAhead
+		if in.Model != "" {
+			r.UsedModel = in.Model
+		}
 		return s.finishTransition(ctx, r, actor, status, in.ExitStatus, errText, merged(r.Usage, usage), false, true, &out)
 	})
 	if err != nil {
@@ -198,19 +204,20 @@ func (s *Service) finishTransition(ctx context.Context, r Run, actor event.Actor
 		exitArg = *exit
 	}
 	update := store.Stmt(`UPDATE runs SET status = ?, exit_status = ?, error = ?, input_tokens = ?, output_tokens = ?,
-cache_read_tokens = ?, cache_write_tokens = ?, cost_micros = ?, branch_ahead = ?, finished_at = ?, updated_at = ?, version = version + 1
+cache_read_tokens = ?, cache_write_tokens = ?, cost_micros = ?, branch_ahead = ?, used_model = ?, finished_at = ?, updated_at = ?, version = version + 1
 WHERE id = ? AND version = ? AND status = 'running'`,
 		status, exitArg, nullable(errText), usage.InputTokens, usage.OutputTokens, usage.CacheReadTokens, usage.CacheWriteTokens,
-		toMicros(usage.CostUSD), nullableInt(r.BranchAhead), at, at, r.ID, r.Version)
+		toMicros(usage.CostUSD), nullableInt(r.BranchAhead), nullable(r.UsedModel), at, at, r.ID, r.Version)
 	if silent && r.HeartbeatAt != nil {
 		update.SQL += ` AND heartbeat_at = ?`
 		update.Args = append(update.Args, r.HeartbeatAt.UnixMilli())
 	}
 	*out = r
 	out.Status, out.ExitStatus, out.Error, out.Usage, out.FinishedAt, out.UpdatedAt, out.Version = status, exit, errText, usage, &now, now, r.Version+1
+	out.Model = r.model()
 	t := &transition.Transition{
 		Events: []event.Event{newEvent(r, actor, RunFinished{Status: status, Outcome: r.Outcome,
-			ExitStatus: exit, Error: errText, Usage: usage, BlockingQuestion: r.BlockingQuestion})},
+			ExitStatus: exit, Error: errText, Usage: usage, Model: r.UsedModel, BlockingQuestion: r.BlockingQuestion})},
 		Guarded: []store.Statement{update},
 		Jobs:    s.finished(*out),
 	}

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"github.com/ballet/ballet/internal/bounds"
 	"github.com/ballet/ballet/internal/runproto"
 	"github.com/ballet/ballet/internal/store"
+	"github.com/ballet/ballet/internal/transcript"
 	"github.com/ballet/ballet/internal/transition"
 )
 
@@ -206,4 +208,51 @@ func wholeRunes(b []byte) []byte {
 		}
 	}
 	return b
+}
+
+// TranscriptPage is a run's log read as a transcript (GET
+// /runs/{run}/transcript): the entries of internal/transcript, whether
+// the transcript or the log was cut, and whether the run has ended.
+type TranscriptPage struct {
+	transcript.Transcript
+	// LogTruncated: the log reached [runs] log_limit; what the session
+	// printed after it was never stored.
+	LogTruncated bool `json:"log_truncated"`
+	Finished     bool `json:"finished"` // the run has ended: the transcript is whole
+}
+
+// Transcript reads run r's whole log (at most [runs] log_limit bytes, in
+// chunks) and parses it as its adapter's output (internal/transcript).
+// Read r before calling it, as for ReadLog.
+func (s *Service) Transcript(ctx context.Context, r Run) (TranscriptPage, error) {
+	end, err := readLogEnd(ctx, s.store, r.ID)
+	if err != nil {
+		return TranscriptPage{}, err
+	}
+	p := transcript.NewParser(r.Adapter)
+	var partial []byte // a line that continues in the next chunk
+	for offset := int64(0); offset < end.size && !p.Full(); {
+		page, err := s.ReadLog(ctx, r, offset)
+		if err != nil {
+			return TranscriptPage{}, err
+		}
+		if page.NextOffset <= offset {
+			break
+		}
+		offset = page.NextOffset
+		data := append(partial, page.Data...)
+		for {
+			line, rest, ok := bytes.Cut(data, []byte{'\n'})
+			if !ok {
+				break
+			}
+			p.Line(line)
+			data = rest
+		}
+		partial = data
+	}
+	if len(partial) > 0 && !p.Full() {
+		p.Line(partial)
+	}
+	return TranscriptPage{Transcript: p.Transcript(), LogTruncated: end.truncated, Finished: r.Final()}, nil
 }

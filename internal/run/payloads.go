@@ -66,6 +66,7 @@ type RunFinished struct {
 	ExitStatus       *int           `json:"exit_status"` // null when the session never exited (a silent run swept)
 	Error            string         `json:"error"`
 	Usage            runproto.Usage `json:"usage"`
+	Model            string         `json:"model"` // the model that served the session, as its runner reported ("": not known)
 	BlockingQuestion bool           `json:"blocking_question"`
 }
 

@@ -62,17 +62,27 @@ const (
 
 // Run is one agent session for one flow step, as stored in the runs table.
 type Run struct {
-	ID               string          `json:"id"`
-	OrganizationID   string          `json:"organization_id"`
-	ProjectID        string          `json:"project_id"`
-	ItemID           string          `json:"item_id"`
-	Item             string          `json:"item,omitempty"` // the item's key (reads fill it in)
-	FlowID           string          `json:"flow_id"`
-	Stage            string          `json:"stage"`
-	Iteration        int             `json:"iteration"`
-	Step             int             `json:"step"`
-	Adapter          string          `json:"adapter"`
-	Model            string          `json:"model"`
+	ID             string `json:"id"`
+	OrganizationID string `json:"organization_id"`
+	ProjectID      string `json:"project_id"`
+	ItemID         string `json:"item_id"`
+	Item           string `json:"item,omitempty"` // the item's key (reads fill it in)
+	FlowID         string `json:"flow_id"`
+	Stage          string `json:"stage"`
+	Iteration      int    `json:"iteration"`
+	Step           int    `json:"step"`
+	Adapter        string `json:"adapter"`
+	// Model is the model that served the session, as its runner reported
+	// from the CLI's output; until then (or when it could not tell) the
+	// model the stage named ("": the adapter's default).
+	Model string `json:"model"`
+	// StageModel is the model the stage named ("": the adapter's
+	// default, as the runner's configuration sets it): what the session
+	// is told to use.
+	StageModel string `json:"stage_model"`
+	// UsedModel is the model the runner reported ("": not yet, or not
+	// known).
+	UsedModel        string          `json:"-"`
 	Instructions     string          `json:"instructions"`
 	Skills           []string        `json:"skills"`    // allowed skill names; empty: all
 	Artifacts        json.RawMessage `json:"artifacts"` // ticket, previous report, answered questions
@@ -103,6 +113,15 @@ func IsFinal(status string) bool {
 	return status == StatusSucceeded || status == StatusFailed || status == StatusCancelled
 }
 
+// model is what Run.Model shows: the model used when known, else the
+// stage's.
+func (r *Run) model() string {
+	if r.UsedModel != "" {
+		return r.UsedModel
+	}
+	return r.StageModel
+}
+
 // Final reports whether the run has reached a final status.
 func (r *Run) Final() bool { return IsFinal(r.Status) }
 
@@ -114,7 +133,7 @@ type FinishHook func(r Run) []job.Spec
 // Insert returns the statement that creates r as a queued run (Create adds
 // its event). The caller
 // sets ID (transition.NewID()), OrganizationID, ProjectID, ItemID, FlowID,
-// Stage, Iteration, Step, Adapter, Model, Instructions, Skills and
+// Stage, Iteration, Step, Adapter, StageModel, Instructions, Skills and
 // Artifacts; status, times, usage and version are set here. The statement
 // is INSERT … ON CONFLICT DO NOTHING: the unique (flow_id, step) index makes
 // creating a step's run twice a no-op. Put it in Transition.Guarded, so that
@@ -136,7 +155,7 @@ instructions, skills, artifacts, status, runner_id, token_id, outcome, report, b
 input_tokens, output_tokens, cost_micros, cancel_requested, created_at, started_at, heartbeat_at, finished_at, updated_at, version)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', NULL, NULL, NULL, NULL, 0, NULL, NULL, 0, 0, 0, 0, ?, NULL, NULL, NULL, ?, 1)
 ON CONFLICT DO NOTHING`,
-		r.ID, r.OrganizationID, r.ProjectID, r.ItemID, r.FlowID, r.Stage, r.Iteration, r.Step, r.Adapter, r.Model,
+		r.ID, r.OrganizationID, r.ProjectID, r.ItemID, r.FlowID, r.Stage, r.Iteration, r.Step, r.Adapter, r.StageModel,
 		r.Instructions, string(sk), artifacts, at, at)
 }
 
@@ -150,7 +169,7 @@ func newEvent(r Run, actor event.Actor, p event.Payload) event.Event {
 func Create(r Run, actor event.Actor, now time.Time) transition.Transition {
 	return transition.Transition{
 		Events: []event.Event{newEvent(r, actor, RunCreated{ItemID: r.ItemID, FlowID: r.FlowID, Stage: r.Stage,
-			Iteration: r.Iteration, Step: r.Step, Adapter: r.Adapter, Model: r.Model})},
+			Iteration: r.Iteration, Step: r.Step, Adapter: r.Adapter, Model: r.StageModel})},
 		Guarded: []store.Statement{Insert(r, now)}, // ON CONFLICT DO NOTHING must not have conflicted
 	}
 }
@@ -203,7 +222,7 @@ func nullable(s string) any {
 const runColumns = `r.id, r.organization_id, r.project_id, r.item_id, i.key, r.flow_id, r.stage, r.iteration, r.step, r.adapter, r.model,
 r.instructions, r.skills, r.artifacts, r.status, COALESCE(r.runner_id, ''), COALESCE(r.token_id, ''), COALESCE(r.outcome, ''),
 COALESCE(r.report, ''), r.blocking_question, r.exit_status, COALESCE(r.error, ''), r.input_tokens, r.output_tokens,
-r.cache_read_tokens, r.cache_write_tokens, r.cost_micros, r.branch_ahead,
+r.cache_read_tokens, r.cache_write_tokens, r.cost_micros, r.branch_ahead, COALESCE(r.used_model, ''),
 r.cancel_requested, r.created_at, COALESCE(r.started_at, 0), COALESCE(r.heartbeat_at, 0), COALESCE(r.finished_at, 0),
 r.updated_at, r.version`
 
@@ -215,9 +234,9 @@ func scanRun(rows *store.Rows, i int) (Run, error) {
 	var exit, ahead sql.NullInt64
 	var cost, created, started, heartbeat, finished, updated int64
 	if err := rows.Scan(i, &r.ID, &r.OrganizationID, &r.ProjectID, &r.ItemID, &r.Item, &r.FlowID, &r.Stage, &r.Iteration, &r.Step,
-		&r.Adapter, &r.Model, &r.Instructions, &skills, &r.Artifacts, &r.Status, &r.RunnerID, &r.TokenID, &r.Outcome, &r.Report,
+		&r.Adapter, &r.StageModel, &r.Instructions, &skills, &r.Artifacts, &r.Status, &r.RunnerID, &r.TokenID, &r.Outcome, &r.Report,
 		&r.BlockingQuestion, &exit, &r.Error, &r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CacheReadTokens,
-		&r.Usage.CacheWriteTokens, &cost, &ahead, &r.CancelRequested,
+		&r.Usage.CacheWriteTokens, &cost, &ahead, &r.UsedModel, &r.CancelRequested,
 		&created, &started, &heartbeat, &finished, &updated, &r.Version); err != nil {
 		return r, fmt.Errorf("scan run: %w", err)
 	}
@@ -236,6 +255,7 @@ func scanRun(rows *store.Rows, i int) (Run, error) {
 		r.BranchAhead = &n
 	}
 	r.Usage.CostUSD = fromMicros(cost)
+	r.Model = r.model()
 	r.CreatedAt, r.UpdatedAt = store.Time(created), store.Time(updated)
 	r.StartedAt, r.HeartbeatAt, r.FinishedAt = store.OptionalTime(started), store.OptionalTime(heartbeat), store.OptionalTime(finished)
 	return r, nil

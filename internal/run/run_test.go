@@ -315,7 +315,7 @@ func TestInsertIsIdempotentPerStep(t *testing.T) {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		if got := strings.Join(keys, ","); got != "adapter,artifacts,blocking_question,cancel_requested,created_at,error,exit_status,flow_id,id,instructions,item,item_id,iteration,model,organization_id,outcome,project_id,report,runner_id,skills,stage,status,step,updated_at,usage,version" {
+		if got := strings.Join(keys, ","); got != "adapter,artifacts,blocking_question,cancel_requested,created_at,error,exit_status,flow_id,id,instructions,item,item_id,iteration,model,organization_id,outcome,project_id,report,runner_id,skills,stage,stage_model,status,step,updated_at,usage,version" {
 			t.Fatalf("run fields: %s", got)
 		}
 	})

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/ballet/ballet/internal/bounds"
 	"github.com/ballet/ballet/internal/runner/agent"
@@ -85,7 +87,8 @@ type ending struct {
 	usage *runproto.Usage
 	err   []string
 	ws    *workspace.Workspace
-	ahead *int // commits of the branch ahead of the default branch after the session (nil: not known)
+	ahead *int   // commits of the branch ahead of the default branch after the session (nil: not known)
+	model string // the model that served the session ("": not known)
 }
 
 func (e *ending) fail(format string, args ...any) {
@@ -310,6 +313,7 @@ func (s *session) ended(ctx context.Context, e *ending, res proc.Result, out age
 	}
 	u := bounded(out.Usage)
 	e.usage = &u
+	e.model = cutModel(out.Model)
 	clean := false // the CLI ended by itself without error
 	switch res.Reason {
 	case proc.Exited:
@@ -389,7 +393,7 @@ func endedWithOutcome(r runproto.Run) bool {
 // unreachable; ok is false when Core never took it.
 func (s *session) finish(life context.Context, e *ending) (runproto.Run, bool) {
 	r, l := s.r, s.lease
-	f := runproto.FinishIn{ExitStatus: &e.exit, Usage: e.usage, Error: errorText(e.err), BranchAhead: e.ahead}
+	f := runproto.FinishIn{ExitStatus: &e.exit, Usage: e.usage, Error: errorText(e.err), BranchAhead: e.ahead, Model: e.model}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(life))
 	defer cancel()
 	deadline := r.clock.Now().Add(r.timing.FinishFor)
@@ -442,6 +446,23 @@ func (s *session) told(u runproto.Usage) {
 	s.usageMu.Lock()
 	s.usage = bounded(u)
 	s.usageMu.Unlock()
+}
+
+// cutModel is a model's name as Core takes it: valid UTF-8 of at most
+// runproto.MaxModel bytes, without control characters ("" when nothing
+// is left: the name is then not known).
+func cutModel(m string) string {
+	m = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(m, ""))
+	for len(m) > runproto.MaxModel {
+		_, size := utf8.DecodeLastRuneInString(m)
+		m = m[:len(m)-size]
+	}
+	return m
 }
 
 // bounded is u within the figures Core takes (bounds.Tokens,

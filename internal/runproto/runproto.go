@@ -31,6 +31,7 @@ const (
 	MaxCapacity  = 64       // sessions a runner may announce
 	MaxProblem   = 1000     // characters of a runner's problem
 	MaxVersion   = 100      // characters of a runner's or an adapter's version
+	MaxModel     = 200      // bytes of the model a finish names
 )
 
 // Adapter is an agent CLI a runner can run, with its --version.
@@ -100,4 +101,8 @@ type FinishIn struct {
 	// nothing to review; absent: not known, as when the workspace could not
 	// be read).
 	BranchAhead *int `json:"branch_ahead,omitempty"`
+	// Model is the model that served the session, as its CLI's output
+	// named it (≤ MaxModel bytes; absent: not known, as when the session
+	// never reached the model).
+	Model string `json:"model,omitempty"`
 }

@@ -99,6 +99,11 @@ func (h *Runs) Routes() []*Route {
 		{Method: "GET", Path: "/api/v1/runs/{run}/log", Perm: access.TrackerRead,
 			Summary:  "Read a run's log from byte offset (query, default 0) on, at most 1 MiB: data, next_offset, truncated, finished",
 			Response: run.LogPage{}, Handle: h.readLog},
+		{Method: "GET", Path: "/api/v1/runs/{run}/transcript", Perm: access.TrackerRead,
+			Summary: "A run's session as a transcript, parsed from its log by its adapter's format: entries of kind text, tool_call (tool, input " +
+				"cut at 2 KiB), tool_result (a summary cut at 1 KiB), question, report and usage, each with its time; at most 2,000 entries and " +
+				"2 MiB of text (truncated: more followed)",
+			Response: run.TranscriptPage{}, Handle: h.transcript},
 		{Method: "POST", Path: "/api/v1/runs/{run}/usage", Perm: run.PermRunner,
 			Summary: "Report the session's usage so far (the runner token whose runner leased the run): a running total, counted whatever the run's status " +
 				"(per figure the larger of the recorded and the reported; event run.usage_recorded when it grows)",
@@ -350,6 +355,15 @@ func (h *Runs) readLog(r *Request) (any, error) {
 		return nil, err
 	}
 	return h.S.ReadLog(r.Context(), rn, offset)
+}
+
+func (h *Runs) transcript(r *Request) (any, error) {
+	id := r.PathValue("run")
+	rn, err := h.S.Get(r.Context(), id)
+	if err := r.Visible("run", id, err, rn.OrganizationID, rn.ProjectID); err != nil {
+		return nil, err
+	}
+	return h.S.Transcript(r.Context(), rn)
 }
 
 func (h *Runs) finish(r *Request) (any, error) {

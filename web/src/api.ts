@@ -221,6 +221,7 @@ export interface Run {
   iteration: number;
   adapter: string;
   model: string;
+  stage_model: string;
   status: string;
   outcome: string;
   report: string;
@@ -229,6 +230,29 @@ export interface Run {
   created_at: string;
   started_at?: string;
   finished_at?: string;
+}
+
+// TranscriptEntry is one step of a session (GET /runs/{run}/transcript).
+export interface TranscriptEntry {
+  kind: "text" | "tool_call" | "tool_result" | "question" | "report" | "usage";
+  time: string | null;
+  text?: string;
+  tool?: string;
+  id?: string;
+  input?: string;
+  is_error?: boolean;
+  outcome?: string;
+  blocking?: boolean;
+  model?: string;
+  usage?: Usage;
+  cut?: boolean;
+}
+
+export interface Transcript {
+  entries: TranscriptEntry[];
+  truncated: boolean;
+  log_truncated: boolean;
+  finished: boolean;
 }
 
 export interface LogChunk {
@@ -366,6 +390,8 @@ export const tickets = {
   removeBlocker: (key: string, blocker: string) => del<void>(itemPath(key) + "/blockers/" + enc(blocker)),
   ask: (key: string, text: string, blocking: boolean) => post<Question>(itemPath(key) + "/questions", { text, blocking }),
   answer: (question: string, answer: string) => post<Question>(`/api/v1/questions/${enc(question)}/answer`, { answer }),
+  transcript: (run: string) => get<Transcript>(`/api/v1/runs/${enc(run)}/transcript`),
+  budget: (key: string) => get<Amount & { ticket: string }>(itemPath(key) + "/budget"),
   log: (run: string, offset: number) => get<LogChunk>(`/api/v1/runs/${enc(run)}/log?offset=${offset}`),
   subscription: (key: string) => get<Subscription>(itemPath(key) + "/subscription"),
   subscribe: (key: string, on: boolean) =>

@@ -82,6 +82,12 @@ func TestClaudeOutput(t *testing.T) {
 				t.Error("no session id")
 			}
 			got.SessionID = ""
+			// The model that served: the one the fake model named in its
+			// answers (or, before any answer, the one the init line named).
+			if got.Model != "claude-sonnet-4-5" {
+				t.Errorf("model %q, want claude-sonnet-4-5", got.Model)
+			}
+			got.Model = ""
 			if !sameUsage(got.Usage, c.want.Usage) {
 				t.Errorf("usage %+v, want %+v", got.Usage, c.want.Usage)
 			}
@@ -132,6 +138,7 @@ func TestOpenCodeOutput(t *testing.T) {
 				t.Error("no session id")
 			}
 			got.SessionID = ""
+			got.Model = "" // the one opencode was told to use (its output names none)
 			if !sameUsage(got.Usage, c.want.Usage) {
 				t.Errorf("usage %+v, want %+v", got.Usage, c.want.Usage)
 			}

@@ -75,6 +75,10 @@ type Result struct {
 	// Denied counts tool calls the CLI refused (claude-code's
 	// permission_denials).
 	Denied int
+	// Model is the model that served the session: the one the model API
+	// named in its answers (claude-code), else the one the CLI was told
+	// or said it uses ("" when none is known).
+	Model string
 }
 
 // Report is a submit_report call.
@@ -106,6 +110,9 @@ type claudeOutput struct {
 	// model is the model the session was told to use, then the one its
 	// init line names: what prices the usage the CLI did not.
 	model string
+	// served is the model the model API named in its answers (not
+	// claude-code's own "<synthetic>" messages).
+	servedBy string
 }
 
 type claudeLine struct {
@@ -119,6 +126,7 @@ type claudeLine struct {
 	} `json:"mcp_servers"`
 	Message struct {
 		ID      string          `json:"id"`
+		Model   string          `json:"model"`
 		Content json.RawMessage `json:"content"`
 		Usage   *claudeUsage    `json:"usage"`
 	} `json:"message"`
@@ -203,6 +211,9 @@ func (o *claudeOutput) Line(b []byte, truncated bool) Event {
 		return Event{Quiet: true}
 	case "assistant":
 		o.turn(l.Message.ID, l.Message.Usage)
+		if m := l.Message.Model; m != "" && m != "<synthetic>" {
+			o.servedBy = m
+		}
 		for _, blk := range blocks(l.Message.Content) {
 			if blk.Type == "tool_use" && blk.Name == claudeReportTool {
 				var r Report
@@ -260,6 +271,7 @@ func (o *claudeOutput) turn(id string, u *claudeUsage) {
 // it used.
 func (o *claudeOutput) Result() Result {
 	r := o.res
+	r.Model = or(o.servedBy, o.model)
 	if !r.Final {
 		r.Usage = runproto.Usage{}
 		for _, t := range o.turns {
@@ -369,6 +381,7 @@ func (o *opencodeOutput) Line(b []byte, truncated bool) Event {
 // only after its tool calls ran).
 func (o *opencodeOutput) Result() Result {
 	r := o.res
+	r.Model = o.model
 	r.Usage = o.floor(r.Usage, func(u runproto.Usage) float64 { return o.cost(0, u) })
 	return r
 }

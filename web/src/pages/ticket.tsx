@@ -1,12 +1,13 @@
 // Ticket: what it asks, where its flow is, its questions, its runs (with a
-// run's live log) and its history, live through the item:KEY stream.
+// run's session and live log: runs/runs.tsx) and its history, live through the item:KEY stream.
 import { Fragment } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { enc, listEvents, permissions, tickets, type BalletEvent, type Flow, type Item, type Question, type Run, type Subscription } from "../api";
 import { useAction, useDebounced, useLoad } from "../load";
 import { subscribe } from "../realtime";
+import { Report, Runs } from "../runs/runs";
 import { Timeline } from "../timeline";
-import { Ago, Alert, Badge, Disclosure, duration, epicStates, permissionsOrNone, stateNames, ticketMoves, useConfirm, usd } from "../ui";
+import { Ago, Alert, Badge, Disclosure, epicStates, permissionsOrNone, stateNames, ticketMoves, useConfirm } from "../ui";
 
 interface Details {
   item: Item;
@@ -63,7 +64,7 @@ export default function Page({ item: key }: Record<string, string>) {
           <Body item={d.item} canWrite={canWrite} onChange={details.reload} />
           <FlowSection d={d} canWrite={canWrite} onChange={details.reload} />
           <Questions item={d.item.key} questions={d.questions} canWrite={canWrite} onChange={details.reload} />
-          <Runs runs={d.runs} />
+          <Runs item={d.item.key} runs={d.runs} />
         </>
       )}
       <section aria-labelledby="timeline-h">
@@ -306,9 +307,10 @@ function FlowSection({ d, canWrite, onChange }: { d: Details; canWrite: boolean;
         ))}
       </ol>
       {f.report && (
-        <p class="text">
-          Last report{f.outcome ? ` (${f.outcome})` : ""}: {f.report}
-        </p>
+        <>
+          <h3>Last report{f.outcome ? ` (${f.outcome})` : ""}</h3>
+          <Report src={f.report} label="Last report" />
+        </>
       )}
       {waitsApproval && f.nothing_to_approve && (
         <p class="text" data-testid="nothing-to-approve">
@@ -420,124 +422,5 @@ function QuestionView({ q, canWrite, onChange }: { q: Question; canWrite: boolea
         <p class="muted">Not answered yet.</p>
       )}
     </li>
-  );
-}
-
-function Runs({ runs }: { runs: Run[] }) {
-  const [selected, setSelected] = useState(() => (location.hash.startsWith("#run-") ? location.hash.slice(5) : ""));
-  useEffect(() => {
-    const l = () => setSelected(location.hash.startsWith("#run-") ? location.hash.slice(5) : "");
-    addEventListener("hashchange", l);
-    return () => removeEventListener("hashchange", l);
-  }, []);
-  const choose = (id: string) => (e: Event) => {
-    e.preventDefault();
-    e.stopPropagation();
-    history.replaceState(null, "", `#run-${id}`);
-    setSelected(id);
-  };
-  const run = runs.find((r) => r.id === selected);
-  return (
-    <section id="runs" aria-labelledby="runs-h">
-      <h2 id="runs-h">Runs</h2>
-      {!runs.length ? (
-        <p class="muted">No runs yet.</p>
-      ) : (
-        <div class="scroll">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Stage</th>
-                <th scope="col">Adapter</th>
-                <th scope="col">Model</th>
-                <th scope="col">Status</th>
-                <th scope="col">Tokens in / out</th>
-                <th scope="col">Cost</th>
-                <th scope="col">Duration</th>
-                <th scope="col">Log</th>
-              </tr>
-            </thead>
-            <tbody>
-              {runs.map((r) => (
-                <tr key={r.id} data-testid="run" data-run={r.id} class={r.id === selected ? "current" : ""}>
-                  <td>
-                    {r.stage} <span class="muted">#{r.iteration}</span>
-                  </td>
-                  <td>{r.adapter}</td>
-                  <td>{r.model || "—"}</td>
-                  <td>
-                    {r.status}
-                    {r.outcome ? ` (${r.outcome})` : ""}
-                  </td>
-                  <td>
-                    {r.usage.input_tokens} / {r.usage.output_tokens}
-                  </td>
-                  <td>{usd(r.usage.cost_usd)}</td>
-                  <td>{duration(r.started_at, r.finished_at)}</td>
-                  <td>
-                    <a href={`#run-${r.id}`} onClick={choose(r.id)} aria-label={`Log of the ${r.stage} run ${r.id}`}>
-                      Log
-                    </a>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
-      {run && <RunLog run={run} />}
-    </section>
-  );
-}
-
-// RunLog reads a run's log from offset 0 and keeps reading while the run goes on.
-function RunLog({ run }: { run: Run }) {
-  const [text, setText] = useState("");
-  const [state, setState] = useState({ truncated: false, finished: false });
-  const [error, setError] = useState("");
-  const pre = useRef<HTMLPreElement>(null);
-  useEffect(() => {
-    let offset = 0;
-    let stop = false;
-    let timer: number | undefined;
-    setText("");
-    setError("");
-    const read = async () => {
-      try {
-        const c = await tickets.log(run.id, offset);
-        if (stop) return;
-        const grew = c.next_offset > offset;
-        offset = c.next_offset;
-        if (c.data) setText((t) => t + c.data);
-        setState({ truncated: c.truncated, finished: c.finished });
-        if (grew) timer = window.setTimeout(read, 0); // more may be waiting (1 MiB per read)
-        else if (!c.finished) timer = window.setTimeout(read, 1000);
-      } catch (e) {
-        if (!stop) setError((e as Error).message);
-      }
-    };
-    void read();
-    return () => {
-      stop = true;
-      clearTimeout(timer);
-    };
-  }, [run.id]);
-  useEffect(() => {
-    const p = pre.current;
-    if (p) p.scrollTop = p.scrollHeight;
-  }, [text]);
-  return (
-    <section class="log" aria-label={`Log of run ${run.id}`}>
-      <h3>
-        Log of {run.stage} (run {run.id}) {state.finished ? "" : <span class="muted">· live</span>}
-      </h3>
-      {run.error && <p class="text">Error: {run.error}</p>}
-      {run.report && <p class="text">Report: {run.report}</p>}
-      <Alert error={error} />
-      <pre ref={pre} tabIndex={0} data-testid="run-log">
-        {text || (state.finished ? "(empty)" : "waiting for output…")}
-      </pre>
-      {state.truncated && <p class="muted">The log reached its limit: what followed was dropped.</p>}
-    </section>
   );
 }
