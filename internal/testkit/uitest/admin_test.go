@@ -210,4 +210,18 @@ func TestAdministration(t *testing.T) {
 		t.Errorf("the saved settings: %+v", set)
 	}
 	p.Check("notification-settings")
+
+	// Start now says why a ready ticket would not start: its open blocker,
+	// the paused project.
+	w.Admin(201, "POST", "/api/v1/projects/UMB/items", map[string]any{"type": "task", "title": "First this"})
+	w.Admin(201, "POST", "/api/v1/projects/UMB/items", map[string]any{"type": "task", "title": "Then this"})
+	w.Admin(201, "POST", "/api/v1/items/UMB-2/blockers/UMB-1", nil)
+	w.Admin(200, "PATCH", "/api/v1/items/UMB-2", map[string]any{"version": 1, "state": "ready"})
+	var v struct{ Version int64 }
+	w.Admin(200, "GET", "/api/v1/projects/UMB", nil).JSON(t, &v)
+	w.Admin(200, "PATCH", "/api/v1/projects/UMB", map[string]any{"version": v.Version, "paused": true})
+	p.Open("/items/UMB-2")
+	p.WaitText(`[data-testid="start-hints"]`, "Blocked by UMB-1 (backlog)")
+	p.WaitText(`[data-testid="start-hints"]`, "UMB is paused")
+	p.Check("start-hints")
 }

@@ -1,5 +1,6 @@
 // Ticket: what it asks, where its flow is, its questions, its runs (with a
 // run's live log) and its history, live through the item:KEY stream.
+import { StartHints } from "./starthints";
 import { Fragment } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { enc, listEvents, permissions, tickets, type BalletEvent, type Flow, type Item, type Question, type Run, type Subscription } from "../api";
@@ -169,6 +170,7 @@ function Header({ d, canWrite, onChange }: { d: Details; canWrite: boolean; onCh
           )}
         </div>
       )}
+      {it.state === "ready" && it.type !== "epic" && <StartHints item={it} />}
       <p class="row">
         <button type="button" disabled={busy} aria-pressed={subscribed} data-testid="subscribe" onClick={toggle}>
           {subscribed ? "Unsubscribe" : "Subscribe"}
