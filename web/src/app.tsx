@@ -6,7 +6,7 @@ import { followInbox, useUnread } from "./inbox";
 import { loading } from "./load";
 import { match, navigate, onLinkClick, useLocation } from "./router";
 import { checkSession, signOut, useSession } from "./session";
-import { ProjectNav } from "./ui";
+import { ProjectNav, projectTabs } from "./ui";
 
 type Page = ComponentType<Record<string, string>>;
 
@@ -26,14 +26,20 @@ const routes: [string, Page | null][] = [
   ["/needs-me", lazy(() => import("./pages/needsme"))],
   ["/notifications", lazy(() => import("./pages/notifications"))],
   ["/orgs", lazy(() => import("./pages/orgs"))],
+  ["/orgs/new", lazy(() => import("./admin/orgnew"))],
+  ["/orgs/:org/settings", lazy(() => import("./admin/org"))],
   ["/orgs/:org/knowledge", knowledgePage],
   ["/orgs/:org/knowledge/:space", knowledgePage],
   ["/orgs/:org/knowledge/:space/:slug", knowledgePage],
   ["/projects/:project", lazy(() => import("./pages/board"))],
   ["/projects/:project/pipelines", lazy(() => import("./pipelines/page"))],
   ["/projects/:project/settings", lazy(() => import("./pages/settings"))],
+  ["/projects/:project/members", lazy(() => import("./admin/projectmembers"))],
+  ["/projects/:project/webhooks", lazy(() => import("./admin/projectwebhooks"))],
   ["/items/:item", lazy(() => import("./pages/ticket"))],
   ["/platform", lazy(() => import("./pages/platform"))],
+  ["/me/notifications", lazy(() => import("./admin/notifysettings"))],
+  ["/me/tokens", lazy(() => import("./admin/tokens"))],
 ];
 
 function NotFound() {
@@ -128,7 +134,7 @@ export function App() {
   if (!signin && !session) page = <p>Loading…</p>;
   // A project's pages (board, pipelines, settings) share their tabs.
   const project = match("/projects/:project", path) ?? match("/projects/:project/:tab", path);
-  const tab = path.endsWith("/pipelines") ? "pipelines" : path.endsWith("/settings") ? "settings" : "board";
+  const tab = projectTabs.find((t) => path.endsWith("/" + t)) ?? "board";
 
   return (
     <div class="shell" onClick={onLinkClick}>
@@ -154,6 +160,11 @@ export function App() {
                 <li>
                   <a href="/orgs" aria-current={path === "/orgs" ? "page" : undefined}>
                     Projects
+                  </a>
+                </li>
+                <li>
+                  <a href="/me/notifications" aria-current={path.startsWith("/me/") ? "page" : undefined}>
+                    Account
                   </a>
                 </li>
                 {session.platform_admin && (

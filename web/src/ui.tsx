@@ -93,13 +93,19 @@ export const ticketMoves: Record<string, string[]> = {
 };
 export const epicStates = ["backlog", "ready", "in_progress", "done", "cancelled"];
 
+// projectTabs are a project's pages after its board, by their last segment.
+export const projectTabs = ["pipelines", "settings", "members", "webhooks"] as const;
+type ProjectTab = "board" | (typeof projectTabs)[number];
+
 // ProjectNav links a project's pages.
-export function ProjectNav({ project, current }: { project: string; current: "board" | "pipelines" | "settings" }) {
+export function ProjectNav({ project, current }: { project: string; current: ProjectTab }) {
   const base = `/projects/${encodeURIComponent(project)}`;
-  const links: [typeof current, string, string][] = [
+  const links: [ProjectTab, string, string][] = [
     ["board", base, "Board"],
     ["pipelines", base + "/pipelines", "Pipelines"],
     ["settings", base + "/settings", "Settings"],
+    ["members", base + "/members", "Members"],
+    ["webhooks", base + "/webhooks", "Webhooks"],
   ];
   return (
     <nav aria-label={`Project ${project}`} class="tabs">

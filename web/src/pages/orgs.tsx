@@ -1,6 +1,7 @@
 // Organizations and their projects, each project with its pages.
 import { enc, get, type Organization, type Project } from "../api";
 import { useLoad } from "../load";
+import { useSession } from "../session";
 import { Alert, Badge } from "../ui";
 
 interface OrgProjects {
@@ -10,6 +11,7 @@ interface OrgProjects {
 }
 
 export default function Page() {
+  const session = useSession();
   const { data, error } = useLoad(async () => {
     const { organizations } = await get<{ organizations: Organization[] }>("/api/v1/orgs");
     return Promise.all(
@@ -28,13 +30,27 @@ export default function Page() {
     <section>
       <h1>Organizations and projects</h1>
       <Alert error={error} />
-      {data && !data.length && <p>You belong to no organization yet. A platform admin creates them (POST /api/v1/orgs).</p>}
+      {session?.platform_admin && (
+        <p>
+          <a href="/orgs/new" class="button">
+            New organization
+          </a>
+        </p>
+      )}
+      {data && !data.length && (
+        <p>
+          You belong to no organization yet.{" "}
+          {session?.platform_admin ? "Create the first one with New organization." : "Ask an organization's admin to add you as a member."}
+        </p>
+      )}
       {data?.map(({ org, projects, error }) => (
         <section key={org.id} class="org" aria-labelledby={`org-${org.slug}`}>
           <h2 id={`org-${org.slug}`}>
             {org.name} <span class="muted">({org.slug})</span>
           </h2>
-          <p>
+          <p class="links">
+            <a href={`/orgs/${enc(org.slug)}/settings`}>Projects, members and webhooks of {org.name}</a>
+            {" · "}
             <a href={`/orgs/${enc(org.slug)}/knowledge`}>Knowledge of {org.name}</a>
           </p>
           <Alert error={error} />

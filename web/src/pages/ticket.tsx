@@ -1,5 +1,6 @@
 // Ticket: what it asks, where its flow is, its questions, its runs (with a
 // run's session and live log: runs/runs.tsx) and its history, live through the item:KEY stream.
+import { StartHints } from "./starthints";
 import { Fragment } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { enc, listEvents, permissions, tickets, type BalletEvent, type Flow, type Item, type Question, type Run, type Subscription } from "../api";
@@ -170,6 +171,7 @@ function Header({ d, canWrite, onChange }: { d: Details; canWrite: boolean; onCh
           )}
         </div>
       )}
+      {it.state === "ready" && it.type !== "epic" && <StartHints item={it} />}
       <p class="row">
         <button type="button" disabled={busy} aria-pressed={subscribed} data-testid="subscribe" onClick={toggle}>
           {subscribed ? "Unsubscribe" : "Subscribe"}
