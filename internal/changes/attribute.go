@@ -20,15 +20,15 @@ const (
 // runner made for this ticket (pure). A commit's trailers are only a
 // claim — anyone can write them — so they count only when they name a run
 // of this ticket, recorded by Core, at that stage.
-func attribute(commits []forge.Commit, ticket string, runs []run.Run) []Commit {
+func attribute(commits []forge.Commit, ticket string, runs []run.Run) []BranchCommit {
 	stageOf := make(map[string]string, len(runs))
 	for _, r := range runs {
 		stageOf[r.ID] = r.Stage
 	}
-	out := make([]Commit, 0, len(commits))
+	out := make([]BranchCommit, 0, len(commits))
 	for _, c := range commits {
 		title, _, _ := strings.Cut(c.Message, "\n")
-		v := Commit{SHA: c.SHA, Title: strings.TrimRight(title, "\r"), Author: c.Author, Time: c.Time.UTC().Format(time.RFC3339)}
+		v := BranchCommit{SHA: c.SHA, Title: strings.TrimRight(title, "\r"), Author: c.Author, Time: c.Time.UTC().Format(time.RFC3339)}
 		t := trailers(c.Message)
 		if stage, ok := stageOf[t[TrailerRun]]; ok && t[TrailerTicket] == ticket && t[TrailerStage] == stage {
 			v.Stage, v.Run = stage, t[TrailerRun]
@@ -58,13 +58,13 @@ func trailers(msg string) map[string]string {
 }
 
 // pullRequest renders a forge's pull request.
-func pullRequest(p forge.PullView) *PullRequest {
-	out := &PullRequest{Number: p.Number, URL: p.URL, State: p.State, Mergeable: p.Mergeable, Checks: []Check{}, Reviews: []Review{}}
+func pullRequest(p forge.PullView) *BranchPull {
+	out := &BranchPull{Number: p.Number, URL: p.URL, State: p.State, Mergeable: p.Mergeable, Checks: []BranchCheck{}, Reviews: []BranchReview{}}
 	for _, c := range p.Checks {
-		out.Checks = append(out.Checks, Check{Name: c.Name, State: c.State, URL: c.URL})
+		out.Checks = append(out.Checks, BranchCheck{Name: c.Name, State: c.State, URL: c.URL})
 	}
 	for _, r := range p.Reviews {
-		out.Reviews = append(out.Reviews, Review{Reviewer: r.Reviewer, State: r.State, Stale: r.Stale, URL: r.URL})
+		out.Reviews = append(out.Reviews, BranchReview{Reviewer: r.Reviewer, State: r.State, Stale: r.Stale, URL: r.URL})
 	}
 	return out
 }

@@ -96,19 +96,19 @@ type Changes struct {
 	Head string `json:"head"`
 	// Ahead counts the commits the branch has that its base has not (also
 	// those past MaxCommits); 0: nothing to approve.
-	Ahead            int      `json:"ahead"`
-	Commits          []Commit `json:"commits"`           // newest first
-	CommitsTruncated bool     `json:"commits_truncated"` // more than MaxCommits: the oldest are left out
-	Files            []File   `json:"files"`
-	FilesTruncated   bool     `json:"files_truncated"` // more files than listed
+	Ahead            int            `json:"ahead"`
+	Commits          []BranchCommit `json:"commits"`           // newest first
+	CommitsTruncated bool           `json:"commits_truncated"` // more than MaxCommits: the oldest are left out
+	Files            []ChangedFile  `json:"files"`
+	FilesTruncated   bool           `json:"files_truncated"` // more files than listed
 	// Note says in words what was left out, when something was ("": the
 	// answer is whole).
-	Note        string       `json:"note,omitempty"`
-	PullRequest *PullRequest `json:"pull_request,omitempty"` // omitted when there is none
+	Note        string      `json:"note,omitempty"`
+	PullRequest *BranchPull `json:"pull_request,omitempty"` // omitted when there is none
 }
 
-// Commit is one commit of the branch.
-type Commit struct {
+// BranchCommit is one commit of the branch.
+type BranchCommit struct {
 	SHA    string `json:"sha"`
 	Title  string `json:"title"` // the message's first line, as written
 	Author string `json:"author"`
@@ -119,8 +119,8 @@ type Commit struct {
 	Run   string `json:"run,omitempty"`
 }
 
-// File is one file the branch changes, from the merge base to the head.
-type File struct {
+// ChangedFile is one file the branch changes, from the merge base to the head.
+type ChangedFile struct {
 	Path         string `json:"path"`
 	PreviousPath string `json:"previous_path,omitempty"` // renamed or copied from
 	Status       string `json:"status"`
@@ -135,26 +135,26 @@ type File struct {
 	Truncated bool `json:"truncated"`
 }
 
-// PullRequest is the branch's pull request.
-type PullRequest struct {
+// BranchPull is the branch's pull request.
+type BranchPull struct {
 	Number int    `json:"number"`
 	URL    string `json:"url"`
 	State  string `json:"state"`
 	// Mergeable is null while the forge computes it, false for a conflict.
-	Mergeable *bool    `json:"mergeable"`
-	Checks    []Check  `json:"checks"`
-	Reviews   []Review `json:"reviews"`
+	Mergeable *bool          `json:"mergeable"`
+	Checks    []BranchCheck  `json:"checks"`
+	Reviews   []BranchReview `json:"reviews"`
 }
 
-// Check is one status or check run of the head commit.
-type Check struct {
+// BranchCheck is one status or check run of the head commit.
+type BranchCheck struct {
 	Name  string `json:"name"`
 	State string `json:"state"`
 	URL   string `json:"url,omitempty"`
 }
 
-// Review is the latest review of one reviewer.
-type Review struct {
+// BranchReview is the latest review of one reviewer.
+type BranchReview struct {
 	Reviewer string `json:"reviewer"`
 	State    string `json:"state"`
 	// Stale: given on an earlier head commit, before the code pushed since.
@@ -217,7 +217,7 @@ func (s *Service) Changes(ctx context.Context, it tracker.Item) (Changes, error)
 	if err != nil {
 		return Changes{}, unavailable(it.Key, err)
 	}
-	out := Changes{Branch: t.branch, Base: h.Base, BaseSHA: h.BaseSHA, Head: h.HeadSHA, Commits: []Commit{}, Files: []File{}}
+	out := Changes{Branch: t.branch, Base: h.Base, BaseSHA: h.BaseSHA, Head: h.HeadSHA, Commits: []BranchCommit{}, Files: []ChangedFile{}}
 	if h.HeadSHA == "" {
 		return out, nil
 	}
@@ -263,7 +263,7 @@ type compared struct {
 	ahead      int
 	commits    []forge.Commit
 	commitsCut bool
-	files      []File
+	files      []ChangedFile
 	filesCut   bool
 	note       string
 	size       int // bytes, about: the cache's measure
@@ -271,7 +271,7 @@ type compared struct {
 
 // bound applies the answer's bounds to what a forge compared (pure).
 func bound(c forge.Comparison) compared {
-	out := compared{ahead: c.TotalCommits, commits: c.Commits, filesCut: c.FilesCut, files: []File{}}
+	out := compared{ahead: c.TotalCommits, commits: c.Commits, filesCut: c.FilesCut, files: []ChangedFile{}}
 	if len(out.commits) > MaxCommits {
 		out.commits = out.commits[:MaxCommits]
 	}
@@ -281,7 +281,7 @@ func bound(c forge.Comparison) compared {
 	}
 	budget, cut := MaxPatchBytes, 0
 	for _, f := range c.Files {
-		v := File{Path: f.Path, PreviousPath: f.PreviousPath, Status: f.Status, Additions: f.Additions, Deletions: f.Deletions,
+		v := ChangedFile{Path: f.Path, PreviousPath: f.PreviousPath, Status: f.Status, Additions: f.Additions, Deletions: f.Deletions,
 			Binary: f.Binary, Patch: f.Patch, Truncated: f.PatchCut}
 		if len(v.Patch) > MaxFilePatch {
 			v.Patch, v.Truncated = cutAtLine(v.Patch, MaxFilePatch), true
