@@ -157,10 +157,10 @@ func TestBoundLeavesOutPatchesPastTheBudget(t *testing.T) {
 
 func TestTrailers(t *testing.T) {
 	for msg, want := range map[string]string{
-		"subject only: Ballet-Run: x":                   "",
-		"s\n\nBallet-Run: r1\nBallet-Stage: a":          "r1",
+		"subject only: Ballet-Run: x":                    "",
+		"s\n\nBallet-Run: r1\nBallet-Stage: a":           "r1",
 		"s\n\nBallet-Run: r1\n\nnot trailers at the end": "",
-		"s\n\nBallet-Run: r1\nfree text line":           "",
+		"s\n\nBallet-Run: r1\nfree text line":            "",
 	} {
 		if got := trailers(msg)[TrailerRun]; got != want {
 			t.Errorf("%q: %q, want %q", msg, got, want)
