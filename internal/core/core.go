@@ -9,6 +9,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/changes"
 	"log/slog"
 	"net"
 	"net/http"
@@ -77,6 +79,7 @@ type Core struct {
 	Pipelines  *versions.Service
 	API        *server.API
 	Flows      *flow.Service
+	Changes    *changes.Service // a ticket's branch against its base (GET /items/{item}/changes)
 	Scheduler  *schedule.Scheduler
 	Reconciler *reconcile.Reconciler
 	// Notifier turns the events that need a person into notifications
@@ -230,9 +233,12 @@ func New(o Options) (*Core, error) {
 		Log: log.With("component", "runs"), OnFinish: flow.OnRunFinished, Sessions: sessions})
 	tokens := auth.NewTokenService(st, c.Applier, clk, res)
 
-	// The flow engine, its job handlers and its metrics.
+	// The flow engine, its job handlers and its metrics; the forges it
+	// merges on are those a ticket's changes are read from.
+	forges := NewForges(filepath.Join(filepath.Dir(cfg.Storage.Path), "git-cache"), clk, secrets)
+	c.Changes = &changes.Service{Projects: c.Tenancy, Runs: c.Runs, Sources: forges.Source, Cache: changes.NewCache(changes.DefaultCacheBytes)}
 	c.Flows = &flow.Service{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "flow"),
-		Tenancy: c.Tenancy, Tracker: c.Tracker, Pipelines: c.Pipelines, Runs: c.Runs, Forges: Forges(filepath.Join(filepath.Dir(cfg.Storage.Path), "git-cache"), clk, secrets),
+		Tenancy: c.Tenancy, Tracker: c.Tracker, Pipelines: c.Pipelines, Runs: c.Runs, Forges: forges.Forge,
 		Budget: &budget.Service{Store: st, Clock: clk, Location: loc}, UnclaimedAfter: cfg.Runs.UnclaimedAfter.Duration,
 		RunnerGrace: cfg.Runs.Grace.Duration, Knowledge: c.Knowledge, KnowledgeWait: cfg.Knowledge.Wait.Duration}
 	if gitforge.TestBuild {
@@ -337,7 +343,8 @@ func New(o Options) (*Core, error) {
 	c.API.Add((&server.Skills{S: c.Skills}).Routes()...)
 	c.API.Add((&server.Runs{S: c.Runs, Skills: c.Skills, Orgs: c.Tenancy}).Routes()...)
 	c.API.Add((&mcp.Tools{Runs: c.Runs, Tickets: c.Tracker, Orgs: c.Tenancy, Knowledge: c.Knowledge, Log: log.With("component", "mcp")}).Routes()...)
-	c.API.Add((&server.Flows{F: c.Flows}).Routes()...)
+	c.API.Add((&server.Flows{F: c.Flows, Head: c.Changes.Head}).Routes()...)
+	c.API.Add((&server.Changes{S: c.Changes}).Routes()...)
 	c.API.Add((&server.Hooks{Projects: c.Tenancy, MergeChecks: c.Flows.MergeChecks, Wake: c.Jobs.Wake, Secrets: secrets,
 		Log: log.With("component", "hooks"), Deliveries: server.NewHookMetrics(reg)}).Routes()...)
 	c.API.Add((&server.Notifications{Inbox: &notify.Inbox{Store: st, Applier: c.Applier, Clock: clk}, Settings: c.NotifySettings}).Routes()...)
@@ -421,17 +428,42 @@ func secretPolicy(cfg config.Config, bootstrap, serviceToken string, environ []s
 // repository.credentials_ref through the platform's policy (secrets) at
 // every call, so a rotated secret is used at once.
 func Forges(gitCache string, clk clock.Clock, secrets forge.Secrets) flow.Forges {
-	byKind := map[string]forge.Forge{
+	return NewForges(gitCache, clk, secrets).Forge
+}
+
+// ForgeSet is one forge of each repository kind, for the flow engine
+// (Forge) and for reading a ticket's changes (Source): the same clients,
+// so that a plain-git mirror has one lock.
+type ForgeSet map[string]forge.Forge
+
+// NewForges builds the forges (see Forges).
+func NewForges(gitCache string, clk clock.Clock, secrets forge.Secrets) ForgeSet {
+	return ForgeSet{
 		forge.KindGit:    gitforge.ForBuild(gitCache),
 		forge.KindGitea:  gitea.New(gitea.Options{Clock: clk, Secrets: secrets}),
 		forge.KindGitHub: github.New(github.Options{Clock: clk, Secrets: secrets}),
 	}
-	return func(kind string) (forge.Forge, error) {
-		if f, ok := byKind[kind]; ok {
-			return f, nil
-		}
-		return nil, fmt.Errorf("the forge %q is not git, gitea or github", kind)
+}
+
+// Forge is the forge of a repository kind.
+func (s ForgeSet) Forge(kind string) (forge.Forge, error) {
+	if f, ok := s[kind]; ok {
+		return f, nil
 	}
+	return nil, fmt.Errorf("the forge %q is not git, gitea or github", kind)
+}
+
+// Source is the forge of a repository kind as a ticket's changes read it.
+func (s ForgeSet) Source(kind string) (changes.Source, error) {
+	f, err := s.Forge(kind)
+	if err != nil {
+		return nil, err
+	}
+	src, ok := f.(changes.Source)
+	if !ok {
+		return nil, apperr.New(apperr.Unavailable, "the changes of a %s repository cannot be read by this Ballet", kind)
+	}
+	return src, nil
 }
 
 // instanceID names this process in job claims and the leader lease: host,

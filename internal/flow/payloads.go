@@ -68,6 +68,9 @@ type StageFinished struct {
 	Reason        string `json:"reason"`
 	Next          string `json:"next,omitempty"`           // the next stage (flow.stage_finished)
 	NextIteration int    `json:"next_iteration,omitempty"` // its iteration
+	// Head is the head commit of the ticket's branch that the person who
+	// approved or rejected a human stage saw (omitted: none was named).
+	Head string `json:"head,omitempty"`
 }
 
 // FlowDone is the payload of flow.done: the last stage's outcome.

@@ -102,13 +102,19 @@ func (s *Service) CancelRun(ctx context.Context, t *transition.Transition, f Flo
 // who decided a human stage); the ticket's moves and questions are the
 // system's.
 func (s *Service) advance(ctx context.Context, actor event.Actor, f Flow, it tracker.Item, outcome, report string, now time.Time) (*transition.Transition, error) {
+	return s.advanceSeen(ctx, actor, f, it, outcome, report, "", now)
+}
+
+// advanceSeen is advance recording head, the branch head a person saw
+// when they decided a human stage ("": none named).
+func (s *Service) advanceSeen(ctx context.Context, actor event.Actor, f Flow, it tracker.Item, outcome, report, head string, now time.Time) (*transition.Transition, error) {
 	m, err := Advance(f.Definition, f.Stage, f.Iteration, outcome)
 	if err != nil {
 		return nil, job.Permanent(err)
 	}
 	next := f
 	next.Outcome, next.Report, next.OutcomeStage, next.RunID = outcome, report, f.Stage, ""
-	finished := &StageFinished{Outcome: outcome, Report: report, Reason: m.Reason}
+	finished := &StageFinished{Outcome: outcome, Report: report, Reason: m.Reason, Head: head}
 	switch m.Kind {
 	case MoveNext:
 		next.Stage, next.Iteration, next.Step = m.Stage, m.Iteration, f.Step+1

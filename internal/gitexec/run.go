@@ -44,6 +44,11 @@ type Cmd struct {
 	// token in its forms). URLs among Args have their user information
 	// removed without being listed here.
 	Secrets []string
+	// MaxStdout, when above 0, keeps only the first MaxStdout bytes of
+	// stdout: the rest is read and dropped, and the command still succeeds
+	// (a diff too large to keep whole). The caller tells a cut output by
+	// its length.
+	MaxStdout int
 }
 
 // Error is a git command that ran and failed, or did not run.
@@ -94,6 +99,9 @@ func (r Runner) Run(ctx context.Context, c Cmd) (string, error) {
 	cmd.WaitDelay = 2 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
+	if c.MaxStdout > 0 {
+		cmd.Stdout = &limited{buf: &stdout, max: c.MaxStdout}
+	}
 	cmd.Stderr = &limited{buf: &stderr, max: stderrLimit}
 	start := time.Now()
 	err := cmd.Run()

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"regexp"
 	"time"
 
 	"github.com/ballet/ballet/internal/access"
@@ -13,6 +15,9 @@ import (
 // Flows serves a ticket's flow (spec pipelines.md "REST").
 type Flows struct {
 	F *flow.Service
+	// Head reads the current head commit of a ticket's branch ("" when it
+	// does not exist), for a decision that names the head it saw.
+	Head func(ctx context.Context, it tracker.Item) (string, error)
 }
 
 // FlowView is GET /items/{item}/flow, field for field as the spec lists,
@@ -58,6 +63,10 @@ type StageView struct {
 
 // Decision is the body of approve and reject.
 type Decision struct {
+	// Head is the head commit of the ticket's branch the person saw (GET
+	// /items/{item}/changes' head): another than the branch's current head
+	// is refused with 409. Optional for API clients; the UI always sends it.
+	Head    string `json:"head,omitempty"`
 	Comment string `json:"comment,omitempty"`
 }
 
@@ -69,9 +78,9 @@ func (h *Flows) Routes() []*Route {
 		{Method: "POST", Path: "/api/v1/items/{item}/flow/start", Perm: access.RunManage,
 			Summary: "Start the pipeline of a ready ticket (409 when it is not ready, its flow is still active, or an open item blocks it or its epic, naming each)", Response: FlowView{}, Handle: h.start},
 		{Method: "POST", Path: "/api/v1/items/{item}/flow/approve", Perm: access.TrackerWrite,
-			Summary: "Approve the human stage the flow waits on (409 when it does not wait for an approval)", Request: Decision{}, OptionalBody: true, Response: FlowView{}, Handle: h.decide(true)},
+			Summary: "Approve the human stage the flow waits on (409 when it does not wait for an approval, or when head is not the branch's current head)", Request: Decision{}, OptionalBody: true, Response: FlowView{}, Handle: h.decide(true)},
 		{Method: "POST", Path: "/api/v1/items/{item}/flow/reject", Perm: access.TrackerWrite,
-			Summary: "Reject the human stage the flow waits on (409 when it does not wait for an approval)", Request: Decision{}, OptionalBody: true, Response: FlowView{}, Handle: h.decide(false)},
+			Summary: "Reject the human stage the flow waits on (409 when it does not wait for an approval, or when head is not the branch's current head)", Request: Decision{}, OptionalBody: true, Response: FlowView{}, Handle: h.decide(false)},
 	}
 }
 
@@ -130,13 +139,23 @@ func (h *Flows) decide(approve bool) func(*Request) (any, error) {
 		var v apperr.Validator
 		v.Check(len(in.Comment) <= 64<<10, "comment", "must be at most 65536 bytes")
 		v.CheckErr("comment", text.Multiline(in.Comment))
+		v.Check(in.Head == "" || shaRE.MatchString(in.Head), "head", "must be a commit id: 40 or 64 lowercase hexadecimal digits")
 		if err := v.Err(); err != nil {
 			return nil, err
 		}
-		f, err := h.F.Decide(r.Context(), r.Principal.Actor(), it, approve, in.Comment)
+		d := flow.Decision{Approve: approve, Comment: in.Comment, Head: in.Head}
+		if in.Head != "" {
+			if d.CurrentHead, err = h.Head(r.Context(), it); err != nil {
+				return nil, err
+			}
+		}
+		f, err := h.F.Decide(r.Context(), r.Principal.Actor(), it, d)
 		if err != nil {
 			return nil, err
 		}
 		return View(it, f), nil
 	}
 }
+
+// shaRE is a commit id (SHA-1 or SHA-256), as git prints it.
+var shaRE = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)

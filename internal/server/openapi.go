@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/ballet/ballet/internal/changes"
 	"reflect"
 
 	"github.com/ballet/ballet/internal/digest"
@@ -137,6 +138,10 @@ var enums = map[reflect.Type]map[string][]string{
 	reflect.TypeFor[webhook.WebhookCreated]():     {"events": webhook.EventNames, "format": webhookFormats},
 	reflect.TypeFor[webhook.WebhookDelivery]():    {"status": webhookStatuses, "cause": notify.Causes},
 	reflect.TypeFor[webhook.DeliveryAttempted]():  {"status": webhookStatuses},
+	reflect.TypeFor[changes.ChangedFile]():        {"status": changes.FileStatuses},
+	reflect.TypeFor[changes.BranchPull]():         {"state": changes.PullStates},
+	reflect.TypeFor[changes.BranchCheck]():        {"state": changes.CheckStates},
+	reflect.TypeFor[changes.BranchReview]():       {"state": changes.ReviewStates},
 }
 
 // errorSchema registers Error, the one error body, with its details: field

@@ -591,7 +591,9 @@ func (w *Workspace) commit(ctx context.Context, tree, subject, body string) (str
 	if body != "" {
 		msg += body + "\n\n"
 	}
-	msg += "Ballet-Ticket: " + w.spec.Ticket + "\nBallet-Stage: " + w.spec.Stage
+	// The trailers name the ticket, the stage and the run: a ticket's
+	// changes (internal/changes) show which stage's run made each commit.
+	msg += "Ballet-Ticket: " + w.spec.Ticket + "\nBallet-Stage: " + w.spec.Stage + "\nBallet-Run: " + w.spec.Run
 	return w.m.git(ctx, gitCmd{
 		env: []string{"GIT_AUTHOR_NAME=" + AgentName, "GIT_AUTHOR_EMAIL=" + AgentEmail,
 			"GIT_COMMITTER_NAME=" + AgentName, "GIT_COMMITTER_EMAIL=" + AgentEmail},

@@ -212,7 +212,7 @@ func TestPublish(t *testing.T) {
 	if parts[0] != "Ballet agent <agent@ballet.invalid>" || parts[1] != parts[0] || parts[2] != w.Base {
 		t.Errorf("author, committer, parent: %q", parts[:3])
 	}
-	for _, want := range []string{"ACME-1 implement: Added A.", "And b.go, and removed doc.txt.", "Ballet-Ticket: ACME-1", "Ballet-Stage: implement"} {
+	for _, want := range []string{"ACME-1 implement: Added A.", "And b.go, and removed doc.txt.", "Ballet-Ticket: ACME-1", "Ballet-Stage: implement", "Ballet-Run: "} {
 		if !strings.Contains(parts[3], want) {
 			t.Errorf("message %q lacks %q", parts[3], want)
 		}

@@ -78,3 +78,9 @@ func (g *GitRepo) MergeBranch(branch string, delete bool) {
 		g.git(g.Work, "push", "origin", "--delete", branch)
 	}
 }
+
+// Head is the head commit of branch in the bare repository.
+func (g *GitRepo) Head(branch string) string {
+	g.t.Helper()
+	return g.git(g.Bare, "rev-parse", "refs/heads/"+branch)
+}

@@ -24,6 +24,13 @@ func init() {
 		Prepare: func(w *World) (string, any) { return "/api/v1/items/" + startedTicket(w) + "/flow", nil },
 		Want:    ReadOK(200),
 	})
+	// The matrix world's repository is not there: a reader gets 503 (the
+	// forge cannot be read), which it can only reach past the permission
+	// check; another organization's caller 404.
+	Register("GET /api/v1/items/{item}/changes", Case{
+		Prepare: func(w *World) (string, any) { return "/api/v1/items/" + readyTicket(w) + "/changes", nil },
+		Want:    map[string]int{None: 401, Other: 404, Viewer: 503, Member: 503, Admin: 503, Platform: 503},
+	})
 	Register("POST /api/v1/items/{item}/flow/start", Case{
 		Prepare: func(w *World) (string, any) { return "/api/v1/items/" + readyTicket(w) + "/flow/start", nil },
 		Want:    WriteOK(200),
