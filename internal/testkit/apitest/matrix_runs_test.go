@@ -76,6 +76,10 @@ func init() {
 		Prepare: func(w *World) (string, any) { return "/api/v1/runs/" + matrixRun(w) + "/log", nil },
 		Want:    ReadOK(200),
 	})
+	Register("GET /api/v1/runs/{run}/transcript", Case{
+		Prepare: func(w *World) (string, any) { return "/api/v1/runs/" + matrixRun(w) + "/transcript", nil },
+		Want:    ReadOK(200),
+	})
 	// MCP takes run tokens only: any other credential is a 401, as MCP
 	// clients expect (mcp_test.go tests run tokens).
 	Register("POST /api/v1/mcp", Case{

@@ -175,6 +175,12 @@ func (w *probeWorld) send(p probeReq) *apitest.Response {
 // noServerError fails the test on a 5xx.
 func noServerError(t *testing.T, what string, r *apitest.Response) {
 	t.Helper()
+	// The probe world's repositories are not there: a ticket's changes
+	// answer 503 unavailable, naming the repository — the one 5xx a route
+	// may give here, and only that way.
+	if r.Status == 503 && strings.Contains(what, "/changes") && strings.Contains(string(r.Body), `"code":"unavailable"`) {
+		return
+	}
 	if r.Status >= 500 {
 		t.Errorf("%s: %d %s", what, r.Status, r.Body)
 	}
