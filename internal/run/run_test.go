@@ -84,7 +84,7 @@ func setup(t *testing.T, st store.Store) *world {
 	a := &transition.Applier{Store: st, Clock: fc, Attempts: 100}
 	ten := tenancy.New(st, a, fc, tenancy.Hooks{})
 	tr := tracker.New(st, a, fc, ten, tracker.Hooks{})
-	w := &world{t: t, ctx: ctx, st: st, fc: fc, applier: a, tr: tr, authn: auth.NewAuthenticator(st, fc, "", nil, auth.OIDCConfig{})}
+	w := &world{t: t, ctx: ctx, st: st, fc: fc, applier: a, tr: tr, authn: auth.NewAuthenticator(st, fc, "run-tests-bootstrap-secret", nil, auth.OIDCConfig{})}
 	w.svc = run.NewService(st, a, fc, tr, run.Config{Grace: grace, OnFinish: flow.OnRunFinished})
 	o, err := ten.CreateOrganization(ctx, admin, tenancy.OrganizationInput{Slug: "acme", Name: "Acme"})
 	if err != nil {

@@ -196,8 +196,7 @@ func (s *suite) drive() {
 	var settledSince time.Time
 	for {
 		now := time.Now()
-		killing := now.Before(s.sched.end)
-		forging := now.Before(s.forgeUntil)
+		killing, forging := s.killingAt(now), s.forgingAt(now)
 		if now.After(deadline) {
 			s.failUnsettled()
 			return
@@ -234,7 +233,7 @@ func (s *suite) drive() {
 						t.Fatal(err)
 					}
 					s.sum.RandomKills++
-					s.sched.end, s.forgeUntil = now, now
+					s.sched.end, s.forgeUntil, s.sched.settled = now, now, true
 					s.restart("settled: restart without a fault point")
 					continue
 				}

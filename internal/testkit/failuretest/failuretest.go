@@ -185,7 +185,8 @@ type suite struct {
 
 	gitea        *giteaSide         // project GTA's repository (nil without Gitea tickets)
 	forgePlan    []string           // the Gitea client's fault points still to arm
-	forgeUntil   time.Time          // until when they are armed
+	forgeUntil   time.Time          // until when they are armed (at least; forgingAt)
+	forgeRetries int                // extra turns given to points that did not fire
 	forgeFired   map[string]int     // by point
 	prs          map[string]giteaPR // the open (else newest) pull request of each GTA ticket, as last read
 	prsRead      time.Time

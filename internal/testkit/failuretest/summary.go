@@ -86,7 +86,7 @@ var harnessChecks = []check{
 }
 
 func checkEnoughHappened(s *suite, _ *endState, r *report) {
-	if s.sum.FaultKills < 10 || s.sum.RunnerKills < 1 || (s.o.Engine == "rqlite" && s.sum.LeaderKills != 1) || s.sum.Done < len(s.tickets)/3 ||
+	if s.sum.FaultKills < minFaultKills || s.sum.RunnerKills < 1 || (s.o.Engine == "rqlite" && s.sum.LeaderKills != 1) || s.sum.Done < len(s.tickets)/3 ||
 		s.sum.Resumed == 0 || s.sum.BalletMerge == 0 || s.sum.HumanMerge == 0 {
 		r.bad("HARNESS: too little happened to trust this run: %d kills at fault points (want ≥ 10), %d runner kills (≥ 1), "+
 			"%d rqlite leader kills (1 on rqlite), %d tickets done (≥ %d), %d of them caught by a Core kill (≥ 1), %d merges by Ballet (≥ 1), "+
