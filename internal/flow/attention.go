@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ballet/ballet/internal/budget"
 	"github.com/ballet/ballet/internal/run"
 )
 
@@ -121,11 +122,14 @@ type Summary struct {
 	Status    string `json:"status"`
 	Waiting   string `json:"waiting"`   // "" when it waits for nothing
 	Attention string `json:"attention"` // "" or one of Attentions
+	// CostUSD is what the ticket's runs cost so far, over all its flows.
+	CostUSD budget.Spent `json:"cost_usd"`
 }
 
 // Summaries returns, in one read, the summary of each item's latest flow
-// (its active one, else the last that ended); an item that never had a
-// flow is absent.
+// (its active one, else the last that ended) with what its runs cost so
+// far (a sum over the runs_item index in the same read); an item that
+// never had a flow is absent.
 func (s *Service) Summaries(ctx context.Context, itemIDs []string) (map[string]Summary, error) {
 	out := make(map[string]Summary, len(itemIDs))
 	if len(itemIDs) == 0 {
@@ -136,7 +140,8 @@ func (s *Service) Summaries(ctx context.Context, itemIDs []string) (map[string]S
 		args = append(args, id)
 	}
 	rows, err := s.Store.Query(ctx, `SELECT item_id, stage, status, COALESCE(waiting, ''), CASE WHEN `+noRunnerSQL+` THEN 1 ELSE 0 END,
-CASE WHEN `+StuckSQL+` THEN 1 ELSE 0 END FROM flows WHERE item_id IN (?`+strings.Repeat(", ?", len(itemIDs)-1)+`) ORDER BY started_at, id`, args...)
+CASE WHEN `+StuckSQL+` THEN 1 ELSE 0 END,
+(SELECT COALESCE(SUM(r.cost_micros), 0) FROM runs r WHERE r.item_id = flows.item_id) FROM flows WHERE item_id IN (?`+strings.Repeat(", ?", len(itemIDs)-1)+`) ORDER BY started_at, id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read flow summaries: %w", err)
 	}
@@ -144,7 +149,8 @@ CASE WHEN `+StuckSQL+` THEN 1 ELSE 0 END FROM flows WHERE item_id IN (?`+strings
 		var item string
 		var sm Summary
 		var noRunner, stuck bool
-		if err := rows.Scan(i, &item, &sm.Stage, &sm.Status, &sm.Waiting, &noRunner, &stuck); err != nil {
+		var cost int64
+		if err := rows.Scan(i, &item, &sm.Stage, &sm.Status, &sm.Waiting, &noRunner, &stuck, &cost); err != nil {
 			return nil, err
 		}
 		switch {
@@ -153,6 +159,7 @@ CASE WHEN `+StuckSQL+` THEN 1 ELSE 0 END FROM flows WHERE item_id IN (?`+strings
 		case stuck:
 			sm.Attention = AttentionStuck
 		}
+		sm.CostUSD = budget.Spent(cost)
 		out[item] = sm // a later flow replaces an earlier one
 	}
 	return out, nil
