@@ -139,7 +139,7 @@ run:
 webui:
 	@node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 19) ? 0 : 1)' || \
 		{ echo "make webui: Vite needs node >= 20.19 (web/package.json engines); this is node $$(node -v)" >&2; exit 1; }
-	cd web && npm ci --no-audit --no-fund && npm run build
+	cd web && npm ci --no-audit --no-fund && npm test && npm run build
 
 webui-check: webui
 	@test -z "$$(git status --porcelain internal/webui/dist)" || { git status --porcelain internal/webui/dist; \

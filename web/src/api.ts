@@ -138,6 +138,7 @@ export interface ItemFlow {
   status: string;
   waiting: string;
   attention: string;
+  cost_usd?: number; // what the ticket's runs cost so far
 }
 
 export interface Item {

@@ -6,6 +6,7 @@ import { followInbox, useUnread } from "./inbox";
 import { loading } from "./load";
 import { match, navigate, onLinkClick, useLocation } from "./router";
 import { checkSession, signOut, useSession } from "./session";
+import { Shortcuts } from "./shortcuts";
 import { ProjectNav, projectTabs } from "./ui";
 
 type Page = ComponentType<Record<string, string>>;
@@ -177,6 +178,9 @@ export function App() {
               </ul>
             </nav>
             <div class="user">
+              <span class="muted keys-hint">
+                Press <kbd>?</kbd> for shortcuts
+              </span>
               <span data-testid="user">{session.name || session.subject}</span>
               <button type="button" onClick={() => void signOut()}>
                 Sign out
@@ -191,6 +195,7 @@ export function App() {
           <Suspense fallback={<p>Loading…</p>}>{page}</Suspense>
         </PageError>
       </main>
+      {session && <Shortcuts path={path} />}
     </div>
   );
 }

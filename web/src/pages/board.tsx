@@ -1,7 +1,10 @@
-// Board: a project's tickets by state, filtered by type and epic; create a
-// ticket, move one to ready; each card shows its flow's stage and waiting.
+// Board: a project's tickets by state, filtered by type, epic and words of
+// the title; create a ticket, move one to ready; each card shows its
+// flow's stage and waiting, what its runs cost so far and, when the
+// ticket waits for a person, a "needs you" mark. j/k walk the cards.
 import { useEffect, useState } from "preact/hooks";
 import { enc, get, listItems, patch, permissions, post, type Item, type Project } from "../api";
+import { cost, needsYou } from "../cards";
 import { useAction, useDebounced, useLoad } from "../load";
 import { subscribe } from "../realtime";
 import { Alert, Badge, Disclosure, FlowLine, permissionsOrNone, stateNames } from "../ui";
@@ -13,13 +16,15 @@ export default function Page({ project }: Record<string, string>) {
   const q = new URLSearchParams(location.search);
   const [type, setType] = useState(q.get("type") ?? "");
   const [epic, setEpic] = useState(q.get("epic") ?? "");
+  const [text, setText] = useState(q.get("q") ?? "");
   useEffect(() => {
     const p = new URLSearchParams();
     if (type) p.set("type", type);
     if (epic) p.set("epic", epic);
+    if (text) p.set("q", text);
     const s = p.toString();
     history.replaceState(null, "", location.pathname + (s ? "?" + s : ""));
-  }, [type, epic]);
+  }, [type, epic, text]);
 
   const base = useLoad(async () => {
     const [proj, perms, epics] = await Promise.all([
@@ -42,7 +47,15 @@ export default function Page({ project }: Record<string, string>) {
   const proj = base.data?.proj;
   const canWrite = base.data?.perms.has("tracker.write") ?? false;
   const byState = new Map<string, Item[]>(columns.map((c) => [c, []]));
-  for (const it of items.data ?? []) byState.get(it.state)?.push(it);
+  const words = text.toLowerCase().split(/\s+/).filter(Boolean);
+  const shownItems = (items.data ?? []).filter((it) => words.every((w) => it.title.toLowerCase().includes(w) || it.key.toLowerCase().includes(w)));
+  for (const it of shownItems) byState.get(it.state)?.push(it);
+  const filtered = !!(type || epic || words.length);
+  const clear = () => {
+    setType("");
+    setEpic("");
+    setText("");
+  };
 
   return (
     <section class="board">
@@ -77,11 +90,45 @@ export default function Page({ project }: Record<string, string>) {
             ))}
           </select>
         </label>
-        <span class="muted" data-testid="count">
-          {items.data ? `${items.data.length} items` : ""}
+        <label>
+          Filter{" "}
+          <input type="search" value={text} placeholder="Title or key" data-search onInput={(e) => setText((e.target as HTMLInputElement).value)} />
+        </label>
+        <span class="muted count" data-testid="count">
+          {items.data ? (shownItems.length === items.data.length ? `${items.data.length} items` : `${shownItems.length} of ${items.data.length} items`) : ""}
         </span>
       </div>
       {canWrite && proj && <CreateTicket project={proj} epics={base.data?.epics ?? []} onCreated={items.reload} />}
+      {items.data && !shownItems.length && (
+        <div class="empty" data-testid="board-empty">
+          {filtered ? (
+            <>
+              <p class="what">No ticket matches these filters.</p>
+              <p>
+                <button type="button" class="secondary" onClick={clear}>
+                  Clear the filters
+                </button>
+              </p>
+            </>
+          ) : (
+            <>
+              <p class="what">No tickets yet.</p>
+              {canWrite ? (
+                <>
+                  <p class="muted">Describe a piece of work and mark it ready: the project's pipeline takes it from there.</p>
+                  <p>
+                    <button type="button" onClick={openCreate}>
+                      Create the first ticket
+                    </button>
+                  </p>
+                </>
+              ) : (
+                <p class="muted">Someone with write access to this project creates its tickets; they will show up here.</p>
+              )}
+            </>
+          )}
+        </div>
+      )}
       <div class="columns" data-testid="board">
         {columns.map((c) => (
           <Column key={c} state={c} items={byState.get(c)!} canWrite={canWrite} onChange={items.reload} />
@@ -98,8 +145,9 @@ function Column({ state, items, canWrite, onChange }: { state: string; items: It
   return (
     <section class="column" aria-labelledby={id} data-testid={`column-${state}`}>
       <h2 id={id}>
-        {stateNames[state]} <span class="muted">{items.length}</span>
+        {stateNames[state]} <span class="n">{items.length}</span>
       </h2>
+      {!items.length && <p class="none">None</p>}
       <ul>
         {list.map((it) => (
           <Card key={it.id} it={it} canWrite={canWrite} onChange={onChange} />
@@ -117,16 +165,32 @@ function Column({ state, items, canWrite, onChange }: { state: string; items: It
 function Card({ it, canWrite, onChange }: { it: Item; canWrite: boolean; onChange: () => Promise<void> }) {
   const [run, busy, error] = useAction();
   const ready = () => run(() => patch(`/api/v1/items/${enc(it.key)}`, { version: it.version, state: "ready" }).then(onChange));
+  const need = needsYou(it.flow);
+  const spent = it.flow?.cost_usd ?? 0;
   return (
-    <li class="card" data-testid="card" data-key={it.key} data-state={it.state}>
+    <li class={"card" + (need ? " needs-you" : "")} data-testid="card" data-key={it.key} data-state={it.state} data-nav data-needs-you={need || undefined}>
       <div class="row">
-        <a href={`/items/${enc(it.key)}`}>{it.key}</a>
+        <a href={`/items/${enc(it.key)}`} data-open>
+          {it.key}
+        </a>
         <Badge kind="type">{it.type}</Badge>
         {it.blocked_by?.length ? <Badge kind="blocked">blocked</Badge> : null}
+        {need && (
+          <span class="badge badge-needs-you" data-testid="needs-you" title={`This ticket waits for a person to ${need}`}>
+            Needs you: {need}
+          </span>
+        )}
       </div>
       <p class="title">{it.title}</p>
       {it.epic && <p class="muted">epic {it.epic}</p>}
       <FlowLine flow={it.flow} />
+      {it.flow && (
+        <p class="meta">
+          <span class="cost" data-testid="cost" title="What this ticket's agent runs cost so far">
+            {cost(spent)} so far
+          </span>
+        </p>
+      )}
       <Alert error={error} />
       {canWrite && it.type !== "epic" && (it.state === "backlog" || it.state === "paused") && (
         <button type="button" onClick={ready} disabled={busy}>
@@ -135,6 +199,15 @@ function Card({ it, canWrite, onChange }: { it: Item; canWrite: boolean; onChang
       )}
     </li>
   );
+}
+
+// openCreate opens the "Create a ticket" form and puts the cursor in it.
+function openCreate() {
+  const d = document.querySelector<HTMLDetailsElement>("details.create");
+  if (!d) return;
+  d.open = true;
+  d.scrollIntoView({ block: "nearest" });
+  requestAnimationFrame(() => d.querySelector<HTMLElement>("input, select, textarea")?.focus());
 }
 
 function CreateTicket({ project, epics, onCreated }: { project: Project; epics: Item[]; onCreated: () => Promise<void> }) {

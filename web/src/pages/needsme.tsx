@@ -70,7 +70,15 @@ export default function Page() {
     <section>
       <h1>Needs me</h1>
       <Alert error={error || orgs.error} />
-      {data && !items.length && <p data-testid="needs-me-empty">Nothing waits for you.</p>}
+      {data && !items.length && (
+        <div class="empty" data-testid="needs-me-empty">
+          <p class="what">Nothing waits for you.</p>
+          <p class="muted">
+            When an agent asks a question or a ticket waits for your approval, review or merge, it appears here. Meanwhile, start
+            work from <a href="/orgs">your projects' boards</a>.
+          </p>
+        </div>
+      )}
       {data?.truncated && <p class="notice">More waits for you than one list shows: the oldest come first.</p>}
       <ol class="needs" data-testid="needs-me">
         {items.map((e) => (
@@ -94,7 +102,7 @@ function Entry({ e, onDone }: { e: NeedsMeEntry; onDone: () => Promise<void> }) 
     }
   };
   return (
-    <li class="card" data-testid="needs-me-entry" data-kind={e.kind} data-item={e.item} data-webhook={e.webhook}>
+    <li class="card" data-testid="needs-me-entry" data-kind={e.kind} data-item={e.item} data-webhook={e.webhook} data-nav>
       <div class="row">
         <Badge kind={e.item ? e.kind : "attention"}>{kinds[e.kind] ?? e.kind}</Badge>
         {e.item && <a href={`/items/${enc(e.item)}`}>{e.item}</a>}
@@ -116,7 +124,9 @@ function Entry({ e, onDone }: { e: NeedsMeEntry; onDone: () => Promise<void> }) 
           </button>
         </form>
       ) : (
-        <a href={w.href}>{w.label}</a>
+        <a href={w.href} data-open>
+          {w.label}
+        </a>
       )}
     </li>
   );

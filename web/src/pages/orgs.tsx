@@ -54,7 +54,12 @@ export default function Page() {
             <a href={`/orgs/${enc(org.slug)}/knowledge`}>Knowledge of {org.name}</a>
           </p>
           <Alert error={error} />
-          {!error && !projects.length && <p class="muted">No projects you can see.</p>}
+          {!error && !projects.length && (
+            <p class="empty" data-testid="no-projects">
+              No projects you can see in {org.name} yet. Its admins create them in <a href={`/orgs/${enc(org.slug)}/settings`}>the organization's settings</a>;
+              anyone else asks an admin for a role in one.
+            </p>
+          )}
           <ul class="projects">
             {projects.map((p) => (
               <li key={p.id} class="card" data-testid="project" data-key={p.key}>

@@ -1,10 +1,12 @@
 // The graph of a pipeline: its stages in order, then $done, $failed and
 // $question, and an edge per outcome to where it leads (done above the
-// row, failed and blocked below; dashed when it is the default).
+// row, failed and blocked below; dashed when it is the default). It is
+// drawn at its natural size (text as large as the page's) and scrolls
+// sideways when it is wider than the page; current lights a stage. Its
+// colours are the page's tokens (pipelines.css), in light and dark.
 import { type Definition, type Outcome, OUTCOMES, SPECIAL_TARGETS, target } from "./model";
 
-const W = 120, H = 40, GAP = 36, PAD = 8;
-const COLOR: Record<Outcome, string> = { done: "#1a7f37", failed: "#cf222e", blocked: "#9a6700" };
+const W = 150, H = 48, GAP = 44, PAD = 10;
 
 interface Edge {
   from: number;
@@ -13,7 +15,7 @@ interface Edge {
   written: boolean;
 }
 
-export function Graph({ def }: { def: Definition }) {
+export function Graph({ def, current }: { def: Definition; current?: string }) {
   const ids = def.stages.map((s) => s.id);
   const nodes = [...ids, ...SPECIAL_TARGETS];
   const index = (t: string) => {
@@ -34,12 +36,12 @@ export function Graph({ def }: { def: Definition }) {
   });
   const x = (n: number) => PAD + n * (W + GAP);
   const mid = (n: number) => x(n) + W / 2;
-  const lift = (e: Edge) => (e.from === e.to ? 28 : 18 + 14 * Math.min(Math.abs(e.to - e.from), 8));
+  const lift = (e: Edge) => (e.from === e.to ? 32 : 22 + 16 * Math.min(Math.abs(e.to - e.from), 8));
   const upMax = Math.max(0, ...edges.filter((e) => e.outcomes[0] === "done" && !(e.to === e.from + 1)).map(lift));
   const downMax = Math.max(0, ...edges.filter((e) => e.outcomes[0] !== "done").map(lift));
-  const top = PAD + upMax + 14;
+  const top = PAD + upMax + 16;
   const width = x(nodes.length) - GAP + PAD;
-  const height = top + H + downMax + 22;
+  const height = top + H + downMax + 26;
   // Each curved edge ends at a port of its own along the node's top (done)
   // or bottom (failed, blocked), ordered by where the other end is, so that
   // edges into one node do not pile up.
@@ -64,13 +66,15 @@ export function Graph({ def }: { def: Definition }) {
   const name = (n: number) => (n < ids.length ? ids[n] || `stage ${n + 1}` : nodes[n]);
 
   return (
-    <figure class="pipeline-graph">
-      <svg role="img" aria-labelledby="pipeline-graph-title" viewBox={`0 0 ${width} ${height}`} style={{ width: "100%", maxWidth: `${width}px` }} data-testid="pipeline-graph">
-        <title id="pipeline-graph-title">Graph of the stages and where each outcome leads</title>
+    <figure class="pipeline-graph" tabIndex={0} aria-label="Pipeline graph (scrolls sideways)">
+      <svg role="img" aria-labelledby="pipeline-graph-title" viewBox={`0 0 ${width} ${height}`} width={width} height={height} data-testid="pipeline-graph">
+        <title id="pipeline-graph-title">
+          Graph of the stages and where each outcome leads{current ? `; the ticket is at ${current}` : ""}
+        </title>
         <defs>
           {OUTCOMES.map((o) => (
-            <marker id={`arrow-${o}`} viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">
-              <path d="M0,0 L10,5 L0,10 z" fill={COLOR[o]} />
+            <marker id={`arrow-${o}`} class={`pg-${o}`} viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">
+              <path d="M0,0 L10,5 L0,10 z" />
             </marker>
           ))}
         </defs>
@@ -93,10 +97,10 @@ export function Graph({ def }: { def: Definition }) {
             ly = y + h * 0.75 + (up ? -3 : 10);
           }
           return (
-            <g data-edge={`${name(e.from)}:${e.outcomes.join(",")}:${name(e.to)}`}>
+            <g class={`pg-${o}`} data-edge={`${name(e.from)}:${e.outcomes.join(",")}:${name(e.to)}`}>
               <title>{`${name(e.from)}: ${e.outcomes.join(", ")} → ${name(e.to)}${e.written ? "" : " (default)"}`}</title>
-              <path d={d} fill="none" stroke={COLOR[o]} stroke-width="1.5" stroke-dasharray={e.written ? undefined : "4 3"} marker-end={`url(#arrow-${o})`} />
-              <text x={lx} y={ly} font-size="10" text-anchor="middle" fill={COLOR[o]}>
+              <path d={d} fill="none" stroke-width="1.5" stroke-dasharray={e.written ? undefined : "4 3"} marker-end={`url(#arrow-${o})`} />
+              <text x={lx} y={ly} text-anchor="middle">
                 {e.outcomes.join(", ")}
               </text>
             </g>
@@ -104,10 +108,11 @@ export function Graph({ def }: { def: Definition }) {
         })}
         {nodes.map((n, i) => {
           const special = i >= ids.length;
+          const lit = !special && !!current && n === current;
           return (
-            <g>
-              <rect x={x(i)} y={top} width={W} height={H} rx={special ? 20 : 4} fill={special ? "#f6f8fa" : "#fff"} stroke="#57606a" />
-              <text x={mid(i)} y={top + H / 2 + 4} font-size="12" text-anchor="middle" fill="#1f2328">
+            <g class={"pg-node" + (special ? " special" : "") + (lit ? " current" : "")} data-stage={n} aria-current={lit ? "step" : undefined}>
+              <rect x={x(i)} y={top} width={W} height={H} rx={special ? H / 2 : 6} />
+              <text x={mid(i)} y={top + H / 2 + 5} text-anchor="middle">
                 {cut(n || `stage ${i + 1}`)}
               </text>
             </g>
@@ -119,5 +124,5 @@ export function Graph({ def }: { def: Definition }) {
 }
 
 function cut(s: string) {
-  return s.length > 16 ? s.slice(0, 15) + "…" : s;
+  return s.length > 18 ? s.slice(0, 17) + "…" : s;
 }

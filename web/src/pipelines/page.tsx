@@ -12,6 +12,7 @@ import * as api from "./api";
 import { Graph } from "./graph";
 import { clean, type Definition, fieldOf, type PipelineVersion, type Problem, problemsByField } from "./model";
 import { StagesForm } from "./stages";
+import { VersionDiff } from "./versiondiff";
 import type { YamlEditor } from "./yamleditor";
 import "./pipelines.css";
 
@@ -371,12 +372,25 @@ export default function Page({ project }: Record<string, string>) {
         <section aria-labelledby="graph-title">
           <h2 id="graph-title">Graph</h2>
           <Graph def={doc.def} />
+          <p class="muted">
+            Green arrows lead where a stage goes when it is done, red when it failed, amber when it is blocked; a dashed arrow is the
+            default nobody wrote.
+          </p>
         </section>
       )}
 
       <section aria-labelledby="history-title">
         <h2 id="history-title">History</h2>
-        {loaded && loaded.versions.length === 0 && <p>No version of {name} has been published yet.</p>}
+        {loaded && loaded.versions.length === 0 && (
+          <div class="empty" data-testid="history-empty">
+            <p class="what">No version of {name} has been published yet.</p>
+            <p class="muted">
+              {readOnly
+                ? `${name} tickets run on ${loaded.startsFrom || "default"} until someone who may update the project publishes one.`
+                : "Edit the stages above (or import a YAML file) and press Publish: its first version appears here, and every later one can be compared with it."}
+            </p>
+          </div>
+        )}
         {loaded && loaded.versions.length > 0 && (
           <table class="history" data-testid="history">
             <thead>
@@ -406,6 +420,7 @@ export default function Page({ project }: Record<string, string>) {
             </tbody>
           </table>
         )}
+        {loaded && loaded.versions.length > 1 && <VersionDiff key={`${name}:${loaded.versions[0].version}`} versions={loaded.versions} render={api.render} />}
       </section>
     </section>
   );
