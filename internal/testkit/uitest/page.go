@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
@@ -374,6 +375,54 @@ func (p *Page) BeforeScripts(js string) {
 		_, err := cdp.Call(ctx, t, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: js})
 		return err
 	}))
+}
+
+// ColorScheme emulates the system's colour scheme ("light" or "dark", ""
+// for the browser's own) for the tab's prefers-color-scheme media queries,
+// from the next style recalculation on.
+func (p *Page) ColorScheme(scheme string) {
+	p.T.Helper()
+	p.Do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		params := emulation.SetEmulatedMediaParams{}
+		if scheme != "" {
+			params.Features = []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}
+		}
+		_, err := cdp.Call(ctx, t, emulation.SetEmulatedMedia, params)
+		return err
+	}))
+}
+
+// Press presses keys as a keyboard does, each rune a key (or a kb
+// constant such as kb.Enter): a keyDown carrying the key's text, then a
+// keyUp. Unlike chromedp.KeyEvent, whose text comes in a separate char
+// event, a page that prevents a keydown's default keeps the text out of
+// the focused field, as in a browser people use.
+func (p *Page) Press(keys string) {
+	p.T.Helper()
+	for _, r := range keys {
+		v, ok := kb.Keys[r]
+		if !ok {
+			p.T.Fatalf("uitest: no key for %q", r)
+		}
+		down := input.DispatchKeyEventParams{Type: input.DispatchKeyEventTypeKeyDown, Key: v.Key, Code: v.Code,
+			WindowsVirtualKeyCode: v.Windows, NativeVirtualKeyCode: v.Native}
+		if v.Shift {
+			down.Modifiers = int64(kb.ModifierShift)
+		}
+		if v.Print {
+			down.Text, down.UnmodifiedText = v.Text, v.Unmodified
+		}
+		up := down
+		up.Type, up.Text, up.UnmodifiedText = input.DispatchKeyEventTypeKeyUp, "", ""
+		p.Do(chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+			for _, e := range []input.DispatchKeyEventParams{down, up} {
+				if _, err := cdp.Call(ctx, t, input.DispatchKeyEvent, e); err != nil {
+					return fmt.Errorf("press %q: %w", r, err)
+				}
+			}
+			return nil
+		}))
+	}
 }
 
 // Tab presses the Tab key.

@@ -129,7 +129,7 @@ export default function Page({ project }: Record<string, string>) {
           )}
         </div>
       )}
-      <div class="columns" data-testid="board">
+      <div class="columns" data-testid="board" role="region" aria-label="Tickets by state" tabIndex={0}>
         {columns.map((c) => (
           <Column key={c} state={c} items={byState.get(c)!} canWrite={canWrite} onChange={items.reload} />
         ))}
@@ -205,9 +205,12 @@ function Card({ it, canWrite, onChange }: { it: Item; canWrite: boolean; onChang
 function openCreate() {
   const d = document.querySelector<HTMLDetailsElement>("details.create");
   if (!d) return;
-  d.open = true;
+  const focus = () => d.querySelector<HTMLElement>("input, select, textarea")?.focus();
   d.scrollIntoView({ block: "nearest" });
-  requestAnimationFrame(() => d.querySelector<HTMLElement>("input, select, textarea")?.focus());
+  if (d.open) return focus();
+  // The form exists once the disclosure has seen its toggle and rendered.
+  d.addEventListener("toggle", () => setTimeout(focus), { once: true });
+  d.open = true;
 }
 
 function CreateTicket({ project, epics, onCreated }: { project: Project; epics: Item[]; onCreated: () => Promise<void> }) {

@@ -16,7 +16,7 @@ interface Props {
 export function VersionDiff({ versions, render }: Props) {
   const [from, setFrom] = useState(versions[1]?.version ?? versions[0]?.version ?? 0);
   const [to, setTo] = useState(versions[0]?.version ?? 0);
-  const [diff, setDiff] = useState<Row[] | null>(null);
+  const [result, setResult] = useState<{ pair: string; rows: Row[] } | null>(null);
   const [error, setError] = useState("");
   useEffect(() => {
     const a = versions.find((v) => v.version === from);
@@ -25,12 +25,14 @@ export function VersionDiff({ versions, render }: Props) {
     let gone = false;
     setError("");
     Promise.all([render(clean(a.definition)), render(clean(b.definition))]).then(
-      ([x, y]) => !gone && setDiff(rows(x.yaml, y.yaml)),
+      ([x, y]) => !gone && setResult({ pair: `${from}:${to}`, rows: rows(x.yaml, y.yaml) }),
       (e) => !gone && setError(`Comparing the versions failed: ${message(e)}`),
     );
     return () => void (gone = true);
   }, [from, to, versions]);
 
+  // A diff of the versions chosen before is no answer for these.
+  const diff = result?.pair === `${from}:${to}` ? result.rows : null;
   const added = diff?.filter((r) => r.kind === "add").length ?? 0;
   const removed = diff?.filter((r) => r.kind === "del").length ?? 0;
   const pick = (label: string, value: number, set: (n: number) => void, testid: string) => (
