@@ -193,7 +193,7 @@ function Card({ it, canWrite, onChange }: { it: Item; canWrite: boolean; onChang
       )}
       <Alert error={error} />
       {canWrite && it.type !== "epic" && (it.state === "backlog" || it.state === "paused") && (
-        <button type="button" onClick={ready} disabled={busy}>
+        <button type="button" class="secondary small" onClick={ready} disabled={busy}>
           Move {it.key} to ready
         </button>
       )}
