@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ballet/ballet/internal/budget"
 	"github.com/ballet/ballet/internal/run"
 )
 
@@ -122,8 +121,9 @@ type Summary struct {
 	Status    string `json:"status"`
 	Waiting   string `json:"waiting"`   // "" when it waits for nothing
 	Attention string `json:"attention"` // "" or one of Attentions
-	// CostUSD is what the ticket's runs cost so far, over all its flows.
-	CostUSD budget.Spent `json:"cost_usd"`
+	// CostUSD is what the ticket's runs cost so far, over all its flows,
+	// in US dollars (for people: a sum of micro-USD, shown rounded).
+	CostUSD float64 `json:"cost_usd"`
 }
 
 // Summaries returns, in one read, the summary of each item's latest flow
@@ -159,7 +159,7 @@ CASE WHEN `+StuckSQL+` THEN 1 ELSE 0 END,
 		case stuck:
 			sm.Attention = AttentionStuck
 		}
-		sm.CostUSD = budget.Spent(cost)
+		sm.CostUSD = float64(cost) / 1e6
 		out[item] = sm // a later flow replaces an earlier one
 	}
 	return out, nil

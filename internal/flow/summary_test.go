@@ -3,7 +3,6 @@ package flow_test
 import (
 	"testing"
 
-	"github.com/ballet/ballet/internal/budget"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/testkit/storetest"
@@ -42,8 +41,8 @@ func TestSummariesCarryTheCostSoFar(t *testing.T) {
 		if n := len(rc.take()); n != 1 {
 			t.Fatalf("the summaries of three items took %d reads, want one", n)
 		}
-		if got, want := sums[spentID].CostUSD, budget.Spent(2*10_000+2*5); got != want {
-			t.Errorf("%s cost so far %d micro-USD, want %d", spent, got, want)
+		if got, want := sums[spentID].CostUSD, float64(2*10_000+2*5)/1e6; got != want {
+			t.Errorf("%s cost so far $%v, want $%v", spent, got, want)
 		}
 		if got := sums[freshID]; got.CostUSD != 0 || got.Stage != "build" {
 			t.Errorf("a ticket that never ran: %+v", got)
