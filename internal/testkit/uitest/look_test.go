@@ -175,6 +175,7 @@ func TestPipelineVersionsCompared(t *testing.T) {
 	if got := p.Text(`[data-testid="version-diff"] .add`); !strings.Contains(got, "max_iterations: 3") {
 		t.Errorf("the added line: %q", got)
 	}
+	p.Check("pipeline-versions-diff")
 	p.choose(`[data-testid="diff-from"]`, "2")
 	p.WaitText(`[data-testid="diff-summary"]`, "The same version.")
 	if n := p.Count(`[data-testid="version-diff"]`); n != 0 {

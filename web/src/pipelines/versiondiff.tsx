@@ -60,30 +60,32 @@ export function VersionDiff({ versions, render }: Props) {
       </div>
       <Alert error={error} />
       {diff && (added > 0 || removed > 0) && (
-        <div class="version-diff" data-testid="version-diff" role="table" aria-label={`Changes from version ${from} to version ${to}`}>
-          {diff.map((r) =>
-            r.kind === "fold" ? (
-              <div class="fold muted" role="row">
-                <span role="cell">⋯ {r.folded} unchanged lines</span>
-              </div>
-            ) : (
-              <div class={r.kind} role="row">
-                <span class="ln" role="cell">
-                  {r.old ?? ""}
-                </span>
-                <span class="ln" role="cell">
-                  {r.new ?? ""}
-                </span>
-                <span role="cell">
-                  <span class="sign" aria-hidden="true">
-                    {r.kind === "add" ? "+" : r.kind === "del" ? "−" : " "}
+        <div class="version-diff" data-testid="version-diff" role="region" tabIndex={0} aria-label={`Changes from version ${from} to version ${to}`}>
+          <div role="table" aria-label={`Lines of version ${from} and version ${to}`}>
+            {diff.map((r) =>
+              r.kind === "fold" ? (
+                <div class="fold muted" role="row">
+                  <span role="cell">⋯ {r.folded} unchanged lines</span>
+                </div>
+              ) : (
+                <div class={r.kind} role="row">
+                  <span class="ln" role="cell">
+                    {r.old ?? ""}
                   </span>
-                  {r.kind !== "same" && <span class="sr">{r.kind === "add" ? "added: " : "removed: "}</span>}
-                  {r.text}
-                </span>
-              </div>
-            ),
-          )}
+                  <span class="ln" role="cell">
+                    {r.new ?? ""}
+                  </span>
+                  <span role="cell">
+                    <span class="sign" aria-hidden="true">
+                      {r.kind === "add" ? "+" : r.kind === "del" ? "−" : " "}
+                    </span>
+                    {r.kind !== "same" && <span class="sr">{r.kind === "add" ? "added: " : "removed: "}</span>}
+                    {r.text}
+                  </span>
+                </div>
+              ),
+            )}
+          </div>
         </div>
       )}
     </section>
