@@ -140,8 +140,9 @@ func decideHolds(st holdState) []Hold {
 			st.project, st.projectRunning, st.projectLimit)})
 	}
 	if st.platformLimit > 0 && st.running >= st.platformLimit {
-		out = append(out, Hold{HoldPlatformLimit, fmt.Sprintf("The platform runs %d of its %d flows at once: it starts on its own when one finishes (Start now starts it anyway).",
-			st.running, st.platformLimit)})
+		// How many run is the platform's, across organizations: not told.
+		out = append(out, Hold{HoldPlatformLimit, fmt.Sprintf("The platform runs as many flows as its limit (%d) allows: it starts on its own when one finishes (Start now starts it anyway).",
+			st.platformLimit)})
 	}
 	return out
 }
