@@ -21,13 +21,13 @@ func TestRenameAndDrain(t *testing.T) {
 	p.SignIn(apitest.BootstrapToken, "/orgs/acme/settings")
 
 	// The organization: a stale rename, then a good one.
-	p.WaitJS(`document.querySelector('form[aria-label="Rename organization"] input[name="name"]')?.value === "Acme"`, "the rename form")
-	p.Check("org-rename")
 	var o struct {
 		Name, Slug string
 		Version    int64
 	}
 	w.Admin(200, "GET", "/api/v1/orgs/acme", nil).JSON(t, &o)
+	p.WaitJS(`document.querySelector('form[aria-label="Rename organization"] input[name="name"]')?.value === `+jsString(o.Name), "the rename form")
+	p.Check("org-rename")
 	w.Admin(200, "PATCH", "/api/v1/orgs/acme", map[string]any{"version": o.Version, "name": "Acme Elsewhere"})
 	p.Type(`form[aria-label="Rename organization"] input[name="name"]`, "Acme Stale")
 	p.ClickButton("main", "Save name")
