@@ -1,6 +1,7 @@
 package apitest_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -56,7 +57,8 @@ func TestRenameOrganizationAPI(t *testing.T) {
 	})
 }
 
-// TestDrainRunnerAPI: a drained runner's lease answers 204 while a run
+// TestDrainRunnerAPI: a drained runner is no runner for the flow waiting
+// for a run (attention no_runner); its lease answers 204 while the run
 // waits, and the run stays queued; undrained, the same lease takes it. A
 // registration again does not lift the drain. An unknown runner is 404.
 func TestDrainRunnerAPI(t *testing.T) {
@@ -67,7 +69,21 @@ func TestDrainRunnerAPI(t *testing.T) {
 		e.Project("acme", "ACME")
 		tok := runnerToken(e, "drained")
 		id := registerRunner(e, tok, "host-1")
-		queued := queueRun(e, createTask(e, "ACME"))
+		key := createTask(e, "ACME")
+		queued := queueRun(e, key)
+		// The flow waits for this run: with the only runner drained, no
+		// runner could take it (attention no_runner, at once).
+		if _, err := s.Exec(context.Background(), store.Stmt(`UPDATE flows SET run_id = ? WHERE item_id = ?`, queued.ID, queued.ItemID)); err != nil {
+			t.Fatal(err)
+		}
+		attention := func() string {
+			var it struct{ Flow struct{ Attention string } }
+			e.Admin(200, "GET", "/api/v1/items/"+key, nil).JSON(t, &it)
+			return it.Flow.Attention
+		}
+		if a := attention(); a != "" {
+			t.Fatalf("attention %q before the drain", a)
+		}
 
 		var rn struct {
 			Drained   bool   `json:"drained"`
@@ -76,6 +92,9 @@ func TestDrainRunnerAPI(t *testing.T) {
 		e.Admin(200, "POST", "/api/v1/runners/"+id+"/drain", nil).JSON(t, &rn)
 		if !rn.Drained || rn.DrainedBy == "" {
 			t.Fatalf("drained runner %+v", rn)
+		}
+		if a := attention(); a != "no_runner" {
+			t.Fatalf("attention %q with the only runner drained, want no_runner", a)
 		}
 		registerRunner(e, tok, "host-1")
 		e.Must(204, tok, "POST", "/api/v1/runners/"+id+"/lease", map[string]any{})
