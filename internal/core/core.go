@@ -330,7 +330,10 @@ func New(o Options) (*Core, error) {
 	c.API.Add((&server.Tenancy{T: c.Tenancy}).Routes()...)
 	c.API.Add((&server.Pipelines{V: c.Pipelines}).Routes()...)
 	subscriptions := &notify.Subscriptions{Store: st, Applier: c.Applier, Clock: clk}
-	c.API.Add((&server.Items{T: c.Tracker, Flows: c.Flows, Subscriptions: subscriptions}).Routes()...)
+	holds := func(ctx context.Context, itemID string) ([]schedule.Hold, error) {
+		return c.Scheduler.Holds(ctx, itemID, c.Flows.BudgetVerdict)
+	}
+	c.API.Add((&server.Items{T: c.Tracker, Flows: c.Flows, Subscriptions: subscriptions, Holds: holds}).Routes()...)
 	c.API.Add((&server.Tokens{S: tokens}).Routes()...)
 	c.API.Add((&server.History{Store: st, Tokens: tokens}).Routes()...)
 	browser := &auth.Sessions{Auth: c.Auth, Applier: c.Applier, TTL: cfg.Auth.SessionTTL.Duration}

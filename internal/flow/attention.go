@@ -16,7 +16,7 @@ const (
 	// AttentionNoRunner: the flow runs an agent stage whose run no runner
 	// has leased for UnclaimedAfter ([runs] unclaimed_after), or, at once,
 	// whose run no live runner could lease: none that heartbeats (within
-	// RunnerGrace), neither draining nor with a problem, has the stage's
+	// RunnerGrace), neither draining, drained nor with a problem, has the stage's
 	// adapter. It ends when a runner leases the run, or when such a runner
 	// comes before UnclaimedAfter.
 	AttentionNoRunner = "no_runner"
@@ -46,11 +46,12 @@ func (s *Service) NoRunner() (sql string, args []any) { return noRunnerSQL, s.no
 const DefaultUnclaimedAfter = 2 * time.Minute
 
 // capableSQL is the condition on a runner rn that could lease the queued
-// run r: it neither drains nor has a problem, and registered r's adapter.
+// run r: it neither drains nor is drained (an admin's drain) nor has a
+// problem, and registered r's adapter.
 // The adapters are the JSON Go wrote (package run: [{"name":"…",…}]), in
 // which instr finds the exact name; json_each would scan a virtual table.
 // A read model of package run's runners table.
-const capableSQL = `rn.draining = 0 AND rn.problem = '' AND instr(rn.adapters, '"name":"' || r.adapter || '"') > 0`
+const capableSQL = `rn.draining = 0 AND rn.drained_at IS NULL AND rn.problem = '' AND instr(rn.adapters, '"name":"' || r.adapter || '"') > 0`
 
 // capableSeenSQL is when a runner that could lease flows' queued run was
 // last seen (0 when none could, or the run is not queued).

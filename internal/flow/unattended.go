@@ -66,3 +66,10 @@ func (s *Service) wait(f Flow, waiting, reason string, now time.Time) *transitio
 		Guarded: []store.Statement{update(f, next, now)},
 	}
 }
+
+// BudgetVerdict says whether an agent stage of ticket itemID could start
+// now within its project's budgets (what a start's first agent stage would
+// meet): schedule.BudgetGate, for the start holds a ticket's read shows.
+func (s *Service) BudgetVerdict(ctx context.Context, projectID, itemID string) (budget.Verdict, error) {
+	return s.gate(ctx, Flow{ProjectID: projectID, ItemID: itemID})
+}

@@ -6,3 +6,6 @@ import "github.com/ballet/ballet/internal/store"
 func AppendChunk(runID string, start int64, data []byte) store.Statement {
 	return appendChunk(runID, logChunk{start: start, data: data})
 }
+
+// UndrainedGuard is the lease batch's guard that its runner is not drained.
+var UndrainedGuard = undrainedGuard

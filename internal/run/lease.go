@@ -38,7 +38,7 @@ type Leased struct {
 // nothing queued it waits up to wait (at most Config.LeaseWait) for a run
 // to come, polling every Config.Poll and waking at once on Notify; ok is
 // false when none came. Of several runners racing for one run exactly one
-// gets it. A runner that drains or has a problem gets none. A run whose
+// gets it. A runner that drains, is drained or has a problem gets none. A run whose
 // session cannot be prepared (ErrUnrunnable) is failed on the way, with
 // the reason.
 func (s *Service) Lease(ctx context.Context, c RunnerCaller, runnerID string, wait time.Duration, adapters []string) (Leased, bool, error) {
@@ -123,6 +123,16 @@ func (s *Service) leaseOnce(ctx context.Context, c RunnerCaller, rn Runner, adap
 				return nil, err
 			}
 			r := runs[0]
+			// The runner as it is now: one drained since the long poll
+			// began gets nothing (and the guard below makes a drain that
+			// commits before this batch win).
+			cur, err := s.queryRunners(ctx, `id = ?`, rn.ID)
+			if err != nil {
+				return nil, err
+			}
+			if len(cur) == 0 || !cur[0].leases() {
+				return nil, nil
+			}
 			now := s.now()
 			// The runner token was authenticated when the long poll began:
 			// a runner revoked since gets no run.
@@ -146,7 +156,7 @@ func (s *Service) leaseOnce(ctx context.Context, c RunnerCaller, rn Runner, adap
 				Events: []event.Event{started},
 				Guarded: []store.Statement{store.Stmt(`UPDATE runs SET status = 'running', runner_id = ?, token_id = ?, started_at = ?,
 heartbeat_at = ?, updated_at = ?, version = version + 1 WHERE id = ? AND status = 'queued' AND version = ?`,
-					rn.ID, tok.ID, at, at, at, r.ID, r.Version), auth.ValidGuard(c.TokenID, now)},
+					rn.ID, tok.ID, at, at, at, r.ID, r.Version), auth.ValidGuard(c.TokenID, now), undrainedGuard(rn.ID)},
 			}
 			t.Add(*issue)
 			r.Status, r.RunnerID, r.TokenID, r.StartedAt, r.HeartbeatAt, r.UpdatedAt, r.Version = StatusRunning, rn.ID, tok.ID, &now, &now, now, r.Version+1

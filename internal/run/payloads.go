@@ -12,7 +12,8 @@ import (
 
 // Events are the payload types of the events the run domain writes.
 var Events = []event.Payload{RunCreated{}, RunStarted{}, RunReported{}, RunQuestionAsked{}, RunFinished{}, RunCancelled{},
-	RunCancelRequested{}, RunUsageRecorded{}, RunnerRegistered{}, RunnerUpdated{}, RunnerRemoved{}}
+	RunCancelRequested{}, RunUsageRecorded{}, RunnerRegistered{}, RunnerUpdated{}, RunnerRemoved{},
+	RunnerDrained{}, RunnerUndrained{}}
 
 func (RunCreated) EventType() string         { return "run.created" }
 func (RunStarted) EventType() string         { return "run.started" }
@@ -24,6 +25,8 @@ func (RunCancelRequested) EventType() string { return "run.cancel_requested" }
 func (RunUsageRecorded) EventType() string   { return "run.usage_recorded" }
 func (RunnerRegistered) EventType() string   { return "runner.registered" }
 func (RunnerUpdated) EventType() string      { return "runner.updated" }
+func (RunnerDrained) EventType() string      { return "runner.drained" }
+func (RunnerUndrained) EventType() string    { return "runner.undrained" }
 func (RunnerRemoved) EventType() string      { return "runner.removed" }
 
 // RunCreated is the payload of run.created.
@@ -122,4 +125,17 @@ type RunnerRemoved struct {
 	Name       string    `json:"name"`
 	LastSeenAt time.Time `json:"last_seen_at"`
 	Retention  string    `json:"retention"` // [runs] runner_retention, e.g. "24h0m0s"
+}
+
+// RunnerDrained is the payload of runner.drained: a platform admin drained
+// the runner (it leases no new run; the Sessions runs it held then go on).
+type RunnerDrained struct {
+	Name     string `json:"name"`
+	Sessions int    `json:"sessions"`
+}
+
+// RunnerUndrained is the payload of runner.undrained: a platform admin put
+// a drained runner back in service.
+type RunnerUndrained struct {
+	Name string `json:"name"`
 }

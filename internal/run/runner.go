@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,9 +48,14 @@ type Runner struct {
 	Labels   map[string]string  `json:"labels"`
 	Capacity int                `json:"capacity"`
 	Adapters []runproto.Adapter `json:"adapters"`
-	Version  string             `json:"version"` // the runner's software version
-	Problem  string             `json:"problem"` // why it cannot run sessions now; "" when it can
-	Draining bool               `json:"draining"`
+	Version  string             `json:"version"`  // the runner's software version
+	Problem  string             `json:"problem"`  // why it cannot run sessions now; "" when it can
+	Draining bool               `json:"draining"` // the runner's own word (its heartbeat: it stops, SIGTERM)
+	// Drained: a platform admin drained it (POST /runners/{runner}/drain):
+	// it leases no new run until undrained; the runs it holds finish.
+	Drained   bool       `json:"drained"`
+	DrainedAt *time.Time `json:"drained_at,omitempty"`
+	DrainedBy string     `json:"drained_by,omitempty"` // the admin's subject; "" in an organization admin's view
 	// Sessions are the runs it holds (running on it).
 	Sessions   []string  `json:"sessions"`
 	Alive      bool      `json:"alive"` // a heartbeat within [runs] grace
@@ -67,9 +73,9 @@ func (rn Runner) adapterNames() []string {
 	return out
 }
 
-// leases reports whether the runner may be given runs: not draining and
-// without a problem.
-func (rn Runner) leases() bool { return !rn.Draining && rn.Problem == "" }
+// leases reports whether the runner may be given runs: neither draining
+// nor drained, and without a problem.
+func (rn Runner) leases() bool { return !rn.Draining && !rn.Drained && rn.Problem == "" }
 
 // RunnerInput is a runner registering.
 type RunnerInput struct {
@@ -189,7 +195,8 @@ WHERE NOT EXISTS (SELECT 1 FROM runners WHERE token_id = ? AND name = ?)`,
 	return s.withSessions(ctx, rn)
 }
 
-const runnerColumns = `id, name, token_id, labels, capacity, adapters, runner_version, problem, draining, created_at, last_seen_at, version`
+const runnerColumns = `id, name, token_id, labels, capacity, adapters, runner_version, problem, draining, created_at, last_seen_at, version,
+drained_at, drained_by`
 
 // runnerNamed reads the token's runner of that name (the one seen last,
 // should older Cores have registered several).
@@ -212,8 +219,9 @@ func (s *Service) queryRunners(ctx context.Context, where string, args ...any) (
 		rn := &out[i]
 		var labels, adapters string
 		var created, seen int64
+		var drained sql.NullInt64
 		if err := rows.Scan(i, &rn.ID, &rn.Name, &rn.TokenID, &labels, &rn.Capacity, &adapters, &rn.Version, &rn.Problem, &rn.Draining,
-			&created, &seen, &rn.revision); err != nil {
+			&created, &seen, &rn.revision, &drained, &rn.DrainedBy); err != nil {
 			return nil, fmt.Errorf("scan runner: %w", err)
 		}
 		if err := json.Unmarshal([]byte(labels), &rn.Labels); err != nil {
@@ -226,6 +234,10 @@ func (s *Service) queryRunners(ctx context.Context, where string, args ...any) (
 			rn.Adapters = []runproto.Adapter{}
 		}
 		rn.CreatedAt, rn.LastSeenAt = store.Time(created), store.Time(seen)
+		if drained.Valid {
+			at := store.Time(drained.Int64)
+			rn.Drained, rn.DrainedAt = true, &at
+		}
 		rn.Alive = !rn.LastSeenAt.Before(cutoff)
 		rn.Sessions = []string{}
 	}
@@ -412,7 +424,7 @@ ORDER BY started_at, id`)
 			rn.Sessions = s
 		}
 		if orgIDs != nil {
-			rn.TokenID, rn.Labels = "", map[string]string{}
+			rn.TokenID, rn.Labels, rn.DrainedBy = "", map[string]string{}, ""
 		}
 	}
 	return runners, nil

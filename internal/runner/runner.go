@@ -140,6 +140,7 @@ type Runner struct {
 	sessions  map[string]*session // by run id
 	draining  bool
 	drainedAt time.Time // when the drain time runs out
+	drained   bool      // a platform admin drained it (Core's word, from the heartbeat's answer)
 	wakeLease chan struct{}
 	stopNow   chan struct{}
 	stopOnce  sync.Once
@@ -350,6 +351,22 @@ func (r *Runner) register(ctx context.Context) error {
 	}
 }
 
+// noteDrained logs once when a platform admin drains the runner in Core,
+// and once when the drain ends: meanwhile its leases get nothing, and the
+// sessions it runs go on.
+func (r *Runner) noteDrained(drained bool) {
+	r.mu.Lock()
+	changed := r.drained != drained
+	r.drained = drained
+	r.mu.Unlock()
+	switch {
+	case changed && drained:
+		r.log.Warn("a platform admin drained this runner in Core: it gets no new run until undrained; running sessions go on")
+	case changed:
+		r.log.Info("the runner was undrained in Core: it takes runs again")
+	}
+}
+
 // heartbeats tells Core every Timing.Heartbeat that the runner lives and
 // what it runs, and stops the sessions Core names, until ctx ends.
 func (r *Runner) heartbeats(ctx context.Context) {
@@ -364,6 +381,7 @@ func (r *Runner) heartbeats(ctx context.Context) {
 		a, err := r.client.Heartbeat(ctx, id, hb)
 		switch {
 		case err == nil:
+			r.noteDrained(a.Drained)
 			for _, run := range a.Cancel {
 				r.stopSession(run, "cancelled: Core asked the runner to stop this session")
 			}

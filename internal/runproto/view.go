@@ -43,6 +43,7 @@ type Runner struct {
 	Adapters   []Adapter         `json:"adapters"`
 	Version    string            `json:"version"`
 	Problem    string            `json:"problem"`
+	Drained    bool              `json:"drained"` // a platform admin drained it: Core leases it no run
 	Sessions   []string          `json:"sessions"`
 	Alive      bool              `json:"alive"`
 	LastSeenAt time.Time         `json:"last_seen_at"`

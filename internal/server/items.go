@@ -11,6 +11,7 @@ import (
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/notify"
+	"github.com/ballet/ballet/internal/schedule"
 	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 )
@@ -23,7 +24,14 @@ type Items struct {
 	// Subscriptions tells GET /items/{item} whether the caller is
 	// subscribed to it (nil: not shown).
 	Subscriptions SubscriptionReader
+	// Holds tells GET /items/{item} what keeps a ready ticket from
+	// starting (nil: not shown).
+	Holds HoldReader
 }
+
+// HoldReader says why a ready ticket does not start now
+// (schedule.Scheduler.Holds with flow.Service.BudgetVerdict).
+type HoldReader func(ctx context.Context, itemID string) ([]schedule.Hold, error)
 
 // SubscriptionReader reads a person's subscription to a ticket
 // (notify.Subscriptions).
@@ -45,6 +53,16 @@ type ItemView struct {
 	// Subscribed: the caller is subscribed to the item (GET
 	// /items/{item} only; absent in lists).
 	Subscribed *bool `json:"subscribed,omitempty"`
+	// Start: what keeps a ready ticket without an active flow from
+	// starting now, or would make its flow wait (GET /items/{item} only;
+	// absent otherwise, and empty when nothing holds it).
+	Start *StartHolds `json:"start,omitempty"`
+}
+
+// StartHolds is ItemView's start: the holds, each with its code and a
+// sentence for people (docs/api.md lists the codes).
+type StartHolds struct {
+	Holds []schedule.Hold `json:"holds"`
 }
 
 // views joins items with their flows' summaries, in one read.
@@ -258,6 +276,16 @@ func (h *Items) getItem(r *Request) (any, error) {
 			return nil, err
 		}
 		views[0].Subscribed = &sub.Subscribed
+	}
+	if h.Holds != nil && it.State == "ready" && it.Type != "epic" {
+		holds, err := h.Holds(r.Context(), it.ID)
+		if err != nil {
+			return nil, err
+		}
+		if holds == nil {
+			holds = []schedule.Hold{}
+		}
+		views[0].Start = &StartHolds{Holds: holds}
 	}
 	return views[0], nil
 }

@@ -74,6 +74,13 @@ func (h *Runs) Routes() []*Route {
 			Summary: "List the runners: liveness, capacity, adapters, problem and sessions (platform admins: everything; organization admins: " +
 				"only the sessions of their organizations' tickets, without token and labels)",
 			Response: RunnerList{}, Handle: h.listRunners},
+		{Method: "POST", Path: "/api/v1/runners/{runner}/drain", Perm: access.PlatformAdmin,
+			Summary: "Drain a runner (platform admins): it leases no new run until undrained, the runs it holds finish; event runner.drained " +
+				"(draining a drained runner changes nothing)",
+			Response: run.Runner{}, Handle: h.drain(true)},
+		{Method: "POST", Path: "/api/v1/runners/{runner}/undrain", Perm: access.PlatformAdmin,
+			Summary:  "Put a drained runner back in service (platform admins); event runner.undrained (a runner not drained stays as it is)",
+			Response: run.Runner{}, Handle: h.drain(false)},
 		{Method: "POST", Path: "/api/v1/runners/{runner}/lease",
 			Perm: run.PermRunner,
 			Summary: "Lease the oldest queued run of the given adapters, waiting up to wait_seconds (0–60) for one: 200 with the run, its run token " +
@@ -260,6 +267,19 @@ func (h *Runs) listRunners(r *Request) (any, error) {
 		return nil, err
 	}
 	return RunnerList{Runners: runners}, nil
+}
+
+// drain drains (or undrains) the path's runner: platform admins only.
+func (h *Runs) drain(on bool) func(r *Request) (any, error) {
+	return func(r *Request) (any, error) {
+		if err := r.Check("", ""); err != nil {
+			return nil, err
+		}
+		if on {
+			return h.S.DrainRunner(r.Context(), r.Principal.Actor(), r.PathValue("runner"))
+		}
+		return h.S.UndrainRunner(r.Context(), r.Principal.Actor(), r.PathValue("runner"))
+	}
 }
 
 func (h *Runs) heartbeat(r *Request) (any, error) {

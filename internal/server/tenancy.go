@@ -23,6 +23,15 @@ type OrganizationCreate struct {
 	Name string `json:"name"`
 }
 
+// OrganizationUpdate is the body of PATCH /orgs/{org}: the version read and
+// the new name. slug may be sent only unchanged: an organization's slug
+// never changes (docs/api.md).
+type OrganizationUpdate struct {
+	Version int64   `json:"version"`
+	Name    *string `json:"name,omitempty"`
+	Slug    *string `json:"slug,omitempty"`
+}
+
 // ProjectCreate is the body of POST /orgs/{org}/projects.
 type ProjectCreate struct {
 	Key              string               `json:"key"`
@@ -130,6 +139,9 @@ func (h *Tenancy) Routes() []*Route {
 			Response: OrganizationList{}, Handle: h.listOrgs},
 		{Method: "GET", Path: "/api/v1/orgs/{org}", Perm: access.TrackerRead, Summary: "Get an organization by slug or id",
 			Response: tenancy.Organization{}, Handle: h.getOrg},
+		{Method: "PATCH", Path: "/api/v1/orgs/{org}", Perm: access.ProjectUpdate,
+			Summary: "Rename an organization (organization admins; optimistic: send the version read, 409 when stale; the slug never changes)",
+			Request: OrganizationUpdate{}, Response: tenancy.Organization{}, Handle: h.updateOrg},
 		{Method: "POST", Path: "/api/v1/orgs/{org}/projects", Perm: access.ProjectUpdate, Summary: "Create a project (organization admins)",
 			Request: ProjectCreate{}, Response: tenancy.Project{}, Status: http.StatusCreated, Handle: h.createProject},
 		{Method: "GET", Path: "/api/v1/orgs/{org}/projects", Perm: access.TrackerRead, Summary: "List an organization's projects",
@@ -222,6 +234,18 @@ func orgsOf(ctx context.Context, t OrgReader, p *auth.Principal) ([]tenancy.Orga
 }
 
 func (h *Tenancy) getOrg(r *Request) (any, error) { return r.Org() }
+
+func (h *Tenancy) updateOrg(r *Request) (any, error) {
+	o, err := r.Org()
+	if err != nil {
+		return nil, err
+	}
+	var in OrganizationUpdate
+	if err := r.Decode(&in); err != nil {
+		return nil, err
+	}
+	return h.T.UpdateOrganization(r.Context(), r.Principal.Actor(), o, in.Version, tenancy.OrganizationPatch{Name: in.Name, Slug: in.Slug})
+}
 
 func (h *Tenancy) createProject(r *Request) (any, error) {
 	o, err := r.Org()

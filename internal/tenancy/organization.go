@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ballet/ballet/internal/apperr"
+	"github.com/ballet/ballet/internal/bounds"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/text"
@@ -110,4 +111,66 @@ func (s *Service) ListOrganizations(ctx context.Context, subject string, all boo
 		return nil, fmt.Errorf("list organizations: %w", err)
 	}
 	return store.ScanAll(rows, scanOrg)
+}
+
+// OrganizationPatch is a change of an organization (PATCH /orgs/{org}):
+// nil fields stay as they are. Slug, when given, must be the organization's
+// slug: a slug never changes, because the organization's Knowledge space,
+// its addresses (/orgs/acme, bookmarks, links in mail and webhook payloads)
+// and people's scripts name it.
+type OrganizationPatch struct {
+	Name *string
+	Slug *string
+}
+
+// patchOrganization validates in against o and the version read and
+// returns o changed, with the changes (pure).
+func patchOrganization(o Organization, version int64, in OrganizationPatch) (Organization, OrganizationChanges, error) {
+	var v apperr.Validator
+	bounds.CheckVersionRead(&v, version)
+	var changes OrganizationChanges
+	if in.Slug != nil && *in.Slug != o.Slug {
+		v.Add("slug", "an organization's slug never changes (it is %q): it names the organization's Knowledge space and addresses; "+
+			"create a new organization for a new slug", o.Slug)
+	}
+	if in.Name == nil {
+		v.Add("name", "is required: the organization's new name")
+	} else {
+		name := strings.TrimSpace(*in.Name)
+		v.Check(name != "" && len(name) <= 200, "name", "must be 1–200 characters")
+		v.CheckErr("name", text.Line(name))
+		if name != o.Name {
+			o.Name = name
+			changes.Name = &o.Name
+		}
+	}
+	return o, changes, v.Err()
+}
+
+// UpdateOrganization changes organization o (read at version) in one
+// guarded batch with its event organization.updated; a version that is no
+// longer the organization's is a 409. A patch that changes nothing writes
+// nothing and answers o (still 409 on a stale version).
+func (s *Service) UpdateOrganization(ctx context.Context, actor event.Actor, o Organization, version int64, in OrganizationPatch) (Organization, error) {
+	o, changes, err := patchOrganization(o, version, in)
+	if err != nil {
+		return Organization{}, err
+	}
+	if changes.Name == nil {
+		if version != o.Version {
+			return Organization{}, transition.Stale(store.ErrLostRace, "the organization")
+		}
+		return o, nil
+	}
+	now := s.now()
+	t := &transition.Transition{
+		Events: []event.Event{event.Of(actor, o.ID, "", o.ID, OrganizationUpdated{Changes: changes})},
+		Guarded: []store.Statement{store.Stmt(`UPDATE organizations SET name = ?, updated_at = ?, version = version + 1 WHERE id = ? AND version = ?`,
+			o.Name, now.UnixMilli(), o.ID, version)},
+	}
+	if err := s.Applier.Apply(ctx, t); err != nil {
+		return Organization{}, transition.Stale(err, "the organization")
+	}
+	o.Version, o.UpdatedAt = version+1, now
+	return o, nil
 }

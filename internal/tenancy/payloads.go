@@ -10,7 +10,7 @@ import (
 // project.created the Project.
 
 // Events are the payload types of the events tenancy writes.
-var Events = []event.Payload{OrganizationCreated{}, ProjectCreated{}, ProjectUpdated{}, MemberRoleSet{}, MemberRemoved{},
+var Events = []event.Payload{OrganizationCreated{}, OrganizationUpdated{}, ProjectCreated{}, ProjectUpdated{}, MemberRoleSet{}, MemberRemoved{},
 	PlatformPaused{}, PlatformResumed{}, PlatformUpdated{}}
 
 // OrganizationCreated is the payload of organization.created: the
@@ -21,6 +21,7 @@ type OrganizationCreated Organization
 type ProjectCreated Project
 
 func (OrganizationCreated) EventType() string { return "organization.created" }
+func (OrganizationUpdated) EventType() string { return "organization.updated" }
 func (ProjectCreated) EventType() string      { return "project.created" }
 func (ProjectUpdated) EventType() string      { return "project.updated" }
 func (MemberRoleSet) EventType() string       { return "member.role_set" }
@@ -28,6 +29,17 @@ func (MemberRemoved) EventType() string       { return "member.removed" }
 func (PlatformPaused) EventType() string      { return "platform.paused" }
 func (PlatformResumed) EventType() string     { return "platform.resumed" }
 func (PlatformUpdated) EventType() string     { return "platform.updated" }
+
+// OrganizationUpdated is the payload of organization.updated.
+type OrganizationUpdated struct {
+	Changes OrganizationChanges `json:"changes"`
+}
+
+// OrganizationChanges are an organization's fields that changed, with their
+// new values (the name: a slug never changes).
+type OrganizationChanges struct {
+	Name *string `json:"name,omitempty"`
+}
 
 // ProjectUpdated is the payload of project.updated.
 type ProjectUpdated struct {

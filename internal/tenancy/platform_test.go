@@ -199,6 +199,10 @@ func TestEventsListsEveryTypeTenancyWrites(t *testing.T) {
 				_, err := svc.UpdateProject(ctx, alice, p, p.Version, ProjectPatch{Name: &name})
 				return err
 			},
+			func() error {
+				_, err := svc.UpdateOrganization(ctx, alice, o, o.Version, OrganizationPatch{Name: &name})
+				return err
+			},
 			func() error { _, err := svc.SetMember(ctx, alice, o.ID, "", "bea", "member"); return err },
 			func() error { return svc.RemoveMember(ctx, alice, o.ID, "", "bea") },
 			func() error { _, err := svc.SetPlatformPaused(ctx, alice, true); return err },

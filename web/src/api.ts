@@ -102,6 +102,7 @@ export interface Organization {
   id: string;
   slug: string;
   name: string;
+  version: number;
 }
 
 export interface Repository {
@@ -159,6 +160,15 @@ export interface Item {
   updated_at: string;
   version: number;
   flow?: ItemFlow | null;
+  // start: what keeps a ready ticket from starting now, or would make its
+  // flow wait (GET /items/{item} only), each hold with its code and a
+  // sentence (docs/api.md).
+  start?: { holds: StartHold[] };
+}
+
+export interface StartHold {
+  code: string;
+  message: string;
 }
 
 export interface Flow {
@@ -308,7 +318,10 @@ export interface Runner {
   adapters: { name: string; version: string }[] | null;
   version: string;
   problem: string;
-  draining: boolean;
+  draining: boolean; // the runner's own word: it is stopping
+  drained: boolean; // a platform admin drained it: no new run until undrained
+  drained_at?: string;
+  drained_by?: string;
   sessions: string[] | null;
   alive: boolean;
   last_seen_at: string;

@@ -39,6 +39,7 @@ const routes: [string, Page | null][] = [
   ["/projects/:project/webhooks", lazy(() => import("./admin/projectwebhooks"))],
   ["/items/:item", lazy(() => import("./pages/ticket"))],
   ["/platform", lazy(() => import("./pages/platform"))],
+  ["/runners", lazy(() => import("./admin/runners"))],
   ["/me/notifications", lazy(() => import("./admin/notifysettings"))],
   ["/me/tokens", lazy(() => import("./admin/tokens"))],
 ];
@@ -172,6 +173,13 @@ export function App() {
                   <li>
                     <a href="/platform" aria-current={path === "/platform" ? "page" : undefined}>
                       Platform
+                    </a>
+                  </li>
+                )}
+                {session.platform_admin && (
+                  <li>
+                    <a href="/runners" aria-current={path === "/runners" ? "page" : undefined}>
+                      Runners
                     </a>
                   </li>
                 )}

@@ -109,3 +109,20 @@ func init() {
 		Override: map[string]int{"ACME-only member": 403, "token of ACME-only member": 403},
 	})
 }
+
+// Draining a runner and undraining it: platform admins only (an
+// organization admin lists the runners but does not run them).
+func init() {
+	Register("POST /api/v1/runners/{runner}/drain", Case{
+		Prepare: func(w *World) (string, any) { return "/api/v1/runners/" + matrixRunner(w) + "/drain", nil },
+		Want:    PlatformOK(200),
+	})
+	Register("POST /api/v1/runners/{runner}/undrain", Case{
+		Prepare: func(w *World) (string, any) {
+			id := matrixRunner(w)
+			w.Admin(200, "POST", "/api/v1/runners/"+id+"/drain", nil)
+			return "/api/v1/runners/" + id + "/undrain", nil
+		},
+		Want: PlatformOK(200),
+	})
+}

@@ -19,6 +19,14 @@ func init() {
 	})
 	Register("GET /api/v1/orgs", Case{Prepare: fixed("/api/v1/orgs", nil), Want: AnyOK(200)})
 	Register("GET /api/v1/orgs/{org}", Case{Prepare: fixed("/api/v1/orgs/acme", nil), Want: ReadOK(200)})
+	Register("PATCH /api/v1/orgs/{org}", Case{
+		Prepare: func(w *World) (string, any) {
+			var o struct{ Version int64 }
+			w.Admin(200, "GET", "/api/v1/orgs/acme", nil).JSON(w.T, &o)
+			return "/api/v1/orgs/acme", map[string]any{"version": o.Version, "name": fmt.Sprintf("Acme %d", w.Unique())}
+		},
+		Want: AdminOK(200),
+	})
 	Register("POST /api/v1/orgs/{org}/projects", Case{
 		Prepare: func(w *World) (string, any) {
 			return "/api/v1/orgs/acme/projects", map[string]any{"key": fmt.Sprintf("NP%d", w.Unique()), "name": "New project"}

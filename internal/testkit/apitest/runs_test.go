@@ -131,7 +131,7 @@ func TestRunnerProtocolAPI(t *testing.T) {
 		body := map[string]any{"name": "host-1", "labels": map[string]string{"os": "linux", "arch": "amd64"}}
 		r := e.Must(201, rt, "POST", "/api/v1/runners", body)
 		m := r.Map(t)
-		if got := sortedKeys(m); got != "adapters,alive,capacity,created_at,draining,id,labels,last_seen_at,name,problem,sessions,token_id,version" {
+		if got := sortedKeys(m); got != "adapters,alive,capacity,created_at,drained,draining,id,labels,last_seen_at,name,problem,sessions,token_id,version" {
 			t.Fatalf("runner fields: %s", got)
 		}
 		runnerID := m["id"].(string)

@@ -9,7 +9,7 @@ import (
 	"github.com/ballet/ballet/internal/testkit/apitest"
 )
 
-// The platform page follows its runners' liveness without a reload (issue
+// The runners page follows its runners' liveness without a reload (issue
 // 23, finding 12): Core computes it from the heartbeats, and losing it is
 // no event, so the page reads the list again while it is open. A runner
 // that stops heartbeating turns silent once [runs] grace has passed, and
@@ -38,7 +38,7 @@ func TestRunnersLivenessRefreshes(t *testing.T) {
 	defer func() { stopBeats() }()
 
 	p := NewPage(t, w.URL)
-	p.SignIn(apitest.BootstrapToken, "/platform")
+	p.SignIn(apitest.BootstrapToken, "/runners")
 	p.WaitText(`[data-testid="runner"]`, "alive")
 	Eval[bool](p, `(window.balletSameDocument = true)`)
 	stopBeats()

@@ -258,7 +258,7 @@ func TestEveryPage(t *testing.T) {
 	p.Open("/signin")
 	p.SignIn(apitest.BootstrapToken, "/needs-me")
 	for _, path := range []string{"/orgs", "/projects/ACME", "/projects/ACME/pipelines", "/projects/ACME/settings",
-		"/items/ACME-1", "/items/ACME-2", "/platform"} {
+		"/items/ACME-1", "/items/ACME-2", "/platform", "/runners", "/orgs/acme/settings"} {
 		p.Open(path)
 	}
 }

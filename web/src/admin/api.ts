@@ -1,6 +1,7 @@
 // The administration calls and shapes (docs/api.md): organizations,
-// projects, members, tokens, webhooks and a person's notification settings.
-import { del, enc, get, patch, post, request, type Organization, type Project } from "../api";
+// projects, members, runners, tokens, webhooks and a person's notification
+// settings.
+import { del, enc, get, patch, post, request, type Organization, type Project, type Runner } from "../api";
 
 export const roles = ["viewer", "member", "admin"];
 
@@ -28,8 +29,16 @@ export const orgs = {
   list: () => get<{ organizations: Organization[] }>("/api/v1/orgs").then((r) => r.organizations),
   get: (org: string) => get<Organization>(`/api/v1/orgs/${enc(org)}`),
   create: (slug: string, name: string) => post<Organization>("/api/v1/orgs", { slug, name }),
+  rename: (org: Organization, name: string) => patch<Organization>(`/api/v1/orgs/${enc(org.slug)}`, { version: org.version, name }),
   projects: (org: string) => get<{ projects: Project[] }>(`/api/v1/orgs/${enc(org)}/projects`).then((r) => r.projects),
   createProject: (org: string, body: Record<string, unknown>) => post<Project>(`/api/v1/orgs/${enc(org)}/projects`, body),
+};
+
+// runners is the platform admins' API of the runners (docs/runners.md).
+export const runners = {
+  list: () => get<{ runners: Runner[] }>("/api/v1/runners").then((r) => r.runners),
+  drain: (id: string) => post<Runner>(`/api/v1/runners/${enc(id)}/drain`),
+  undrain: (id: string) => post<Runner>(`/api/v1/runners/${enc(id)}/undrain`),
 };
 
 export interface Token {

@@ -1,5 +1,5 @@
-// Platform: the kill switch, the platform's concurrency limit, the
-// runners and whether mail is failing. Platform admins change them; others see the switches only.
+// Platform: the kill switch, the platform's concurrency limit, a count of
+// the runners (their own page: /runners) and whether mail is failing. Platform admins change them; others see the switches only.
 import { useEffect, useState } from "preact/hooks";
 import { get, patch, setKillSwitch, type MailAttention, type Platform, type Runner } from "../api";
 import { useAction, useLoad } from "../load";
@@ -15,30 +15,6 @@ export default function Page() {
       admin ? get<{ runners: Runner[] }>("/api/v1/runners").then((r) => r.runners) : Promise.resolve(null),
     ]);
     return { platform, runners };
-  }, [admin]);
-  // A runner's liveness is Core's reading of its heartbeats, and losing it
-  // is no event: the list is read again every runnersRefreshMs while the
-  // tab is visible, so a runner that stops heartbeating turns silent
-  // without a reload.
-  const [runners, setRunners] = useState<Runner[] | null>(null);
-  useEffect(() => {
-    setRunners(null);
-    if (!admin) return;
-    let stopped = false;
-    const refresh = () => {
-      if (document.visibilityState !== "visible") return;
-      get<{ runners: Runner[] }>("/api/v1/runners").then(
-        (r) => stopped || setRunners(r.runners),
-        () => {}, // a failed read keeps the last list; the next one tries again
-      );
-    };
-    const timer = window.setInterval(refresh, runnersRefreshMs);
-    document.addEventListener("visibilitychange", refresh);
-    return () => {
-      stopped = true;
-      clearInterval(timer);
-      document.removeEventListener("visibilitychange", refresh);
-    };
   }, [admin]);
   const [limit, setLimit] = useState("");
   const [saved, setSaved] = useState(false);
@@ -135,7 +111,7 @@ export default function Page() {
       )}
       <Alert error={actionError} />
       {dialog}
-      {data?.runners && <Runners runners={runners ?? data.runners} />}
+      {data?.runners && <RunnersSummary runners={data.runners} />}
       {admin && <Mail />}
     </section>
   );
@@ -165,57 +141,18 @@ function Mail() {
   );
 }
 
-// runnersRefreshMs is how often the runners' list is read again.
-const runnersRefreshMs = 5000;
-
-function Runners({ runners }: { runners: Runner[] }) {
+// RunnersSummary counts the runners and links to their page, where they
+// are drained.
+function RunnersSummary({ runners }: { runners: Runner[] }) {
+  const alive = runners.filter((r) => r.alive).length;
+  const drained = runners.filter((r) => r.drained).length;
   return (
     <section aria-labelledby="runners-h">
       <h2 id="runners-h">Runners</h2>
-      {!runners.length ? (
-        <p class="muted">No runner has registered. Start one with `ballet runner` (docs/runners.md).</p>
-      ) : (
-        <div class="scroll">
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">State</th>
-                <th scope="col">Sessions</th>
-                <th scope="col">Adapters</th>
-                <th scope="col">Labels</th>
-                <th scope="col">Version</th>
-                <th scope="col">Last seen</th>
-              </tr>
-            </thead>
-            <tbody>
-              {runners.map((r) => (
-                <tr key={r.id} data-testid="runner">
-                  <td>{r.name}</td>
-                  <td>
-                    {r.alive ? "alive" : <Badge kind="attention">silent</Badge>}
-                    {r.draining && <> · draining</>}
-                    {r.problem && <> · {r.problem}</>}
-                  </td>
-                  <td>
-                    {r.sessions?.length ?? 0} of {r.capacity}
-                  </td>
-                  <td>{(r.adapters ?? []).map((a) => `${a.name} ${a.version}`).join(", ") || "—"}</td>
-                  <td>
-                    {Object.entries(r.labels ?? {})
-                      .map(([k, v]) => `${k}=${v}`)
-                      .join(", ") || "—"}
-                  </td>
-                  <td>{r.version || "—"}</td>
-                  <td>
-                    <Ago at={r.last_seen_at} />
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
+      <p data-testid="runners-summary">
+        {runners.length ? `${runners.length} registered, ${alive} alive${drained ? `, ${drained} drained` : ""}. ` : "No runner has registered. "}
+        <a href="/runners">See and drain the runners</a>
+      </p>
     </section>
   );
 }
