@@ -186,7 +186,15 @@ function Commits({ c }: { c: Changes }) {
     }
     return [...m.entries()];
   }, [c.commits]);
-  const toRuns = () => requestAnimationFrame(() => document.getElementById("runs")?.scrollIntoView({ block: "start" }));
+  // A run's link selects its session in Runs (which follows the
+  // address's #run-ID) and scrolls there; the router would only push.
+  const toRun = (run: string) => (e: Event) => {
+    e.preventDefault();
+    e.stopPropagation();
+    history.replaceState(null, "", `#run-${run}`);
+    dispatchEvent(new HashChangeEvent("hashchange"));
+    requestAnimationFrame(() => document.getElementById("runs")?.scrollIntoView({ block: "start" }));
+  };
   return (
     <>
       <h4>Commits</h4>
@@ -204,7 +212,7 @@ function Commits({ c }: { c: Changes }) {
                   {x.run && (
                     <>
                       {" · "}
-                      <a href={`#run-${x.run}`} onClick={toRuns} aria-label={`The ${x.stage} run ${x.run} that made ${short(x.sha)}`}>
+                      <a href={`#run-${x.run}`} onClick={toRun(x.run)} aria-label={`The ${x.stage} run ${x.run} that made ${short(x.sha)}`}>
                         run
                       </a>
                     </>

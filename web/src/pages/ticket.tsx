@@ -56,7 +56,8 @@ export default function Page({ item: key }: Record<string, string>) {
   // has a flow, read again when the flow moves or a run ends (a push).
   const hasFlow = !!details.data?.flow;
   const changes = useLoad(async () => (hasFlow ? tickets.changes(key) : null), [key, hasFlow]);
-  const viewer = useLoad(async () => (hasFlow ? (await import("../changes/changes")).default : null), [hasFlow]);
+  // (An object: a function as the state would be taken for an updater.)
+  const viewer = useLoad(async () => (hasFlow ? { View: (await import("../changes/changes")).default } : null), [hasFlow]);
   const refreshChanges = useDebounced(() => void changes.reload(), 200);
 
   // The timeline: what was read, then every event after it, live.
@@ -86,7 +87,7 @@ export default function Page({ item: key }: Record<string, string>) {
         <>
           <Header d={d} canWrite={canWrite} onChange={details.reload} />
           <Body item={d.item} canWrite={canWrite} onChange={details.reload} />
-          <FlowSection d={d} canWrite={canWrite} onChange={details.reload} changes={changes} View={viewer.data ?? null} viewError={viewer.error} />
+          <FlowSection d={d} canWrite={canWrite} onChange={details.reload} changes={changes} View={viewer.data?.View ?? null} viewError={viewer.error} />
           <Questions item={d.item.key} questions={d.questions} canWrite={canWrite} onChange={details.reload} />
           <Runs item={d.item.key} runs={d.runs} />
         </>
