@@ -230,8 +230,13 @@ function Commits({ c }: { c: Changes }) {
 function FileDiff({ f, i, sideBySide }: { f: ChangedFile; i: number; sideBySide: boolean }) {
   const lines = useMemo(() => (f.patch ? f.patch.split("\n").length : 0), [f.patch]);
   const [open, setOpen] = useState(lines <= bigLines);
-  const rows = useMemo(() => (open && f.patch ? parse(f.patch) : []), [open, f.patch]);
-  const lang = language(f.path);
+  // Parsed and highlighted once per patch, not at each render (the page
+  // renders again on every live event).
+  const rows = useMemo(() => {
+    if (!open || !f.patch) return [];
+    const lang = language(f.path);
+    return parse(f.patch).map((r): Line => ({ ...r, html: r.kind === "hunk" || r.kind === "note" ? null : highlight(lang, r.text) }));
+  }, [open, f.patch, f.path]);
   return (
     <div class="file" id={`diff-${i}`} data-testid="file-diff" data-path={f.path}>
       <h4 tabIndex={-1}>
@@ -257,7 +262,7 @@ function FileDiff({ f, i, sideBySide }: { f: ChangedFile; i: number; sideBySide:
       ) : (
         f.patch && (
           <div class="scroll">
-            {sideBySide ? <SplitTable rows={rows} lang={lang} path={f.path} /> : <UnifiedTable rows={rows} lang={lang} path={f.path} />}
+            {sideBySide ? <SplitTable rows={rows} path={f.path} /> : <UnifiedTable rows={rows} path={f.path} />}
           </div>
         )
       )}
@@ -281,13 +286,15 @@ function FileDiff({ f, i, sideBySide }: { f: ChangedFile; i: number; sideBySide:
 
 const sign: Record<Row["kind"], string> = { add: "+", del: "-", context: " ", hunk: "", note: "" };
 
+// Line is a row with its highlighted HTML (null: shown as plain text).
+type Line = Row & { html: string | null };
+
 // Code is a line's text, highlighted when its language is known.
-function Code({ r, lang }: { r: Row; lang: string }) {
-  const html = r.kind === "hunk" || r.kind === "note" ? null : highlight(lang, r.text);
-  return html === null ? <code>{r.text}</code> : <code dangerouslySetInnerHTML={{ __html: html }} />;
+function Code({ r }: { r: Line }) {
+  return r.html === null ? <code>{r.text}</code> : <code dangerouslySetInnerHTML={{ __html: r.html }} />;
 }
 
-function UnifiedTable({ rows, lang, path }: { rows: Row[]; lang: string; path: string }) {
+function UnifiedTable({ rows, path }: { rows: Line[]; path: string }) {
   return (
     <table class="diff">
       <caption class="sr">Diff of {path}</caption>
@@ -310,7 +317,7 @@ function UnifiedTable({ rows, lang, path }: { rows: Row[]; lang: string; path: s
               <td class="ln">{r.new}</td>
               <td class="code">
                 <span class="sign">{sign[r.kind]}</span>
-                <Code r={r} lang={lang} />
+                <Code r={r} />
               </td>
             </tr>
           ),
@@ -320,16 +327,16 @@ function UnifiedTable({ rows, lang, path }: { rows: Row[]; lang: string; path: s
   );
 }
 
-function SplitTable({ rows, lang, path }: { rows: Row[]; lang: string; path: string }) {
+function SplitTable({ rows, path }: { rows: Line[]; path: string }) {
   const pairs = useMemo(() => split(rows), [rows]);
-  const side = (r: Row | undefined, n: number | undefined) => (
+  const side = (r: Line | undefined, n: number | undefined) => (
     <>
       <td class={"ln " + (r?.kind ?? "empty")}>{n}</td>
       <td class={"code " + (r?.kind ?? "empty")}>
         {r && (
           <>
             <span class="sign">{sign[r.kind]}</span>
-            <Code r={r} lang={lang} />
+            <Code r={r} />
           </>
         )}
       </td>

@@ -52,18 +52,18 @@ export function parse(patch: string): Row[] {
 // Pair is one line of the side-by-side view: the base's line on the left,
 // the branch's on the right (either missing where the other side added or
 // removed more).
-export interface Pair {
-  left?: Row;
-  right?: Row;
-  full?: Row; // a hunk header or a note, across both sides
+export interface Pair<R extends Row = Row> {
+  left?: R;
+  right?: R;
+  full?: R; // a hunk header or a note, across both sides
 }
 
 // split pairs a run of removed lines with the added lines that follow it,
 // line by line, as side-by-side views do.
-export function split(rows: Row[]): Pair[] {
-  const out: Pair[] = [];
-  let dels: Row[] = [];
-  let adds: Row[] = [];
+export function split<R extends Row>(rows: R[]): Pair<R>[] {
+  const out: Pair<R>[] = [];
+  let dels: R[] = [];
+  let adds: R[] = [];
   const flush = () => {
     for (let i = 0; i < Math.max(dels.length, adds.length); i++) out.push({ left: dels[i], right: adds[i] });
     dels = [];

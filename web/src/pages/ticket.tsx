@@ -79,7 +79,10 @@ export default function Page({ item: key }: Record<string, string>) {
 
   const d = details.data;
   const canWrite = d?.perms.has("tracker.write") ?? false;
-  useAnchor(d !== undefined);
+  // The approval's button is enabled once the changes are read: the
+  // anchor's focus waits for them.
+  const changesRead = !hasFlow || changes.data != null || changes.error !== "";
+  useAnchor(d !== undefined && changesRead);
   return (
     <article class="ticket">
       <Alert error={details.error || history.error} />
@@ -87,7 +90,15 @@ export default function Page({ item: key }: Record<string, string>) {
         <>
           <Header d={d} canWrite={canWrite} onChange={details.reload} />
           <Body item={d.item} canWrite={canWrite} onChange={details.reload} />
-          <FlowSection d={d} canWrite={canWrite} onChange={details.reload} changes={changes} View={viewer.data?.View ?? null} viewError={viewer.error} />
+          <FlowSection
+            d={d}
+            canWrite={canWrite}
+            onChange={details.reload}
+            changes={changes}
+            changesRead={changesRead}
+            View={viewer.data?.View ?? null}
+            viewError={viewer.error}
+          />
           <Questions item={d.item.key} questions={d.questions} canWrite={canWrite} onChange={details.reload} />
           <Runs item={d.item.key} runs={d.runs} />
         </>
@@ -296,11 +307,12 @@ interface FlowProps {
   canWrite: boolean;
   onChange: () => Promise<void>;
   changes: Loaded<Changes | null>;
+  changesRead: boolean; // read (or failed): the approval names what they show
   View: ChangesViewer | null;
   viewError: string;
 }
 
-function FlowSection({ d, canWrite, onChange, changes, View, viewError }: FlowProps) {
+function FlowSection({ d, canWrite, onChange, changes, changesRead, View, viewError }: FlowProps) {
   const f = d.flow;
   const [comment, setComment] = useState("");
   const [run, busy, error] = useAction();
@@ -316,7 +328,6 @@ function FlowSection({ d, canWrite, onChange, changes, View, viewError }: FlowPr
   // (or the flow did): both are read again and the person sees the new head.
   const c = changes.data;
   const head = c?.head ?? "";
-  const changesRead = changes.data !== undefined || changes.error !== "";
   const decide = (verb: "approve" | "reject") =>
     run(async () => {
       try {
