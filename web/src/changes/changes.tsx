@@ -5,7 +5,7 @@
 // diff each (unified or side by side, highlighted, a large one collapsed).
 // Loaded by the ticket page only (a dynamic import: the first pages do not
 // carry the diff viewer and highlight.js).
-import { useMemo, useState } from "preact/hooks";
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import type { BranchPull, Changes, ChangedFile } from "../api";
 import { Ago, Badge } from "../ui";
 import "./changes.css";
@@ -105,11 +105,13 @@ const goTo = (i: number) => (e: Event) => {
 function Counts({ adds, dels }: { adds: number; dels: number }) {
   return (
     <span class="counts">
-      <span class="plus" aria-label={`${adds} lines added`}>
+      <span class="plus">
         +{adds}
+        <span class="sr"> lines added,</span>
       </span>{" "}
-      <span class="minus" aria-label={`${dels} lines removed`}>
+      <span class="minus">
         −{dels}
+        <span class="sr"> lines removed</span>
       </span>
     </span>
   );
@@ -228,17 +230,37 @@ function Commits({ c }: { c: Changes }) {
 }
 
 function FileDiff({ f, i, sideBySide }: { f: ChangedFile; i: number; sideBySide: boolean }) {
-  const lines = useMemo(() => (f.patch ? f.patch.split("\n").length : 0), [f.patch]);
-  const [open, setOpen] = useState(lines <= bigLines);
-  // Parsed and highlighted once per patch, not at each render (the page
-  // renders again on every live event).
-  const rows = useMemo(() => {
-    if (!open || !f.patch) return [];
+  const size = useMemo(() => (f.patch ? f.patch.split("\n").length : 0), [f.patch]);
+  const [open, setOpen] = useState(size <= bigLines);
+  // Parsed once per patch (the page renders again on every live event);
+  // shown as plain text first and highlighted once the file comes near
+  // the screen, a file per task: a long diff is readable and the page
+  // usable at once.
+  const rows = useMemo(() => (open && f.patch ? parse(f.patch) : []), [open, f.patch]);
+  const [html, setHtml] = useState<(string | null)[] | null>(null);
+  const box = useRef<HTMLDivElement>(null);
+  useEffect(() => {
+    setHtml(null);
     const lang = language(f.path);
-    return parse(f.patch).map((r): Line => ({ ...r, html: r.kind === "hunk" || r.kind === "note" ? null : highlight(lang, r.text) }));
-  }, [open, f.patch, f.path]);
+    if (!lang || !rows.length || !box.current) return;
+    let timer: number | undefined;
+    const seen = new IntersectionObserver(
+      (es) => {
+        if (!es.some((e) => e.isIntersecting)) return;
+        seen.disconnect();
+        timer = window.setTimeout(() => setHtml(rows.map((r) => (r.kind === "hunk" || r.kind === "note" ? null : highlight(lang, r.text)))), 0);
+      },
+      { rootMargin: "600px 0px" },
+    );
+    seen.observe(box.current);
+    return () => {
+      seen.disconnect();
+      clearTimeout(timer);
+    };
+  }, [rows, f.path]);
+  const lines = useMemo(() => rows.map((r, k): Line => ({ ...r, html: html?.[k] ?? null })), [rows, html]);
   return (
-    <div class="file" id={`diff-${i}`} data-testid="file-diff" data-path={f.path}>
+    <div class="file" id={`diff-${i}`} ref={box} data-testid="file-diff" data-path={f.path} data-highlighted={html ? "1" : "0"}>
       <h4 tabIndex={-1}>
         {f.previous_path && f.previous_path !== f.path ? (
           <>
@@ -256,13 +278,13 @@ function FileDiff({ f, i, sideBySide }: { f: ChangedFile; i: number; sideBySide:
       ) : !open ? (
         <p>
           <button type="button" class="secondary" onClick={() => setOpen(true)}>
-            Show the {lines.toLocaleString("en")}-line diff of {f.path}
+            Show the {size.toLocaleString("en")}-line diff of {f.path}
           </button>
         </p>
       ) : (
         f.patch && (
           <div class="scroll">
-            {sideBySide ? <SplitTable rows={rows} path={f.path} /> : <UnifiedTable rows={rows} path={f.path} />}
+            {sideBySide ? <SplitTable rows={lines} path={f.path} /> : <UnifiedTable rows={lines} path={f.path} />}
           </div>
         )
       )}
@@ -273,7 +295,7 @@ function FileDiff({ f, i, sideBySide }: { f: ChangedFile; i: number; sideBySide:
             : "The patch of this file is left out: the change is larger than Ballet shows. Read it on the branch itself."}
         </p>
       )}
-      {open && lines > bigLines && (
+      {open && size > bigLines && (
         <p>
           <button type="button" class="secondary" onClick={() => setOpen(false)}>
             Hide the diff of {f.path}
