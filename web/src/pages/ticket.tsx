@@ -36,8 +36,17 @@ interface Details {
 }
 
 export default function Page({ item: key }: Record<string, string>) {
+  // The first read of the changes and their viewer start as soon as the
+  // item says it has a flow, beside the flow's own reads.
+  const early = useRef<{ key: string; changes: Promise<Changes> | null } | null>(null);
   const details = useLoad(async (): Promise<Details> => {
     const item = await tickets.get(key);
+    if (item.flow !== null && early.current?.key !== key) {
+      const first = tickets.changes(key);
+      first.catch(() => undefined); // its error is the changes' load's
+      early.current = { key, changes: first };
+      void changesModule().catch(() => undefined);
+    }
     const [flow, questions, runs, perms, subscription] = await Promise.all([
       // The item says when it has no flow: no request, no 404 in the console.
       item.flow === null ? null : tickets.flow(key),
@@ -55,9 +64,14 @@ export default function Page({ item: key }: Record<string, string>) {
   // The changes (and their viewer, a chunk of its own) once the ticket
   // has a flow, read again when the flow moves or a run ends (a push).
   const hasFlow = !!details.data?.flow;
-  const changes = useLoad(async () => (hasFlow ? tickets.changes(key) : null), [key, hasFlow]);
+  const changes = useLoad(async () => {
+    if (!hasFlow) return null;
+    const first = early.current?.key === key ? early.current.changes : null;
+    if (first) early.current = { key, changes: null }; // used once
+    return first ?? tickets.changes(key);
+  }, [key, hasFlow]);
   // (An object: a function as the state would be taken for an updater.)
-  const viewer = useLoad(async () => (hasFlow ? { View: (await import("../changes/changes")).default } : null), [hasFlow]);
+  const viewer = useLoad(async () => (hasFlow ? { View: (await changesModule()).default } : null), [hasFlow]);
   const refreshChanges = useDebounced(() => void changes.reload(), 200);
 
   // The timeline: what was read, then every event after it, live.
@@ -297,6 +311,16 @@ function Keys({ keys }: { keys: string[] }) {
 }
 
 type ChangesViewer = typeof import("../changes/changes").default;
+
+// changesModule loads the changes' viewer (a chunk of its own, with
+// highlight.js) once.
+let viewerChunk: Promise<typeof import("../changes/changes")> | null = null;
+// A failed load is tried again the next time.
+const changesModule = () =>
+  (viewerChunk ??= import("../changes/changes").catch((e) => {
+    viewerChunk = null;
+    throw e;
+  }));
 
 // short is a commit id as people read it (changes.tsx has the same, in
 // the lazily loaded chunk).
