@@ -266,6 +266,52 @@ export interface Transcript {
   finished: boolean;
 }
 
+// Changes is what a ticket's branch changes against its base (GET
+// /items/{item}/changes): head is what an approval names ("" when the
+// branch was not pushed).
+export interface Changes {
+  branch: string;
+  base: string;
+  base_sha: string;
+  head: string;
+  ahead: number;
+  commits: BranchCommit[];
+  commits_truncated: boolean;
+  files: ChangedFile[];
+  files_truncated: boolean;
+  note?: string;
+  pull_request?: BranchPull;
+}
+
+export interface BranchCommit {
+  sha: string;
+  title: string;
+  author: string;
+  time: string;
+  stage?: string; // made by Ballet's runner in this stage's run
+  run?: string;
+}
+
+export interface ChangedFile {
+  path: string;
+  previous_path?: string;
+  status: string;
+  additions: number;
+  deletions: number;
+  binary?: boolean;
+  patch: string; // the unified diff's hunks, from the first "@@"
+  truncated: boolean;
+}
+
+export interface BranchPull {
+  number: number;
+  url: string;
+  state: string;
+  mergeable: boolean | null;
+  checks: { name: string; state: string; url?: string }[];
+  reviews: { reviewer: string; state: string; stale: boolean; url?: string }[];
+}
+
 export interface LogChunk {
   offset: number;
   next_offset: number;
@@ -398,8 +444,12 @@ export const tickets = {
   runs: (key: string) => get<{ runs: Run[] }>(itemPath(key) + "/runs").then((r) => r.runs),
   move: (it: Item, state: string) => patch<Item>(itemPath(it.key), { version: it.version, state }),
   start: (key: string) => post<Flow>(itemPath(key) + "/flow/start"),
-  decide: (key: string, verb: "approve" | "reject", comment: string) =>
-    post<Flow>(itemPath(key) + "/flow/" + verb, comment.trim() ? { comment } : undefined),
+  // decide approves or rejects the human stage, naming the branch head
+  // the person saw ("" when there is no branch): Core refuses with 409 a
+  // head the branch has moved from.
+  decide: (key: string, verb: "approve" | "reject", head: string, comment: string) =>
+    post<Flow>(itemPath(key) + "/flow/" + verb, comment.trim() ? { head, comment } : { head }),
+  changes: (key: string) => get<Changes>(itemPath(key) + "/changes"),
   addBlocker: (key: string, blocker: string) => post<unknown>(itemPath(key) + "/blockers/" + enc(blocker)),
   removeBlocker: (key: string, blocker: string) => del<void>(itemPath(key) + "/blockers/" + enc(blocker)),
   ask: (key: string, text: string, blocking: boolean) => post<Question>(itemPath(key) + "/questions", { text, blocking }),

@@ -42,7 +42,7 @@ export function describe(e: BalletEvent): string {
     case "flow.stage_finished":
       return `stage ${p.stage} ended ${p.outcome}${p.next ? ` → ${p.next}` : ""}${p.report ? `: ${clip(p.report)}` : ""}`;
     case "flow.waiting":
-      return `waits for ${p.waiting}${p.reason ? `: ${clip(p.reason)}` : ""}`;
+      return `waits for ${p.waiting}${mergeOf(p.pull_request)}${p.reason ? `: ${clip(p.reason)}` : ""}`;
     case "flow.stuck":
       return `stuck: ${clip(p.reason)}`;
     case "flow.resumed":
@@ -76,6 +76,15 @@ export function describe(e: BalletEvent): string {
     default:
       return e.type;
   }
+}
+
+// mergeOf names a merge stage's merge: the pull request on a forge, the
+// merge into the base branch on plain git (number 0: there is no pull
+// request).
+function mergeOf(pr: { number?: number; url?: string; base?: string; branch?: string } | undefined): string {
+  if (!pr) return "";
+  if (pr.number) return ` (pull request #${pr.number})`;
+  return ` (merge ${pr.branch ?? "the branch"} into ${pr.base ?? "the base branch"})`;
 }
 
 export function Timeline({ events }: { events: BalletEvent[] }) {

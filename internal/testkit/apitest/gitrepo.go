@@ -84,3 +84,31 @@ func (g *GitRepo) Head(branch string) string {
 	g.t.Helper()
 	return g.git(g.Bare, "rev-parse", "refs/heads/"+branch)
 }
+
+// CommitFiles writes files (path → content, folders made as needed) on
+// branch — continuing the remote's branch when it exists, else starting
+// from main — commits them with message and pushes, as Ballet's runner
+// does; it returns the new head.
+func (g *GitRepo) CommitFiles(branch string, files map[string]string, message string) string {
+	g.t.Helper()
+	g.git(g.Work, "fetch", "origin")
+	from := "origin/main"
+	if exec.Command("git", "-C", g.Bare, "rev-parse", "--verify", "--quiet", "refs/heads/"+branch).Run() == nil {
+		from = "origin/" + branch
+	}
+	g.git(g.Work, "checkout", "-B", branch, from)
+	for path, content := range files {
+		full := filepath.Join(g.Work, filepath.FromSlash(path))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			g.t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			g.t.Fatal(err)
+		}
+		g.git(g.Work, "add", path)
+	}
+	g.git(g.Work, "commit", "-q", "-m", message)
+	g.git(g.Work, "push", "-q", "origin", branch)
+	g.git(g.Work, "checkout", "-q", "main")
+	return g.Head(branch)
+}

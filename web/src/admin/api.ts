@@ -121,7 +121,7 @@ export const causeNames: Record<string, string> = {
   "approval.waiting": "an approval waits",
   "question.opened": "a blocking question waits",
   "question.escalated": "a question or approval was escalated",
-  "merge.waiting": "a pull request waits for a person",
+  "merge.waiting": "a merge waits for a person",
   "flow.stuck": "a flow is stuck",
   "flow.failed": "a flow failed",
   "budget.exhausted": "a flow waits for budget",

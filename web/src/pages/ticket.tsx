@@ -1,10 +1,26 @@
 // Ticket: what it asks, where its flow is, its questions, its runs (with a
-// run's session and live log: runs/runs.tsx) and its history, live through the item:KEY stream.
+// run's session and live log: runs/runs.tsx), what its branch changes
+// (changes/changes.tsx, loaded with this page only) beside the approval
+// that names the head it approves, and its history, live through the
+// item:KEY stream.
 import { StartHints } from "./starthints";
 import { Fragment } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { enc, listEvents, permissions, tickets, type BalletEvent, type Flow, type Item, type Question, type Run, type Subscription } from "../api";
-import { useAction, useDebounced, useLoad } from "../load";
+import {
+  ApiError,
+  enc,
+  listEvents,
+  permissions,
+  tickets,
+  type BalletEvent,
+  type Changes,
+  type Flow,
+  type Item,
+  type Question,
+  type Run,
+  type Subscription,
+} from "../api";
+import { message, useAction, useDebounced, useLoad, type Loaded } from "../load";
 import { subscribe } from "../realtime";
 import { Report, Runs } from "../runs/runs";
 import { Timeline } from "../timeline";
@@ -20,8 +36,17 @@ interface Details {
 }
 
 export default function Page({ item: key }: Record<string, string>) {
+  // The first read of the changes and their viewer start as soon as the
+  // item says it has a flow, beside the flow's own reads.
+  const early = useRef<{ key: string; changes: Promise<Changes> | null } | null>(null);
   const details = useLoad(async (): Promise<Details> => {
     const item = await tickets.get(key);
+    if (item.flow !== null && early.current?.key !== key) {
+      const first = tickets.changes(key);
+      first.catch(() => undefined); // its error is the changes' load's
+      early.current = { key, changes: first };
+      void changesModule().catch(() => undefined);
+    }
     const [flow, questions, runs, perms, subscription] = await Promise.all([
       // The item says when it has no flow: no request, no 404 in the console.
       item.flow === null ? null : tickets.flow(key),
@@ -36,6 +61,18 @@ export default function Page({ item: key }: Record<string, string>) {
   const [live, setLive] = useState<BalletEvent[]>([]);
   const [liveError, setLiveError] = useState("");
   const refresh = useDebounced(() => void details.reload(), 200);
+  // The changes (and their viewer, a chunk of its own) once the ticket
+  // has a flow, read again when the flow moves or a run ends (a push).
+  const hasFlow = !!details.data?.flow;
+  const changes = useLoad(async () => {
+    if (!hasFlow) return null;
+    const first = early.current?.key === key ? early.current.changes : null;
+    if (first) early.current = { key, changes: null }; // used once
+    return first ?? tickets.changes(key);
+  }, [key, hasFlow]);
+  // (An object: a function as the state would be taken for an updater.)
+  const viewer = useLoad(async () => (hasFlow ? { View: (await changesModule()).default } : null), [hasFlow]);
+  const refreshChanges = useDebounced(() => void changes.reload(), 200);
 
   // The timeline: what was read, then every event after it, live.
   useEffect(() => {
@@ -47,6 +84,7 @@ export default function Page({ item: key }: Record<string, string>) {
       (e) => {
         setLive((es) => [...es, e]);
         refresh();
+        if (e.type.startsWith("flow.") || e.type === "run.finished") refreshChanges();
       },
       setLiveError,
     );
@@ -55,7 +93,10 @@ export default function Page({ item: key }: Record<string, string>) {
 
   const d = details.data;
   const canWrite = d?.perms.has("tracker.write") ?? false;
-  useAnchor(d !== undefined);
+  // The approval's button is enabled once the changes are read: the
+  // anchor's focus waits for them.
+  const changesRead = !hasFlow || changes.data != null || changes.error !== "";
+  useAnchor(d !== undefined && changesRead);
   return (
     <article class="ticket">
       <Alert error={details.error || history.error} />
@@ -63,7 +104,15 @@ export default function Page({ item: key }: Record<string, string>) {
         <>
           <Header d={d} canWrite={canWrite} onChange={details.reload} />
           <Body item={d.item} canWrite={canWrite} onChange={details.reload} />
-          <FlowSection d={d} canWrite={canWrite} onChange={details.reload} />
+          <FlowSection
+            d={d}
+            canWrite={canWrite}
+            onChange={details.reload}
+            changes={changes}
+            changesRead={changesRead}
+            View={viewer.data?.View ?? null}
+            viewError={viewer.error}
+          />
           <Questions item={d.item.key} questions={d.questions} canWrite={canWrite} onChange={details.reload} />
           <Runs item={d.item.key} runs={d.runs} />
         </>
@@ -124,7 +173,7 @@ function Header({ d, canWrite, onChange }: { d: Details; canWrite: boolean; onCh
         body:
           it.type === "epic"
             ? `${it.key} moves to Cancelled. Its tickets keep their states.`
-            : `${it.key} moves to Cancelled: its flow stops, a running agent session is stopped and its pull request is closed. Moving it back to Backlog later starts over.`,
+            : `${it.key} moves to Cancelled: its flow stops, a running agent session is stopped and its pull request, when the forge has one, is closed. Moving it back to Backlog later starts over.`,
         confirm: `Cancel ${it.key}`,
         keep: "Keep it",
         danger: true,
@@ -261,7 +310,33 @@ function Keys({ keys }: { keys: string[] }) {
   );
 }
 
-function FlowSection({ d, canWrite, onChange }: { d: Details; canWrite: boolean; onChange: () => Promise<void> }) {
+type ChangesViewer = typeof import("../changes/changes").default;
+
+// changesModule loads the changes' viewer (a chunk of its own, with
+// highlight.js) once.
+let viewerChunk: Promise<typeof import("../changes/changes")> | null = null;
+// A failed load is tried again the next time.
+const changesModule = () =>
+  (viewerChunk ??= import("../changes/changes").catch((e) => {
+    viewerChunk = null;
+    throw e;
+  }));
+
+// short is a commit id as people read it (changes.tsx has the same, in
+// the lazily loaded chunk).
+const short = (sha: string) => sha.slice(0, 7);
+
+interface FlowProps {
+  d: Details;
+  canWrite: boolean;
+  onChange: () => Promise<void>;
+  changes: Loaded<Changes | null>;
+  changesRead: boolean; // read (or failed): the approval names what they show
+  View: ChangesViewer | null;
+  viewError: string;
+}
+
+function FlowSection({ d, canWrite, onChange, changes, changesRead, View, viewError }: FlowProps) {
   const f = d.flow;
   const [comment, setComment] = useState("");
   const [run, busy, error] = useAction();
@@ -272,11 +347,31 @@ function FlowSection({ d, canWrite, onChange }: { d: Details; canWrite: boolean;
         <p class="muted">Not started.</p>
       </section>
     );
+  // The head the page shows is the one decided on ("" when there is no
+  // branch or its changes could not be read); a 409 says the branch moved
+  // (or the flow did): both are read again and the person sees the new head.
+  const c = changes.data;
+  const head = c?.head ?? "";
   const decide = (verb: "approve" | "reject") =>
     run(async () => {
-      await tickets.decide(d.item.key, verb, comment);
+      try {
+        await tickets.decide(d.item.key, verb, head, comment);
+      } catch (e) {
+        if (!(e instanceof ApiError && e.status === 409)) throw e;
+        const [fresh] = await Promise.all([tickets.changes(d.item.key).catch(() => null), onChange()]);
+        if (fresh) changes.setData(fresh);
+        const moved = fresh && fresh.head !== head;
+        throw new Error(
+          message(e) +
+            (moved
+              ? fresh.head
+                ? `. The changes below now show the head ${short(fresh.head)}: read them, then decide again.`
+                : ". The branch is gone: there is no change to approve."
+              : ""),
+        );
+      }
       setComment("");
-      await onChange();
+      await Promise.all([onChange(), changes.reload()]);
     });
   const waitsApproval = f.status === "waiting" && f.waiting === "approval";
   return (
@@ -319,17 +414,20 @@ function FlowSection({ d, canWrite, onChange }: { d: Details; canWrite: boolean;
           Nothing to approve: the branch has no commit ahead of its base, so there is no change to review. Reject to send the ticket back.
         </p>
       )}
+      <Alert error={changes.error && `The changes cannot be read: ${changes.error}`} />
+      <Alert error={viewError} />
+      {c && View && <View c={c} />}
       {waitsApproval && canWrite && (
-        <div class="approve">
+        <div class="approve" data-testid="approve-form">
           <label for="decision-comment">Comment (optional)</label>
           <textarea id="decision-comment" rows={2} value={comment} onInput={(e) => setComment((e.target as HTMLTextAreaElement).value)} />
           <div class="actions">
             {!f.nothing_to_approve && (
-              <button type="button" disabled={busy} onClick={() => decide("approve")}>
-                Approve
+              <button type="button" disabled={busy || !changesRead} onClick={() => decide("approve")} title={head ? `Approve the head ${head}` : undefined}>
+                {head ? `Approve ${short(head)}` : "Approve"}
               </button>
             )}
-            <button type="button" class="danger" disabled={busy} onClick={() => decide("reject")}>
+            <button type="button" class="danger" disabled={busy || !changesRead} onClick={() => decide("reject")}>
               Reject
             </button>
           </div>
