@@ -58,9 +58,11 @@ type Source interface {
 	// Compare reads what branch at h.HeadSHA has that the base at
 	// h.BaseSHA has not, within lim.
 	Compare(ctx context.Context, repo forge.Repo, branch string, h forge.Heads, lim forge.CompareLimits) (forge.Comparison, error)
-	// PullRequest returns the pull request of branch, nil when there is
-	// none (or the forge has none: plain git).
-	PullRequest(ctx context.Context, repo forge.Repo, branch string) (*forge.PullView, error)
+	// PullRequest returns the pull request of branch whose head is the
+	// branch's head commit head (an open one, else one merged or closed at
+	// head: forge.Adopt), nil when there is none (or the forge has none:
+	// plain git). Its reviews are stale against its own head.
+	PullRequest(ctx context.Context, repo forge.Repo, branch, head string) (*forge.PullView, error)
 }
 
 // Sources picks the Source of a repository kind ("git", "gitea", "github").
@@ -238,7 +240,7 @@ func (s *Service) Changes(ctx context.Context, it tracker.Item) (Changes, error)
 	out.Ahead, out.CommitsTruncated, out.FilesTruncated, out.Note = cmp.ahead, cmp.commitsCut, cmp.filesCut, cmp.note
 	out.Commits = attribute(cmp.commits, it.Key, runs)
 	out.Files = cmp.files
-	pr, err := t.src.PullRequest(ctx, t.repo, t.branch)
+	pr, err := t.src.PullRequest(ctx, t.repo, t.branch, h.HeadSHA)
 	if err != nil {
 		return Changes{}, unavailable(it.Key, err)
 	}

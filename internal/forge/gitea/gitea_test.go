@@ -9,6 +9,7 @@ import (
 
 	"github.com/ballet/ballet/internal/forge"
 	"github.com/ballet/ballet/internal/forge/forgetest"
+	"github.com/ballet/ballet/internal/forge/gitforge"
 	"github.com/ballet/ballet/internal/secret"
 	"github.com/ballet/ballet/internal/testkit/giteatest"
 )
@@ -79,6 +80,10 @@ func (r *repo) Repo() forge.Repo {
 
 func (r *repo) Push(t testing.TB, branch string) string { return r.g.PushBranch(t, branch) }
 
+func (r *repo) CommitFile(t testing.TB, branch, path, content, message string) string {
+	return r.g.CommitMessage(t, branch, path, content, message)
+}
+
 func (r *repo) PullRequests(t testing.TB, branch string) []forgetest.Opened {
 	var out []forgetest.Opened
 	for _, p := range r.g.ListPulls(t) {
@@ -130,13 +135,21 @@ func (r *repo) Protect(t testing.TB, p forgetest.Protection) {
 }
 
 func (r *repo) SetStatus(t testing.TB, sha, context, state string) {
-	r.g.SetStatus(t, sha, context, state)
+	r.g.SetStatusURL(t, sha, context, state, forgetest.StatusURL(context))
 }
 
 func (r *repo) MergesOf(t testing.TB, sha string) int { return r.g.MergesOf(t, sha) }
 
 func TestContract(t *testing.T) {
 	forgetest.Run(t, newHarness(t))
+}
+
+// TestChanges runs the changes contract on the package's real Gitea: one
+// repository, in sequence.
+func TestChanges(t *testing.T) {
+	h := newHarness(t)
+	h.f.git = gitforge.New(t.TempDir())
+	forgetest.Changes(t, h)
 }
 
 // TestPolicy runs the merge-policy table on the package's real Gitea (one

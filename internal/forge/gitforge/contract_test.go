@@ -1,6 +1,8 @@
 package gitforge
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,6 +20,12 @@ func TestContract(t *testing.T) {
 		// Merging merges a merged branch again on purpose (its doc): no MergeOnce.
 		forgetest.Run(t, harness{f: NewMerging(t.TempDir()), caps: forgetest.Caps{Merge: true}})
 	})
+}
+
+// TestChanges runs the changes contract on plain git (a local bare
+// repository): no pull request.
+func TestChanges(t *testing.T) {
+	forgetest.Changes(t, harness{f: New(t.TempDir()), caps: forgetest.Caps{}})
 }
 
 // TestPolicy runs the merge-policy table on plain git: the rows without
@@ -42,6 +50,25 @@ func (h harness) NewRepo(t testing.TB) forgetest.Repo {
 type contractRepo struct{ w *world }
 
 func (r *contractRepo) Repo() forge.Repo { return forge.Repo{URL: r.w.bare, DefaultBranch: "main"} }
+
+func (r *contractRepo) CommitFile(t testing.TB, branch, path, content, message string) string {
+	w := r.w
+	from := "main"
+	if w.run(w.dir, "--git-dir="+w.bare, "branch", "--list", branch) != "" {
+		w.git("fetch", "--quiet", "origin", branch)
+		from = "FETCH_HEAD"
+	}
+	w.git("checkout", "--quiet", "-B", branch, from)
+	if err := os.WriteFile(filepath.Join(w.work, path), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.git("add", "--", path)
+	w.git("commit", "--quiet", "--cleanup=verbatim", "-m", message)
+	sha := w.git("rev-parse", "HEAD")
+	w.git("push", "--quiet", "origin", branch)
+	w.git("checkout", "--quiet", "main")
+	return sha
+}
 
 func (r *contractRepo) Push(t testing.TB, branch string) string {
 	w := r.w

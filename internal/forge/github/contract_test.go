@@ -19,6 +19,13 @@ func TestContract(t *testing.T) {
 	t.Run("CheckRuns", func(t *testing.T) { forgetest.Run(t, newContractHarness(t, true)) })
 }
 
+// TestChanges runs the changes contract on the GitHub client against the
+// GitHub fake, CI reporting a commit status and then a check run.
+func TestChanges(t *testing.T) {
+	t.Run("Statuses", func(t *testing.T) { forgetest.Changes(t, newContractHarness(t, false)) })
+	t.Run("CheckRuns", func(t *testing.T) { forgetest.Changes(t, newContractHarness(t, true)) })
+}
+
 // TestPolicy runs the merge-policy table on the GitHub client against the
 // GitHub fake, with CI reporting commit statuses and check runs.
 func TestPolicy(t *testing.T) {
@@ -87,6 +94,11 @@ func (r *contractRepo) Push(t testing.TB, branch string) string {
 	return sha
 }
 
+func (r *contractRepo) CommitFile(t testing.TB, branch, path, content, message string) string {
+	return r.h.fake.CommitFile("acme", r.name, branch, githubfake.Commit{Message: message,
+		AuthorName: "Ballet agent", AuthorEmail: "agent@ballet.invalid", Path: path, Content: content})
+}
+
 func (r *contractRepo) PullRequests(t testing.TB, branch string) []forgetest.Opened {
 	var out []forgetest.Opened
 	for _, p := range r.h.fake.PullRequests("acme", r.name) {
@@ -124,16 +136,16 @@ func (r *contractRepo) CloseByHand(t testing.TB, pr forge.PullRequest) {
 // conclusions of a completed run.
 func (r *contractRepo) SetStatus(t testing.TB, sha, context, state string) {
 	if !r.h.checkRuns {
-		r.h.fake.SetStatus("acme", r.name, sha, context, state)
+		r.h.fake.SetStatusURL("acme", r.name, sha, context, state, forgetest.StatusURL(context))
 		return
 	}
 	switch state {
 	case forgetest.StatePending:
-		r.h.fake.SetCheckRun("acme", r.name, sha, context, "in_progress", "")
+		r.h.fake.SetCheckRunURL("acme", r.name, sha, context, "in_progress", "", forgetest.StatusURL(context))
 	case forgetest.StateUnknown: // a conclusion GitHub may add one day
-		r.h.fake.SetCheckRun("acme", r.name, sha, context, "completed", "deferred_to_a_future_version")
+		r.h.fake.SetCheckRunURL("acme", r.name, sha, context, "completed", "deferred_to_a_future_version", forgetest.StatusURL(context))
 	default:
-		r.h.fake.SetCheckRun("acme", r.name, sha, context, "completed", state)
+		r.h.fake.SetCheckRunURL("acme", r.name, sha, context, "completed", state, forgetest.StatusURL(context))
 	}
 }
 

@@ -79,6 +79,17 @@ func (s *Server) AddCollaborator(t testing.TB, r *Repo, u User) {
 func (r *Repo) Commit(t testing.TB, branch, file, content string) string {
 	t.Helper()
 	r.mu.Lock()
+	n := r.n + 1
+	r.mu.Unlock()
+	return r.CommitMessage(t, branch, file, content+"\n", fmt.Sprintf("change %s (%d)", file, n))
+}
+
+// CommitMessage commits file with content as it is on branch (created from
+// main when it does not exist yet) with message as written, pushes it
+// over HTTP as the owner, and returns the new head commit.
+func (r *Repo) CommitMessage(t testing.TB, branch, file, content, message string) string {
+	t.Helper()
+	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.clone(t)
 	r.git(t, "fetch", "--quiet", "--prune", "origin")
@@ -88,11 +99,11 @@ func (r *Repo) Commit(t testing.TB, branch, file, content string) string {
 	}
 	r.git(t, "checkout", "--quiet", "-B", branch, from)
 	r.n++
-	if err := os.WriteFile(filepath.Join(r.work, file), []byte(content+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(r.work, file), []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r.git(t, "add", "--", file)
-	r.git(t, "commit", "--quiet", "--allow-empty", "-m", fmt.Sprintf("change %s (%d)", file, r.n))
+	r.git(t, "commit", "--quiet", "--allow-empty", "--cleanup=verbatim", "-m", message)
 	r.git(t, "push", "--quiet", "origin", "HEAD:refs/heads/"+branch)
 	return r.git(t, "rev-parse", "HEAD")
 }
@@ -172,8 +183,14 @@ func (r *Repo) run(t testing.TB, dir string, args ...string) string {
 // warning) of context on sha, as the owner — as CI would.
 func (r *Repo) SetStatus(t testing.TB, sha, context, state string) {
 	t.Helper()
+	r.SetStatusURL(t, sha, context, state, "")
+}
+
+// SetStatusURL is SetStatus with the status's target URL (its page).
+func (r *Repo) SetStatusURL(t testing.TB, sha, context, state, targetURL string) {
+	t.Helper()
 	r.srv.api(t, r.Owner, http.MethodPost, "/repos/"+r.FullName()+"/statuses/"+sha,
-		map[string]any{"context": context, "state": state, "description": context + " " + state}, http.StatusCreated, nil)
+		map[string]any{"context": context, "state": state, "description": context + " " + state, "target_url": targetURL}, http.StatusCreated, nil)
 }
 
 // CreatePR opens a pull request of head into main by hand, as the owner,
