@@ -16,31 +16,35 @@ type Source interface {
 	PullRequest(ctx context.Context, repo forge.Repo, branch, head string) (*forge.PullView, error)
 }
 
-// Committer is a Repo that commits a file: what Changes needs.
+// Committer is a Repo that commits files: what the case Changes needs.
 type Committer interface {
-	// CommitFile commits path with content (lines, each ended by "\n") on
-	// branch (from main when new) with message as written, pushes it, and
-	// returns the new head.
-	CommitFile(t testing.TB, branch, path, content, message string) string
+	// CommitFiles makes one commit of each of commits, in order, on branch
+	// (from main when new), pushes them at once, and returns their ids.
+	CommitFiles(t testing.TB, branch string, commits ...FileCommit) []string
+}
+
+// FileCommit is a commit that writes one file.
+type FileCommit struct {
+	Path    string
+	Content string // lines, each ended by "\n"
+	Message string // as written
 }
 
 // StatusURL is the page a harness gives the check context it reports
 // (Repo.SetStatus), where the forge keeps one: Changes expects it back.
 func StatusURL(context string) string { return "http://127.0.0.1:9/ci/" + context }
 
-// Changes runs the changes contract on h, in one repository and in
-// sequence (a real forge is slow to set up): the heads of a branch not
-// pushed, then of one with two commits; what Compare reads of them, whole
-// and within limits; and where the forge has pull requests, the pull
-// request with a check and an approval, which goes stale when the branch
-// moves on.
-func Changes(t *testing.T, h Harness) {
-	src, ok := h.Forge().(Source)
+// changes is the contract's case Changes, what a ticket's changes read
+// (Source), in sequence in one repository (a real forge is slow): the
+// heads of a branch not pushed, then of one with two commits; what Compare
+// reads of them, whole and within limits; and where the forge has pull
+// requests, the pull request with a check and an approval, which goes
+// stale when the branch moves on.
+func changes(t *testing.T, f forge.Forge, c Caps, r Repo) {
+	src, ok := f.(Source)
 	if !ok {
-		t.Fatalf("%T reads no changes", h.Forge())
+		t.Fatalf("%T reads no changes", f)
 	}
-	c := h.Caps()
-	r := h.NewRepo(t)
 	cm, ok := r.(Committer)
 	if !ok {
 		t.Fatalf("%T commits no files", r)
@@ -74,8 +78,9 @@ func Changes(t *testing.T, h Harness) {
 	}
 
 	msg1 := "ACME-7 implement: add a\n\nWhy: a needs two lines.\n\nBallet-Ticket: ACME-7\nBallet-Stage: implement\nBallet-Run: run-1"
-	sha1 := cm.CommitFile(t, branch, "a.txt", "one\ntwo\n", msg1)
-	sha2 := cm.CommitFile(t, branch, "b.txt", "three\n", "ACME-7 second")
+	shas := cm.CommitFiles(t, branch, FileCommit{Path: "a.txt", Content: "one\ntwo\n", Message: msg1},
+		FileCommit{Path: "b.txt", Content: "three\n", Message: "ACME-7 second"})
+	sha1, sha2 := shas[0], shas[1]
 	hd = heads()
 	if hd.HeadSHA != sha2 || hd.BaseSHA == "" {
 		t.Fatalf("heads after two commits: %+v, want the head %s", hd, sha2)
@@ -124,7 +129,7 @@ func Changes(t *testing.T, h Harness) {
 	if v := pull(sha2); v != nil {
 		t.Fatalf("pull request before one was opened: %+v", v)
 	}
-	pr, err := h.Forge().EnsurePullRequest(ctx, repo, branch, "ACME-7", "the ticket")
+	pr, err := f.EnsurePullRequest(ctx, repo, branch, "ACME-7", "the ticket")
 	if err != nil {
 		t.Fatalf("EnsurePullRequest: %v", err)
 	}
@@ -141,7 +146,7 @@ func Changes(t *testing.T, h Harness) {
 		t.Fatalf("reviews %+v, want %s's approval, not stale", v.Reviews, reviewer)
 	}
 
-	sha3 := cm.CommitFile(t, branch, "c.txt", "four\n", "ACME-7 third")
+	sha3 := cm.CommitFiles(t, branch, FileCommit{Path: "c.txt", Content: "four\n", Message: "ACME-7 third"})[0]
 	v = pull(sha3)
 	if v == nil || v.Number != pr.Number || v.HeadSHA != sha3 || len(v.Checks) != 0 {
 		t.Fatalf("after a push: %+v, want #%d at %s without checks", v, pr.Number, sha3)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/ballet/ballet/internal/forge"
 	"github.com/ballet/ballet/internal/forge/forgetest"
-	"github.com/ballet/ballet/internal/forge/gitforge"
 	"github.com/ballet/ballet/internal/secret"
 	"github.com/ballet/ballet/internal/testkit/giteatest"
 )
@@ -35,7 +34,7 @@ func newHarness(t testing.TB) *harness {
 			return "", false
 		}
 		return v.(string), true
-	}), MergeableTries: 20, MergeableWait: 100 * time.Millisecond})
+	}), MergeableTries: 20, MergeableWait: 100 * time.Millisecond, GitCache: t.TempDir()})
 	return h
 }
 
@@ -80,8 +79,12 @@ func (r *repo) Repo() forge.Repo {
 
 func (r *repo) Push(t testing.TB, branch string) string { return r.g.PushBranch(t, branch) }
 
-func (r *repo) CommitFile(t testing.TB, branch, path, content, message string) string {
-	return r.g.CommitMessage(t, branch, path, content, message)
+func (r *repo) CommitFiles(t testing.TB, branch string, commits ...forgetest.FileCommit) []string {
+	var cs []giteatest.Change
+	for _, c := range commits {
+		cs = append(cs, giteatest.Change{File: c.Path, Content: c.Content, Message: c.Message})
+	}
+	return r.g.Commits(t, branch, cs...)
 }
 
 func (r *repo) PullRequests(t testing.TB, branch string) []forgetest.Opened {
@@ -142,14 +145,6 @@ func (r *repo) MergesOf(t testing.TB, sha string) int { return r.g.MergesOf(t, s
 
 func TestContract(t *testing.T) {
 	forgetest.Run(t, newHarness(t))
-}
-
-// TestChanges runs the changes contract on the package's real Gitea: one
-// repository, in sequence.
-func TestChanges(t *testing.T) {
-	h := newHarness(t)
-	h.f.git = gitforge.New(t.TempDir())
-	forgetest.Changes(t, h)
 }
 
 // TestPolicy runs the merge-policy table on the package's real Gitea (one

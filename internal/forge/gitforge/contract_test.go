@@ -22,12 +22,6 @@ func TestContract(t *testing.T) {
 	})
 }
 
-// TestChanges runs the changes contract on plain git (a local bare
-// repository): no pull request.
-func TestChanges(t *testing.T) {
-	forgetest.Changes(t, harness{f: New(t.TempDir()), caps: forgetest.Caps{}})
-}
-
 // TestPolicy runs the merge-policy table on plain git: the rows without
 // pull requests, checks or reviews, where a person merges.
 func TestPolicy(t *testing.T) {
@@ -51,7 +45,7 @@ type contractRepo struct{ w *world }
 
 func (r *contractRepo) Repo() forge.Repo { return forge.Repo{URL: r.w.bare, DefaultBranch: "main"} }
 
-func (r *contractRepo) CommitFile(t testing.TB, branch, path, content, message string) string {
+func (r *contractRepo) CommitFiles(t testing.TB, branch string, commits ...forgetest.FileCommit) []string {
 	w := r.w
 	from := "main"
 	if w.run(w.dir, "--git-dir="+w.bare, "branch", "--list", branch) != "" {
@@ -59,15 +53,18 @@ func (r *contractRepo) CommitFile(t testing.TB, branch, path, content, message s
 		from = "FETCH_HEAD"
 	}
 	w.git("checkout", "--quiet", "-B", branch, from)
-	if err := os.WriteFile(filepath.Join(w.work, path), []byte(content), 0o644); err != nil {
-		t.Fatal(err)
+	var shas []string
+	for _, c := range commits {
+		if err := os.WriteFile(filepath.Join(w.work, c.Path), []byte(c.Content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		w.git("add", "--", c.Path)
+		w.git("commit", "--quiet", "--cleanup=verbatim", "-m", c.Message)
+		shas = append(shas, w.git("rev-parse", "HEAD"))
 	}
-	w.git("add", "--", path)
-	w.git("commit", "--quiet", "--cleanup=verbatim", "-m", message)
-	sha := w.git("rev-parse", "HEAD")
 	w.git("push", "--quiet", "origin", branch)
 	w.git("checkout", "--quiet", "main")
-	return sha
+	return shas
 }
 
 func (r *contractRepo) Push(t testing.TB, branch string) string {

@@ -19,13 +19,6 @@ func TestContract(t *testing.T) {
 	t.Run("CheckRuns", func(t *testing.T) { forgetest.Run(t, newContractHarness(t, true)) })
 }
 
-// TestChanges runs the changes contract on the GitHub client against the
-// GitHub fake, CI reporting a commit status and then a check run.
-func TestChanges(t *testing.T) {
-	t.Run("Statuses", func(t *testing.T) { forgetest.Changes(t, newContractHarness(t, false)) })
-	t.Run("CheckRuns", func(t *testing.T) { forgetest.Changes(t, newContractHarness(t, true)) })
-}
-
 // TestPolicy runs the merge-policy table on the GitHub client against the
 // GitHub fake, with CI reporting commit statuses and check runs.
 func TestPolicy(t *testing.T) {
@@ -94,9 +87,13 @@ func (r *contractRepo) Push(t testing.TB, branch string) string {
 	return sha
 }
 
-func (r *contractRepo) CommitFile(t testing.TB, branch, path, content, message string) string {
-	return r.h.fake.CommitFile("acme", r.name, branch, githubfake.Commit{Message: message,
-		AuthorName: "Ballet agent", AuthorEmail: "agent@ballet.invalid", Path: path, Content: content})
+func (r *contractRepo) CommitFiles(t testing.TB, branch string, commits ...forgetest.FileCommit) []string {
+	var shas []string
+	for _, c := range commits {
+		shas = append(shas, r.h.fake.CommitFile("acme", r.name, branch, githubfake.Commit{Message: c.Message,
+			AuthorName: "Ballet agent", AuthorEmail: "agent@ballet.invalid", Path: c.Path, Content: c.Content}))
+	}
+	return shas
 }
 
 func (r *contractRepo) PullRequests(t testing.TB, branch string) []forgetest.Opened {

@@ -81,13 +81,19 @@ func (r *Repo) Commit(t testing.TB, branch, file, content string) string {
 	r.mu.Lock()
 	n := r.n + 1
 	r.mu.Unlock()
-	return r.CommitMessage(t, branch, file, content+"\n", fmt.Sprintf("change %s (%d)", file, n))
+	return r.Commits(t, branch, Change{File: file, Content: content + "\n", Message: fmt.Sprintf("change %s (%d)", file, n)})[0]
 }
 
-// CommitMessage commits file with content as it is on branch (created from
-// main when it does not exist yet) with message as written, pushes it
-// over HTTP as the owner, and returns the new head commit.
-func (r *Repo) CommitMessage(t testing.TB, branch, file, content, message string) string {
+// Change is a commit that writes one file.
+type Change struct {
+	File, Content string // the content as it is
+	Message       string // as written
+}
+
+// Commits makes one commit of each change on branch (created from main
+// when it does not exist yet), pushes them at once over HTTP as the owner,
+// and returns their ids, in order.
+func (r *Repo) Commits(t testing.TB, branch string, changes ...Change) []string {
 	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -98,14 +104,18 @@ func (r *Repo) CommitMessage(t testing.TB, branch, file, content, message string
 		from = "origin/" + branch
 	}
 	r.git(t, "checkout", "--quiet", "-B", branch, from)
-	r.n++
-	if err := os.WriteFile(filepath.Join(r.work, file), []byte(content), 0o644); err != nil {
-		t.Fatal(err)
+	var shas []string
+	for _, c := range changes {
+		r.n++
+		if err := os.WriteFile(filepath.Join(r.work, c.File), []byte(c.Content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r.git(t, "add", "--", c.File)
+		r.git(t, "commit", "--quiet", "--allow-empty", "--cleanup=verbatim", "-m", c.Message)
+		shas = append(shas, r.git(t, "rev-parse", "HEAD"))
 	}
-	r.git(t, "add", "--", file)
-	r.git(t, "commit", "--quiet", "--allow-empty", "--cleanup=verbatim", "-m", message)
 	r.git(t, "push", "--quiet", "origin", "HEAD:refs/heads/"+branch)
-	return r.git(t, "rev-parse", "HEAD")
+	return shas
 }
 
 // PushBranch pushes one more commit on branch (from main when new) and
