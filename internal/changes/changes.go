@@ -7,7 +7,9 @@
 //
 // The forge-facing part is Source, declared here and implemented by each
 // forge (internal/forge/gitforge reads the repository itself,
-// internal/forge/gitea and internal/forge/github their APIs). What a Source
+// internal/forge/github its API, internal/forge/gitea its API and, for
+// the commits and patches its API does not give of a branch, the
+// repository through git with the project's token). What a Source
 // compares at given heads never changes, so it is kept in a bounded cache
 // keyed by the repository, the branch and both head commits; the pull
 // request (its checks and reviews move without a push) is read each time.
@@ -159,7 +161,8 @@ type BranchCheck struct {
 type BranchReview struct {
 	Reviewer string `json:"reviewer"`
 	State    string `json:"state"`
-	// Stale: given on an earlier head commit, before the code pushed since.
+	// Stale: given on an earlier head commit, before the code pushed
+	// since, or dismissed (then State is dismissed).
 	Stale bool   `json:"stale"`
 	URL   string `json:"url,omitempty"`
 }
