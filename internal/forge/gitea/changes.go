@@ -7,6 +7,7 @@ import (
 
 	sdk "code.gitea.io/sdk/gitea"
 	"github.com/ballet/ballet/internal/forge"
+	"github.com/ballet/ballet/internal/gitexec"
 )
 
 // A ticket's changes on Gitea (changes.Source). The heads, the pull
@@ -62,10 +63,17 @@ func (f *Forge) Compare(ctx context.Context, repo forge.Repo, branch string, h f
 		auth = "token " + t.token
 	}
 	cmp, err := f.git.CompareAuth(ctx, repo, branch, h, lim, auth)
-	if err != nil {
-		return forge.Comparison{}, fmt.Errorf("gitea: compare %s with %s in %s: %w", branch, h.Base, t.full, redact(err, t.token))
+	var ge *gitexec.Error
+	switch {
+	case err == nil:
+		return cmp, nil
+	case errors.As(err, &ge) && ge.Stderr != "":
+		// What git said is the news; its command line (the cache's path)
+		// is not for the API's answer.
+		return forge.Comparison{}, fmt.Errorf("gitea: compare %s with %s in %s: git: %w", branch, h.Base, t.full,
+			redact(errors.New(ge.Stderr), t.token))
 	}
-	return cmp, nil
+	return forge.Comparison{}, fmt.Errorf("gitea: compare %s with %s in %s: %w", branch, h.Base, t.full, redact(err, t.token))
 }
 
 // PullRequest returns the pull request of branch into repo.DefaultBranch

@@ -32,7 +32,8 @@ func TestCompareSendsTheTokenToGitAndNeverShowsIt(t *testing.T) {
 	repo := forge.Repo{URL: srv.URL + "/acme/app.git", DefaultBranch: "main", CredentialsRef: "env:GITEA_TOKEN"}
 	h := forge.Heads{Branch: "ballet/ACME-1", Base: "main", HeadSHA: headSHA, BaseSHA: baseSHA}
 	_, err := f.Compare(context.Background(), repo, "ballet/ACME-1", h, forge.CompareLimits{Commits: 10, Files: 10, PatchBytes: 1 << 20})
-	if err == nil || !strings.Contains(err.Error(), "gitea: compare ballet/ACME-1 with main in acme/app") || strings.Contains(err.Error(), fakeToken) {
+	if err == nil || !strings.Contains(err.Error(), "gitea: compare ballet/ACME-1 with main in acme/app: git: ") ||
+		!strings.Contains(err.Error(), "403") || strings.Contains(err.Error(), fakeToken) || strings.Contains(err.Error(), "--git-dir") {
 		t.Fatalf("a refused fetch: %v", err)
 	}
 	mu.Lock()
@@ -111,5 +112,36 @@ func TestCheckViews(t *testing.T) {
 	}
 	if got[0].URL != "http://127.0.0.1:9/a" {
 		t.Errorf("the link: %q", got[0].URL)
+	}
+}
+
+// TestCompareFollowsNoRedirect: a Gitea that redirects git elsewhere gets
+// a refusal: git never goes to the other host (the header is scoped to
+// Gitea's host, and redirects are off too).
+func TestCompareFollowsNoRedirect(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var elsewhere []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		elsewhere = append(elsewhere, r.Header.Get("Authorization"))
+		mu.Unlock()
+		http.Error(w, "no", http.StatusNotFound)
+	}))
+	defer other.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.RequestURI(), http.StatusFound)
+	}))
+	defer srv.Close()
+	f := New(Options{Secrets: envs(func(k string) (string, bool) { return fakeToken, k == "GITEA_TOKEN" }), GitCache: t.TempDir()})
+	repo := forge.Repo{URL: srv.URL + "/acme/app.git", DefaultBranch: "main", CredentialsRef: "env:GITEA_TOKEN"}
+	h := forge.Heads{Branch: "ballet/ACME-1", Base: "main", HeadSHA: headSHA, BaseSHA: baseSHA}
+	if _, err := f.Compare(context.Background(), repo, "ballet/ACME-1", h, forge.CompareLimits{}); err == nil {
+		t.Fatal("Compare through a redirect: no error")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(elsewhere) > 0 {
+		t.Fatalf("the redirect was followed: %d requests to another host (Authorization %q)", len(elsewhere), elsewhere)
 	}
 }

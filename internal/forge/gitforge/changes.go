@@ -151,8 +151,9 @@ func (f *Forge) fetchHeads(ctx context.Context, dir, url string, h forge.Heads, 
 }
 
 // authEnv gives git the Authorization header auth for url's host
-// (scheme://host/), and switches credential helpers off so that none
-// stores it; nil without auth.
+// (scheme://host/), switches credential helpers off so that none stores
+// it, and redirects off (the rule of package outbound: a redirect would
+// carry the header where nobody chose); nil without auth.
 func authEnv(url, auth string) []string {
 	if auth == "" {
 		return nil
@@ -161,9 +162,10 @@ func authEnv(url, auth string) []string {
 	if u, err := neturl.Parse(url); err == nil && u.Host != "" {
 		scope = u.Scheme + "://" + u.Host + "/"
 	}
-	return []string{"GIT_CONFIG_COUNT=2",
+	return []string{"GIT_CONFIG_COUNT=3",
 		"GIT_CONFIG_KEY_0=http." + scope + ".extraHeader", "GIT_CONFIG_VALUE_0=Authorization: " + auth,
-		"GIT_CONFIG_KEY_1=credential.helper", "GIT_CONFIG_VALUE_1="}
+		"GIT_CONFIG_KEY_1=credential.helper", "GIT_CONFIG_VALUE_1=",
+		"GIT_CONFIG_KEY_2=http.followRedirects", "GIT_CONFIG_VALUE_2=false"}
 }
 
 // secretsOf lists auth and its token (after the scheme) for redaction.
