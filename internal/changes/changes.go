@@ -7,7 +7,9 @@
 //
 // The forge-facing part is Source, declared here and implemented by each
 // forge (internal/forge/gitforge reads the repository itself,
-// internal/forge/gitea and internal/forge/github their APIs). What a Source
+// internal/forge/github its API, internal/forge/gitea its API and, for
+// the commits and patches its API does not give of a branch, the
+// repository through git with the project's token). What a Source
 // compares at given heads never changes, so it is kept in a bounded cache
 // keyed by the repository, the branch and both head commits; the pull
 // request (its checks and reviews move without a push) is read each time.
@@ -58,9 +60,11 @@ type Source interface {
 	// Compare reads what branch at h.HeadSHA has that the base at
 	// h.BaseSHA has not, within lim.
 	Compare(ctx context.Context, repo forge.Repo, branch string, h forge.Heads, lim forge.CompareLimits) (forge.Comparison, error)
-	// PullRequest returns the pull request of branch, nil when there is
-	// none (or the forge has none: plain git).
-	PullRequest(ctx context.Context, repo forge.Repo, branch string) (*forge.PullView, error)
+	// PullRequest returns the pull request of branch whose head is the
+	// branch's head commit head (an open one, else one merged or closed at
+	// head: forge.Adopt), nil when there is none (or the forge has none:
+	// plain git). Its reviews are stale against its own head.
+	PullRequest(ctx context.Context, repo forge.Repo, branch, head string) (*forge.PullView, error)
 }
 
 // Sources picks the Source of a repository kind ("git", "gitea", "github").
@@ -157,7 +161,8 @@ type BranchCheck struct {
 type BranchReview struct {
 	Reviewer string `json:"reviewer"`
 	State    string `json:"state"`
-	// Stale: given on an earlier head commit, before the code pushed since.
+	// Stale: given on an earlier head commit, before the code pushed
+	// since, or dismissed (then State is dismissed).
 	Stale bool   `json:"stale"`
 	URL   string `json:"url,omitempty"`
 }
@@ -238,7 +243,7 @@ func (s *Service) Changes(ctx context.Context, it tracker.Item) (Changes, error)
 	out.Ahead, out.CommitsTruncated, out.FilesTruncated, out.Note = cmp.ahead, cmp.commitsCut, cmp.filesCut, cmp.note
 	out.Commits = attribute(cmp.commits, it.Key, runs)
 	out.Files = cmp.files
-	pr, err := t.src.PullRequest(ctx, t.repo, t.branch)
+	pr, err := t.src.PullRequest(ctx, t.repo, t.branch, h.HeadSHA)
 	if err != nil {
 		return Changes{}, unavailable(it.Key, err)
 	}

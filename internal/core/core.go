@@ -426,7 +426,8 @@ func secretPolicy(cfg config.Config, bootstrap, serviceToken string, environ []s
 
 // Forges returns the forge of each repository kind (forge.Kinds): plain
 // git keeps its mirrors in gitCache (Core's: git-cache next to the SQLite
-// database); Gitea and GitHub are API clients, one each (the Gitea client
+// database), the Gitea client those it reads a ticket's changes from in
+// gitCache/gitea; Gitea and GitHub are API clients, one each (the Gitea client
 // remembers which pull requests it saw unmergeable), resolving
 // repository.credentials_ref through the platform's policy (secrets) at
 // every call, so a rotated secret is used at once.
@@ -443,7 +444,7 @@ type ForgeSet map[string]forge.Forge
 func NewForges(gitCache string, clk clock.Clock, secrets forge.Secrets) ForgeSet {
 	return ForgeSet{
 		forge.KindGit:    gitforge.ForBuild(gitCache),
-		forge.KindGitea:  gitea.New(gitea.Options{Clock: clk, Secrets: secrets}),
+		forge.KindGitea:  gitea.New(gitea.Options{Clock: clk, Secrets: secrets, GitCache: filepath.Join(gitCache, "gitea")}),
 		forge.KindGitHub: github.New(github.Options{Clock: clk, Secrets: secrets}),
 	}
 }
@@ -455,6 +456,13 @@ func (s ForgeSet) Forge(kind string) (forge.Forge, error) {
 	}
 	return nil, fmt.Errorf("the forge %q is not git, gitea or github", kind)
 }
+
+// Every forge reads a ticket's changes.
+var (
+	_ changes.Source = (*gitforge.Forge)(nil)
+	_ changes.Source = (*gitea.Forge)(nil)
+	_ changes.Source = (*github.Forge)(nil)
+)
 
 // Source is the forge of a repository kind as a ticket's changes read it.
 func (s ForgeSet) Source(kind string) (changes.Source, error) {

@@ -127,3 +127,28 @@ type ReviewView struct {
 	URL   string // may be ""
 	Time  time.Time
 }
+
+// LatestReviews keeps the latest review of each reviewer from reviews in
+// the forge's order (oldest first), in the order reviewers first appear
+// (pure; the forges share it). A verdict (approved, changes requested,
+// dismissed) outlives the comments and requests given after it: a reviewer
+// who approved and then commented still shows the approval. A reviewer
+// without a verdict shows their latest comment, or pending.
+func LatestReviews(reviews []ReviewView) []ReviewView {
+	verdict := func(s string) bool {
+		return s == ReviewApproved || s == ReviewChangesRequested || s == ReviewDismissed
+	}
+	latest := map[string]int{} // reviewer → index in out
+	var out []ReviewView
+	for _, r := range reviews {
+		i, seen := latest[r.Reviewer]
+		switch {
+		case !seen:
+			latest[r.Reviewer] = len(out)
+			out = append(out, r)
+		case verdict(r.State) || !verdict(out[i].State):
+			out[i] = r
+		}
+	}
+	return out
+}

@@ -130,3 +130,29 @@ func TestDecideLeavesStateAlone(t *testing.T) {
 		t.Fatalf("reason %q", d1.Reason)
 	}
 }
+
+func TestLatestReviews(t *testing.T) {
+	in := []ReviewView{
+		{Reviewer: "ann", State: ReviewCommented},
+		{Reviewer: "bob", State: ReviewChangesRequested},
+		{Reviewer: "ann", State: ReviewApproved, URL: "a1"},
+		{Reviewer: "ann", State: ReviewCommented},
+		{Reviewer: "cid", State: ReviewPending},
+		{Reviewer: "bob", State: ReviewDismissed, Stale: true},
+		{Reviewer: "cid", State: ReviewCommented, URL: "c1"},
+	}
+	got := LatestReviews(in)
+	want := []ReviewView{
+		{Reviewer: "ann", State: ReviewApproved, URL: "a1"},
+		{Reviewer: "bob", State: ReviewDismissed, Stale: true},
+		{Reviewer: "cid", State: ReviewCommented, URL: "c1"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("LatestReviews = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("LatestReviews[%d] = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}

@@ -16,7 +16,7 @@ type Changes struct {
 func (h *Changes) Routes() []*Route {
 	return []*Route{
 		{Method: "GET", Path: "/api/v1/items/{item}/changes", Perm: access.TrackerRead,
-			Summary:  "The ticket's branch against its base: head, commits (with the stage and run that made them), files with their patches, the pull request with its checks and reviews (409 when the project has no repository, 503 when the forge cannot be read)",
+			Summary:  "The ticket's branch against its base: head, commits (with the stage and run that made them), files with their patches, the pull request with its checks and reviews (409 when the project has no repository, 503 with the forge's words when the forge cannot be read)",
 			Response: changes.Changes{}, Also: []int{http.StatusConflict}, Handle: h.get},
 	}
 }

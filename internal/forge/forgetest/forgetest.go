@@ -2,7 +2,8 @@
 // forge through a Harness (new repositories, pushes, statuses, reviews,
 // what people do by hand) and checks what the merge stage relies on —
 // exactly one pull request per branch, adopted after a crash, the state as
-// the forge sees it, merges of exactly the decided head, once.
+// the forge sees it, merges of exactly the decided head, once — and what a
+// ticket's changes read (Source: the case Changes, changes.go).
 //
 // A forge that lacks a feature says so in Caps and the cases that need it
 // are skipped for it (plain git has no pull requests, checks or reviews, and
@@ -159,6 +160,8 @@ func Run(t *testing.T, h Harness) {
 			fn(t, h.NewRepo(t))
 		})
 	}
+
+	run("Changes", true, func(t *testing.T, r Repo) { changes(t, f, c, r) })
 
 	run("NotPushed", true, func(t *testing.T, r Repo) {
 		_, err := f.EnsurePullRequest(ctx, r.Repo(), "ballet/ACME-1", "t", "b")

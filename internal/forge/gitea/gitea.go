@@ -48,7 +48,8 @@
 // API call (the repository's location and token, the SDK client, errors);
 // pulls.go finding, opening and closing pull requests; state.go reading a
 // pull request's state (head, checks, reviews); conflict.go telling a
-// conflict from a check still running; merge.go merging.
+// conflict from a check still running; merge.go merging; changes.go a
+// ticket's changes as a person reviews them (changes.Source).
 package gitea
 
 import (
@@ -58,6 +59,7 @@ import (
 
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/forge"
+	"github.com/ballet/ballet/internal/forge/gitforge"
 	"github.com/ballet/ballet/internal/outbound"
 )
 
@@ -88,6 +90,9 @@ type Options struct {
 	// unmergeable before State reports a conflict (mergeable unknown until
 	// then). 0: DefaultConflictAfter; < 0: at once.
 	ConflictAfter time.Duration
+	// GitCache is the directory of the bare mirrors a ticket's changes are
+	// read from (changes.go); "": Compare fails.
+	GitCache string
 }
 
 // DefaultConflictAfter is Options.ConflictAfter's default: Gitea's check
@@ -106,6 +111,7 @@ type Forge struct {
 	conflictAfter time.Duration
 	mu            sync.Mutex
 	since         map[unmergeable]time.Time // when each was first seen unmergeable
+	git           *gitforge.Forge           // reads a branch's changes; nil without Options.GitCache
 }
 
 var _ forge.Forge = (*Forge)(nil)
@@ -114,6 +120,9 @@ var _ forge.Forge = (*Forge)(nil)
 func New(o Options) *Forge {
 	f := &Forge{hc: outbound.Guard(o.HTTPClient), secrets: forge.OrDenyAll(o.Secrets), clock: o.Clock, tries: o.MergeableTries, wait: o.MergeableWait,
 		conflictAfter: o.ConflictAfter, since: map[unmergeable]time.Time{}}
+	if o.GitCache != "" {
+		f.git = gitforge.New(o.GitCache)
+	}
 	if f.conflictAfter == 0 {
 		f.conflictAfter = DefaultConflictAfter
 	}

@@ -34,7 +34,7 @@ func newHarness(t testing.TB) *harness {
 			return "", false
 		}
 		return v.(string), true
-	}), MergeableTries: 20, MergeableWait: 100 * time.Millisecond})
+	}), MergeableTries: 20, MergeableWait: 100 * time.Millisecond, GitCache: t.TempDir()})
 	return h
 }
 
@@ -78,6 +78,14 @@ func (r *repo) Repo() forge.Repo {
 }
 
 func (r *repo) Push(t testing.TB, branch string) string { return r.g.PushBranch(t, branch) }
+
+func (r *repo) CommitFiles(t testing.TB, branch string, commits ...forgetest.FileCommit) []string {
+	var cs []giteatest.Change
+	for _, c := range commits {
+		cs = append(cs, giteatest.Change{File: c.Path, Content: c.Content, Message: c.Message})
+	}
+	return r.g.Commits(t, branch, cs...)
+}
 
 func (r *repo) PullRequests(t testing.TB, branch string) []forgetest.Opened {
 	var out []forgetest.Opened
@@ -130,7 +138,7 @@ func (r *repo) Protect(t testing.TB, p forgetest.Protection) {
 }
 
 func (r *repo) SetStatus(t testing.TB, sha, context, state string) {
-	r.g.SetStatus(t, sha, context, state)
+	r.g.SetStatusURL(t, sha, context, state, forgetest.StatusURL(context))
 }
 
 func (r *repo) MergesOf(t testing.TB, sha string) int { return r.g.MergesOf(t, sha) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	neturl "net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -36,7 +37,7 @@ func (f *Forge) Heads(ctx context.Context, repo forge.Repo, branch string) (forg
 }
 
 // PullRequest returns nil: plain git has no pull requests.
-func (f *Forge) PullRequest(ctx context.Context, repo forge.Repo, branch string) (*forge.PullView, error) {
+func (f *Forge) PullRequest(ctx context.Context, repo forge.Repo, branch, head string) (*forge.PullView, error) {
 	return nil, nil
 }
 
@@ -48,6 +49,15 @@ const patchSlack = 64 << 10
 // files changed from their merge base to the head, with their patches
 // (rename detection on).
 func (f *Forge) Compare(ctx context.Context, repo forge.Repo, branch string, h forge.Heads, lim forge.CompareLimits) (forge.Comparison, error) {
+	return f.CompareAuth(ctx, repo, branch, h, lim, "")
+}
+
+// CompareAuth is Compare on a repository given by http(s) URL that wants
+// an Authorization header (a forge's token: Gitea, whose API has no diff
+// of a branch without a pull request). auth is the header's value, given
+// to git fetch through GIT_CONFIG_* variables for the URL's host alone —
+// never on a command line — and kept out of every error.
+func (f *Forge) CompareAuth(ctx context.Context, repo forge.Repo, branch string, h forge.Heads, lim forge.CompareLimits, auth string) (forge.Comparison, error) {
 	if err := f.check(repo.URL, branch, repo.DefaultBranch); err != nil {
 		return forge.Comparison{}, err
 	}
@@ -63,7 +73,7 @@ func (f *Forge) Compare(ctx context.Context, repo forge.Repo, branch string, h f
 			return forge.Comparison{}, err
 		}
 		defer unlock()
-		if err := f.fetchHeads(ctx, d, repo.URL, h); err != nil {
+		if err := f.fetchHeads(ctx, d, repo.URL, h, auth); err != nil {
 			return forge.Comparison{}, err
 		}
 		dir = d
@@ -121,8 +131,9 @@ func (f *Forge) Compare(ctx context.Context, repo forge.Repo, branch string, h f
 }
 
 // fetchHeads fetches the branch and its base into the mirror dir unless
-// both heads are there already.
-func (f *Forge) fetchHeads(ctx context.Context, dir, url string, h forge.Heads) error {
+// both heads are there already; auth, when set, is the Authorization
+// header sent to url's host.
+func (f *Forge) fetchHeads(ctx context.Context, dir, url string, h forge.Heads, auth string) error {
 	for _, sha := range []string{h.HeadSHA, h.BaseSHA} {
 		have, err := f.hasCommit(ctx, dir, sha)
 		if err != nil {
@@ -130,12 +141,43 @@ func (f *Forge) fetchHeads(ctx context.Context, dir, url string, h forge.Heads) 
 		}
 		if !have {
 			base, branch := "refs/heads/"+h.Base, "refs/heads/"+h.Branch
-			_, err := f.git(ctx, "-c", "gc.autoDetach=false", "--git-dir="+dir, "fetch", "--quiet", "--no-tags",
-				"--no-write-fetch-head", "--", url, "+"+base+":"+base, "+"+branch+":"+branch)
+			_, err := f.runner().Run(ctx, gitexec.Cmd{Args: []string{"-c", "gc.autoDetach=false", "--git-dir=" + dir, "fetch", "--quiet", "--no-tags",
+				"--no-write-fetch-head", "--", url, "+" + base + ":" + base, "+" + branch + ":" + branch},
+				Extra: authEnv(url, auth), Secrets: secretsOf(auth)})
 			return err
 		}
 	}
 	return nil
+}
+
+// authEnv gives git the Authorization header auth for url's host
+// (scheme://host/), switches credential helpers off so that none stores
+// it, and redirects off (the rule of package outbound: a redirect would
+// carry the header where nobody chose); nil without auth.
+func authEnv(url, auth string) []string {
+	if auth == "" {
+		return nil
+	}
+	scope := url
+	if u, err := neturl.Parse(url); err == nil && u.Host != "" {
+		scope = u.Scheme + "://" + u.Host + "/"
+	}
+	return []string{"GIT_CONFIG_COUNT=3",
+		"GIT_CONFIG_KEY_0=http." + scope + ".extraHeader", "GIT_CONFIG_VALUE_0=Authorization: " + auth,
+		"GIT_CONFIG_KEY_1=credential.helper", "GIT_CONFIG_VALUE_1=",
+		"GIT_CONFIG_KEY_2=http.followRedirects", "GIT_CONFIG_VALUE_2=false"}
+}
+
+// secretsOf lists auth and its token (after the scheme) for redaction.
+func secretsOf(auth string) []string {
+	if auth == "" {
+		return nil
+	}
+	out := []string{auth}
+	if _, tok, ok := strings.Cut(auth, " "); ok && tok != "" {
+		out = append(out, tok)
+	}
+	return out
 }
 
 // mergeBase is where the branch left its base; the empty tree when the two

@@ -1,6 +1,8 @@
 package gitforge
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -42,6 +44,28 @@ func (h harness) NewRepo(t testing.TB) forgetest.Repo {
 type contractRepo struct{ w *world }
 
 func (r *contractRepo) Repo() forge.Repo { return forge.Repo{URL: r.w.bare, DefaultBranch: "main"} }
+
+func (r *contractRepo) CommitFiles(t testing.TB, branch string, commits ...forgetest.FileCommit) []string {
+	w := r.w
+	from := "main"
+	if w.run(w.dir, "--git-dir="+w.bare, "branch", "--list", branch) != "" {
+		w.git("fetch", "--quiet", "origin", branch)
+		from = "FETCH_HEAD"
+	}
+	w.git("checkout", "--quiet", "-B", branch, from)
+	var shas []string
+	for _, c := range commits {
+		if err := os.WriteFile(filepath.Join(w.work, c.Path), []byte(c.Content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		w.git("add", "--", c.Path)
+		w.git("commit", "--quiet", "--cleanup=verbatim", "-m", c.Message)
+		shas = append(shas, w.git("rev-parse", "HEAD"))
+	}
+	w.git("push", "--quiet", "origin", branch)
+	w.git("checkout", "--quiet", "main")
+	return shas
+}
 
 func (r *contractRepo) Push(t testing.TB, branch string) string {
 	w := r.w

@@ -242,7 +242,13 @@ func (f *Forge) mirror(ctx context.Context, url string) (dir string, unlock func
 	if f.CacheDir == "" {
 		return "", nil, errors.New("gitforge: a cache directory is needed for repositories given by URL")
 	}
-	return f.mirrors.Open(ctx, f.runner(), f.CacheDir, url)
+	// git runs in another directory (gitexec): a relative cache (Core's
+	// next to a relative database path) is made absolute first.
+	root, err := filepath.Abs(f.CacheDir)
+	if err != nil {
+		return "", nil, fmt.Errorf("gitforge: the cache directory: %w", err)
+	}
+	return f.mirrors.Open(ctx, f.runner(), root, url)
 }
 
 // isLocal reports whether git would read location as a local path rather

@@ -87,6 +87,15 @@ func (r *contractRepo) Push(t testing.TB, branch string) string {
 	return sha
 }
 
+func (r *contractRepo) CommitFiles(t testing.TB, branch string, commits ...forgetest.FileCommit) []string {
+	var shas []string
+	for _, c := range commits {
+		shas = append(shas, r.h.fake.CommitFile("acme", r.name, branch, githubfake.Commit{Message: c.Message,
+			AuthorName: "Ballet agent", AuthorEmail: "agent@ballet.invalid", Path: c.Path, Content: c.Content}))
+	}
+	return shas
+}
+
 func (r *contractRepo) PullRequests(t testing.TB, branch string) []forgetest.Opened {
 	var out []forgetest.Opened
 	for _, p := range r.h.fake.PullRequests("acme", r.name) {
@@ -124,16 +133,16 @@ func (r *contractRepo) CloseByHand(t testing.TB, pr forge.PullRequest) {
 // conclusions of a completed run.
 func (r *contractRepo) SetStatus(t testing.TB, sha, context, state string) {
 	if !r.h.checkRuns {
-		r.h.fake.SetStatus("acme", r.name, sha, context, state)
+		r.h.fake.SetStatusURL("acme", r.name, sha, context, state, forgetest.StatusURL(context))
 		return
 	}
 	switch state {
 	case forgetest.StatePending:
-		r.h.fake.SetCheckRun("acme", r.name, sha, context, "in_progress", "")
+		r.h.fake.SetCheckRunURL("acme", r.name, sha, context, "in_progress", "", forgetest.StatusURL(context))
 	case forgetest.StateUnknown: // a conclusion GitHub may add one day
-		r.h.fake.SetCheckRun("acme", r.name, sha, context, "completed", "deferred_to_a_future_version")
+		r.h.fake.SetCheckRunURL("acme", r.name, sha, context, "completed", "deferred_to_a_future_version", forgetest.StatusURL(context))
 	default:
-		r.h.fake.SetCheckRun("acme", r.name, sha, context, "completed", state)
+		r.h.fake.SetCheckRunURL("acme", r.name, sha, context, "completed", state, forgetest.StatusURL(context))
 	}
 }
 

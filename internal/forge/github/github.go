@@ -364,12 +364,23 @@ func mergeable(p *gh.PullRequest) *bool {
 
 // checks reads the combined status and the check runs of st.HeadSHA.
 func (c *client) checks(ctx context.Context, st *forge.State) error {
+	statuses, runs, err := c.statusesAndRuns(ctx, st.HeadSHA)
+	if err != nil {
+		return err
+	}
+	st.Checks, st.FailingChecks, st.PendingChecks, st.PassedChecks = combineChecks(statuses, runs)
+	return nil
+}
+
+// statusesAndRuns reads the latest commit status of each context and the
+// check runs of commit sha, every page (bounded).
+func (c *client) statusesAndRuns(ctx context.Context, sha string) ([]*gh.RepoStatus, []*gh.CheckRun, error) {
 	var statuses []*gh.RepoStatus
 	opts := &gh.ListOptions{PerPage: 100}
 	for range maxPages {
-		cs, resp, err := c.gh.Repositories.GetCombinedStatus(ctx, c.owner, c.name, st.HeadSHA, opts)
+		cs, resp, err := c.gh.Repositories.GetCombinedStatus(ctx, c.owner, c.name, sha, opts)
 		if err != nil {
-			return c.fail("reading the commit statuses of "+st.HeadSHA, resp, err)
+			return nil, nil, c.fail("reading the commit statuses of "+sha, resp, err)
 		}
 		statuses = append(statuses, cs.Statuses...)
 		if resp.NextPage == 0 {
@@ -380,9 +391,9 @@ func (c *client) checks(ctx context.Context, st *forge.State) error {
 	var runs []*gh.CheckRun
 	ropts := &gh.ListCheckRunsOptions{ListOptions: gh.ListOptions{PerPage: 100}}
 	for range maxPages {
-		res, resp, err := c.gh.Checks.ListCheckRunsForRef(ctx, c.owner, c.name, st.HeadSHA, ropts)
+		res, resp, err := c.gh.Checks.ListCheckRunsForRef(ctx, c.owner, c.name, sha, ropts)
 		if err != nil {
-			return c.fail("reading the check runs of "+st.HeadSHA, resp, err)
+			return nil, nil, c.fail("reading the check runs of "+sha, resp, err)
 		}
 		runs = append(runs, res.CheckRuns...)
 		if resp.NextPage == 0 {
@@ -390,8 +401,7 @@ func (c *client) checks(ctx context.Context, st *forge.State) error {
 		}
 		ropts.Page = resp.NextPage
 	}
-	st.Checks, st.FailingChecks, st.PendingChecks, st.PassedChecks = combineChecks(statuses, runs)
-	return nil
+	return statuses, runs, nil
 }
 
 // Verdicts of one check, worst last.
@@ -457,12 +467,23 @@ func combineChecks(statuses []*gh.RepoStatus, runs []*gh.CheckRun) (checks strin
 }
 
 func (c *client) reviews(ctx context.Context, number int, st *forge.State) error {
+	all, err := c.listReviews(ctx, number)
+	if err != nil {
+		return err
+	}
+	st.Approvals, st.ChangesRequested, st.ChangeRequests, st.EarlierChangeRequests = judgeReviews(all, st.HeadSHA)
+	return nil
+}
+
+// listReviews reads every review of pull request number, oldest first
+// (bounded).
+func (c *client) listReviews(ctx context.Context, number int) ([]*gh.PullRequestReview, error) {
 	var all []*gh.PullRequestReview
 	opts := &gh.ListOptions{PerPage: 100}
 	for range maxPages {
 		rs, resp, err := c.gh.PullRequests.ListReviews(ctx, c.owner, c.name, number, opts)
 		if err != nil {
-			return c.fail(fmt.Sprintf("reading the reviews of pull request #%d", number), resp, err)
+			return nil, c.fail(fmt.Sprintf("reading the reviews of pull request #%d", number), resp, err)
 		}
 		all = append(all, rs...)
 		if resp.NextPage == 0 {
@@ -470,8 +491,7 @@ func (c *client) reviews(ctx context.Context, number int, st *forge.State) error
 		}
 		opts.Page = resp.NextPage
 	}
-	st.Approvals, st.ChangesRequested, st.ChangeRequests, st.EarlierChangeRequests = judgeReviews(all, st.HeadSHA)
-	return nil
+	return all, nil
 }
 
 // judgeReviews applies "the latest review of each user decides" to reviews

@@ -19,6 +19,8 @@ func (s *Server) Push(owner, name, branch, sha string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.repo(owner, name)
+	parent := parentOf(r, branch)
+	s.record(r, sha, []string{parent}, treeOf(r, parent), "push to "+branch, "A person", "person@example.com")
 	r.branches[branch] = sha
 	for _, p := range r.pulls {
 		if p.State != "open" {

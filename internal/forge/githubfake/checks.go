@@ -9,6 +9,8 @@ import (
 type Status struct {
 	Context string `json:"context"`
 	State   string `json:"state"` // error, failure, pending, success
+	// TargetURL is the status's page (CI's log); may be "".
+	TargetURL string `json:"target_url"`
 }
 
 // CheckRun is a check run of a commit.
@@ -18,26 +20,37 @@ type CheckRun struct {
 	Status     string `json:"status"`     // queued, in_progress, completed
 	Conclusion string `json:"conclusion"` // when completed: success, failure, neutral, cancelled, skipped, timed_out, action_required, startup_failure
 	HeadSHA    string `json:"head_sha"`
+	DetailsURL string `json:"details_url"` // the run's page on CI; may be ""
 }
 
 // SetStatus sets the commit status context of sha to state (error,
 // failure, pending, success), replacing the context's earlier one.
 func (s *Server) SetStatus(owner, name, sha, context, state string) {
+	s.SetStatusURL(owner, name, sha, context, state, "")
+}
+
+// SetStatusURL is SetStatus with the status's target URL.
+func (s *Server) SetStatusURL(owner, name, sha, context, state, targetURL string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.repo(owner, name)
 	st := slices.DeleteFunc(r.statuses[sha], func(x Status) bool { return x.Context == context })
-	r.statuses[sha] = append(st, Status{Context: context, State: state})
+	r.statuses[sha] = append(st, Status{Context: context, State: state, TargetURL: targetURL})
 }
 
 // SetCheckRun creates or updates the check run name of sha.
 func (s *Server) SetCheckRun(owner, name, sha, run, status, conclusion string) {
+	s.SetCheckRunURL(owner, name, sha, run, status, conclusion, "")
+}
+
+// SetCheckRunURL is SetCheckRun with the run's details URL.
+func (s *Server) SetCheckRunURL(owner, name, sha, run, status, conclusion, detailsURL string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.repo(owner, name)
 	for i, c := range r.checkRuns[sha] {
 		if c.Name == run {
-			r.checkRuns[sha][i].Status, r.checkRuns[sha][i].Conclusion = status, conclusion
+			r.checkRuns[sha][i].Status, r.checkRuns[sha][i].Conclusion, r.checkRuns[sha][i].DetailsURL = status, conclusion, detailsURL
 			return
 		}
 	}
@@ -45,7 +58,7 @@ func (s *Server) SetCheckRun(owner, name, sha, run, status, conclusion string) {
 	for _, cs := range r.checkRuns {
 		id += int64(len(cs))
 	}
-	r.checkRuns[sha] = append(r.checkRuns[sha], CheckRun{ID: id, Name: run, Status: status, Conclusion: conclusion, HeadSHA: sha})
+	r.checkRuns[sha] = append(r.checkRuns[sha], CheckRun{ID: id, Name: run, Status: status, Conclusion: conclusion, HeadSHA: sha, DetailsURL: detailsURL})
 }
 
 func (s *Server) combinedStatus(w http.ResponseWriter, req *http.Request, r *repo, p *pull) {
@@ -65,7 +78,7 @@ func (s *Server) combinedStatus(w http.ResponseWriter, req *http.Request, r *rep
 	}
 	items := make([]map[string]any, 0, len(statuses))
 	for _, st := range statuses {
-		items = append(items, map[string]any{"context": st.Context, "state": st.State})
+		items = append(items, map[string]any{"context": st.Context, "state": st.State, "target_url": st.TargetURL})
 	}
 	page, link := paginate(req, items)
 	if link != "" {
@@ -79,7 +92,7 @@ func (s *Server) checkRuns(w http.ResponseWriter, req *http.Request, r *repo, p 
 	runs := r.checkRuns[sha]
 	items := make([]map[string]any, 0, len(runs))
 	for _, c := range runs {
-		m := map[string]any{"id": c.ID, "name": c.Name, "status": c.Status, "conclusion": nil, "head_sha": c.HeadSHA}
+		m := map[string]any{"id": c.ID, "name": c.Name, "status": c.Status, "conclusion": nil, "head_sha": c.HeadSHA, "details_url": c.DetailsURL}
 		if c.Status == "completed" {
 			m["conclusion"] = c.Conclusion
 		}

@@ -41,6 +41,8 @@
 //     state, a closed or already merged pull request; 404 for none. A merge
 //     moves the base branch, so other pull requests recompute mergeability.
 //   - GET /repos/{o}/{r}/pulls/{n}/merge: 204 merged, 404 not.
+//   - GET /repos/{o}/{r}/compare/{base}...{head}: the commits and files of
+//     the head against the base (commits.go: CommitFile writes files).
 //   - Deleting a head branch closes its open pull requests.
 //   - Authentication: "Authorization: Bearer <token>" (or "token <token>");
 //     401 "Bad credentials" otherwise.
@@ -56,7 +58,7 @@
 //
 // Files by resource, each with its routes and the test methods that act
 // on it: branches.go, pulls.go, reviews.go, checks.go (statuses and check
-// runs), merge.go; serve.go is every route's one prologue (credentials,
+// runs), merge.go, commits.go (commits and the compare); serve.go is every route's one prologue (credentials,
 // call counts, armed failures and rate limits, the repository and pull
 // request looked up) and the answers' shapes (pages, errors).
 //
@@ -108,6 +110,10 @@ type repo struct {
 	statuses    map[string][]Status
 	checkRuns   map[string][]CheckRun
 	protections map[string]Protection // by branch
+
+	defaultBranch string
+	commits       map[string]*commit // commits.go
+	seq           int
 }
 
 // New starts a fake GitHub on 127.0.0.1; Close stops it.
@@ -134,6 +140,7 @@ func New(o Options) *Server {
 		"PUT /repos/{owner}/{repo}/pulls/{number}/merge":     s.merge,          //
 		"GET /repos/{owner}/{repo}/commits/{ref}/status":     s.combinedStatus, // checks.go
 		"GET /repos/{owner}/{repo}/commits/{ref}/check-runs": s.checkRuns,      //
+		"GET /repos/{owner}/{repo}/compare/{basehead...}":    s.compare,        // commits.go
 	} {
 		mux.Handle(pattern, s.serve(h))
 	}
@@ -159,12 +166,16 @@ func SHA(seed string) string {
 func (s *Server) AddRepo(owner, name, defaultBranch string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.repos[owner+"/"+name] = &repo{
-		owner: owner, name: name,
-		branches:  map[string]string{defaultBranch: SHA(owner + "/" + name + "@" + defaultBranch)},
+	first := SHA(owner + "/" + name + "@" + defaultBranch)
+	r := &repo{
+		owner: owner, name: name, defaultBranch: defaultBranch,
+		branches:  map[string]string{defaultBranch: first},
 		statuses:  map[string][]Status{},
 		checkRuns: map[string][]CheckRun{},
+		commits:   map[string]*commit{},
 	}
+	s.record(r, first, nil, map[string]string{"README.md": "# " + name + "\n"}, "Initial commit", "Owner", "owner@example.com")
+	s.repos[owner+"/"+name] = r
 }
 
 // repo panics on a test's mistake (an unknown repository given to a test

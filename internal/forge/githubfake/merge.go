@@ -1,6 +1,7 @@
 package githubfake
 
 import (
+	"fmt"
 	"net/http"
 )
 
@@ -44,6 +45,11 @@ func (s *Server) doMerge(r *repo, p *pull) {
 	p.Merges++
 	p.MergedAt, p.ClosedAt = s.clock.Now(), s.clock.Now()
 	p.MergeCommitSHA = SHA("merge " + r.branches[p.Base] + " " + p.HeadSHA)
+	tree := treeOf(r, r.branches[p.Base])
+	for k, v := range treeOf(r, p.HeadSHA) {
+		tree[k] = v
+	}
+	s.record(r, p.MergeCommitSHA, []string{r.branches[p.Base], p.HeadSHA}, tree, fmt.Sprintf("Merge pull request #%d", p.Number), "GitHub", "noreply@github.com")
 	r.branches[p.Base] = p.MergeCommitSHA
 	for _, o := range r.pulls {
 		if o.State == "open" && o.Base == p.Base {

@@ -79,6 +79,23 @@ func (s *Server) AddCollaborator(t testing.TB, r *Repo, u User) {
 func (r *Repo) Commit(t testing.TB, branch, file, content string) string {
 	t.Helper()
 	r.mu.Lock()
+	n := r.n + 1
+	r.mu.Unlock()
+	return r.Commits(t, branch, Change{File: file, Content: content + "\n", Message: fmt.Sprintf("change %s (%d)", file, n)})[0]
+}
+
+// Change is a commit that writes one file.
+type Change struct {
+	File, Content string // the content as it is
+	Message       string // as written
+}
+
+// Commits makes one commit of each change on branch (created from main
+// when it does not exist yet), pushes them at once over HTTP as the owner,
+// and returns their ids, in order.
+func (r *Repo) Commits(t testing.TB, branch string, changes ...Change) []string {
+	t.Helper()
+	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.clone(t)
 	r.git(t, "fetch", "--quiet", "--prune", "origin")
@@ -87,14 +104,18 @@ func (r *Repo) Commit(t testing.TB, branch, file, content string) string {
 		from = "origin/" + branch
 	}
 	r.git(t, "checkout", "--quiet", "-B", branch, from)
-	r.n++
-	if err := os.WriteFile(filepath.Join(r.work, file), []byte(content+"\n"), 0o644); err != nil {
-		t.Fatal(err)
+	var shas []string
+	for _, c := range changes {
+		r.n++
+		if err := os.WriteFile(filepath.Join(r.work, c.File), []byte(c.Content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r.git(t, "add", "--", c.File)
+		r.git(t, "commit", "--quiet", "--allow-empty", "--cleanup=verbatim", "-m", c.Message)
+		shas = append(shas, r.git(t, "rev-parse", "HEAD"))
 	}
-	r.git(t, "add", "--", file)
-	r.git(t, "commit", "--quiet", "--allow-empty", "-m", fmt.Sprintf("change %s (%d)", file, r.n))
 	r.git(t, "push", "--quiet", "origin", "HEAD:refs/heads/"+branch)
-	return r.git(t, "rev-parse", "HEAD")
+	return shas
 }
 
 // PushBranch pushes one more commit on branch (from main when new) and
@@ -172,8 +193,14 @@ func (r *Repo) run(t testing.TB, dir string, args ...string) string {
 // warning) of context on sha, as the owner — as CI would.
 func (r *Repo) SetStatus(t testing.TB, sha, context, state string) {
 	t.Helper()
+	r.SetStatusURL(t, sha, context, state, "")
+}
+
+// SetStatusURL is SetStatus with the status's target URL (its page).
+func (r *Repo) SetStatusURL(t testing.TB, sha, context, state, targetURL string) {
+	t.Helper()
 	r.srv.api(t, r.Owner, http.MethodPost, "/repos/"+r.FullName()+"/statuses/"+sha,
-		map[string]any{"context": context, "state": state, "description": context + " " + state}, http.StatusCreated, nil)
+		map[string]any{"context": context, "state": state, "description": context + " " + state, "target_url": targetURL}, http.StatusCreated, nil)
 }
 
 // CreatePR opens a pull request of head into main by hand, as the owner,
