@@ -48,8 +48,9 @@ func TestChangesAndApprovalHead(t *testing.T) {
 
 		w.Admin(200, "POST", "/api/v1/items/"+key+"/flow/start", nil)
 		w.await(key, "approval", func(f flowView) bool { return f.Waiting == "approval" })
-		w.repo.PushBranch("ballet/" + key) // the branch moves: a new commit
-		head := w.repo.Head("ballet/" + key)
+		// The branch moves: a commit on top (PushBranch again could make
+		// the very same commit within the same second).
+		head := w.repo.CommitFiles("ballet/"+key, map[string]string{"later.txt": "later\n"}, "a later change")
 		if head == old {
 			t.Fatal("the branch did not move")
 		}

@@ -115,6 +115,9 @@ func writeEveryEventType(t *testing.T, w *flowWorld) {
 	var p struct{ Version int64 }
 	w.Admin(200, "GET", "/api/v1/projects/ACME", nil).JSON(t, &p)
 	w.Admin(200, "PATCH", "/api/v1/projects/ACME", map[string]any{"version": p.Version, "concurrency_limit": 5})
+	var org struct{ Version int64 }
+	w.Admin(200, "GET", "/api/v1/orgs/acme", nil).JSON(t, &org)
+	w.Admin(200, "PATCH", "/api/v1/orgs/acme", map[string]any{"version": org.Version, "name": "Acme Corp"})
 	w.Admin(200, "PUT", "/api/v1/orgs/acme/members/alice", map[string]any{"role": "member"})
 	w.Admin(204, "DELETE", "/api/v1/orgs/acme/members/alice", nil)
 	var pl struct{ Version int64 }
@@ -122,6 +125,10 @@ func writeEveryEventType(t *testing.T, w *flowWorld) {
 	w.Admin(200, "PATCH", "/api/v1/platform", map[string]any{"version": pl.Version, "concurrency_limit": 50})
 	w.Admin(200, "POST", "/api/v1/platform/pause", nil)
 	w.Admin(200, "POST", "/api/v1/platform/resume", nil)
+
+	// A platform admin drains the world's runner and puts it back.
+	w.Admin(200, "POST", "/api/v1/runners/"+w.runner.ID+"/drain", nil)
+	w.Admin(200, "POST", "/api/v1/runners/"+w.runner.ID+"/undrain", nil)
 
 	// Skills, tokens, a browser session.
 	w.Admin(201, "POST", "/api/v1/projects/ACME/skills", map[string]any{"name": "go", "content": "v1"})
