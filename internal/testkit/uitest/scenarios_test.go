@@ -102,6 +102,12 @@ func TestTicketFlow(t *testing.T) {
 	p.WaitText(`[data-testid="flow-status"]`, "waits for approval")
 	p.WaitJS(fmt.Sprintf(`Number(document.querySelector('[data-testid="timeline"]').dataset.lastSeq) > %d`, last), "the timeline to follow the run")
 	p.Check("ticket-waits-approval")
+	// The pinned pipeline's graph, opened, lights the stage the flow is at.
+	p.Click(`details.flow-graph > summary`)
+	p.WaitJS(`(() => { const lit = document.querySelectorAll('.flow-graph .pg-node.current');
+		return lit.length === 1 && lit[0].dataset.stage === document.querySelector('[data-testid="flow-status"] strong').textContent })()`,
+		"the graph with the current stage lit")
+	p.Check("ticket-graph")
 
 	p.Type(`#decision-comment`, "Looks right")
 	p.ClickButton(`#flow`, "Approve")

@@ -310,6 +310,30 @@ function Keys({ keys }: { keys: string[] }) {
   );
 }
 
+type FlowGraphView = typeof import("../pipelines/flowgraph").default;
+type FlowGraphProps = import("../pipelines/flowgraph").FlowGraphProps;
+
+// StageGraph is the pinned pipeline's graph with the current stage lit;
+// its code is loaded when the person opens it.
+function StageGraph(props: FlowGraphProps) {
+  const [open, setOpen] = useState(false);
+  const [View, setView] = useState<FlowGraphView | null>(null);
+  const [error, setError] = useState("");
+  useEffect(() => {
+    if (!open || View) return;
+    import("../pipelines/flowgraph").then(
+      (m) => setView(() => m.default),
+      (e) => setError(`The graph could not be loaded: ${message(e)}`),
+    );
+  }, [open]);
+  return (
+    <details class="flow-graph" onToggle={(e) => setOpen((e.currentTarget as HTMLDetailsElement).open)}>
+      <summary>Pipeline graph</summary>
+      {open && (View ? <View {...props} /> : error ? <Alert error={error} /> : <p class="muted">Loading the graph…</p>)}
+    </details>
+  );
+}
+
 type ChangesViewer = typeof import("../changes/changes").default;
 
 // changesModule loads the changes' viewer (a chunk of its own, with
@@ -403,6 +427,7 @@ function FlowSection({ d, canWrite, onChange, changes, changesRead, View, viewEr
           </li>
         ))}
       </ol>
+      <StageGraph project={d.item.project_id} pipeline={f.pipeline} version={f.pipeline_version} current={f.stage} />
       {f.report && (
         <>
           <h3>Last report{f.outcome ? ` (${f.outcome})` : ""}</h3>
