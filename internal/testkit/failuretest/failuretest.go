@@ -125,7 +125,7 @@ func (o *Options) defaults() {
 		o.KillPhase = 60 * time.Second
 	}
 	if o.Deadline == 0 {
-		o.Deadline = 5 * time.Minute
+		o.Deadline = 8 * time.Minute
 	}
 	if o.FaultWait == 0 {
 		o.FaultWait = 5 * time.Second

@@ -27,6 +27,7 @@ type schedule struct {
 	leader        *rqlitetest.Node
 	leaderAt      float64   // the done share at which the rqlite leader is killed
 	leaderRestart time.Time // when the killed leader starts again (zero: it is not down)
+	forgeLast     bool      // the point armed last is the Gitea client's
 	// settled: the tickets settled once and the phases were ended; no
 	// phase is extended after that.
 	settled bool
@@ -92,12 +93,16 @@ func (s *suite) restart(reason string) {
 	k := &s.sched
 	f := ""
 	now := time.Now()
-	if s.forgingAt(now) {
+	// The Gitea client's points and the plan's take turns: armed for up
+	// to forgeFaultWait each, the forge's alone would fill the kill phase.
+	commitNext := s.killingAt(now) && k.next < len(k.plan)
+	if s.forgingAt(now) && !(k.forgeLast && commitNext) {
 		f = s.nextForgePoint()
 	}
-	if f == "" && s.killingAt(now) && k.next < len(k.plan) {
+	if f == "" && commitNext {
 		f, k.next = k.plan[k.next], k.next+1
 	}
+	k.forgeLast = isForgePoint(f)
 	s.approvedArm = 0
 	s.logf("core: %s; restart with BALLET_FAULT=%q", reason, f)
 	if err := s.core.start(f); err != nil {

@@ -161,7 +161,7 @@ func (s *suite) giteaPlan() []string {
 
 // maxForgeRetries bounds the extra turns of the Gitea client's points that
 // did not fire when armed.
-const maxForgeRetries = 6
+const maxForgeRetries = 3
 
 // giteaPointMissing says whether one of the Gitea client's points never
 // fired (checkGiteaHappened wants each once).
