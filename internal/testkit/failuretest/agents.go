@@ -31,14 +31,16 @@ const Agents = "AGT"
 // The agent tickets: agentTasks tasks on the template pipeline, whose
 // every agent stage does slow work (so that a kill finds a session
 // mid-work with a checkpoint pushed), and one bug whose fix stage asks a
-// blocking question that the harness answers.
-const agentTasks = 4
+// blocking question that the harness answers. Six tasks whose steps sleep
+// 2 s: with four and 1 s, a stage's sessions were all past their
+// checkpoint-to-end window in one run of three (a kill not made).
+const agentTasks = 6
 
 // agentTask is the description of the i-th agent task: the scenario its
 // every session plays (the first marker in a prompt counts), slow work on
 // a file of its own, so that the branches Ballet merges do not conflict.
 func agentTask(i int) string {
-	return fakemodel.Marker("slow-work", "steps=2", "sleep=1", fmt.Sprintf("file=agent-%d.txt", i)) + "\nDo the work in two steps."
+	return fakemodel.Marker("slow-work", "steps=2", "sleep=2", fmt.Sprintf("file=agent-%d.txt", i)) + "\nDo the work in two steps."
 }
 
 // maxAnswers bounds how often the harness answers the questions of an
@@ -59,7 +61,7 @@ const orphanGuard = 30 * time.Second
 // description holds none).
 var (
 	markAsk   = fakemodel.Marker("ask", "question=Which_colour?", "answer="+agentAnswer)
-	markCheck = fakemodel.Marker("slow-work", "steps=2", "sleep=1", "file=agent-bug.txt")
+	markCheck = fakemodel.Marker("slow-work", "steps=2", "sleep=2", "file=agent-bug.txt")
 )
 
 // agentKillStages are the agent stages at which the harness kills the
