@@ -16,13 +16,33 @@ type readCounter struct {
 	store.Store
 	mu      sync.Mutex
 	queries []string
+	marked  []string // the queries made with a context from marked
 }
+
+// markKey marks a context whose reads readCounter also keeps apart: a
+// call's own reads, not those of Core's loops running meanwhile.
+type markKey struct{}
+
+func marked(ctx context.Context) context.Context { return context.WithValue(ctx, markKey{}, true) }
 
 func (c *readCounter) Query(ctx context.Context, q string, args ...any) (*store.Rows, error) {
 	c.mu.Lock()
 	c.queries = append(c.queries, q)
+	if ctx.Value(markKey{}) != nil {
+		c.marked = append(c.marked, q)
+	}
 	c.mu.Unlock()
 	return c.Store.Query(ctx, q, args...)
+}
+
+// takeMarked returns the queries made with a marked context since the
+// last takeMarked.
+func (c *readCounter) takeMarked() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := c.marked
+	c.marked = nil
+	return q
 }
 
 // take returns the queries read since the last take.
