@@ -40,12 +40,12 @@ const minFaultKills = 10
 // killingAt says whether the kill phase goes on at now. On a loaded machine
 // the Gitea client's points (each armed up to forgeFaultWait) can take most
 // of the phase: while fewer than minFaultKills kills at fault points
-// happened, it goes on for up to one more KillPhase, until the tickets
+// happened, it goes on for up to three more KillPhases, until the tickets
 // settle.
 func (s *suite) killingAt(now time.Time) bool {
 	k := &s.sched
 	return now.Before(k.end) ||
-		!k.settled && s.sum.FaultKills < minFaultKills && now.Before(k.end.Add(s.o.KillPhase))
+		!k.settled && s.sum.FaultKills < minFaultKills && now.Before(k.end.Add(3*s.o.KillPhase))
 }
 
 // forgingAt says whether the Gitea client's points are armed at now: until
