@@ -49,6 +49,10 @@ func writeMailEvents(t *testing.T, w *flowWorld, mp *mailtest.Server) {
 	}
 	ask()
 	mp.Wait(t, "mia@example.com", 2, 10*time.Second)
+	// The mail is in the box before the sender has its answer to QUIT and
+	// records notification.mailed: stopping the server before that fails
+	// the delivery.
+	apitest.Await(t, "a mailed notification", func() bool { return countType(t, w.Store, "notification.mailed") > 0 })
 	mp.Down()
 	ask()
 	apitest.Await(t, "a failed mail", func() bool { return countType(t, w.Store, "notification.mail_failed") > 0 })

@@ -161,11 +161,14 @@ func (s *suite) tendCore(now time.Time, killing, forging bool) bool {
 			s.forgePlan = append(s.forgePlan, f)
 		}
 		s.killCore()
-		wait := s.o.FaultWait
-		if isForgePoint(f) {
-			wait = forgeFaultWait
+		why := fmt.Sprintf("fault point %s did not fire within %s: killed", f, s.o.FaultWait)
+		switch {
+		case isForgePoint(f) && forging:
+			why = fmt.Sprintf("fault point %s did not fire within %s: killed", f, forgeFaultWait)
+		case isForgePoint(f) || !killing:
+			why = fmt.Sprintf("fault point %s did not fire before its phase ended: killed", f)
 		}
-		s.restart(fmt.Sprintf("fault point %s did not fire within %s: killed", f, wait))
+		s.restart(why)
 		return true
 	case killing && s.core.armed() == "" && k.next >= len(k.plan) && now.After(k.nextRandom):
 		s.killCore()

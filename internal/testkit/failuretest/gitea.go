@@ -33,6 +33,14 @@ const ciContext = "ci"
 // Gitea token (the project's repository.credentials_ref is env:giteaCredEnv).
 const giteaCredEnv = "ACME_FAILURETEST_GITEA_TOKEN"
 
+// giteaHookEnv names the variable in Core's environment holding the Gitea
+// project's webhook secret (its repository.webhook_secret_ref), which
+// giteaHookSecret is.
+const (
+	giteaHookEnv    = "ACME_FAILURETEST_GITEA_HOOK"
+	giteaHookSecret = "failuretest-hook-secret"
+)
+
 // CIFails reports whether the harness's CI fails the first head of a
 // ticket's pull request that it sees (so the merge stage fails and the
 // ticket loops back to implement); every later head passes.
@@ -125,7 +133,8 @@ func withToken(cloneURL, user, token string) (string, error) {
 }
 
 // forgeFaultWait is how long an armed point of the Gitea client may take
-// to fire: the merge stage checks every 5 s or more.
+// to fire: the merge stage checks every 5 s or more, at once on the
+// repository's webhook (a review, a CI status).
 const forgeFaultWait = 20 * time.Second
 
 // isForgePoint reports whether an armed fault spec is one of the Gitea

@@ -82,10 +82,17 @@ func (s *suite) build() {
 		if s.gitea, err = newGiteaSide(t, o.Gitea); err != nil {
 			t.Fatal(err)
 		}
-		coreEnv = append(coreEnv, giteaCredEnv+"="+s.gitea.repo.Owner.Token)
+		coreEnv = append(coreEnv, giteaCredEnv+"="+s.gitea.repo.Owner.Token, giteaHookEnv+"="+giteaHookSecret)
 	}
 	if s.core, err = newCoreProc(o.Binary, s.dir, storage, coreEnv); err != nil {
 		t.Fatal(err)
+	}
+	if s.gitea != nil {
+		// As a team would: Gitea tells Core at once of a review, a CI
+		// status or a push, so that a merge check held back by the
+		// harness's reviewer is not left to its slowing poll.
+		s.gitea.repo.CreateWebhook(t, "http://"+s.core.addr+"/api/v1/hooks/gitea/"+OnGitea, giteaHookSecret,
+			[]string{"pull_request", "pull_request_review_approved", "status"})
 	}
 	s.api = newClient(s.core.addr)
 	t.Cleanup(func() {
@@ -170,7 +177,8 @@ func (s *suite) setup() (runnerToken, agentToken string) {
 	}
 	if s.gitea != nil {
 		s.must(201, AdminToken, "POST", "/api/v1/orgs/acme/projects", map[string]any{"key": OnGitea, "name": "Project " + OnGitea,
-			"repository":        map[string]any{"forge": "gitea", "url": s.gitea.repo.CloneURL, "credentials_ref": "env:" + giteaCredEnv},
+			"repository": map[string]any{"forge": "gitea", "url": s.gitea.repo.CloneURL, "credentials_ref": "env:" + giteaCredEnv,
+				"webhook_secret_ref": "env:" + giteaHookEnv},
 			"concurrency_limit": s.o.Limit, "merge_policy": map[string]any{"mode": "auto", "required_approvals": 1, "required_checks": []string{ciContext}}}, nil)
 		s.must(200, AdminToken, "PUT", "/api/v1/projects/"+OnGitea+"/pipelines/default", map[string]any{"version": 0, "definition": onOpenCode(pipeline.Template())}, nil)
 	}
