@@ -33,6 +33,11 @@ type itemView struct {
 	Version   int64    `json:"version"`
 }
 
+// pollEvery is the pace of the harness's loop: each turn reads every
+// flow and item of the projects (poll). Faster only costs the CPU the
+// processes under test need.
+const pollEvery = 250 * time.Millisecond
+
 // poll reads every flow and item state of both projects (ok=false when
 // Core was down).
 func (s *suite) poll() bool {
@@ -246,7 +251,7 @@ func (s *suite) drive() {
 			}
 			settledSince = time.Time{}
 		}
-		time.Sleep(150 * time.Millisecond) // polling real processes
+		time.Sleep(pollEvery) // polling real processes
 	}
 }
 

@@ -2,10 +2,14 @@ package failuretest
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,6 +88,27 @@ type giteaSide struct {
 	repo     *giteatest.Repo
 	reviewer giteatest.User
 	pushURL  string // the clone URL with the owner's token, for git
+	// changed is set by Gitea's webhook deliveries to the harness (a pull
+	// request opened, pushed to, closed or merged): the pull requests are
+	// listed again only then, or after prsStale (a delivery can be lost).
+	changed atomic.Bool
+}
+
+// prsStale is how long the harness trusts its list of pull requests
+// without a delivery from Gitea saying one changed.
+const prsStale = 3 * time.Second
+
+// listen adds a webhook of the repository that tells the harness (an
+// HTTP server on 127.0.0.1) when a pull request changed.
+func (g *giteaSide) listen(t testing.TB) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		g.changed.Store(true)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	g.repo.CreateWebhook(t, srv.URL+"/gitea", "harness", []string{"pull_request", "pull_request_sync"})
+	g.changed.Store(true)
 }
 
 // newGiteaSide seeds a repository for one run of the suite on srv: Ballet's
@@ -241,7 +266,7 @@ func (s *suite) mayApprove() bool {
 // pull request (a failure on the first head of a CIFails ticket), and
 // approves a head that passed when mayApprove.
 func (s *suite) playForge(now time.Time) {
-	if now.Sub(s.prsRead) < 300*time.Millisecond {
+	if !s.gitea.changed.Swap(false) && now.Sub(s.prsRead) < prsStale {
 		return
 	}
 	prs := s.gitea.pulls(s.t) // Gitea is never killed: an error is the harness's

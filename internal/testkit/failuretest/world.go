@@ -92,7 +92,8 @@ func (s *suite) build() {
 		// status or a push, so that a merge check held back by the
 		// harness's reviewer is not left to its slowing poll.
 		s.gitea.repo.CreateWebhook(t, "http://"+s.core.addr+"/api/v1/hooks/gitea/"+OnGitea, giteaHookSecret,
-			[]string{"pull_request", "pull_request_review_approved", "status"})
+			[]string{"pull_request", "pull_request_sync", "pull_request_review_approved", "status"})
+		s.gitea.listen(t)
 	}
 	s.api = newClient(s.core.addr)
 	t.Cleanup(func() {
