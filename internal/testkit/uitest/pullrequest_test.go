@@ -47,7 +47,8 @@ func giteaProject(t *testing.T, w *World, key string) (*giteatest.Repo, giteates
 // Gitea, whose pull request Ballet opened and whose failing check failed
 // the stage, shows on its page the pull request (number, link, state),
 // each commit status of the head with its state and its link (a passing
-// build, a failing lint), and each reviewer's latest review: Alice's
+// build, a failing lint; a status whose target URL is javascript: shows
+// with no link), and each reviewer's latest review: Alice's
 // approval, given before a later push, marked stale; Bob's, given on the
 // head, not.
 func TestPullRequestChecksAndReviews(t *testing.T) {
@@ -84,6 +85,9 @@ func TestPullRequestChecksAndReviews(t *testing.T) {
 	lint := "http://127.0.0.1:9/ci/lint/18"
 	repo.SetStatusURL(t, head, "ci/build", "success", build)
 	repo.SetStatusURL(t, head, "ci/lint", "failure", lint)
+	// A check's target URL is whatever CI sent: one that is no web page
+	// must not become a link that runs script on Ballet's page.
+	repo.SetStatusURL(t, head, "ci/evil", "error", "javascript:window.pwned=1")
 	if first == head {
 		t.Fatal("the push did not move the head")
 	}
@@ -109,9 +113,10 @@ func TestPullRequestChecksAndReviews(t *testing.T) {
 			text: li.textContent.replace(/\s+/g, " ").trim(), href: li.querySelector("a")?.getAttribute("href") ?? "",
 			badge: [...li.querySelectorAll(".badge")].map(b => b.textContent).join("|")}))`)
 	}
-	p.WaitJS(`document.querySelectorAll('[data-testid="checks"] li').length === 2`, "two checks")
+	p.WaitJS(`document.querySelectorAll('[data-testid="checks"] li').length === 3`, "three checks")
 	checks := items("checks")
-	wantChecks := []item{{Text: "success ci/build", Href: build, Badge: "success"}, {Text: "failure ci/lint", Href: lint, Badge: "failure"}}
+	wantChecks := []item{{Text: "success ci/build", Href: build, Badge: "success"}, {Text: "failure ci/lint", Href: lint, Badge: "failure"},
+		{Text: "failure ci/evil", Badge: "failure"}}
 	if len(checks) != len(wantChecks) {
 		t.Fatalf("checks %+v, want %+v", checks, wantChecks)
 	}
