@@ -1,6 +1,7 @@
 package changes
 
 import (
+	"net/url"
 	"strings"
 	"time"
 
@@ -57,14 +58,28 @@ func trailers(msg string) map[string]string {
 	return out
 }
 
-// pullRequest renders a forge's pull request.
+// pullRequest renders a forge's pull request (pure). Its links are what
+// the forge was told — a check's target URL is whatever CI sent — and the
+// ticket page makes them links: only web pages (webURL) are kept.
 func pullRequest(p forge.PullView) *BranchPull {
-	out := &BranchPull{Number: p.Number, URL: p.URL, State: p.State, Mergeable: p.Mergeable, Checks: []BranchCheck{}, Reviews: []BranchReview{}}
+	out := &BranchPull{Number: p.Number, URL: webURL(p.URL), State: p.State, Mergeable: p.Mergeable, Checks: []BranchCheck{}, Reviews: []BranchReview{}}
 	for _, c := range p.Checks {
-		out.Checks = append(out.Checks, BranchCheck{Name: c.Name, State: c.State, URL: c.URL})
+		out.Checks = append(out.Checks, BranchCheck{Name: c.Name, State: c.State, URL: webURL(c.URL)})
 	}
 	for _, r := range p.Reviews {
-		out.Reviews = append(out.Reviews, BranchReview{Reviewer: r.Reviewer, State: r.State, Stale: r.Stale, URL: r.URL})
+		out.Reviews = append(out.Reviews, BranchReview{Reviewer: r.Reviewer, State: r.State, Stale: r.Stale, URL: webURL(r.URL)})
 	}
 	return out
+}
+
+// webURL returns s when it is an absolute http or https URL with a host,
+// else "" (no link): a javascript: or data: URL on the ticket page would
+// run in Ballet's origin when clicked (pure).
+func webURL(s string) string {
+	s = strings.TrimSpace(s)
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.ContainsAny(s, "\x00\r\n\t") {
+		return ""
+	}
+	return s
 }

@@ -168,6 +168,35 @@ func TestTrailers(t *testing.T) {
 	}
 }
 
+// TestPullRequestLinksAreWebPages: the pull request's, a check's and a
+// review's URL come from the forge (a check's target URL is whatever CI
+// sent); only absolute http(s) URLs reach the answer, the rest become no
+// link at all.
+func TestPullRequestLinksAreWebPages(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://ci.example/build/17":              "https://ci.example/build/17",
+		" http://127.0.0.1:3000/o/r/pulls/1 ":      "http://127.0.0.1:3000/o/r/pulls/1",
+		"HTTPS://ci.example/x":                     "HTTPS://ci.example/x",
+		"":                                         "",
+		"javascript:alert(1)":                      "",
+		"JavaScript:alert(1)":                      "",
+		" javascript:alert(1)":                     "",
+		"java\tscript:alert(1)":                    "",
+		"data:text/html,<script>alert(1)</script>": "",
+		"vbscript:msgbox(1)":                       "",
+		"//evil.example/x":                         "",
+		"/relative/path":                           "",
+		"http:/no-host":                            "",
+		"https://ci.example/a\nb":                  "",
+	} {
+		p := pullRequest(forge.PullView{URL: in, Checks: []forge.CheckView{{Name: "ci", State: forge.CheckFailure, URL: in}},
+			Reviews: []forge.ReviewView{{Reviewer: "alice", State: forge.ReviewApproved, URL: in}}})
+		if p.URL != want || p.Checks[0].URL != want || p.Reviews[0].URL != want {
+			t.Errorf("%q: pull request %q, check %q, review %q; want %q", in, p.URL, p.Checks[0].URL, p.Reviews[0].URL, want)
+		}
+	}
+}
+
 // BenchmarkChangesCachedHead: GET …/changes's work on a head already
 // compared (the heads read, the cache hit, the runs read).
 func BenchmarkChangesCachedHead(b *testing.B) {

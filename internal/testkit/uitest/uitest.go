@@ -28,6 +28,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/ballet/ballet/internal/testkit/giteatest"
 	"github.com/ballet/ballet/internal/testkit/parts"
 )
 
@@ -65,10 +66,11 @@ var shared struct {
 	err    error
 }
 
-// Main runs the package's tests and then stops the browser; call it from
-// TestMain.
+// Main runs the package's tests (through giteatest.Main, which stops the
+// package's shared Gitea when a test started it) and then stops the
+// browser; call it from TestMain.
 func Main(m *testing.M) {
-	code := m.Run()
+	code := giteatest.Main(m)
 	if shared.cancel != nil {
 		shared.cancel()
 	}
