@@ -326,3 +326,30 @@ WHERE d.notification_id = notifications.id AND d.status IN ('pending', 'retrying
 		storetest.NoTableScan(t, s, q.name, q.sql, q.args...)
 	}
 }
+
+// ballet_db_size_bytes is the database's size on every engine: more
+// than its empty schema, and growing with what is written.
+func TestDatabaseSize(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		empty, err := retention.Size(t.Context(), s)
+		if err != nil || empty < 4096 {
+			t.Fatalf("size of the empty schema: %d, %v", empty, err)
+		}
+		seed(t, s)
+		w := &world{t: t, s: s}
+		for i := range 400 {
+			w.job(fmt.Sprintf("j-size-%d", i), "pending", time.Time{})
+		}
+		w.write()
+		grown, err := retention.Size(t.Context(), s)
+		if err != nil || grown <= empty {
+			t.Fatalf("size after 400 jobs: %d (was %d), %v", grown, empty, err)
+		}
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(retention.NewSizeCollector(s))
+		families, err := reg.Gather()
+		if err != nil || len(families) != 1 || families[0].GetMetric()[0].GetGauge().GetValue() != float64(grown) {
+			t.Fatalf("ballet_db_size_bytes: %v, %v; want %d", families, err, grown)
+		}
+	})
+}
