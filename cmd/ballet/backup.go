@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"syscall"
 	"time"
 
@@ -142,7 +141,7 @@ func restoreCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ballet restore: %v\n", err)
 		return 1
 	}
-	if err := knownMigrations(snap, set); err != nil {
+	if err := set.Admits(snap.Migrations); err != nil {
 		fmt.Fprintf(stderr, "ballet restore: %s is not a backup of %s database: %v\n", f.file, whose, err)
 		return 1
 	}
@@ -161,27 +160,4 @@ func restoreCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "the database it replaced is kept as %s\n", aside)
 	}
 	return 0
-}
-
-// knownMigrations checks that every migration the snapshot holds is one of
-// set's: a database of the same service, from this version or an older
-// one.
-func knownMigrations(snap sqlite.Snapshot, set store.MigrationSet) error {
-	ms, err := set.Migrations()
-	if err != nil {
-		return err
-	}
-	var names []string
-	for _, m := range ms {
-		names = append(names, m.Name)
-	}
-	if len(snap.Migrations) == 0 {
-		return errors.New("it holds no migration")
-	}
-	for _, n := range snap.Migrations {
-		if !slices.Contains(names, n) {
-			return fmt.Errorf("it holds migration %s, which this version of Ballet does not know (a newer version's backup, or another service's)", n)
-		}
-	}
-	return nil
 }

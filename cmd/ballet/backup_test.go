@@ -315,7 +315,7 @@ func TestRqliteBackupRecipe(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the rqlite backup: %v", err)
 	}
-	if err := knownMigrations(snap, store.CoreMigrations); err != nil {
+	if err := store.CoreMigrations.Admits(snap.Migrations); err != nil {
 		t.Fatal(err)
 	}
 

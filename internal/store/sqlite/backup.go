@@ -12,19 +12,25 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/ballet/ballet/internal/store"
 )
 
 // Backup writes a consistent snapshot of the database at path to the new
 // file to, while its holder goes on serving: SQLite's VACUUM INTO, on a
 // connection of its own, reads one snapshot (a WAL read transaction, which
 // never blocks the writer) and writes it compacted into a temporary file
-// beside to, renamed to to once whole and synced. to must not exist.
+// beside to, renamed to to once whole and synced. to must not exist; its
+// folder is created if needed.
 func Backup(ctx context.Context, path, to string) error {
 	if _, err := os.Stat(path); err != nil {
 		return fileError("read the database", path, err)
 	}
 	if _, err := os.Lstat(to); err == nil {
 		return fmt.Errorf("%s exists: a backup is written to a new file (remove it or name another)", to)
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o750); err != nil {
+		return fileError("create the backup's folder", filepath.Dir(to), err)
 	}
 	tmp, err := tempBeside(to, ".backup-*")
 	if err != nil {
@@ -87,7 +93,7 @@ func Check(ctx context.Context, file string) (Snapshot, error) {
 	if len(verdict) != 1 || verdict[0] != "ok" {
 		return Snapshot{}, fmt.Errorf("%s fails SQLite's integrity check: %s", file, strings.Join(verdict, "; "))
 	}
-	names, err := db.QueryContext(ctx, `SELECT name FROM schema_migrations ORDER BY name`)
+	names, err := db.QueryContext(ctx, store.AppliedQuery)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("%s is not a Ballet database (no schema_migrations): %w", file, err)
 	}
