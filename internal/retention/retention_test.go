@@ -31,7 +31,7 @@ var now = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
 // world is a database seeded with rows on both sides of every retention.
 type world struct {
-	t     *testing.T
+	t     testing.TB
 	s     store.Store
 	clk   *clock.Fake
 	runs  *run.Service
@@ -127,7 +127,7 @@ func (w *world) ids(sql string) string {
 
 // seed writes rows just past and just within every retention, and those no
 // retention may touch.
-func seed(t *testing.T, s store.Store) *world {
+func seed(t testing.TB, s store.Store) *world {
 	clk := clock.NewFake(now)
 	w := &world{t: t, s: s, clk: clk}
 	w.runs = run.NewService(s, &transition.Applier{Store: s, Clock: clk}, clk, nil, run.Config{LogRetention: logsKept})
