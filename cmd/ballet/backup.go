@@ -47,7 +47,8 @@ It refuses while a running Ballet holds the database: 'ballet serve' (and
 'ballet up''s Core, and 'ballet knowledge') hold an exclusive lock on
 storage.path + ".lock" from start to exit, which the kernel frees when the
 process ends, however it ends. Stop Ballet, restore, start it again. The
-database replaced is kept beside it as storage.path + ".replaced-<time>".
+database replaced is kept beside it as storage.path + ".replaced-<time>"
+(with its -wal and -shm files).
 
 On rqlite, restore through rqlite itself (docs/operations.md#backup-and-restore).
 
@@ -145,7 +146,7 @@ func restoreCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ballet restore: %s is not a backup of %s database: %v\n", f.file, whose, err)
 		return 1
 	}
-	aside, err := sqlite.Restore(ctx, f.file, f.cfg.Storage.Path, time.Now())
+	aside, err := sqlite.Restore(f.file, f.cfg.Storage.Path, time.Now())
 	var locked *sqlite.LockedError
 	if errors.As(err, &locked) {
 		fmt.Fprintf(stderr, "ballet restore: refusing to replace a live database: %v; stop it first\n", err)

@@ -114,11 +114,10 @@ func Check(ctx context.Context, file string) (Snapshot, error) {
 // with a *LockedError while a process holds the database — a running
 // `ballet serve` (or `ballet up`'s Core) holds it from start to exit, and
 // the kernel frees it when that process dies however it dies. Under the
-// lock the current database, if any, is checkpointed and moved aside to
-// path + ".replaced-<UTC time>" (returned; "" when there was none), its
-// -wal and -shm files removed, and a synced copy of from renamed into
-// place.
-func Restore(ctx context.Context, from, path string, now time.Time) (aside string, err error) {
+// lock the current database, if any, is moved aside with its -wal and
+// -shm files to path + ".replaced-<UTC time>" (returned; "" when there was
+// none), and a synced copy of from renamed into place.
+func Restore(from, path string, now time.Time) (aside string, err error) {
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return "", fileError("create the database folder", dir, err)
@@ -137,18 +136,20 @@ func Restore(ctx context.Context, from, path string, now time.Time) (aside strin
 	if err := copyFile(from, tmp); err != nil {
 		return "", err
 	}
+	// The current database moves aside whole: its file with its WAL (which
+	// may hold its latest commits) and shared-memory index, under one name
+	// SQLite opens them by; nothing of it is read, so a damaged one moves too.
 	if _, err := os.Stat(path); err == nil {
-		if err := checkpoint(ctx, path); err != nil {
-			return "", err
-		}
 		aside = path + ".replaced-" + now.UTC().Format("20060102T150405Z")
-		if err := os.Rename(path, aside); err != nil {
-			return "", fileError("move the current database aside", aside, err)
+		for _, suffix := range []string{"-wal", "-shm", ""} {
+			if err := os.Rename(path+suffix, aside+suffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return "", fileError("move the current database aside", aside+suffix, err)
+			}
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", fileError("read the database", path, err)
 	}
-	for _, f := range []string{path + "-wal", path + "-shm"} {
+	for _, f := range []string{path + "-wal", path + "-shm"} { // left by a database already gone
 		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return aside, fileError("remove the old database's", f, err)
 		}
@@ -157,24 +158,6 @@ func Restore(ctx context.Context, from, path string, now time.Time) (aside strin
 		return aside, fileError("move the restored database into place", path, err)
 	}
 	return aside, syncDir(filepath.Dir(path))
-}
-
-// checkpoint writes the WAL of the database at path into its file and
-// empties it, so that the file alone holds every commit.
-func checkpoint(ctx context.Context, path string) error {
-	db, err := sql.Open("sqlite", "file:"+path)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", path, err)
-	}
-	defer db.Close()
-	var busy, logged, done int
-	if err := db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logged, &done); err != nil {
-		return fmt.Errorf("checkpoint %s: %w", path, err)
-	}
-	if busy != 0 {
-		return fmt.Errorf("checkpoint %s: the database is busy (is a process still using it?)", path)
-	}
-	return nil
 }
 
 // tempBeside names a new empty temporary file in the folder of name (so

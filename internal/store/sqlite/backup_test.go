@@ -90,11 +90,11 @@ func TestBackupWhileWritingAndRestore(t *testing.T) {
 	t.Logf("the writer committed %d rows while the backup ran", during)
 
 	var locked *LockedError
-	if _, err := Restore(ctx, to, path, time.Now()); !errors.As(err, &locked) || locked.PID != os.Getpid() {
+	if _, err := Restore(to, path, time.Now()); !errors.As(err, &locked) || locked.PID != os.Getpid() {
 		t.Fatalf("restore over an open database: %v", err)
 	}
 	s.Close()
-	aside, err := Restore(ctx, to, path, time.Date(2026, 12, 7, 1, 2, 3, 0, time.UTC))
+	aside, err := Restore(to, path, time.Date(2026, 12, 7, 1, 2, 3, 0, time.UTC))
 	if err != nil || aside != path+".replaced-20261207T010203Z" {
 		t.Fatalf("restore: %q, %v", aside, err)
 	}
