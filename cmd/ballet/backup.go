@@ -28,7 +28,7 @@ data/knowledge.db). The snapshot is checked (SQLite's integrity_check) and
 its size and time printed.
 
 On rqlite ([storage] engine = "rqlite") use rqlite's own backup instead:
-  curl -s -o FILE 'http://NODE:4001/db/backup?fmt=sqlite'
+  curl -s -o FILE http://NODE:4001/db/backup
 (docs/operations.md#backup-and-restore).
 
 Exit status: 0 when the backup was written, 1 when it failed, 2 for a usage
@@ -90,7 +90,7 @@ func parseDBFlags(name, fileFlag, fileUse, help string, args []string, stdout, s
 		return dbFlags{}, 2, false
 	}
 	if cfg.Storage.Engine != "sqlite" {
-		fmt.Fprintf(stderr, "ballet %s: storage.engine is %q: back up and restore rqlite with rqlite itself (curl %s/db/backup?fmt=sqlite > FILE; docs/operations.md#backup-and-restore)\n",
+		fmt.Fprintf(stderr, "ballet %s: storage.engine is %q: back up and restore rqlite with rqlite itself (curl %s/db/backup -o FILE; docs/operations.md#backup-and-restore)\n",
 			name, cfg.Storage.Engine, cfg.Storage.URLs()[0])
 		return dbFlags{}, 2, false
 	}

@@ -215,6 +215,8 @@ func TestBackupUnderLoadRestoresAndServes(t *testing.T) {
 func TestRestoreRefusesWhatIsNotABackup(t *testing.T) {
 	dir := t.TempDir()
 	cfgFile, _ := backupConfig(t, dir)
+	rq := filepath.Join(dir, "rqlite.toml")
+	os.WriteFile(rq, []byte("[storage]\nengine = \"rqlite\"\nurl = \"http://127.0.0.1:4001\"\n"), 0o600)
 	junk := filepath.Join(dir, "junk.db")
 	os.WriteFile(junk, []byte("not a database, not at all, but long enough to be read as one"), 0o600)
 	for _, c := range []struct {
@@ -226,6 +228,8 @@ func TestRestoreRefusesWhatIsNotABackup(t *testing.T) {
 		{[]string{"restore", "--config", cfgFile, "--from", filepath.Join(dir, "none.db")}, 1, "none.db"},
 		{[]string{"restore", "--config", cfgFile}, 2, "--from FILE is required"},
 		{[]string{"backup", "--config", cfgFile}, 2, "--to FILE is required"},
+		{[]string{"backup", "--config", rq, "--to", filepath.Join(dir, "r.db")}, 2, "curl http://127.0.0.1:4001/db/backup"},
+		{[]string{"restore", "--config", rq, "--from", junk}, 2, "back up and restore rqlite with rqlite itself"},
 		{[]string{"backup", "--config", cfgFile, "--to", filepath.Join(dir, "b.db")}, 1, "core.db"}, // no database yet
 	} {
 		var out, errOut strings.Builder
