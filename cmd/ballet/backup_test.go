@@ -13,9 +13,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ballet/ballet/internal/config"
 	"github.com/ballet/ballet/internal/core"
+	"github.com/ballet/ballet/internal/knowledge"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/store/sqlite"
 	"github.com/ballet/ballet/internal/testkit/apitest"
@@ -359,4 +361,39 @@ func TestRqliteBackupRecipe(t *testing.T) {
 		t.Fatalf("the restored Core takes a new ticket: %d", code)
 	}
 	invariants(t, restored.Store)
+}
+
+// --knowledge backs up and restores the Knowledge service's own database,
+// found through its configuration; a backup of Core's is not one of it.
+func TestKnowledgeBackupAndRestore(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	kdb := filepath.Join(dir, "knowledge.db")
+	kcfg := filepath.Join(dir, "knowledge.toml")
+	os.WriteFile(kcfg, []byte(fmt.Sprintf("[storage]\npath = %q\n", kdb)), 0o600)
+	s, err := sqlite.Open(ctx, kdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := knowledge.Migrations.Apply(ctx, s, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(dir, "k.db")
+	var out, errOut strings.Builder
+	if code := run([]string{"backup", "--knowledge", "--config", kcfg, "--to", backup}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "the Knowledge service's database") {
+		t.Fatalf("backup --knowledge (served): exit %d, %q %q", code, out.String(), errOut.String())
+	}
+	s.Close()
+	fresh := filepath.Join(t.TempDir(), "knowledge.toml")
+	os.WriteFile(fresh, []byte(fmt.Sprintf("[storage]\npath = %q\n", filepath.Join(filepath.Dir(fresh), "knowledge.db"))), 0o600)
+	if code := run([]string{"restore", "--knowledge", "--config", fresh, "--from", backup}, &out, &errOut); code != 0 {
+		t.Fatalf("restore --knowledge: exit %d, %q", code, errOut.String())
+	}
+	// Core's configuration with a Knowledge backup: not Core's database.
+	cfgFile, _ := backupConfig(t, t.TempDir())
+	errOut.Reset()
+	if code := run([]string{"restore", "--config", cfgFile, "--from", backup}, &out, &errOut); code != 1 ||
+		!strings.Contains(errOut.String(), "is not a backup of Core's database: it holds migration 0001_knowledge") {
+		t.Fatalf("a Knowledge backup into Core: exit %d, %q", code, errOut.String())
+	}
 }
