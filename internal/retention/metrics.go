@@ -2,6 +2,7 @@ package retention
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/ballet/ballet/internal/store"
@@ -79,3 +80,6 @@ func Size(ctx context.Context, s store.Store) (int64, error) {
 	}
 	return n, nil
 }
+
+// errNoSize is the size collector's error for an answer without a number.
+var errNoSize = errors.New("the database size query answered no row")

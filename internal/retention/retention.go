@@ -13,7 +13,6 @@ package retention
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -236,6 +235,3 @@ func (rep Report) total() int {
 	}
 	return n
 }
-
-// errNoSize is the size collector's error for an answer without a number.
-var errNoSize = errors.New("the database size query answered no row")
