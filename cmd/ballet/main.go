@@ -34,6 +34,8 @@ Usage:
   ballet runner [--config FILE]  run agent sessions for a Core ([runner] server)
   ballet knowledge [--config FILE]  start the Knowledge service (its own config and database)
   ballet config [--config FILE]  check the configuration and print the effective one as TOML
+  ballet backup --to FILE        snapshot Core's SQLite database while it serves (--knowledge: the Knowledge service's)
+  ballet restore --from FILE     replace the database with a backup (refused while Ballet runs on it)
   ballet pipeline COMMAND        validate, render or publish pipeline YAML
   ballet events follow ...       print a project's, item's or org's events as they happen
   ballet dev fake-model          serve a scripted model for the agent CLIs (no API key needed)
@@ -108,6 +110,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return upCmd(args[1:], stdout, stderr)
 	case "config":
 		return printConfig(args[1:], stdout, stderr)
+	case "backup":
+		return backupCmd(args[1:], stdout, stderr)
+	case "restore":
+		return restoreCmd(args[1:], stdout, stderr)
 	case "pipeline":
 		return pipelineCmd(args[1:], stdout, stderr)
 	case "events":

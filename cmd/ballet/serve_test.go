@@ -192,6 +192,9 @@ func TestHelp(t *testing.T) {
 		{[]string{"events", "--help"}, []string{"ballet events follow", "BALLET_TOKEN"}},
 		{[]string{"events", "follow", "--help"}, []string{"ballet events follow", "BALLET_TOKEN", "-project", "-after"}},
 		{[]string{"version", "--help"}, []string{"Usage: ballet version", "commit"}},
+		{[]string{"--help"}, []string{"ballet backup --to FILE", "ballet restore --from FILE"}},
+		{[]string{"backup", "--help"}, []string{"Usage: ballet backup --to FILE", "VACUUM INTO", "-knowledge", "/db/backup", "Exit status"}},
+		{[]string{"restore", "--help"}, []string{"Usage: ballet restore --from FILE", ".lock", "refuses", "-from FILE", "Exit status"}},
 		{[]string{"dev", "--help"}, []string{"ballet dev fake-model", "[[ballet-scenario:NAME"}},
 		{[]string{"dev", "fake-model", "--help"}, []string{"ballet dev fake-model", "-addr", "-scenario", "-dump", "[[ballet-scenario:report-done]]"}},
 	} {

@@ -21,6 +21,7 @@ const (
 	TooLarge        = "too_large"       // 413
 	Unsupported     = "unsupported"     // 415: a body of another media type than the route takes
 	Unprocessable   = "unprocessable"   // 422: well-formed but not allowed (e.g. a cycle)
+	Gone            = "gone"            // 410: it was there, and was deleted for good (a run's log past [retention] run_logs)
 	Unavailable     = "unavailable"     // 503
 	Internal        = "internal"        // 500
 )

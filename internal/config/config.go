@@ -56,6 +56,8 @@ type Config struct {
 	Secrets  Secrets  `toml:"secrets"`
 	Notify   Notify   `toml:"notify"`
 	Digest   Digest   `toml:"digest"`
+	// Retention bounds what Core keeps (docs/operations.md#retention).
+	Retention Retention `toml:"retention"`
 
 	// File is the file the configuration was loaded from ("": none), one
 	// of the files no secret reference may name.
@@ -304,10 +306,44 @@ type Runs struct {
 	// LogLimit is how many bytes of a run's session output Core keeps
 	// (8 MiB); the rest is dropped and the truncation marked.
 	LogLimit int64 `toml:"log_limit"`
-	// RunnerRetention: a runner not seen for longer is removed by the
-	// reconciler (event runner.removed) (24h); one that comes back
-	// registers again.
-	RunnerRetention Duration `toml:"runner_retention"`
+	// RunnerRetention is the old name of [retention] runners, still read
+	// (zero: unset; setting both is an error). Config.RunnerRetention
+	// resolves the two.
+	RunnerRetention Duration `toml:"runner_retention,omitempty"`
+}
+
+// Retention bounds the data Core keeps: what is older than its key is
+// deleted online, in small batches, by the leader's retention job every
+// Interval (and once at start). Events are history and are never deleted.
+type Retention struct {
+	// RunLogs: a run's log is deleted this long after the run ended
+	// (720h); reading it then answers 410.
+	RunLogs Duration `toml:"run_logs"`
+	// Jobs: a finished job (done or dead) is deleted this long after it
+	// finished (168h).
+	Jobs Duration `toml:"jobs"`
+	// Sessions: a browser session is deleted this long after it expired
+	// or ended (24h).
+	Sessions Duration `toml:"sessions"`
+	// Notifications: a read notification is deleted this long after it
+	// was read (2160h); unread ones are kept.
+	Notifications Duration `toml:"notifications"`
+	// Runners: a runner not seen for longer, running nothing, is removed
+	// (event runner.removed) (24h; longer than [runs] grace); one that
+	// comes back registers again.
+	Runners Duration `toml:"runners"`
+	// Interval: how often the retention job runs (1h).
+	Interval Duration `toml:"interval"`
+}
+
+// RunnerRetention is how long a runner may be gone before it is removed:
+// [retention] runners, or the old [runs] runner_retention when that is
+// what the file sets.
+func (c Config) RunnerRetention() time.Duration {
+	if c.Runs.RunnerRetention.Duration > 0 {
+		return c.Runs.RunnerRetention.Duration
+	}
+	return c.Retention.Runners.Duration
 }
 
 // DefaultLogLimit is [runs] log_limit's default.
@@ -385,9 +421,8 @@ func Default() Config {
 		Reconciler: Reconciler{Interval: Duration{time.Minute}, Slack: Duration{5 * time.Minute}},
 		Leader:     Leader{TTL: Duration{15 * time.Second}, Renew: Duration{5 * time.Second}},
 		Scheduler:  Scheduler{Interval: Duration{10 * time.Second}},
-		Runs: Runs{Grace: Duration{2 * time.Minute}, UnclaimedAfter: Duration{2 * time.Minute}, LogLimit: DefaultLogLimit,
-			RunnerRetention: Duration{24 * time.Hour}},
-		Budgets: Budgets{Timezone: "UTC"},
+		Runs:       Runs{Grace: Duration{2 * time.Minute}, UnclaimedAfter: Duration{2 * time.Minute}, LogLimit: DefaultLogLimit},
+		Budgets:    Budgets{Timezone: "UTC"},
 		Events: Events{TailInterval: Duration{200 * time.Millisecond}, AuthRecheck: Duration{time.Minute},
 			PingInterval: Duration{30 * time.Second}, PingTimeout: Duration{10 * time.Second}},
 		Auth: Auth{PlatformAdmins: []string{}, SessionTTL: Duration{12 * time.Hour}},
@@ -405,6 +440,9 @@ func Default() Config {
 		Notify: Notify{EscalateAfter: Duration{4 * time.Hour}, WebhookTimeout: Duration{10 * time.Second},
 			Email: NotifyEmail{Timeout: Duration{30 * time.Second}}},
 		Digest: Digest{Enabled: true, Every: Duration{24 * time.Hour}},
+		Retention: Retention{RunLogs: Duration{30 * 24 * time.Hour}, Jobs: Duration{7 * 24 * time.Hour},
+			Sessions: Duration{24 * time.Hour}, Notifications: Duration{90 * 24 * time.Hour},
+			Runners: Duration{24 * time.Hour}, Interval: Duration{time.Hour}},
 	}
 }
 
@@ -441,6 +479,9 @@ func parseOver(cfg Config, text, name string) (Config, error) {
 			keys[i] = k.String()
 		}
 		return cfg, fmt.Errorf("config %s: unknown key %s", name, strings.Join(keys, ", "))
+	}
+	if md.IsDefined("runs", "runner_retention") && md.IsDefined("retention", "runners") {
+		return cfg, fmt.Errorf("config %s: runs.runner_retention is the old name of retention.runners: set only retention.runners", name)
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", name, err)

@@ -88,7 +88,15 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"[auth]\noidc_client_secret = \"s\"\n", "auth.oidc_client_secret: is set without auth.oidc_client_id"},
 		{"[events]\nauth_recheck = \"0s\"\n", "events.auth_recheck: must be a positive duration"},
 		{"[runs]\nunclaimed_after = \"0s\"\n", "runs.unclaimed_after: must be a positive duration"},
-		{"[runs]\nrunner_retention = \"30m\"\n", "runs.runner_retention: 30m0s is outside 1h … 8760h"},
+		{"[runs]\nrunner_retention = \"-1h\"\n", "runs.runner_retention: must be a positive duration (it is the old name of retention.runners)"},
+		{"[runs]\nrunner_retention = \"2h\"\n[retention]\nrunners = \"3h\"\n", "runs.runner_retention is the old name of retention.runners: set only retention.runners"},
+		{"[retention]\nrunners = \"1m\"\n", "retention.runners: 1m0s must be longer than runs.grace (2m0s)"},
+		{"[retention]\nrun_logs = \"0s\"\n", "retention.run_logs: must be a positive duration"},
+		{"[retention]\njobs = \"-1h\"\n", "retention.jobs: must be a positive duration"},
+		{"[retention]\nsessions = \"0s\"\nnotifications = \"0s\"\n", "retention.notifications: must be a positive duration\nretention.sessions: must be a positive duration"},
+		{"[retention]\ninterval = \"0s\"\n", "retention.interval: must be a positive duration"},
+		{"[retention]\nrun_logs = \"30 days\"\n", "retention.run_logs: \"30 days\" is not a duration"},
+		{"[retention]\nkeep = \"1h\"\n", "unknown key retention.keep"},
 		{"[runs]\ngrace = \"3h\"\nrunner_retention = \"2h\"\n", "runs.runner_retention: 2h0m0s must be longer than runs.grace (3h0m0s)"},
 		{"[leader]\nttl = \"5s\"\nrenew = \"10s\"\n", "leader.renew: 10s must be shorter than leader.ttl"},
 		{"[log]\nlevel = \"loud\"\n", `log.level: "loud"`},
@@ -262,5 +270,31 @@ func TestKnowledgeConfig(t *testing.T) {
 	c, err = LoadKnowledge(path)
 	if err != nil || c.Knowledge.ServiceToken != "from-the-environment-0123456789abcdef" || c.HTTP.Addr != "127.0.0.1:9999" || c.Storage.Path != "data/knowledge.db" {
 		t.Fatalf("file and environment: %+v %v", c, err)
+	}
+}
+
+// The old [runs] runner_retention still works: it is what the runners'
+// retention is when a file sets it, and `ballet config` prints the
+// retention under its new name only while the old one is unset.
+func TestRunnerRetentionOldName(t *testing.T) {
+	def := Default()
+	if def.RunnerRetention() != 24*time.Hour || def.Retention.Interval.Duration != time.Hour ||
+		def.Retention.RunLogs.Duration != 30*24*time.Hour || def.Retention.Jobs.Duration != 7*24*time.Hour {
+		t.Fatalf("retention defaults: %+v", def.Retention)
+	}
+	old, err := Parse("[runs]\nrunner_retention = \"48h\"\n", "old.toml")
+	if err != nil || old.RunnerRetention() != 48*time.Hour {
+		t.Fatalf("the old key: %v, %v", old.RunnerRetention(), err)
+	}
+	cur, err := Parse("[retention]\nrunners = \"72h\"\n", "new.toml")
+	if err != nil || cur.RunnerRetention() != 72*time.Hour {
+		t.Fatalf("the new key: %v, %v", cur.RunnerRetention(), err)
+	}
+	var out strings.Builder
+	if err := Write(&out, def); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "runner_retention") || !strings.Contains(out.String(), "runners = \"24h0m0s\"") {
+		t.Fatalf("`ballet config` prints:\n%s", out.String())
 	}
 }

@@ -50,6 +50,7 @@ func (c Config) Validate() error {
 		{"runner", c.Runner.validate}, {"adapters", c.Adapters.validate}, {"secrets", c.Secrets.validate}, {"auth", c.crossChecks},
 		{"notify", c.Notify.validate},
 		{"digest", c.Digest.validate},
+		{"retention", c.Retention.validate}, {"retention", c.retentionChecks},
 	} {
 		p := &problems{section: section.name}
 		section.check(p)
@@ -66,6 +67,18 @@ func (c Config) crossChecks(p *problems) {
 	}
 	if t := c.Knowledge.ServiceToken; t != "" && checkServiceToken(t) == nil && t == c.Auth.BootstrapToken {
 		p.errs = append(p.errs, errors.New("knowledge.service_token: must differ from auth.bootstrap_token"))
+	}
+}
+
+// retentionChecks: a runner is removed only once it is surely gone, so
+// [retention] runners must be longer than [runs] grace (checked on the
+// old [runs] runner_retention when that is set instead).
+func (c Config) retentionChecks(p *problems) {
+	if c.Runs.RunnerRetention.Duration != 0 {
+		return // [runs] checks its own key
+	}
+	if d := c.Retention.Runners.Duration; d > 0 && d <= c.Runs.Grace.Duration {
+		p.bad("runners", "%s must be longer than runs.grace (%s)", c.Retention.Runners, c.Runs.Grace)
 	}
 }
 
@@ -161,11 +174,18 @@ func (r Runs) validate(p *problems) {
 	if r.LogLimit < 1024 || r.LogLimit > 1<<30 {
 		p.bad("log_limit", "%d is outside 1024 … 1073741824 (bytes)", r.LogLimit)
 	}
-	if d := r.RunnerRetention.Duration; d < time.Hour || d > 365*24*time.Hour {
-		p.bad("runner_retention", "%s is outside 1h … 8760h", r.RunnerRetention)
-	} else if d <= r.Grace.Duration {
+	if d := r.RunnerRetention.Duration; d < 0 {
+		p.bad("runner_retention", "must be a positive duration (it is the old name of retention.runners)")
+	} else if d > 0 && d <= r.Grace.Duration {
 		p.bad("runner_retention", "%s must be longer than runs.grace (%s)", r.RunnerRetention, r.Grace)
 	}
+}
+
+// validate checks [retention]: every key a positive duration; a runner is
+// removed only once it is surely gone (longer than [runs] grace).
+func (r Retention) validate(p *problems) {
+	p.positive(map[string]Duration{"run_logs": r.RunLogs, "jobs": r.Jobs, "sessions": r.Sessions,
+		"notifications": r.Notifications, "runners": r.Runners, "interval": r.Interval})
 }
 
 func (b Budgets) validate(p *problems) {

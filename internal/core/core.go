@@ -47,6 +47,7 @@ import (
 	"github.com/ballet/ballet/internal/pipeline/versions"
 	"github.com/ballet/ballet/internal/realtime"
 	"github.com/ballet/ballet/internal/reconcile"
+	"github.com/ballet/ballet/internal/retention"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/schedule"
 	"github.com/ballet/ballet/internal/secret"
@@ -82,6 +83,9 @@ type Core struct {
 	Changes    *changes.Service // a ticket's branch against its base (GET /items/{item}/changes)
 	Scheduler  *schedule.Scheduler
 	Reconciler *reconcile.Reconciler
+	// Retention deletes old data in small batches ([retention]; the leader
+	// queues its job).
+	Retention *retention.Retention
 	// Notifier turns the events that need a person into notifications
 	// (the leader runs it).
 	Notifier *notify.Notifier
@@ -230,7 +234,8 @@ func New(o Options) (*Core, error) {
 	sessions := &flow.Sessions{Store: st, Projects: c.Tenancy, Skills: c.Skills, MCPURL: cfg.PublicURL() + mcp.Path, LogLimit: cfg.Runs.LogLimit,
 		Secrets: secrets}
 	c.Runs = run.NewService(st, c.Applier, clk, c.Tracker, run.Config{Grace: cfg.Runs.Grace.Duration, LogLimit: cfg.Runs.LogLimit,
-		Log: log.With("component", "runs"), OnFinish: flow.OnRunFinished, Sessions: sessions})
+		LogRetention: cfg.Retention.RunLogs.Duration,
+		Log:          log.With("component", "runs"), OnFinish: flow.OnRunFinished, Sessions: sessions})
 	tokens := auth.NewTokenService(st, c.Applier, clk, res)
 
 	// The flow engine, its job handlers and its metrics; the forges it
@@ -255,8 +260,14 @@ func New(o Options) (*Core, error) {
 	c.Reconciler = reconcile.New(st, clk, log.With("component", "reconciler"), c.Flows, c.Runs, reconcile.Config{
 		Interval: cfg.Reconciler.Interval.Duration, Slack: cfg.Reconciler.Slack.Duration,
 		Release: c.Flows.Release, Metrics: reconcile.NewMetrics(reg), WakeJobs: c.Jobs.Notify, MaxAttempts: cfg.Jobs.MaxAttempts,
-		RunnerRetention: cfg.Runs.RunnerRetention.Duration,
 	})
+	c.Retention = retention.New(st, clk, log.With("component", "retention"), c.Runs, retention.Config{
+		RunLogs: cfg.Retention.RunLogs.Duration, Jobs: cfg.Retention.Jobs.Duration, Sessions: cfg.Retention.Sessions.Duration,
+		Notifications: cfg.Retention.Notifications.Duration, Runners: cfg.RunnerRetention(), Interval: cfg.Retention.Interval.Duration,
+		Metrics: retention.NewMetrics(reg), WakeJobs: c.Jobs.Notify,
+	})
+	c.Retention.Register(c.Jobs)
+	reg.MustRegister(retention.NewSizeCollector(st))
 	c.Notifier = (&notify.Notifier{Store: st, Applier: c.Applier, Clock: clk, Log: log.With("component", "notify"), Items: c.Tracker,
 		Members: c.Tenancy, Roles: res, PlatformAdmin: c.Auth.IsPlatformAdmin, Mail: cfg.Notify.MailOn(), BaseURL: cfg.LinkBase(),
 		Questions: c.Tracker, Projects: c.Tenancy, EscalateAfter: cfg.Notify.EscalateAfter.Duration}).Init()
@@ -607,7 +618,7 @@ func (c *Core) Run(ctx context.Context) error {
 		// orchestrator; all stop the moment leadership is lost. Each logs
 		// its own errors and goes on: none returns one.
 		var loops sync.WaitGroup
-		loopsToRun := []func(context.Context){c.Runs.RunSweeper, c.Scheduler.Run, c.Reconciler.Run, c.Notifier.Run, c.Webhooks.Run}
+		loopsToRun := []func(context.Context){c.Runs.RunSweeper, c.Scheduler.Run, c.Reconciler.Run, c.Notifier.Run, c.Webhooks.Run, c.Retention.Run}
 		if c.Digester != nil {
 			loopsToRun = append(loopsToRun, c.Digester.Run)
 		}

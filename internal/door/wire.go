@@ -42,6 +42,7 @@ var statusOf = map[string]int{
 	apperr.TooLarge:        http.StatusRequestEntityTooLarge,
 	apperr.Unsupported:     http.StatusUnsupportedMediaType,
 	apperr.Unprocessable:   http.StatusUnprocessableEntity,
+	apperr.Gone:            http.StatusGone,
 	apperr.Unavailable:     http.StatusServiceUnavailable,
 	apperr.Internal:        http.StatusInternalServerError,
 }

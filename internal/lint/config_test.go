@@ -32,7 +32,7 @@ const configPkg = "github.com/ballet/ballet/internal/config"
 // configReaders are config's functions that read every key by design
 // (checking or printing the whole configuration): a read there is nobody's
 // use of the key.
-var configReaders = map[string]bool{"Validate": true, "validate": true, "crossChecks": true, "Write": true}
+var configReaders = map[string]bool{"Validate": true, "validate": true, "crossChecks": true, "retentionChecks": true, "Write": true}
 
 // listedPackage is what `go list -json` says of a package.
 type listedPackage struct {

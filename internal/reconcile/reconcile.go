@@ -14,9 +14,10 @@
 //     dead) the flow is flagged;
 //  4. stage runs that no flow waits for any more are cancelled;
 //  5. flows waiting for budget are released when budget is back (and flows
-//     waiting for a pause that ended, whose release job was lost);
-//  6. runners not seen for longer than [runs] runner_retention (and running
-//     nothing) are removed, each with its event runner.removed.
+//     waiting for a pause that ended, whose release job was lost).
+//
+// Runners gone for good are removed by retention ([retention] runners,
+// internal/retention), not here.
 //
 // It also logs, once, each flow that has come to need attention
 // (flow.Attentions: an agent run no runner leased within [runs]
@@ -68,11 +69,10 @@ const (
 	RuleDead     = "dead"     // 3: a step failed for good: flow flagged
 	RuleOrphaned = "orphaned" // 4: a run no flow waits for was cancelled
 	RuleReleased = "released" // 5: a flow waiting for budget (or an ended pause) was released
-	RuleRemoved  = "removed"  // 6: a runner gone longer than [runs] runner_retention was removed
 )
 
 // Rules lists every rule label.
-var Rules = []string{RuleStopped, RuleStalled, RuleRequeued, RuleDead, RuleOrphaned, RuleReleased, RuleRemoved}
+var Rules = []string{RuleStopped, RuleStalled, RuleRequeued, RuleDead, RuleOrphaned, RuleReleased}
 
 // Config holds the reconciler's knobs ([reconciler] in the configuration)
 // and the budget hooks.
@@ -89,9 +89,6 @@ type Config struct {
 	// to wait is gone (flow.Service.Release: it re-checks both, and reports
 	// whether it released). Nil skips rule 5.
 	Release func(ctx context.Context, flowID string) (bool, error)
-	// RunnerRetention: a runner not seen for longer is removed (rule 6;
-	// [runs] runner_retention). 0 keeps every runner.
-	RunnerRetention time.Duration
 	// MaxAttempts is how often a step queued again runs before it is dead
 	// ([jobs] max_attempts; job.DefaultMaxAttempts when ≤ 0).
 	MaxAttempts int
@@ -140,12 +137,11 @@ type Report struct {
 	Dead     int `json:"dead"`     // rule 3, steps that failed for good
 	Orphaned int `json:"orphaned"` // rule 4
 	Released int `json:"released"` // rule 5
-	Removed  int `json:"removed"`  // rule 6, runners
 }
 
 // Total is the number of repairs.
 func (r Report) Total() int {
-	return r.Stopped + r.Stalled + r.Requeued + r.Dead + r.Orphaned + r.Released + r.Removed
+	return r.Stopped + r.Stalled + r.Requeued + r.Dead + r.Orphaned + r.Released
 }
 
 // add counts one repair of rule.
@@ -163,8 +159,6 @@ func (r *Report) add(rule string) {
 		r.Orphaned++
 	case RuleReleased:
 		r.Released++
-	case RuleRemoved:
-		r.Removed++
 	}
 }
 
@@ -182,7 +176,7 @@ func (r *Reconciler) Run(ctx context.Context) {
 		}
 		if rep.Total() > 0 { // each repair was logged at Info already
 			r.log.Debug("reconciler pass repaired flows", "stopped", rep.Stopped, "stalled", rep.Stalled, "requeued", rep.Requeued,
-				"dead", rep.Dead, "orphaned", rep.Orphaned, "released", rep.Released, "removed", rep.Removed)
+				"dead", rep.Dead, "orphaned", rep.Orphaned, "released", rep.Released)
 		}
 		t := r.clock.NewTimer(r.cfg.Interval)
 		select {
@@ -205,7 +199,7 @@ func (r *Reconciler) Pass(ctx context.Context) (Report, error) {
 	var rep Report
 	var errs []error
 	for _, rule := range []func(context.Context, *Report) error{
-		r.stopFlows, r.flagStalled, r.repairSteps, r.cancelOrphans, r.release, r.removeGoneRunners, r.noteAttention,
+		r.stopFlows, r.flagStalled, r.repairSteps, r.cancelOrphans, r.release, r.noteAttention,
 	} {
 		if err := ctx.Err(); err != nil {
 			return rep, errors.Join(append(errs, err)...)
@@ -226,17 +220,3 @@ func (r *Reconciler) repaired(rep *Report, rule, msg string, attrs ...any) {
 
 // now is the current time at stored precision.
 func (r *Reconciler) now() time.Time { return r.clock.Now().Truncate(time.Millisecond) }
-
-// removeGoneRunners is rule 6: the runners gone longer than the retention
-// are removed (run.Service.RemoveGoneRunners), so that stopped runners do
-// not pile up in the list.
-func (r *Reconciler) removeGoneRunners(ctx context.Context, rep *Report) error {
-	if r.cfg.RunnerRetention <= 0 {
-		return nil
-	}
-	removed, err := r.runs.RemoveGoneRunners(ctx, r.now().Add(-r.cfg.RunnerRetention), r.cfg.RunnerRetention)
-	for _, name := range removed {
-		r.repaired(rep, RuleRemoved, "removed a runner gone longer than the retention", "runner", name, "retention", r.cfg.RunnerRetention)
-	}
-	return err
-}

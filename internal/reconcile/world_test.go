@@ -348,8 +348,7 @@ func (w *world) repair(want reconcile.Report) map[string]int {
 	}
 	wantMetric := map[string]float64{reconcile.RuleStopped: float64(want.Stopped), reconcile.RuleStalled: float64(want.Stalled),
 		reconcile.RuleRequeued: float64(want.Requeued), reconcile.RuleDead: float64(want.Dead),
-		reconcile.RuleOrphaned: float64(want.Orphaned), reconcile.RuleReleased: float64(want.Released),
-		reconcile.RuleRemoved: float64(want.Removed)}
+		reconcile.RuleOrphaned: float64(want.Orphaned), reconcile.RuleReleased: float64(want.Released)}
 	for rule, n := range wantMetric {
 		if got[rule] != n {
 			w.t.Fatalf("ballet_reconciler_repairs_total{rule=%q} rose by %v, want %v", rule, got[rule], n)

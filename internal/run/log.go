@@ -155,6 +155,9 @@ func (s *Service) AppendLog(ctx context.Context, runID string, offset int64, dat
 // store, since no chunk lands once a run has ended. An offset past the
 // log's end is a 400 naming it.
 func (s *Service) ReadLog(ctx context.Context, r Run, offset int64) (LogPage, error) {
+	if err := s.logGone(ctx, r); err != nil {
+		return LogPage{}, err
+	}
 	end, err := readLogEnd(ctx, s.store, r.ID)
 	if err != nil {
 		return LogPage{}, err
@@ -225,6 +228,9 @@ type TranscriptPage struct {
 // chunks) and parses it as its adapter's output (internal/transcript).
 // Read r before calling it, as for ReadLog.
 func (s *Service) Transcript(ctx context.Context, r Run) (TranscriptPage, error) {
+	if err := s.logGone(ctx, r); err != nil {
+		return TranscriptPage{}, err
+	}
 	end, err := readLogEnd(ctx, s.store, r.ID)
 	if err != nil {
 		return TranscriptPage{}, err

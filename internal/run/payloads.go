@@ -119,12 +119,12 @@ type RunUsageRecorded struct {
 }
 
 // RunnerRemoved is the payload of runner.removed: the reconciler removed a
-// runner that had not been seen for longer than [runs] runner_retention
+// runner that had not been seen for longer than [retention] runners
 // (a runner that comes back registers again, as a new runner).
 type RunnerRemoved struct {
 	Name       string    `json:"name"`
 	LastSeenAt time.Time `json:"last_seen_at"`
-	Retention  string    `json:"retention"` // [runs] runner_retention, e.g. "24h0m0s"
+	Retention  string    `json:"retention"` // [retention] runners, e.g. "24h0m0s"
 }
 
 // RunnerDrained is the payload of runner.drained: a platform admin drained

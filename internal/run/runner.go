@@ -431,7 +431,7 @@ ORDER BY started_at, id`)
 }
 
 // RemoveGoneRunners removes the runners not seen since before cutoff
-// (now − [runs] runner_retention) that hold no running run, each in its own
+// (now − [retention] runners) that hold no running run, each in its own
 // batch with its event runner.removed (actor: the system). A heartbeat
 // that lands meanwhile keeps its runner: the delete is guarded by the last
 // sighting. It returns the names of the runners removed.

@@ -41,6 +41,11 @@ type Config struct {
 	// LogLimit is how many bytes of a run's log are kept (default
 	// DefaultLogLimit): the rest is dropped and the log marked truncated.
 	LogLimit int64
+	// LogRetention: a run's log is deleted this long after the run ended
+	// ([retention] run_logs); from then on reading it answers 410, also
+	// before the retention job has got to it. 0 keeps logs until they
+	// are deleted (DeleteOldLogs).
+	LogRetention time.Duration
 	// OnFinish returns the jobs enqueued with every run that reaches a
 	// final status (the flow engine's flow.OnRunFinished); nil enqueues
 	// none.

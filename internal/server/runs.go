@@ -104,13 +104,14 @@ func (h *Runs) Routes() []*Route {
 			Summary: "Append the session's output (the runner token whose runner leased the run) (raw bytes, at most 1 MiB) to the run's log at byte offset (query): a repeat is a no-op, a gap 409 naming the stored size; past [runs] log_limit the log is marked truncated and chunks are dropped",
 			RawBody: "application/octet-stream", MaxBody: runproto.MaxLogChunk, Response: runproto.LogAppended{}, Handle: h.appendLog},
 		{Method: "GET", Path: "/api/v1/runs/{run}/log", Perm: access.TrackerRead,
-			Summary:  "Read a run's log from byte offset (query, default 0) on, at most 1 MiB: data, next_offset, truncated, finished",
-			Response: run.LogPage{}, Handle: h.readLog},
+			Summary: "Read a run's log from byte offset (query, default 0) on, at most 1 MiB: data, next_offset, truncated, finished " +
+				"(410 once [retention] run_logs has passed since the run ended: the log is deleted)",
+			Response: run.LogPage{}, Also: []int{http.StatusGone}, Handle: h.readLog},
 		{Method: "GET", Path: "/api/v1/runs/{run}/transcript", Perm: access.TrackerRead,
 			Summary: "A run's session as a transcript, parsed from its log by its adapter's format: entries of kind text, tool_call (tool, input " +
 				"cut at 2 KiB), tool_result (a summary cut at 1 KiB), question, report and usage, each with its time; at most 2,000 entries and " +
-				"2 MiB of text (truncated: more followed)",
-			Response: run.TranscriptPage{}, Handle: h.transcript},
+				"2 MiB of text (truncated: more followed); 410 once the run's log is deleted ([retention] run_logs)",
+			Response: run.TranscriptPage{}, Also: []int{http.StatusGone}, Handle: h.transcript},
 		{Method: "POST", Path: "/api/v1/runs/{run}/usage", Perm: run.PermRunner,
 			Summary: "Report the session's usage so far (the runner token whose runner leased the run): a running total, counted whatever the run's status " +
 				"(per figure the larger of the recorded and the reported; event run.usage_recorded when it grows)",

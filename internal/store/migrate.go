@@ -140,3 +140,32 @@ func (set MigrationSet) Apply(ctx context.Context, s Store, now time.Time) error
 	}
 	return nil
 }
+
+// AppliedQuery reads the names of the migrations a database holds, in
+// order: schema_migrations' read for a tool that opens a database file by
+// itself (sqlite.Check, on a backup).
+const AppliedQuery = `SELECT name FROM schema_migrations ORDER BY name`
+
+// Admits checks that a database holding the migrations applied (by name)
+// is one of set's service, from this version or an earlier one: it holds
+// at least one migration, and every one is set's (a newer version's, or
+// another service's, is not).
+func (set MigrationSet) Admits(applied []string) error {
+	ms, err := set.Migrations()
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, m := range ms {
+		known[m.Name] = true
+	}
+	if len(applied) == 0 {
+		return errors.New("it holds no migration")
+	}
+	for _, n := range applied {
+		if !known[n] {
+			return fmt.Errorf("it holds migration %s, which this version of Ballet does not know (a newer version's backup, or another service's)", n)
+		}
+	}
+	return nil
+}
