@@ -252,7 +252,7 @@ func writeEveryEventType(t *testing.T, w *flowWorld) {
 	// A runner that drains, then is gone for longer than the retention.
 	gone := w.NewRunner("gone")
 	w.Must(200, gone.Token, "POST", "/api/v1/runners/"+gone.ID+"/heartbeat", map[string]any{"draining": true})
-	day := w.Core.Config.Runs.RunnerRetention.Duration
+	day := w.Core.Config.RunnerRetention()
 	if _, err := w.Core.Runs.RemoveGoneRunners(ctx, time.Now().Add(day), day); err != nil {
 		t.Fatal(err)
 	}
