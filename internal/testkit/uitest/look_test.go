@@ -254,3 +254,52 @@ func TestReadmeScreenshots(t *testing.T) {
 	p.Open("/items/ACME-2")
 	shot("ticket.png")
 }
+
+// TestKeyboardAdminLists: j/k walk the administration's lists as they do
+// the board: Enter opens an organization or a project; a member, a token
+// or a runner has no page of its own, so Enter puts the focus on the
+// control that acts on it (its role, Revoke, Drain), which then takes the
+// person's next key.
+func TestKeyboardAdminLists(t *testing.T) {
+	w := NewWorld(t)
+	w.Admin(201, "POST", "/api/v1/tokens", map[string]any{"name": "ci", "organization": "acme", "role": "member"})
+	w.Admin(200, "PUT", "/api/v1/projects/ACME/members/vic", map[string]any{"role": "member"})
+	p := NewPage(t, w.URL)
+	p.SignIn(apitest.BootstrapToken, "/orgs")
+	p.Click("h1")
+	selected := `(document.querySelector('[data-nav][data-selected="true"]') ?? null)`
+	p.Press("j")
+	p.WaitJS(selected+`?.dataset.org === "acme"`, "j to select the organization")
+	p.Press("j")
+	p.WaitJS(selected+`?.dataset.key === "ACME"`, "j to select its project")
+	p.Press("k")
+	p.WaitJS(selected+`?.dataset.org === "acme"`, "k to select the organization again")
+	p.Press(kb.Enter)
+	p.WaitJS(`location.pathname === "/orgs/acme/settings" && document.body.dataset.ready === "1"`, "Enter to open the organization")
+	p.Click("h1")
+	p.Press("j")
+	p.WaitJS(selected+`?.dataset.key === "ACME"`, "j to select the organization's project")
+	p.Press(kb.Enter)
+	p.WaitJS(`location.pathname === "/projects/ACME" && document.body.dataset.ready === "1"`, "Enter to open the project")
+
+	acts := []struct{ path, testid, control string }{
+		{"/projects/ACME/members", "member", "select"},
+		{"/me/tokens", "token", "button"},
+		{"/runners", "runner", "button"},
+	}
+	for _, a := range acts {
+		p.Open(a.path)
+		p.Click("h1")
+		p.Press("j")
+		p.WaitJS(selected+`?.dataset.testid === "`+a.testid+`"`, "j to select the first "+a.testid)
+		if got := Eval[bool](p, `document.activeElement === `+selected); !got {
+			t.Errorf("%s: after j the focus is not on the selected row", a.path)
+		}
+		p.Press(kb.Enter)
+		p.WaitJS(`document.activeElement?.matches('[data-testid="`+a.testid+`"] `+a.control+`[data-open]')`, "Enter to focus the "+a.testid+"'s control")
+		if n := p.Count(`dialog[open]`); n != 0 {
+			t.Errorf("%s: Enter on the selected %s opened a dialog: it must only focus its control", a.path, a.testid)
+		}
+	}
+	p.Screenshot("admin-list-selected")
+}
