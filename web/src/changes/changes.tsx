@@ -5,6 +5,7 @@
 // diff each (unified or side by side, highlighted, a large one collapsed).
 // Loaded by the ticket page only (a dynamic import: the first pages do not
 // carry the diff viewer and highlight.js).
+import { Component } from "preact";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import type { BranchPull, Changes, ChangedFile } from "../api";
 import { Ago, Badge } from "../ui";
@@ -18,7 +19,18 @@ const bigLines = 400;
 // short is a commit id as people read it.
 export const short = (sha: string) => sha.slice(0, 7);
 
-export default function ChangesView({ c }: { c: Changes }) {
+// ChangesView is compared again only when new changes are read, not on
+// each of the ticket page's renders (every load, every live event).
+export default class ChangesView extends Component<{ c: Changes }> {
+  shouldComponentUpdate(next: { c: Changes }) {
+    return next.c !== this.props.c;
+  }
+  render() {
+    return <View c={this.props.c} />;
+  }
+}
+
+function View({ c }: { c: Changes }) {
   const [sideBySide, setSideBySide] = useState(false);
   const adds = c.files.reduce((n, f) => n + f.additions, 0);
   const dels = c.files.reduce((n, f) => n + f.deletions, 0);

@@ -2,14 +2,18 @@
 // and the selected run's session as a conversation (its transcript, parsed
 // by Core) with the raw log one click away. Stage reports are agent
 // output, untrusted: they render as sanitised Markdown (Report).
-import { useEffect, useRef, useState } from "preact/hooks";
+import { Component } from "preact";
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { tickets, type Amount, type Run, type Transcript, type TranscriptEntry } from "../api";
 import { markdown } from "../knowledge/render";
 import { Alert, duration, usd } from "../ui";
 
 // Report renders a stage report (agent output) as sanitised Markdown.
+// The HTML is made once per text: the ticket page renders again on every
+// load and live event.
 export function Report({ src, label }: { src: string; label: string }) {
-  return <div class="report kn-markdown" role="region" aria-label={label} data-testid="report" dangerouslySetInnerHTML={{ __html: markdown(src) }} />;
+  const html = useMemo(() => ({ __html: markdown(src) }), [src]);
+  return <div class="report kn-markdown" role="region" aria-label={label} data-testid="report" dangerouslySetInnerHTML={html} />;
 }
 
 const tokens = (n: number) => n.toLocaleString("en");
@@ -173,11 +177,7 @@ function Conversation({ run }: { run: Run }) {
       <Alert error={error} />
       {t && !t.entries.length && <p class="muted">{t.finished ? "The session printed nothing Ballet can read." : "Waiting for the session…"}</p>}
       {t && (
-        <ol class="conversation" aria-label="Conversation" data-testid="transcript">
-          {t.entries.map((e, i) => (
-            <EntryView key={i} e={e} />
-          ))}
-        </ol>
+<Entries entries={t.entries} />
       )}
       {t?.truncated && <p class="muted">The transcript stops here: the session went on beyond what a transcript shows (see the raw log).</p>}
       {t?.log_truncated && <p class="muted">The log reached its limit: what the session printed after it was not kept.</p>}
@@ -188,6 +188,24 @@ function Conversation({ run }: { run: Run }) {
 // One formatter for every entry's time (toLocaleTimeString builds one a
 // call: 500 entries paid for 500).
 const timeFormat = new Intl.DateTimeFormat(undefined, { timeStyle: "medium" });
+// Entries is the conversation's list, compared again only when a new
+// transcript is read (not on each of the ticket page's renders: 500
+// entries are 2,500 elements).
+class Entries extends Component<{ entries: TranscriptEntry[] }> {
+  shouldComponentUpdate(next: { entries: TranscriptEntry[] }) {
+    return next.entries !== this.props.entries;
+  }
+  render() {
+    return (
+      <ol class="conversation" aria-label="Conversation" data-testid="transcript">
+        {this.props.entries.map((e, i) => (
+          <EntryView key={i} e={e} />
+        ))}
+      </ol>
+    );
+  }
+}
+
 const clock = (at: string | null) => (at ? timeFormat.format(new Date(at)) : "");
 
 function EntryView({ e }: { e: TranscriptEntry }) {
