@@ -226,10 +226,16 @@ type TranscriptPage struct {
 
 // Transcript reads run r's whole log (at most [runs] log_limit bytes, in
 // chunks) and parses it as its adapter's output (internal/transcript).
-// Read r before calling it, as for ReadLog.
+// Read r before calling it, as for ReadLog. A finished run's transcript
+// is parsed once and kept (its log no longer changes).
 func (s *Service) Transcript(ctx context.Context, r Run) (TranscriptPage, error) {
 	if err := s.logGone(ctx, r); err != nil {
 		return TranscriptPage{}, err
+	}
+	if r.Final() {
+		if p, ok := s.transcripts.get(r.ID); ok {
+			return p, nil
+		}
 	}
 	end, err := readLogEnd(ctx, s.store, r.ID)
 	if err != nil {
@@ -260,5 +266,9 @@ func (s *Service) Transcript(ctx context.Context, r Run) (TranscriptPage, error)
 	if len(partial) > 0 && !p.Full() {
 		p.Line(partial)
 	}
-	return TranscriptPage{Transcript: p.Transcript(), LogTruncated: end.truncated, Finished: r.Final()}, nil
+	page := TranscriptPage{Transcript: p.Transcript(), LogTruncated: end.truncated, Finished: r.Final()}
+	if page.Finished {
+		s.transcripts.put(r.ID, page)
+	}
+	return page, nil
 }

@@ -186,3 +186,43 @@ func TestReadLogPages(t *testing.T) {
 		}
 	})
 }
+
+// TestTranscriptOfFinishedRunIsKept: a running run's transcript is parsed
+// from its log on every read (it grows); a finished run's is parsed once
+// and kept, since its log takes no more chunks (the second read after the
+// finish does not read the log: its rows are gone and it still answers).
+func TestTranscriptOfFinishedRunIsKept(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		w := setup(t, s)
+		w.newRun()
+		l, _ := w.lease()
+		id := l.Run.ID
+		line := func(text string) string {
+			return `{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"` + text + `"}]}}` + "\n"
+		}
+		entries := func(want int) {
+			t.Helper()
+			tr, err := w.svc.Transcript(w.ctx, w.get(id))
+			if err != nil || len(tr.Entries) != want {
+				t.Fatalf("transcript: %+v, %v; want %d entries", tr, err, want)
+			}
+		}
+		first := line("I read the test.")
+		if _, err := w.svc.AppendLog(w.ctx, id, 0, []byte(first)); err != nil {
+			t.Fatal(err)
+		}
+		entries(1)
+		if _, err := w.svc.AppendLog(w.ctx, id, int64(len(first)), []byte(line("I fix the parser."))); err != nil {
+			t.Fatal(err)
+		}
+		entries(2) // a running run's transcript is read again
+		if _, err := w.svc.Finish(w.ctx, w.runnerP.Actor, id, run.FinishInput{ExitStatus: ptr(0)}); err != nil {
+			t.Fatal(err)
+		}
+		entries(2)
+		if _, err := s.Exec(w.ctx, store.Stmt(`DELETE FROM run_logs WHERE run_id = ?`, id)); err != nil {
+			t.Fatal(err)
+		}
+		entries(2) // kept: the log is not read again
+	})
+}

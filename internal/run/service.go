@@ -71,6 +71,8 @@ type Service struct {
 	mu      sync.Mutex
 	wake    chan struct{} // closed and replaced by Notify
 	waiting int           // leases between polls, found nothing, waiting
+
+	transcripts *transcriptCache // finished runs' transcripts, parsed once
 }
 
 // NewService returns a Service.
@@ -91,7 +93,8 @@ func NewService(st store.Store, a *transition.Applier, c clock.Clock, t *tracker
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{store: st, applier: a, clock: c, tracker: t, cfg: cfg, log: log, wake: make(chan struct{})}
+	return &Service{store: st, applier: a, clock: c, tracker: t, cfg: cfg, log: log, wake: make(chan struct{}),
+		transcripts: newTranscriptCache(transcriptCacheBytes)}
 }
 
 // finished returns the jobs of the finish hook for r.

@@ -13,19 +13,26 @@ function entries(): HTMLElement[] {
   return [...document.querySelectorAll<HTMLElement>("main [data-nav]")].filter((el) => el.getClientRects().length > 0);
 }
 
+// opener is what opens an entry: its data-open element, else its first
+// link. An entry with no page of its own (a member, a token, a runner)
+// marks the control where a person acts on it.
 function opener(el: HTMLElement): HTMLElement | null {
   return el.querySelector<HTMLElement>("[data-open]") ?? el.querySelector<HTMLElement>("a[href]");
 }
 
-// select marks the entry as selected and focuses its link, so that Enter
-// opens it and a screen reader says what it is.
+const isLink = (el: HTMLElement | null) => !!el?.matches("a[href]");
+
+// select marks the entry as selected and focuses its link (the entry
+// itself when it opens no page: a focused control would take j and k as
+// typing), so that Enter opens it and a screen reader says what it is.
 function select(list: HTMLElement[], i: number) {
   for (const el of list) if (el.dataset.selected) delete el.dataset.selected;
   const el = list[i];
   if (!el) return;
   el.dataset.selected = "true";
   const link = opener(el);
-  (link ?? el).focus({ preventScroll: true });
+  if (!isLink(link) && !el.hasAttribute("tabindex")) el.tabIndex = -1;
+  (link && isLink(link) ? link : el).focus({ preventScroll: true });
   el.scrollIntoView({ block: "nearest", inline: "nearest" });
 }
 
@@ -62,13 +69,16 @@ export function Shortcuts({ path }: { path: string }) {
           break;
         }
         case "open": {
-          // Enter opens the selected entry when nothing else has the focus;
-          // a focused link or button answers Enter itself.
+          // Enter opens the selected entry when nothing else has the focus
+          // (or the entry itself has it); a focused link or button answers
+          // Enter itself. An entry without a page of its own puts the
+          // focus on its control: acting is then the person's next key.
           const active = document.activeElement as HTMLElement | null;
-          if (at < 0 || (active && active !== document.body && active.id !== "main")) return;
-          const link = opener(list[at]);
-          if (!link) return;
-          link.click();
+          if (at < 0 || (active && active !== document.body && active.id !== "main" && active !== list[at])) return;
+          const target = opener(list[at]);
+          if (!target) return;
+          if (isLink(target)) target.click();
+          else target.focus();
           break;
         }
         case "search": {

@@ -231,10 +231,12 @@ func TestReadmeScreenshots(t *testing.T) {
 	p.Do(chromedp.EmulateViewport(1440, 900))
 	p.SignIn(apitest.BootstrapToken, "/projects/ACME")
 	p.WaitJS(`document.querySelectorAll('[data-testid="card"]').length === 7`, "the board's seven cards")
-	shot := func(name string) {
+	// shot captures the screen scrolled to the element at css (the top
+	// when "").
+	shot := func(name, css string) {
 		t.Helper()
-		// The page's checks tabbed through it: back to the top, no focus.
-		Eval[bool](p, `(document.activeElement?.blur(), scrollTo(0, 0), true)`)
+		// The page's checks tabbed through it: no focus.
+		Eval[bool](p, `(document.activeElement?.blur(), scrollTo(0, 0), `+jsString(css)+` && document.querySelector(`+jsString(css)+`).scrollIntoView({block: "start"}), true)`)
 		img, err := chromedp.Run(p.Ctx, chromedp.CaptureScreenshot())
 		if err != nil {
 			t.Fatalf("screenshot %s: %v", name, err)
@@ -250,7 +252,116 @@ func TestReadmeScreenshots(t *testing.T) {
 		}
 		t.Logf("wrote %s (%d KB)", filepath.Join(dir, name), len(img)>>10)
 	}
-	shot("board.png")
-	p.Open("/items/ACME-2")
-	shot("ticket.png")
+	shot("board.png", "")
+
+	// The ticket's branch: what the agent's run committed, which the page
+	// shows beside the approval.
+	var runs struct{ Runs []struct{ ID string } }
+	w.Admin(200, "GET", "/api/v1/items/ACME-2/runs", nil).JSON(t, &runs)
+	if len(runs.Runs) == 0 {
+		t.Fatal("ACME-2 has no run")
+	}
+	w.Repo.CommitFiles("ballet/ACME-2", readmeChange, "ACME-2 implement: parse the config file\n\nBallet-Ticket: ACME-2\nBallet-Stage: implement\nBallet-Run: "+runs.Runs[0].ID)
+	p.Open("/items/ACME-2#flow")
+	p.WaitJS(`document.querySelectorAll('[data-testid="file-diff"][data-highlighted="1"]').length === 2`, "the diff, highlighted")
+	shot("ticket.png", "#flow")
+}
+
+// readmeChange is the change the README's ticket shows: a small Go
+// parser and its test.
+var readmeChange = map[string]string{
+	"internal/config/parse.go": `// Package config reads the service's configuration file.
+package config
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Parse reads key = value lines; blank lines and # comments are skipped.
+func Parse(r io.Reader) (map[string]string, error) {
+	out := map[string]string{}
+	s := bufio.NewScanner(r)
+	for n := 1; s.Scan(); n++ {
+		line := strings.TrimSpace(s.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			return nil, fmt.Errorf("line %d: want key = value, got %q", n, line)
+		}
+		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return out, s.Err()
+}
+`,
+	"internal/config/parse_test.go": `package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	got, err := Parse(strings.NewReader("# defaults\nport = 8080\n\nname = acme\n"))
+	if err != nil || got["port"] != "8080" || got["name"] != "acme" {
+		t.Fatalf("Parse: %v, %v", got, err)
+	}
+	if _, err := Parse(strings.NewReader("port 8080")); err == nil {
+		t.Fatal("a line without = parsed")
+	}
+}
+`,
+}
+
+// TestKeyboardAdminLists: j/k walk the administration's lists as they do
+// the board: Enter opens an organization or a project; a member, a token
+// or a runner has no page of its own, so Enter puts the focus on the
+// control that acts on it (its role, Revoke, Drain), which then takes the
+// person's next key.
+func TestKeyboardAdminLists(t *testing.T) {
+	w := NewWorld(t)
+	w.Admin(201, "POST", "/api/v1/tokens", map[string]any{"name": "ci", "organization": "acme", "role": "member"})
+	w.Admin(200, "PUT", "/api/v1/projects/ACME/members/vic", map[string]any{"role": "member"})
+	p := NewPage(t, w.URL)
+	p.SignIn(apitest.BootstrapToken, "/orgs")
+	p.Click("h1")
+	selected := `(document.querySelector('[data-nav][data-selected="true"]') ?? null)`
+	p.Press("j")
+	p.WaitJS(selected+`?.dataset.org === "acme"`, "j to select the organization")
+	p.Press("j")
+	p.WaitJS(selected+`?.dataset.key === "ACME"`, "j to select its project")
+	p.Press("k")
+	p.WaitJS(selected+`?.dataset.org === "acme"`, "k to select the organization again")
+	p.Press(kb.Enter)
+	p.WaitJS(`location.pathname === "/orgs/acme/settings" && document.body.dataset.ready === "1"`, "Enter to open the organization")
+	p.Click("h1")
+	p.Press("j")
+	p.WaitJS(selected+`?.dataset.key === "ACME"`, "j to select the organization's project")
+	p.Press(kb.Enter)
+	p.WaitJS(`location.pathname === "/projects/ACME" && document.body.dataset.ready === "1"`, "Enter to open the project")
+
+	acts := []struct{ path, testid, control string }{
+		{"/projects/ACME/members", "member", "select"},
+		{"/me/tokens", "token", "button"},
+		{"/runners", "runner", "button"},
+	}
+	for _, a := range acts {
+		p.Open(a.path)
+		p.Click("h1")
+		p.Press("j")
+		p.WaitJS(selected+`?.dataset.testid === "`+a.testid+`"`, "j to select the first "+a.testid)
+		if got := Eval[bool](p, `document.activeElement === `+selected); !got {
+			t.Errorf("%s: after j the focus is not on the selected row", a.path)
+		}
+		p.Press(kb.Enter)
+		p.WaitJS(`document.activeElement?.matches('[data-testid="`+a.testid+`"] `+a.control+`[data-open]')`, "Enter to focus the "+a.testid+"'s control")
+		if n := p.Count(`dialog[open]`); n != 0 {
+			t.Errorf("%s: Enter on the selected %s opened a dialog: it must only focus its control", a.path, a.testid)
+		}
+	}
+	p.Screenshot("admin-list-selected")
 }

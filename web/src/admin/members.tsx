@@ -42,12 +42,13 @@ export function Members({ base, canManage, scope }: { base: string; canManage: b
             </thead>
             <tbody>
               {data.map((m) => (
-                <tr key={m.subject} data-testid="member" data-subject={m.subject}>
+                <tr key={m.subject} data-testid="member" data-subject={m.subject} data-nav>
                   <td>{m.subject}</td>
                   <td>
                     {canManage ? (
                       <select
                         aria-label={`Role of ${m.subject}`}
+                        data-open
                         value={m.role}
                         disabled={rowForm.busy}
                         onChange={(e) => void change(m, value(e))}

@@ -45,7 +45,7 @@ export default function Page({ org }: Record<string, string>) {
             {!data.projects.length && <p class="muted">No projects yet{data.admin ? ": create the first one below." : "."}</p>}
             <ul class="projects">
               {data.projects.map((p) => (
-                <li key={p.id} class="card" data-testid="project" data-key={p.key}>
+                <li key={p.id} class="card" data-testid="project" data-key={p.key} data-nav>
                   <a href={`/projects/${enc(p.key)}`} class="title">
                     {p.key} · {p.name}
                   </a>

@@ -103,7 +103,7 @@ export default function Page() {
             </thead>
             <tbody>
               {data.map((r) => (
-                <tr key={r.id} data-testid="runner" data-name={r.name} data-drained={r.drained ? "1" : "0"}>
+                <tr key={r.id} data-testid="runner" data-name={r.name} data-drained={r.drained ? "1" : "0"} data-nav>
                   <td>
                     {r.name}
                     {r.version && <span class="muted"> {r.version}</span>}
@@ -142,6 +142,7 @@ export default function Page() {
                     <button
                       type="button"
                       class={r.drained ? "" : "danger"}
+                      data-open
                       disabled={busy}
                       aria-label={`${r.drained ? "Undrain" : "Drain"} ${r.name}`}
                       onClick={() => void toggle(r)}

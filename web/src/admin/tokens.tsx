@@ -64,7 +64,7 @@ export default function Page() {
             </thead>
             <tbody>
               {live.map((t) => (
-                <tr key={t.id} data-testid="token" data-name={t.name}>
+                <tr key={t.id} data-testid="token" data-name={t.name} data-nav>
                   <td>
                     {t.name}
                     {t.acting_for && <span class="muted"> (for {t.acting_for})</span>}
@@ -80,7 +80,7 @@ export default function Page() {
                     {t.revoked_at ? (
                       <Badge kind="attention">revoked</Badge>
                     ) : (
-                      <button type="button" class="danger" disabled={rowForm.busy} onClick={() => void revoke(t)}>
+                      <button type="button" class="danger" data-open disabled={rowForm.busy} onClick={() => void revoke(t)}>
                         Revoke {t.name}
                       </button>
                     )}

@@ -5,12 +5,13 @@
 // diff each (unified or side by side, highlighted, a large one collapsed).
 // Loaded by the ticket page only (a dynamic import: the first pages do not
 // carry the diff viewer and highlight.js).
+import { Component } from "preact";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import type { BranchPull, Changes, ChangedFile } from "../api";
 import { Ago, Badge } from "../ui";
 import "./changes.css";
 import { highlight, language } from "./highlight";
-import { parse, split, type Row } from "./patch";
+import { parse, split, type Pair, type Row } from "./patch";
 
 // bigLines: a file's diff longer than this is collapsed until asked for.
 const bigLines = 400;
@@ -18,7 +19,18 @@ const bigLines = 400;
 // short is a commit id as people read it.
 export const short = (sha: string) => sha.slice(0, 7);
 
-export default function ChangesView({ c }: { c: Changes }) {
+// ChangesView is compared again only when new changes are read, not on
+// each of the ticket page's renders (every load, every live event).
+export default class ChangesView extends Component<{ c: Changes }> {
+  shouldComponentUpdate(next: { c: Changes }) {
+    return next.c !== this.props.c;
+  }
+  render() {
+    return <View c={this.props.c} />;
+  }
+}
+
+function View({ c }: { c: Changes }) {
   const [sideBySide, setSideBySide] = useState(false);
   const adds = c.files.reduce((n, f) => n + f.additions, 0);
   const dels = c.files.reduce((n, f) => n + f.deletions, 0);
@@ -311,12 +323,42 @@ const sign: Record<Row["kind"], string> = { add: "+", del: "-", context: " ", hu
 // Line is a row with its highlighted HTML (null: shown as plain text).
 type Line = Row & { html: string | null };
 
-// Code is a line's text, highlighted when its language is known.
-function Code({ r }: { r: Line }) {
-  return r.html === null ? <code>{r.text}</code> : <code dangerouslySetInnerHTML={{ __html: r.html }} />;
+// The rows of a diff are written as one HTML string a table (a 2,000-line
+// diff is 2,000 rows: built as text and parsed by the browser at once, not
+// as 10,000 virtual nodes compared and created one by one). Every text is
+// escaped; highlighted HTML comes escaped from highlight.js.
+const escapes: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" };
+const esc = (s: string) => s.replace(/[&<>"]/g, (c) => escapes[c]);
+const num = (n: number | undefined) => (n === undefined ? "" : String(n));
+const code = (r: Line) => `<span class="sign">${sign[r.kind]}</span><code>${r.html ?? esc(r.text)}</code>`;
+
+function unifiedRows(rows: Line[]): string {
+  let out = "";
+  for (const r of rows) {
+    out +=
+      r.kind === "hunk" || r.kind === "note"
+        ? `<tr class="${r.kind}"><td colspan="3">${esc(r.text)}</td></tr>`
+        : `<tr class="${r.kind}"><td class="ln">${num(r.old)}</td><td class="ln">${num(r.new)}</td><td class="code">${code(r)}</td></tr>`;
+  }
+  return out;
+}
+
+function splitRows(pairs: Pair<Line>[]): string {
+  const side = (r: Line | undefined, n: number | undefined) => {
+    const k = r?.kind ?? "empty";
+    return `<td class="ln ${k}">${num(n)}</td><td class="code ${k}">${r ? code(r) : ""}</td>`;
+  };
+  let out = "";
+  for (const p of pairs) {
+    out += p.full
+      ? `<tr class="${p.full.kind}"><td colspan="4">${esc(p.full.text)}</td></tr>`
+      : `<tr>${side(p.left, p.left?.old)}${side(p.right, p.right?.new)}</tr>`;
+  }
+  return out;
 }
 
 function UnifiedTable({ rows, path }: { rows: Line[]; path: string }) {
+  const body = useMemo(() => ({ __html: unifiedRows(rows) }), [rows]);
   return (
     <table class="diff">
       <caption class="sr">Diff of {path}</caption>
@@ -327,43 +369,13 @@ function UnifiedTable({ rows, path }: { rows: Line[]; path: string }) {
           <th scope="col">Change</th>
         </tr>
       </thead>
-      <tbody>
-        {rows.map((r, k) =>
-          r.kind === "hunk" || r.kind === "note" ? (
-            <tr key={k} class={r.kind}>
-              <td colSpan={3}>{r.text}</td>
-            </tr>
-          ) : (
-            <tr key={k} class={r.kind}>
-              <td class="ln">{r.old}</td>
-              <td class="ln">{r.new}</td>
-              <td class="code">
-                <span class="sign">{sign[r.kind]}</span>
-                <Code r={r} />
-              </td>
-            </tr>
-          ),
-        )}
-      </tbody>
+      <tbody dangerouslySetInnerHTML={body} />
     </table>
   );
 }
 
 function SplitTable({ rows, path }: { rows: Line[]; path: string }) {
-  const pairs = useMemo(() => split(rows), [rows]);
-  const side = (r: Line | undefined, n: number | undefined) => (
-    <>
-      <td class={"ln " + (r?.kind ?? "empty")}>{n}</td>
-      <td class={"code " + (r?.kind ?? "empty")}>
-        {r && (
-          <>
-            <span class="sign">{sign[r.kind]}</span>
-            <Code r={r} />
-          </>
-        )}
-      </td>
-    </>
-  );
+  const body = useMemo(() => ({ __html: splitRows(split(rows)) }), [rows]);
   return (
     <table class="diff split">
       <caption class="sr">Diff of {path}, side by side</caption>
@@ -375,20 +387,7 @@ function SplitTable({ rows, path }: { rows: Line[]; path: string }) {
           <th scope="col">Branch</th>
         </tr>
       </thead>
-      <tbody>
-        {pairs.map((p, k) =>
-          p.full ? (
-            <tr key={k} class={p.full.kind}>
-              <td colSpan={4}>{p.full.text}</td>
-            </tr>
-          ) : (
-            <tr key={k}>
-              {side(p.left, p.left?.old)}
-              {side(p.right, p.right?.new)}
-            </tr>
-          ),
-        )}
-      </tbody>
+      <tbody dangerouslySetInnerHTML={body} />
     </table>
   );
 }

@@ -48,7 +48,7 @@ export default function Page() {
           <h2 id={`org-${org.slug}`}>
             {org.name} <span class="muted">({org.slug})</span>
           </h2>
-          <p class="links">
+          <p class="links" data-nav data-org={org.slug}>
             <a href={`/orgs/${enc(org.slug)}/settings`}>Projects, members and webhooks of {org.name}</a>
             {" · "}
             <a href={`/orgs/${enc(org.slug)}/knowledge`}>Knowledge of {org.name}</a>
@@ -62,7 +62,7 @@ export default function Page() {
           )}
           <ul class="projects">
             {projects.map((p) => (
-              <li key={p.id} class="card" data-testid="project" data-key={p.key}>
+              <li key={p.id} class="card" data-testid="project" data-key={p.key} data-nav>
                 <a href={`/projects/${enc(p.key)}`} class="title">
                   {p.key} · {p.name}
                 </a>

@@ -1,51 +1,19 @@
-// Project settings: name, repository (forge, URL, branch, the forge's API
-// address and credentials reference), merge policy, budgets (with today's
-// spend), concurrency limit and the pause. Controls only for
+// Project settings: name, then the repository, merge policy, budgets
+// and concurrency fieldsets the new-project form shares
+// (admin/projectfields.tsx), today's spend and the pause. Controls only for
 // project.update; the API's problem with a field shows next to it.
 import { useEffect, useState } from "preact/hooks";
 import { Field, FormError, useForm, type FormState } from "../admin/forms";
+import { budgetsBody, draftOf, mergePolicyBody, num, ProjectFieldsets, projectFields, repositoryBody, type ProjectDraft } from "../admin/projectfields";
 import { enc, get, patch, permissions, type Project, type ProjectBudget } from "../api";
 import { useAction, useLoad } from "../load";
 import { Alert, Badge, permissionsOrNone, usd } from "../ui";
 
-interface Form {
+interface Form extends ProjectDraft {
   name: string;
-  forge: string;
-  url: string;
-  default_branch: string;
-  credentials_ref: string;
-  api_url: string;
-  mode: string;
-  required_approvals: string;
-  required_checks: string;
-  per_ticket_usd: string;
-  per_day_usd: string;
-  concurrency_limit: string;
 }
 
-function toForm(p: Project): Form {
-  return {
-    name: p.name,
-    forge: p.repository?.forge ?? "",
-    url: p.repository?.url ?? "",
-    default_branch: p.repository?.default_branch ?? "main",
-    credentials_ref: p.repository?.credentials_ref ?? "",
-    api_url: p.repository?.api_url ?? "",
-    mode: p.merge_policy.mode,
-    required_approvals: String(p.merge_policy.required_approvals),
-    required_checks: (p.merge_policy.required_checks ?? []).join(", "),
-    per_ticket_usd: p.budgets.per_ticket_usd === null ? "" : String(p.budgets.per_ticket_usd),
-    per_day_usd: p.budgets.per_day_usd === null ? "" : String(p.budgets.per_day_usd),
-    concurrency_limit: String(p.concurrency_limit),
-  };
-}
-
-// amount is a budget field: empty lifts the limit (null). The API checks the value.
-function amount(s: string): number | null | string {
-  if (!s.trim()) return null;
-  const n = Number(s);
-  return Number.isFinite(n) ? n : s;
-}
+const toForm = (p: Project): Form => ({ name: p.name, ...draftOf(p) });
 
 // toPatch sends only the sections a person changed (a JSON merge patch).
 function toPatch(p: Project, f: Form): Record<string, unknown> {
@@ -53,30 +21,10 @@ function toPatch(p: Project, f: Form): Record<string, unknown> {
   const changed = (...ks: (keyof Form)[]) => ks.some((k) => f[k] !== was[k]);
   const body: Record<string, unknown> = { version: p.version };
   if (changed("name")) body.name = f.name.trim();
-  if (changed("forge", "url", "default_branch", "credentials_ref", "api_url")) {
-    body.repository = f.forge
-      ? {
-          forge: f.forge,
-          url: f.url.trim(),
-          default_branch: f.default_branch.trim() || null,
-          credentials_ref: f.credentials_ref.trim() || null,
-          // Plain git has no API: its address is cleared.
-          api_url: f.forge === "git" ? null : f.api_url.trim() || null,
-        }
-      : null;
-  }
-  if (changed("mode", "required_approvals", "required_checks")) {
-    body.merge_policy = {
-      mode: f.mode,
-      required_approvals: Number(f.required_approvals),
-      required_checks: f.required_checks
-        .split(",")
-        .map((s) => s.trim())
-        .filter(Boolean),
-    };
-  }
-  if (changed("per_ticket_usd", "per_day_usd")) body.budgets = { per_ticket_usd: amount(f.per_ticket_usd), per_day_usd: amount(f.per_day_usd) };
-  if (changed("concurrency_limit")) body.concurrency_limit = Number(f.concurrency_limit);
+  if (changed("forge", "url", "default_branch", "credentials_ref", "api_url")) body.repository = repositoryBody(f, true);
+  if (changed("mode", "required_approvals", "required_checks")) body.merge_policy = mergePolicyBody(f);
+  if (changed("per_ticket_usd", "per_day_usd")) body.budgets = budgetsBody(f);
+  if (changed("concurrency_limit")) body.concurrency_limit = num(f.concurrency_limit);
   return body;
 }
 
@@ -165,21 +113,7 @@ export default function Page({ project }: Record<string, string>) {
 
 // fields are the API's field names the settings form shows (a problem with
 // another is shown above the form).
-const fields = [
-  "name",
-  "repository",
-  "repository.forge",
-  "repository.url",
-  "repository.default_branch",
-  "repository.credentials_ref",
-  "repository.api_url",
-  "merge_policy.mode",
-  "merge_policy.required_approvals",
-  "merge_policy.required_checks",
-  "budgets.per_ticket_usd",
-  "budgets.per_day_usd",
-  "concurrency_limit",
-];
+const fields = ["name", ...projectFields];
 
 function Edit({
   state,
@@ -200,79 +134,7 @@ function Edit({
       <Field form={state} name="name" label="Project name" hint="The key stays: ticket keys and addresses name it.">
         {(a) => <input {...a} required value={form.name} onInput={set("name")} />}
       </Field>
-      <fieldset>
-        <legend>Repository</legend>
-        <Field form={state} name="repository.forge" label="Forge">
-          {(a) => (
-            <select {...a} value={form.forge} onChange={set("forge")}>
-              <option value="">No repository</option>
-              <option value="git">git</option>
-              <option value="gitea">gitea</option>
-              <option value="github">github</option>
-            </select>
-          )}
-        </Field>
-        {form.forge && (
-          <>
-            <Field form={state} name="repository.url" label="URL" hint="The address agents clone.">
-              {(a) => <input {...a} required value={form.url} onInput={set("url")} />}
-            </Field>
-            <Field form={state} name="repository.default_branch" label="Default branch">
-              {(a) => <input {...a} value={form.default_branch} onInput={set("default_branch")} />}
-            </Field>
-            <Field
-              form={state}
-              name="repository.credentials_ref"
-              label="Credentials reference"
-              hint="Where Core reads the forge's token, e.g. env:GIT_TOKEN; never the token itself. Empty: none."
-            >
-              {(a) => <input {...a} value={form.credentials_ref} placeholder="env:GIT_TOKEN" onInput={set("credentials_ref")} />}
-            </Field>
-            {form.forge !== "git" && (
-              <Field
-                form={state}
-                name="repository.api_url"
-                label="Forge API address"
-                hint="Only for a forge whose API is not where the URL says (GitHub Enterprise, a Gitea behind a proxy). Empty: derived from the URL."
-              >
-                {(a) => <input {...a} value={form.api_url} placeholder="https://git.example.com/api/v1" onInput={set("api_url")} />}
-              </Field>
-            )}
-          </>
-        )}
-      </fieldset>
-      <fieldset>
-        <legend>Merge policy</legend>
-        <Field form={state} name="merge_policy.mode" label="Mode">
-          {(a) => (
-            <select {...a} value={form.mode} onChange={set("mode")}>
-              <option value="manual">manual: a person merges</option>
-              <option value="auto">auto: Ballet merges</option>
-            </select>
-          )}
-        </Field>
-        <Field form={state} name="merge_policy.required_approvals" label="Required approvals">
-          {(a) => <input {...a} type="number" min={0} max={10} value={form.required_approvals} onInput={set("required_approvals")} />}
-        </Field>
-        <Field form={state} name="merge_policy.required_checks" label="Required checks" hint="Comma-separated check names.">
-          {(a) => <input {...a} value={form.required_checks} onInput={set("required_checks")} />}
-        </Field>
-      </fieldset>
-      <fieldset>
-        <legend>Budgets (US dollars; empty: no limit)</legend>
-        <Field form={state} name="budgets.per_ticket_usd" label="Per ticket">
-          {(a) => <input {...a} inputMode="decimal" value={form.per_ticket_usd} onInput={set("per_ticket_usd")} />}
-        </Field>
-        <Field form={state} name="budgets.per_day_usd" label="Per day">
-          {(a) => <input {...a} inputMode="decimal" value={form.per_day_usd} onInput={set("per_day_usd")} />}
-        </Field>
-      </fieldset>
-      <fieldset>
-        <legend>Concurrency</legend>
-        <Field form={state} name="concurrency_limit" label="Running flows at once (0: no limit)">
-          {(a) => <input {...a} type="number" min={0} max={1000} value={form.concurrency_limit} onInput={set("concurrency_limit")} />}
-        </Field>
-      </fieldset>
+      <ProjectFieldsets form={state} d={form} set={set} />
       <button type="submit" disabled={state.busy}>
         Save settings
       </button>

@@ -22,7 +22,7 @@ import {
 } from "../api";
 import { message, useAction, useDebounced, useLoad, type Loaded } from "../load";
 import { subscribe } from "../realtime";
-import { Report, Runs } from "../runs/runs";
+import { prefetchTranscript, Report, Runs } from "../runs/runs";
 import { Timeline } from "../timeline";
 import { Ago, Alert, Badge, Disclosure, epicStates, permissionsOrNone, stateNames, ticketMoves, useConfirm } from "../ui";
 
@@ -36,17 +36,26 @@ interface Details {
 }
 
 export default function Page({ item: key }: Record<string, string>) {
-  // The first read of the changes and their viewer start as soon as the
-  // item says it has a flow, beside the flow's own reads.
+  // The diff viewer's chunk loads at once. The first read of the changes
+  // starts with the item's own when the address says the person came to
+  // judge the flow (#flow, a run's #run-ID: the ticket has one), else as
+  // soon as the item says it has a flow; a run's transcript named by the
+  // address is read beside them (no waterfall).
   const early = useRef<{ key: string; changes: Promise<Changes> | null } | null>(null);
   const details = useLoad(async (): Promise<Details> => {
-    const item = await tickets.get(key);
-    if (item.flow !== null && early.current?.key !== key) {
+    const readChanges = () => {
+      if (early.current?.key === key) return;
       const first = tickets.changes(key);
       first.catch(() => undefined); // its error is the changes' load's
       early.current = { key, changes: first };
-      void changesModule().catch(() => undefined);
+    };
+    void changesModule().catch(() => undefined);
+    if (early.current?.key !== key && /^#(flow|run-)/.test(location.hash)) {
+      readChanges();
+      if (location.hash.startsWith("#run-")) prefetchTranscript(location.hash.slice(5));
     }
+    const item = await tickets.get(key);
+    if (item.flow !== null) readChanges();
     const [flow, questions, runs, perms, subscription] = await Promise.all([
       // The item says when it has no flow: no request, no 404 in the console.
       item.flow === null ? null : tickets.flow(key),

@@ -21,6 +21,31 @@ export interface YamlEditor {
 }
 
 const fromOutside = Annotation.define<boolean>();
+
+// tokens are the editor's colours from the visual system's tokens
+// (style.css), so that the selection, the lint tooltips and the panels are
+// readable in the light and the dark scheme alike: CodeMirror's own theme
+// is light, whatever the scheme. A theme outranks the base theme.
+const tokens = EditorView.theme({
+  "&": { color: "var(--fg)", backgroundColor: "var(--bg)" },
+  ".cm-content": { caretColor: "var(--fg)" },
+  ".cm-cursor, .cm-dropCursor": { borderLeftColor: "var(--fg)" },
+  ".cm-selectionBackground, &.cm-focused > .cm-scroller > .cm-selectionLayer .cm-selectionBackground, .cm-content ::selection": {
+    backgroundColor: "var(--selection)",
+  },
+  ".cm-selectionMatch": { backgroundColor: "var(--mark)" },
+  "&.cm-focused .cm-matchingBracket": { backgroundColor: "var(--accent-bg)", color: "var(--accent-fg)", outline: "1px solid var(--accent-line)" },
+  "&.cm-focused .cm-nonmatchingBracket": { backgroundColor: "var(--danger-bg)", color: "var(--danger-fg)" },
+  ".cm-gutters": { backgroundColor: "var(--panel)", color: "var(--muted)", borderRightColor: "var(--line)" },
+  ".cm-activeLine, .cm-activeLineGutter": { backgroundColor: "transparent" },
+  ".cm-tooltip": { backgroundColor: "var(--raised)", color: "var(--fg)", border: "1px solid var(--line)", boxShadow: "var(--shadow)" },
+  ".cm-tooltip .cm-diagnostic": { color: "var(--fg)" },
+  ".cm-diagnostic-error": { borderLeftColor: "var(--danger)" },
+  ".cm-diagnostic-warning": { borderLeftColor: "var(--warn)" },
+  ".cm-diagnostic-info": { borderLeftColor: "var(--accent)" },
+  ".cm-panels": { backgroundColor: "var(--panel)", color: "var(--fg)" },
+  ".cm-lintRange-error": { textDecorationColor: "var(--danger)" },
+});
 const access = new Compartment();
 
 export function createEditor(parent: HTMLElement, text: string, readOnly: boolean, onEdit: (text: string) => void): YamlEditor {
@@ -38,6 +63,7 @@ export function createEditor(parent: HTMLElement, text: string, readOnly: boolea
         keymap.of([...defaultKeymap, ...historyKeymap]),
         yaml(),
         lintGutter(),
+        tokens,
         EditorView.lineWrapping,
         access.of(EditorState.readOnly.of(readOnly)),
         EditorView.contentAttributes.of({ "aria-label": "Pipeline YAML", "data-testid": "yaml-editor", tabindex: "0" }), // tabindex: axe counts the scroller as focusable

@@ -2,14 +2,18 @@
 // and the selected run's session as a conversation (its transcript, parsed
 // by Core) with the raw log one click away. Stage reports are agent
 // output, untrusted: they render as sanitised Markdown (Report).
-import { useEffect, useRef, useState } from "preact/hooks";
+import { Component } from "preact";
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { tickets, type Amount, type Run, type Transcript, type TranscriptEntry } from "../api";
 import { markdown } from "../knowledge/render";
 import { Alert, duration, usd } from "../ui";
 
 // Report renders a stage report (agent output) as sanitised Markdown.
+// The HTML is made once per text: the ticket page renders again on every
+// load and live event.
 export function Report({ src, label }: { src: string; label: string }) {
-  return <div class="report kn-markdown" role="region" aria-label={label} data-testid="report" dangerouslySetInnerHTML={{ __html: markdown(src) }} />;
+  const html = useMemo(() => ({ __html: markdown(src) }), [src]);
+  return <div class="report kn-markdown" role="region" aria-label={label} data-testid="report" dangerouslySetInnerHTML={html} />;
 }
 
 const tokens = (n: number) => n.toLocaleString("en");
@@ -119,6 +123,27 @@ function Session({ run }: { run: Run }) {
   );
 }
 
+// early holds a transcript read started before the ticket's runs were
+// read (prefetchTranscript), for the Conversation that shows it first.
+let early: { run: string; at: number; read: Promise<Transcript> } | null = null;
+
+// prefetchTranscript starts reading run's transcript at once, beside the
+// ticket's own reads (the address names the run: #run-ID); the run's
+// Conversation takes it within 10 s, else reads afresh.
+export function prefetchTranscript(run: string) {
+  const read = tickets.transcript(run);
+  read.catch(() => undefined); // its error is the Conversation's
+  early = { run, at: Date.now(), read };
+}
+
+// takeTranscript is the prefetched read of run's transcript, once.
+function takeTranscript(run: string): Promise<Transcript> | null {
+  const e = early;
+  if (!e || e.run !== run) return null;
+  early = null;
+  return Date.now() - e.at < 10_000 ? e.read : null;
+}
+
 // Conversation reads the run's transcript, again every 2 s while the run
 // goes on.
 function Conversation({ run }: { run: Run }) {
@@ -129,9 +154,11 @@ function Conversation({ run }: { run: Run }) {
     let timer: number | undefined;
     setT(null);
     setError("");
+    let first = takeTranscript(run.id);
     const read = async () => {
       try {
-        const got = await tickets.transcript(run.id);
+        const got = await (first ?? tickets.transcript(run.id));
+        first = null;
         if (stop) return;
         setT(got);
         if (!got.finished) timer = window.setTimeout(read, 2000);
@@ -150,11 +177,7 @@ function Conversation({ run }: { run: Run }) {
       <Alert error={error} />
       {t && !t.entries.length && <p class="muted">{t.finished ? "The session printed nothing Ballet can read." : "Waiting for the session…"}</p>}
       {t && (
-        <ol class="conversation" aria-label="Conversation" data-testid="transcript">
-          {t.entries.map((e, i) => (
-            <EntryView key={i} e={e} />
-          ))}
-        </ol>
+<Entries entries={t.entries} />
       )}
       {t?.truncated && <p class="muted">The transcript stops here: the session went on beyond what a transcript shows (see the raw log).</p>}
       {t?.log_truncated && <p class="muted">The log reached its limit: what the session printed after it was not kept.</p>}
@@ -162,7 +185,28 @@ function Conversation({ run }: { run: Run }) {
   );
 }
 
-const clock = (at: string | null) => (at ? new Date(at).toLocaleTimeString() : "");
+// One formatter for every entry's time (toLocaleTimeString builds one a
+// call: 500 entries paid for 500).
+const timeFormat = new Intl.DateTimeFormat(undefined, { timeStyle: "medium" });
+// Entries is the conversation's list, compared again only when a new
+// transcript is read (not on each of the ticket page's renders: 500
+// entries are 2,500 elements).
+class Entries extends Component<{ entries: TranscriptEntry[] }> {
+  shouldComponentUpdate(next: { entries: TranscriptEntry[] }) {
+    return next.entries !== this.props.entries;
+  }
+  render() {
+    return (
+      <ol class="conversation" aria-label="Conversation" data-testid="transcript">
+        {this.props.entries.map((e, i) => (
+          <EntryView key={i} e={e} />
+        ))}
+      </ol>
+    );
+  }
+}
+
+const clock = (at: string | null) => (at ? timeFormat.format(new Date(at)) : "");
 
 function EntryView({ e }: { e: TranscriptEntry }) {
   const time = e.time && <time dateTime={e.time}>{clock(e.time)}</time>;
