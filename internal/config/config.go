@@ -308,7 +308,15 @@ type Runs struct {
 	// reconciler (event runner.removed) (24h); one that comes back
 	// registers again.
 	RunnerRetention Duration `toml:"runner_retention"`
+	// MaxInterruptions: how many times in a row a stage's session may end
+	// interrupted (a restart, a lost runner, a drain, the kill switch, a
+	// sandbox that did not start) and run again by itself before the flow
+	// asks a blocking question (3).
+	MaxInterruptions int `toml:"max_interruptions"`
 }
+
+// DefaultMaxInterruptions is [runs] max_interruptions' default.
+const DefaultMaxInterruptions = 3
 
 // DefaultLogLimit is [runs] log_limit's default.
 const DefaultLogLimit = 8 << 20
@@ -386,7 +394,7 @@ func Default() Config {
 		Leader:     Leader{TTL: Duration{15 * time.Second}, Renew: Duration{5 * time.Second}},
 		Scheduler:  Scheduler{Interval: Duration{10 * time.Second}},
 		Runs: Runs{Grace: Duration{2 * time.Minute}, UnclaimedAfter: Duration{2 * time.Minute}, LogLimit: DefaultLogLimit,
-			RunnerRetention: Duration{24 * time.Hour}},
+			RunnerRetention: Duration{24 * time.Hour}, MaxInterruptions: DefaultMaxInterruptions},
 		Budgets: Budgets{Timezone: "UTC"},
 		Events: Events{TailInterval: Duration{200 * time.Millisecond}, AuthRecheck: Duration{time.Minute},
 			PingInterval: Duration{30 * time.Second}, PingTimeout: Duration{10 * time.Second}},

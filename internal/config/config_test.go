@@ -89,6 +89,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"[events]\nauth_recheck = \"0s\"\n", "events.auth_recheck: must be a positive duration"},
 		{"[runs]\nunclaimed_after = \"0s\"\n", "runs.unclaimed_after: must be a positive duration"},
 		{"[runs]\nrunner_retention = \"30m\"\n", "runs.runner_retention: 30m0s is outside 1h … 8760h"},
+		{"[runs]\nmax_interruptions = 0\n", "runs.max_interruptions: 0 is outside 1 … 100"},
 		{"[runs]\ngrace = \"3h\"\nrunner_retention = \"2h\"\n", "runs.runner_retention: 2h0m0s must be longer than runs.grace (3h0m0s)"},
 		{"[leader]\nttl = \"5s\"\nrenew = \"10s\"\n", "leader.renew: 10s must be shorter than leader.ttl"},
 		{"[log]\nlevel = \"loud\"\n", `log.level: "loud"`},

@@ -166,6 +166,9 @@ func (r Runs) validate(p *problems) {
 	} else if d <= r.Grace.Duration {
 		p.bad("runner_retention", "%s must be longer than runs.grace (%s)", r.RunnerRetention, r.Grace)
 	}
+	if r.MaxInterruptions < 1 || r.MaxInterruptions > 100 {
+		p.bad("max_interruptions", "%d is outside 1 … 100", r.MaxInterruptions)
+	}
 }
 
 func (b Budgets) validate(p *problems) {
