@@ -553,7 +553,8 @@ func TestRealCoreKillSwitch(t *testing.T) {
 // question, and the ticket ends done.
 func TestRealCoreRunnerKilled(t *testing.T) {
 	t.Parallel()
-	w := newCoreWorld(t, nil)
+	// A grace longer than the test: only the registration can end the run.
+	w := newCoreWorld(t, nil, func(c *config.Config) { c.Runs.Grace.Duration = time.Hour })
 	w.oneStage("default", runproto.ClaudeCode)
 	o := w.options()
 	o.Config.Checkpoint.Duration = 500 * time.Millisecond
