@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -595,6 +596,52 @@ func TestRealCoreRunnerKilled(t *testing.T) {
 	head := w.remote.ref("refs/heads/ballet/" + key)
 	if files := w.remote.files(head); !slices.Equal(files, []string{"README", "hello.txt", "work.txt"}) {
 		t.Errorf("the branch holds %q: want the checkpoint's work and the new", files)
+	}
+}
+
+// The runner process gets SIGTERM mid-session (as `ballet up` stops it):
+// it drains, and once [runner] drain runs out stops the session, keeps its
+// work in the checkpoint and finishes the run interrupted (runner_drain).
+// Started again, the stage runs again from the checkpoint in iteration 1,
+// without a question, and the ticket ends done.
+func TestRealCoreRunnerDrained(t *testing.T) {
+	t.Parallel()
+	w := newCoreWorld(t, nil, func(c *config.Config) { c.Runs.Grace.Duration = time.Hour })
+	w.oneStage("default", runproto.ClaudeCode)
+	o := w.options()
+	o.Config.Checkpoint.Duration = 500 * time.Millisecond
+	o.Config.Drain.Duration = time.Second
+	child := w.startChild(o)
+	key := w.ticket("task", fakemodel.Marker("slow-work", "steps=3", "sleep=600"))
+	first := w.midWork(key, 1)
+	// The next session plays another scenario (a person edited the ticket
+	// meanwhile; the drained run's stage runs again at once, with the
+	// ticket as it is then): it writes hello.txt and reports done.
+	w.patchItem(key, map[string]any{"description": "Add GET /health.\n" + fakemodel.Marker("report-done")})
+	if err := child.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Wait(); err != nil {
+		t.Errorf("the drained runner exited with %v", err)
+	}
+	noSessionLeft(t, first.ID)
+	first = w.final(key, 1)
+	if first.Status != "interrupted" || first.Reason != "runner_drain" || !strings.Contains(first.Error, "drain time (1s) ran out") {
+		t.Fatalf("the drained run: %+v", first)
+	}
+	w.start(o)
+	second := w.final(key, 2)
+	f := w.await(key, "done", ended)
+	if f.Status != "done" || second.Status != "succeeded" || second.Iteration != 1 {
+		t.Fatalf("flow %+v, second run %+v", f, second)
+	}
+	var qs struct{ Questions []question }
+	w.e.Admin(200, "GET", "/api/v1/items/"+key+"/questions", nil).JSON(t, &qs)
+	if len(qs.Questions) != 0 {
+		t.Errorf("questions %+v: an interruption asks none", qs.Questions)
+	}
+	if !strings.Contains(w.prompts(), "You are continuing from a checkpoint") {
+		t.Error("the second session's prompt does not say it continues from a checkpoint")
 	}
 }
 
