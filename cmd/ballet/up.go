@@ -15,7 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strconv"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -52,7 +52,10 @@ runner then says why at start, registers with Core to show it, and leases
 nothing; if it stops later, Core keeps running.
 
 SIGINT or SIGTERM stops both: the runner first (it drains its sessions for
-[runner] drain; a second signal stops them at once), then Core. When Core
+[runner] drain; a second signal stops them at once; either way they end
+interrupted and run again at the next start), then Core. The runner's
+token is kept in up-runner-token next to the bootstrap token: started
+again, the runner is the same runner. When Core
 exits, the runner is stopped too. 'ballet serve' and 'ballet runner' remain
 for real deployments.
 
@@ -175,7 +178,7 @@ func upCmd(args []string, stdout, stderr io.Writer) int {
 		core.stop()
 		return 1
 	}
-	runnerToken, tokenID, err := api.runnerToken()
+	runnerToken, tokenID, err := api.keptRunnerToken(filepath.Join(filepath.Dir(tokenFile), upRunnerTokenFile))
 	if err != nil {
 		return fail("creating the runner's token: %v", err)
 	}
@@ -232,10 +235,7 @@ func upCmd(args []string, stdout, stderr io.Writer) int {
 					run.signal(syscall.SIGTERM)
 				}
 			}()
-			run.stop()
-			if err := api.revoke(tokenID); err != nil {
-				fmt.Fprintf(stderr, "ballet up: revoking the runner's token: %v\n", err)
-			}
+			run.stop() // its token is kept for the next start: the same runner
 			stopKnowledge()
 			return core.stop()
 		}
@@ -376,6 +376,50 @@ type upAPI struct {
 	base, token string
 }
 
+// upRunnerTokenFile, next to the bootstrap token, keeps ballet up's runner
+// token (its id and secret, 0600) from one start to the next: a restarted
+// ballet up's runner registers as the same runner, so that Core ends at
+// once the runs its predecessor held when it was killed (interrupted,
+// runner_restart) instead of after [runs] grace.
+const upRunnerTokenFile = "up-runner-token"
+
+// keptRunnerToken returns the runner token kept in path while Core still
+// takes it (not revoked, not expired), else a new one, kept there.
+func (a *upAPI) keptRunnerToken(path string) (secret, id string, err error) {
+	if b, rerr := os.ReadFile(path); rerr == nil {
+		if id, secret, ok := strings.Cut(strings.TrimSpace(string(b)), "\n"); ok && a.live(id) {
+			return secret, id, nil
+		}
+	}
+	if secret, id, err = a.runnerToken(); err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(path, []byte(id+"\n"+secret+"\n"), 0o600); err != nil {
+		return "", "", fmt.Errorf("keep the runner's token in %s: %w", path, err)
+	}
+	return secret, id, nil
+}
+
+// live tells whether runner token id is one Core still takes.
+func (a *upAPI) live(id string) bool {
+	var list struct {
+		Tokens []struct {
+			ID        string     `json:"id"`
+			RevokedAt *time.Time `json:"revoked_at"`
+			ExpiresAt *time.Time `json:"expires_at"`
+		} `json:"tokens"`
+	}
+	if err := a.do("GET", "/api/v1/tokens?kind=runner&limit=1000", nil, http.StatusOK, &list); err != nil {
+		return false
+	}
+	for _, t := range list.Tokens {
+		if t.ID == id {
+			return t.RevokedAt == nil && (t.ExpiresAt == nil || t.ExpiresAt.After(time.Now()))
+		}
+	}
+	return false
+}
+
 // runnerToken creates a runner token and returns its secret and id.
 func (a *upAPI) runnerToken() (secret, id string, err error) {
 	host, _ := os.Hostname()
@@ -383,7 +427,7 @@ func (a *upAPI) runnerToken() (secret, id string, err error) {
 		Token string `json:"token"`
 		ID    string `json:"id"`
 	}
-	body := map[string]string{"name": "ballet up runner on " + host + " (pid " + strconv.Itoa(os.Getpid()) + ")", "kind": "runner"}
+	body := map[string]string{"name": "ballet up runner on " + host, "kind": "runner"}
 	if err := a.do("POST", "/api/v1/tokens", body, http.StatusCreated, &created); err != nil {
 		return "", "", err
 	}

@@ -153,7 +153,8 @@ func getJSON(t *testing.T, url, token string, out any) int {
 // `ballet up` starts Core and a runner, with a runner token of its own,
 // and is up although the runner cannot run sessions here: the runner says
 // why at start, and whatever becomes of it Core keeps serving. SIGTERM
-// stops both (the runner's token is revoked), with exit status 0.
+// stops both, with exit status 0; the runner's token is kept (0600, next
+// to the bootstrap token) for the next start.
 func TestUpStartsCoreAndRunner(t *testing.T) {
 	t.Parallel()
 	u := startUp(t, "")
@@ -216,6 +217,10 @@ func TestUpStartsCoreAndRunner(t *testing.T) {
 		if alive(pid) {
 			t.Errorf("%s (pid %d) outlived ballet up", name, pid)
 		}
+	}
+	kept, err := os.Stat(filepath.Join(u.dir, "data", "up-runner-token"))
+	if err != nil || kept.Mode().Perm() != 0o600 {
+		t.Errorf("the kept runner token: %v %v", kept, err)
 	}
 }
 

@@ -310,6 +310,11 @@ type Runs struct {
 	// (zero: unset; setting both is an error). Config.RunnerRetention
 	// resolves the two.
 	RunnerRetention Duration `toml:"runner_retention,omitempty"`
+	// MaxInterruptions: how many times in a row a stage's session may end
+	// interrupted (a restart, a lost runner, a drain, the kill switch, a
+	// sandbox that did not start) and run again by itself before the flow
+	// asks a blocking question (3).
+	MaxInterruptions int `toml:"max_interruptions"`
 }
 
 // Retention bounds the data Core keeps: what is older than its key is
@@ -345,6 +350,9 @@ func (c Config) RunnerRetention() time.Duration {
 	}
 	return c.Retention.Runners.Duration
 }
+
+// DefaultMaxInterruptions is [runs] max_interruptions' default.
+const DefaultMaxInterruptions = 3
 
 // DefaultLogLimit is [runs] log_limit's default.
 const DefaultLogLimit = 8 << 20
@@ -421,8 +429,9 @@ func Default() Config {
 		Reconciler: Reconciler{Interval: Duration{time.Minute}, Slack: Duration{5 * time.Minute}},
 		Leader:     Leader{TTL: Duration{15 * time.Second}, Renew: Duration{5 * time.Second}},
 		Scheduler:  Scheduler{Interval: Duration{10 * time.Second}},
-		Runs:       Runs{Grace: Duration{2 * time.Minute}, UnclaimedAfter: Duration{2 * time.Minute}, LogLimit: DefaultLogLimit},
-		Budgets:    Budgets{Timezone: "UTC"},
+		Runs: Runs{Grace: Duration{2 * time.Minute}, UnclaimedAfter: Duration{2 * time.Minute}, LogLimit: DefaultLogLimit,
+			MaxInterruptions: DefaultMaxInterruptions},
+		Budgets: Budgets{Timezone: "UTC"},
 		Events: Events{TailInterval: Duration{200 * time.Millisecond}, AuthRecheck: Duration{time.Minute},
 			PingInterval: Duration{30 * time.Second}, PingTimeout: Duration{10 * time.Second}},
 		Auth: Auth{PlatformAdmins: []string{}, SessionTTL: Duration{12 * time.Hour}},

@@ -97,6 +97,7 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"[retention]\ninterval = \"0s\"\n", "retention.interval: must be a positive duration"},
 		{"[retention]\nrun_logs = \"30 days\"\n", "retention.run_logs: \"30 days\" is not a duration"},
 		{"[retention]\nkeep = \"1h\"\n", "unknown key retention.keep"},
+		{"[runs]\nmax_interruptions = 0\n", "runs.max_interruptions: 0 is outside 1 … 100"},
 		{"[runs]\ngrace = \"3h\"\nrunner_retention = \"2h\"\n", "runs.runner_retention: 2h0m0s must be longer than runs.grace (3h0m0s)"},
 		{"[leader]\nttl = \"5s\"\nrenew = \"10s\"\n", "leader.renew: 10s must be shorter than leader.ttl"},
 		{"[log]\nlevel = \"loud\"\n", `log.level: "loud"`},

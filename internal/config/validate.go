@@ -179,6 +179,9 @@ func (r Runs) validate(p *problems) {
 	} else if d > 0 && d <= r.Grace.Duration {
 		p.bad("runner_retention", "%s must be longer than runs.grace (%s)", r.RunnerRetention, r.Grace)
 	}
+	if r.MaxInterruptions < 1 || r.MaxInterruptions > 100 {
+		p.bad("max_interruptions", "%d is outside 1 … 100", r.MaxInterruptions)
+	}
 }
 
 // validate checks [retention]: every key a positive duration; a runner is

@@ -99,7 +99,14 @@ type Service struct {
 	// retries, from when it was entered, before its flow asks
 	// (DefaultKnowledgeWait when ≤ 0).
 	KnowledgeWait time.Duration
+	// MaxInterruptions: how many times in a row a stage's run may end
+	// interrupted and the stage run again by itself before the flow asks
+	// ([runs] max_interruptions; DefaultMaxInterruptions when ≤ 0).
+	MaxInterruptions int
 }
+
+// DefaultMaxInterruptions is Service.MaxInterruptions' default.
+const DefaultMaxInterruptions = 3
 
 // System is the flow engine as an actor.
 var System = event.Actor{Kind: event.ActorSystem, Sub: "flow"}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/job"
+	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/tracker"
 	"github.com/ballet/ballet/internal/transition"
 )
@@ -34,7 +35,7 @@ func (s *Service) handleKill(ctx context.Context, _ *job.Job, _ KillArgs) error 
 				return nil, err // !pl.Paused: resumed meanwhile
 			}
 			t := s.wait(f, WaitPause, "the kill switch cancelled the running stage; it runs again after the resume", now)
-			if err := s.CancelRun(ctx, t, f, "kill switch", now); err != nil {
+			if err := s.interruptRun(ctx, t, f, run.ReasonKillSwitch, "kill switch", now); err != nil {
 				return nil, err
 			}
 			return t, nil

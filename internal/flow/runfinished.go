@@ -2,6 +2,7 @@ package flow
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/ballet/ballet/internal/budget"
@@ -46,6 +47,9 @@ func (s *Service) runFinished(ctx context.Context, f Flow, it tracker.Item, runI
 		}
 		return s.resume(f, it, now, "the session's blocking question was answered while it ran")
 	}
+	if r.Status == run.StatusInterrupted {
+		return s.interrupted(ctx, f, it, r, now)
+	}
 	outcome, report := r.Outcome, r.Report
 	if r.Status != run.StatusSucceeded {
 		// A stage whose run failed while over budget waits, instead of
@@ -75,6 +79,53 @@ func (s *Service) runFinished(ctx context.Context, f Flow, it tracker.Item, runI
 		report = NothingAheadNote(report, it.Key, *r.BranchAhead)
 	}
 	return s.advance(ctx, System, f, it, outcome, report, now)
+}
+
+// interrupted decides what an interrupted run means for its flow: the
+// stage runs again from its checkpoint (same iteration, next step), unless
+// it was interrupted too often in a row (Interrupted): then the flow is
+// flagged with a blocking question that says what keeps interrupting it.
+func (s *Service) interrupted(ctx context.Context, f Flow, it tracker.Item, r run.Run, now time.Time) (*transition.Transition, error) {
+	max := s.MaxInterruptions
+	if max <= 0 {
+		max = DefaultMaxInterruptions
+	}
+	latest, err := s.Runs.Latest(ctx, f.ID, r.Step, 4*(max+1))
+	if err != nil {
+		return nil, err
+	}
+	streak := InterruptionStreak(latest, r.Stage, r.Iteration)
+	what := r.Reason
+	if r.Error != "" {
+		what += ": " + r.Error
+	}
+	if !RunsAgain(streak, max) {
+		return s.Flag(f, it, now, fmt.Sprintf("stage %s was interrupted %d times in a row (last: %s)", f.Stage, streak, what))
+	}
+	return s.resume(f, it, now, fmt.Sprintf("the session was interrupted (%s): stage %s runs again from its checkpoint, without spending an iteration (%d of %d in a row)",
+		r.Reason, f.Stage, streak%(max+1), max))
+}
+
+// InterruptionStreak counts how many of a flow's latest runs (newest
+// first), from the newest, ended interrupted in stage at iteration: the
+// interruptions in a row of that stage.
+func InterruptionStreak(latest []run.Run, stage string, iteration int) int {
+	n := 0
+	for _, r := range latest {
+		if r.Status != run.StatusInterrupted || r.Stage != stage || r.Iteration != iteration {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// RunsAgain reports whether a stage interrupted streak times in a row
+// runs again by itself (true), or asks (false): it runs again up to max
+// times in a row; the next interruption asks, and once a person answered,
+// it gets max more.
+func RunsAgain(streak, max int) bool {
+	return streak%(max+1) != 0
 }
 
 // NothingAheadNote adds to a stage's report that the ticket's branch has no

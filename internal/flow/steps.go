@@ -97,6 +97,26 @@ func (s *Service) CancelRun(ctx context.Context, t *transition.Transition, f Flo
 	return nil
 }
 
+// interruptRun adds to t the interruption (reason, one of
+// runproto.Reasons; why: the text) of the flow's active run: a running run
+// ends interrupted once its runner has stopped it (run.Service.Interrupt),
+// a queued one is cancelled.
+func (s *Service) interruptRun(ctx context.Context, t *transition.Transition, f Flow, reason, why string, now time.Time) error {
+	if f.RunID == "" {
+		return nil
+	}
+	r, err := s.Runs.Get(ctx, f.RunID)
+	if err != nil {
+		return err
+	}
+	if r.Final() {
+		return nil
+	}
+	stop, _ := s.Runs.Interrupt(r, reason, why, now)
+	t.Add(stop)
+	return nil
+}
+
 // advance ends the current stage with outcome and moves the flow where the
 // pipeline says. The flow's event records actor (the system, or the person
 // who decided a human stage); the ticket's moves and questions are the

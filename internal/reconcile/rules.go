@@ -14,6 +14,7 @@ import (
 	"github.com/ballet/ballet/internal/flow"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/pipeline"
+	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/tracker"
 	"github.com/ballet/ballet/internal/transition"
@@ -48,7 +49,7 @@ WHERE f.status = 'running' AND f.waiting = 'run' AND r.status IN ('queued', 'run
 // awaited step's dedupe key is made of (flows_reconcile covers it).
 var stepsSQL = `SELECT f.id, f.item_id, f.step, f.status, COALESCE(f.waiting, '') FROM flows f
 WHERE f.status IN ('running', 'waiting') AND COALESCE(f.waiting, '') IN (?` + strings.Repeat(", ?", len(stepsArgs)-1) + `)
-  AND (f.waiting IS NOT 'run' OR EXISTS (SELECT 1 FROM runs r WHERE r.id = f.run_id AND r.status IN ('succeeded', 'failed', 'cancelled')))
+  AND (f.waiting IS NOT 'run' OR EXISTS (SELECT 1 FROM runs r WHERE r.id = f.run_id AND r.status IN ` + run.FinalSQL + `))
   AND (f.waiting IS NOT 'answer' OR NOT EXISTS (SELECT 1 FROM questions q WHERE q.item_id = f.item_id AND q.blocking = 1 AND q.answer IS NULL))`
 
 // stepsArgs are what an active flow waits for in the states in which it

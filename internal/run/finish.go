@@ -3,6 +3,8 @@ package run
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/auth"
@@ -51,6 +53,9 @@ type FinishInput struct {
 	BranchAhead *int
 	// Model: the model that served the session ("": not known).
 	Model string
+	// Interrupted: the runner's word that the session ended because of
+	// its infrastructure (one of runproto.RunnerReasons; "": it did not).
+	Interrupted string
 }
 
 // MaxBranchAhead bounds a reported branch_ahead.
@@ -67,32 +72,51 @@ func (in FinishInput) validate() error {
 	}
 	validateText(&v, "error", in.Error, runproto.MaxError, false)
 	validateText(&v, "model", in.Model, runproto.MaxModel, false)
+	v.Check(in.Interrupted == "" || slices.Contains(runproto.RunnerReasons, in.Interrupted), "interrupted",
+		"must be one of %s", strings.Join(runproto.RunnerReasons, ", "))
 	if in.BranchAhead != nil {
 		v.Check(*in.BranchAhead >= 0 && *in.BranchAhead <= MaxBranchAhead, "branch_ahead", "must be a whole number from 0 to %d", MaxBranchAhead)
 	}
 	return v.Err()
 }
 
-// finalStatus decides how a running run ends: cancelled when that was
-// requested; succeeded when the session exited 0 after reporting; else
-// failed, with the reason. A session that ends without a report has failed
-// whatever its exit status (both CLIs exit 0 when the report tool was
-// unreachable).
-func finalStatus(r Run, exit int, errText string) (string, string) {
+// ending is how a running run ends: its final status, error and, when
+// interrupted, the reason.
+type ending struct {
+	status, err, reason string
+}
+
+// finalStatus decides how a running run ends: succeeded when the session
+// exited 0 after reporting (whatever else happened, the agent's outcome
+// stands); cancelled when that was requested, or interrupted with the
+// interruption that requested it (the kill switch); interrupted when its
+// runner says the session ended because of its infrastructure
+// (interrupted: drain, sandbox start); else failed, with the reason. A
+// session that ends without a report has failed whatever its exit status
+// (both CLIs exit 0 when the report tool was unreachable).
+func finalStatus(r Run, exit int, errText, interrupted string) ending {
 	switch {
 	case r.CancelRequested:
 		if r.Error != "" {
-			return StatusCancelled, r.Error
+			errText = r.Error
 		}
-		return StatusCancelled, errText
+		if r.Reason != "" {
+			return ending{StatusInterrupted, errText, r.Reason}
+		}
+		return ending{StatusCancelled, errText, ""}
 	case exit == 0 && r.Outcome != "":
-		return StatusSucceeded, errText
+		return ending{StatusSucceeded, errText, ""}
+	case interrupted != "":
+		if errText == "" {
+			errText = "the session was interrupted: " + interrupted
+		}
+		return ending{StatusInterrupted, errText, interrupted}
 	case errText != "":
-		return StatusFailed, errText
+		return ending{StatusFailed, errText, ""}
 	case exit != 0:
-		return StatusFailed, fmt.Sprintf("the session exited with status %d", exit)
+		return ending{StatusFailed, fmt.Sprintf("the session exited with status %d", exit), ""}
 	default:
-		return StatusFailed, "the session ended without a report"
+		return ending{StatusFailed, "the session ended without a report", ""}
 	}
 }
 
@@ -126,12 +150,12 @@ func (s *Service) Finish(ctx context.Context, actor event.Actor, runID string, i
 		if r.Status != StatusRunning {
 			return nil, apperr.New(apperr.Conflict, "run %s is %s: only a running run finishes", r.ID, r.Status)
 		}
-		status, errText := finalStatus(r, *in.ExitStatus, in.Error)
+		end := finalStatus(r, *in.ExitStatus, in.Error, in.Interrupted)
 		r.BranchAhead = in.BranchAhead
 		if in.Model != "" {
 			r.UsedModel = in.Model
 		}
-		return s.finishTransition(ctx, r, actor, status, in.ExitStatus, errText, merged(r.Usage, usage), false, true, &out)
+		return s.finishTransition(ctx, r, actor, end, in.ExitStatus, merged(r.Usage, usage), false, true, &out)
 	})
 	if err != nil {
 		return Run{}, err
@@ -194,8 +218,9 @@ cost_micros = ?, updated_at = ?, version = version + 1 WHERE id = ? AND version 
 // sweep), the write is also guarded by the heartbeat read, so that a
 // heartbeat landing meanwhile makes it a lost race (heartbeats do not bump
 // the version).
-func (s *Service) finishTransition(ctx context.Context, r Run, actor event.Actor, status string, exit *int, errText string, usage runproto.Usage,
+func (s *Service) finishTransition(ctx context.Context, r Run, actor event.Actor, end ending, exit *int, usage runproto.Usage,
 	silent, revoke bool, out *Run) (*transition.Transition, error) {
+	status, errText := end.status, end.err
 	now := s.now()
 	at := now.UnixMilli()
 	usage.CostUSD = fromMicros(toMicros(usage.CostUSD))
@@ -204,20 +229,21 @@ func (s *Service) finishTransition(ctx context.Context, r Run, actor event.Actor
 		exitArg = *exit
 	}
 	update := store.Stmt(`UPDATE runs SET status = ?, exit_status = ?, error = ?, input_tokens = ?, output_tokens = ?,
-cache_read_tokens = ?, cache_write_tokens = ?, cost_micros = ?, branch_ahead = ?, used_model = ?, finished_at = ?, updated_at = ?, version = version + 1
-WHERE id = ? AND version = ? AND status = 'running'`,
+cache_read_tokens = ?, cache_write_tokens = ?, cost_micros = ?, branch_ahead = ?, used_model = ?, reason = ?, finished_at = ?, updated_at = ?,
+version = version + 1 WHERE id = ? AND version = ? AND status = 'running'`,
 		status, exitArg, nullable(errText), usage.InputTokens, usage.OutputTokens, usage.CacheReadTokens, usage.CacheWriteTokens,
-		toMicros(usage.CostUSD), nullableInt(r.BranchAhead), nullable(r.UsedModel), at, at, r.ID, r.Version)
+		toMicros(usage.CostUSD), nullableInt(r.BranchAhead), nullable(r.UsedModel), nullable(end.reason), at, at, r.ID, r.Version)
 	if silent && r.HeartbeatAt != nil {
 		update.SQL += ` AND heartbeat_at = ?`
 		update.Args = append(update.Args, r.HeartbeatAt.UnixMilli())
 	}
 	*out = r
 	out.Status, out.ExitStatus, out.Error, out.Usage, out.FinishedAt, out.UpdatedAt, out.Version = status, exit, errText, usage, &now, now, r.Version+1
+	out.Reason = end.reason
 	out.Model = r.model()
 	t := &transition.Transition{
 		Events: []event.Event{newEvent(r, actor, RunFinished{Status: status, Outcome: r.Outcome,
-			ExitStatus: exit, Error: errText, Usage: usage, Model: r.UsedModel, BlockingQuestion: r.BlockingQuestion})},
+			ExitStatus: exit, Error: errText, Usage: usage, Model: r.UsedModel, BlockingQuestion: r.BlockingQuestion, Reason: end.reason})},
 		Guarded: []store.Statement{update},
 		Jobs:    s.finished(*out),
 	}

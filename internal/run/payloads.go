@@ -71,6 +71,9 @@ type RunFinished struct {
 	Usage            runproto.Usage `json:"usage"`
 	Model            string         `json:"model"` // the model that served the session, as its runner reported ("": not known)
 	BlockingQuestion bool           `json:"blocking_question"`
+	// Reason: why an interrupted run was interrupted (one of
+	// runproto.Reasons; absent for other statuses).
+	Reason string `json:"reason,omitempty"`
 }
 
 // RunCancelled is the payload of run.cancelled: a queued run was cancelled.
@@ -85,6 +88,10 @@ type RunCancelled struct {
 // run's runner is asked to stop.
 type RunCancelRequested struct {
 	Reason string `json:"reason"`
+	// Interruption: the infrastructure's reason when the stop is an
+	// interruption (kill_switch: the run then ends interrupted), absent
+	// for a cancellation.
+	Interruption string `json:"interruption,omitempty"`
 }
 
 // RunnerRegistered is the payload of runner.registered: a runner token

@@ -43,6 +43,20 @@ const (
 	StatusSucceeded = runproto.StatusSucceeded // the final statuses are the runner protocol's
 	StatusFailed    = runproto.StatusFailed
 	StatusCancelled = runproto.StatusCancelled
+	// StatusInterrupted: the session ended because of infrastructure
+	// (Reason says what), not of the agent: the flow runs the stage again
+	// without spending an iteration.
+	StatusInterrupted = runproto.StatusInterrupted
+)
+
+// Why a run was interrupted (Run.Reason): the runner protocol's reasons.
+const (
+	ReasonCoreRestart   = runproto.ReasonCoreRestart
+	ReasonRunnerRestart = runproto.ReasonRunnerRestart
+	ReasonRunnerLost    = runproto.ReasonRunnerLost
+	ReasonRunnerDrain   = runproto.ReasonRunnerDrain
+	ReasonKillSwitch    = runproto.ReasonKillSwitch
+	ReasonSandboxStart  = runproto.ReasonSandboxStart
 )
 
 // Outcomes a session reports.
@@ -94,7 +108,12 @@ type Run struct {
 	BlockingQuestion bool            `json:"blocking_question"`
 	ExitStatus       *int            `json:"exit_status"`
 	Error            string          `json:"error"`
-	Usage            runproto.Usage  `json:"usage"`
+	// Reason is why an interrupted run was interrupted (one of
+	// runproto.Reasons; "" for any other status). While a running run's
+	// cancellation is requested, it is the interruption that asked it
+	// (kill_switch), "" for a plain cancellation.
+	Reason string         `json:"reason"`
+	Usage  runproto.Usage `json:"usage"`
 	// BranchAhead is how many commits the ticket's branch had ahead of the
 	// default branch once the session's work was pushed, as its runner
 	// reported (nil: not reported).
@@ -108,10 +127,14 @@ type Run struct {
 	Version         int64      `json:"version"`
 }
 
-// IsFinal reports whether status is final: succeeded, failed or cancelled.
+// IsFinal reports whether status is final: succeeded, failed, cancelled
+// or interrupted.
 func IsFinal(status string) bool {
-	return status == StatusSucceeded || status == StatusFailed || status == StatusCancelled
+	return status == StatusSucceeded || status == StatusFailed || status == StatusCancelled || status == StatusInterrupted
 }
+
+// FinalSQL lists the final statuses for an SQL IN clause.
+const FinalSQL = `('succeeded', 'failed', 'cancelled', 'interrupted')`
 
 // model is what Run.Model shows: the model used when known, else the
 // stage's.
@@ -205,6 +228,24 @@ WHERE id = ? AND version = ? AND status = 'running'`, nullable(reason), at, r.ID
 	return transition.Transition{}, false
 }
 
+// Interrupt is Cancel for an interruption of infrastructure (reason, one
+// of runproto.Reasons: the kill switch): a queued run is cancelled as
+// Cancel does (no session ran, nothing was interrupted), a running one
+// gets cancel_requested with reason, so that its finish ends it
+// interrupted with that reason (event run.cancel_requested with its
+// interruption).
+func (s *Service) Interrupt(r Run, reason, why string, now time.Time) (part transition.Transition, ok bool) {
+	if r.Status != StatusRunning || r.CancelRequested {
+		return s.Cancel(r, why, now)
+	}
+	at := now.UnixMilli()
+	return transition.Transition{
+		Events: []event.Event{newEvent(r, event.System, RunCancelRequested{Reason: why, Interruption: reason})},
+		Guarded: []store.Statement{store.Stmt(`UPDATE runs SET cancel_requested = 1, error = ?, reason = ?, updated_at = ?, version = version + 1
+WHERE id = ? AND version = ? AND status = 'running'`, nullable(why), reason, at, r.ID, r.Version)},
+	}, true
+}
+
 func nullableInt(n *int) any {
 	if n == nil {
 		return nil
@@ -221,7 +262,7 @@ func nullable(s string) any {
 
 const runColumns = `r.id, r.organization_id, r.project_id, r.item_id, i.key, r.flow_id, r.stage, r.iteration, r.step, r.adapter, r.model,
 r.instructions, r.skills, r.artifacts, r.status, COALESCE(r.runner_id, ''), COALESCE(r.token_id, ''), COALESCE(r.outcome, ''),
-COALESCE(r.report, ''), r.blocking_question, r.exit_status, COALESCE(r.error, ''), r.input_tokens, r.output_tokens,
+COALESCE(r.report, ''), r.blocking_question, r.exit_status, COALESCE(r.error, ''), COALESCE(r.reason, ''), r.input_tokens, r.output_tokens,
 r.cache_read_tokens, r.cache_write_tokens, r.cost_micros, r.branch_ahead, COALESCE(r.used_model, ''),
 r.cancel_requested, r.created_at, COALESCE(r.started_at, 0), COALESCE(r.heartbeat_at, 0), COALESCE(r.finished_at, 0),
 r.updated_at, r.version`
@@ -235,7 +276,7 @@ func scanRun(rows *store.Rows, i int) (Run, error) {
 	var cost, created, started, heartbeat, finished, updated int64
 	if err := rows.Scan(i, &r.ID, &r.OrganizationID, &r.ProjectID, &r.ItemID, &r.Item, &r.FlowID, &r.Stage, &r.Iteration, &r.Step,
 		&r.Adapter, &r.StageModel, &r.Instructions, &skills, &r.Artifacts, &r.Status, &r.RunnerID, &r.TokenID, &r.Outcome, &r.Report,
-		&r.BlockingQuestion, &exit, &r.Error, &r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CacheReadTokens,
+		&r.BlockingQuestion, &exit, &r.Error, &r.Reason, &r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CacheReadTokens,
 		&r.Usage.CacheWriteTokens, &cost, &ahead, &r.UsedModel, &r.CancelRequested,
 		&created, &started, &heartbeat, &finished, &updated, &r.Version); err != nil {
 		return r, fmt.Errorf("scan run: %w", err)

@@ -315,7 +315,7 @@ func TestInsertIsIdempotentPerStep(t *testing.T) {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		if got := strings.Join(keys, ","); got != "adapter,artifacts,blocking_question,cancel_requested,created_at,error,exit_status,flow_id,id,instructions,item,item_id,iteration,model,organization_id,outcome,project_id,report,runner_id,skills,stage,stage_model,status,step,updated_at,usage,version" {
+		if got := strings.Join(keys, ","); got != "adapter,artifacts,blocking_question,cancel_requested,created_at,error,exit_status,flow_id,id,instructions,item,item_id,iteration,model,organization_id,outcome,project_id,reason,report,runner_id,skills,stage,stage_model,status,step,updated_at,usage,version" {
 			t.Fatalf("run fields: %s", got)
 		}
 	})
@@ -858,7 +858,8 @@ func TestSweepSilent(t *testing.T) {
 		before := w.lastSeq()
 		round()
 		r := w.get(silent.Run.ID)
-		if r.Status != run.StatusFailed || !strings.HasPrefix(r.Error, "runner silent for 1m0s (no heartbeat since ") || r.FinishedAt == nil {
+		if r.Status != run.StatusInterrupted || r.Reason != run.ReasonRunnerLost ||
+			!strings.HasPrefix(r.Error, "runner silent for 1m0s (no heartbeat since ") || r.FinishedAt == nil {
 			t.Fatalf("silent run %+v", r)
 		}
 		evs, err := event.List(w.ctx, st, event.Filter{AfterSeq: before})

@@ -85,6 +85,10 @@ type RunnerInput struct {
 	Adapters []runproto.Adapter // nil (not given): every adapter, version unknown (a protocol version 1 runner)
 	Version  string
 	Problem  string
+	// Sessions are the runs whose sessions the runner runs now; nil: not
+	// said (an older runner). When said, the runner's runs Core holds as
+	// running and not listed end interrupted (runner_restart).
+	Sessions []string
 }
 
 func (in RunnerInput) validate() error {
@@ -116,7 +120,17 @@ func (in RunnerInput) validate() error {
 	}
 	validateLine(&v, "version", in.Version, runproto.MaxVersion)
 	validateLine(&v, "problem", in.Problem, runproto.MaxProblem)
+	validateSessions(&v, in.Sessions)
 	return v.Err()
+}
+
+// validateSessions checks the run ids a runner says it runs.
+func validateSessions(v *apperr.Validator, sessions []string) {
+	v.Check(int64(len(sessions)) <= bounds.Capacity.Max, "sessions", "at most %d runs (has %d)", bounds.Capacity.Max, len(sessions))
+	for i, id := range sessions {
+		v.Check(id != "" && len(id) <= 100, fmt.Sprintf("sessions[%d]", i), "must be a run id")
+		v.CheckErr(fmt.Sprintf("sessions[%d]", i), text.Line(id))
+	}
 }
 
 // validateLine checks an optional one-line text of at most max characters.
@@ -144,7 +158,10 @@ func allAdapters() []runproto.Adapter {
 
 // RegisterRunner registers a runner for the runner token c (event
 // runner.registered): a new one, or the token's runner of that name,
-// updated.
+// updated. A runner registering again that says which sessions it runs
+// (in.Sessions) has lost the others: in the same batch, each run Core holds
+// as running on it and not listed ends interrupted with reason
+// runner_restart (see restarted), instead of waiting for the grace period.
 func (s *Service) RegisterRunner(ctx context.Context, c RunnerCaller, in RunnerInput) (Runner, error) {
 	if err := in.validate(); err != nil {
 		return Runner{}, err
@@ -187,12 +204,51 @@ WHERE NOT EXISTS (SELECT 1 FROM runners WHERE token_id = ? AND name = ?)`,
 		e := event.Of(c.Actor, "", "", rn.ID, RunnerRegistered{
 			ID: rn.ID, Name: rn.Name, TokenID: rn.TokenID, Labels: rn.Labels, Capacity: rn.Capacity, Adapters: rn.Adapters,
 			Version: rn.Version, Problem: rn.Problem, Again: found})
-		return &transition.Transition{Events: []event.Event{e}, Guarded: []store.Statement{write}}, nil
+		t := &transition.Transition{Events: []event.Event{e}, Guarded: []store.Statement{write}}
+		if found && in.Sessions != nil {
+			if err := s.restarted(ctx, t, c.Actor, rn.ID, in.Sessions); err != nil {
+				return nil, err
+			}
+		}
+		return t, nil
 	})
 	if err != nil {
 		return Runner{}, err
 	}
 	return s.withSessions(ctx, rn)
+}
+
+// restarted adds to t the interruption (reason runner_restart) of each
+// run Core holds as running on runner runnerID that is not among
+// sessions, the runs the runner says it runs: their sessions ended with
+// the runner. Each is guarded by the run's version and status.
+func (s *Service) restarted(ctx context.Context, t *transition.Transition, actor event.Actor, runnerID string, sessions []string) error {
+	held, err := queryRuns(ctx, s.store, `r.runner_id = ? AND r.status = 'running' ORDER BY r.id`, runnerID)
+	if err != nil {
+		return err
+	}
+	for _, r := range Gone(held, sessions) {
+		var out Run
+		part, err := s.finishTransition(ctx, r, actor, ending{StatusInterrupted,
+			"the runner restarted: the session ended with it", ReasonRunnerRestart}, nil, r.Usage, false, true, &out)
+		if err != nil {
+			return err
+		}
+		t.Add(*part)
+	}
+	return nil
+}
+
+// Gone returns the runs among held (running on a runner) whose sessions
+// the runner no longer runs: those not among sessions.
+func Gone(held []Run, sessions []string) []Run {
+	var out []Run
+	for _, r := range held {
+		if !slices.Contains(sessions, r.ID) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 const runnerColumns = `id, name, token_id, labels, capacity, adapters, runner_version, problem, draining, created_at, last_seen_at, version,
@@ -301,11 +357,7 @@ type RunnerBeat struct {
 
 func (in HeartbeatInput) validate() error {
 	var v apperr.Validator
-	v.Check(int64(len(in.Sessions)) <= bounds.Capacity.Max, "sessions", "at most %d runs (has %d)", bounds.Capacity.Max, len(in.Sessions))
-	for i, id := range in.Sessions {
-		v.Check(id != "" && len(id) <= 100, fmt.Sprintf("sessions[%d]", i), "must be a run id")
-		v.CheckErr(fmt.Sprintf("sessions[%d]", i), text.Line(id))
-	}
+	validateSessions(&v, in.Sessions)
 	validateLine(&v, "problem", in.Problem, runproto.MaxProblem)
 	return v.Err()
 }

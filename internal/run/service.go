@@ -67,6 +67,10 @@ type Service struct {
 	tracker *tracker.Service
 	cfg     Config
 	log     *slog.Logger
+	// started is when this Core started: a runner could not heartbeat
+	// while Core was down, so no run is silent before a grace period has
+	// passed since (a Core restart alone disturbs no session).
+	started time.Time
 
 	mu      sync.Mutex
 	wake    chan struct{} // closed and replaced by Notify
@@ -93,7 +97,7 @@ func NewService(st store.Store, a *transition.Applier, c clock.Clock, t *tracker
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{store: st, applier: a, clock: c, tracker: t, cfg: cfg, log: log, wake: make(chan struct{}),
+	return &Service{store: st, applier: a, clock: c, tracker: t, cfg: cfg, log: log, wake: make(chan struct{}), started: c.Now(),
 		transcripts: newTranscriptCache(transcriptCacheBytes)}
 }
 
@@ -182,6 +186,11 @@ func (s *Service) ForFlowStep(ctx context.Context, flowID string, step int) (Run
 		return Run{}, false, err
 	}
 	return runs[0], true, nil
+}
+
+// Latest returns a flow's runs up to step, newest first, at most limit.
+func (s *Service) Latest(ctx context.Context, flowID string, step, limit int) ([]Run, error) {
+	return queryRuns(ctx, s.store, `r.flow_id = ? AND r.step <= ? ORDER BY r.step DESC LIMIT ?`, flowID, step, limit)
 }
 
 // List returns an item's runs, oldest first.

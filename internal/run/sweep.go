@@ -13,14 +13,20 @@ import (
 // sweepBatch bounds how many silent runs one read of SweepSilent fetches.
 const sweepBatch = 100
 
-// SweepSilent fails every running run whose last heartbeat is older than
-// the grace period: status failed with error "runner silent for …", its
+// SweepSilent interrupts every running run whose last heartbeat is older
+// than the grace period: status interrupted, reason runner_lost, error
+// "runner silent for …" (a lost runner is no failure of the agent), its
 // run token revoked and the flow.run_finished job enqueued, in one batch
 // per run (events run.finished and token.revoked, actor the system). A
 // heartbeat that lands meanwhile wins: the write is guarded by the
-// heartbeat it read. It returns how many runs it failed. Only the leader
-// should run it.
+// heartbeat it read. A run is silent only once this Core has served for
+// the grace period too: while Core was down its runners could not
+// heartbeat, and they are given the grace to reach it again. It returns how
+// many runs it interrupted. Only the leader should run it.
 func (s *Service) SweepSilent(ctx context.Context) (int, error) {
+	if s.now().Before(s.started.Add(s.cfg.Grace)) {
+		return 0, nil
+	}
 	n := 0
 	var errs []error
 	seen := map[string]bool{}
@@ -65,8 +71,9 @@ func (s *Service) failSilent(ctx context.Context, id string) (bool, error) {
 			return nil, nil
 		}
 		silent := now.Sub(*r.HeartbeatAt).Truncate(time.Second)
-		return s.finishTransition(ctx, r, event.System, StatusFailed, nil,
-			fmt.Sprintf("runner silent for %s (no heartbeat since %s)", silent, r.HeartbeatAt.Format(time.RFC3339)), r.Usage, true, true, &out)
+		end := ending{StatusInterrupted, fmt.Sprintf("runner silent for %s (no heartbeat since %s)", silent, r.HeartbeatAt.Format(time.RFC3339)),
+			ReasonRunnerLost}
+		return s.finishTransition(ctx, r, event.System, end, nil, r.Usage, true, true, &out)
 	})
 	if err != nil {
 		return false, fmt.Errorf("fail silent run %s: %w", id, err)
@@ -91,7 +98,7 @@ func (s *Service) RunSweeper(ctx context.Context) {
 			s.log.Error("sweep silent runs", "err", err)
 		}
 		if n > 0 {
-			s.log.Warn("failed runs whose runner went silent", "runs", n, "grace", s.cfg.Grace)
+			s.log.Warn("interrupted runs whose runner went silent", "runs", n, "grace", s.cfg.Grace)
 		}
 	}
 }

@@ -70,7 +70,7 @@ func TestUsageIsAlwaysCounted(t *testing.T) {
 			got, err = w.svc.Finish(w.ctx, w.runnerP.Actor, l2.Run.ID, run.FinishInput{ExitStatus: ptr(0), Usage: &late})
 			return err
 		})
-		if s := w.get(l2.Run.ID); got.Usage != late || s.Usage != late || s.Status != run.StatusFailed || s.Error != swept.Error ||
+		if s := w.get(l2.Run.ID); got.Usage != late || s.Usage != late || s.Status != run.StatusInterrupted || s.Reason != run.ReasonRunnerLost || s.Error != swept.Error ||
 			s.ExitStatus != nil {
 			t.Fatalf("the late finish of a swept run: %+v, stored %+v", got, s)
 		}

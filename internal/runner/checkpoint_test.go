@@ -137,7 +137,7 @@ func TestRunnerSIGTERMMidWork(t *testing.T) {
 		t.Fatal("the runner did not exit after SIGTERM")
 	}
 	got := w.core.snapshot(run)
-	if len(got.Finishes) != 1 || got.Status != runproto.StatusFailed ||
+	if len(got.Finishes) != 1 || got.Status != runproto.StatusInterrupted || got.Finishes[0].Interrupted != runproto.ReasonRunnerDrain ||
 		!strings.Contains(got.Finishes[0].Error, "the runner was stopped and its drain time (1s) ran out") {
 		t.Fatalf("run %s, finishes %+v", got.Status, got.Finishes)
 	}

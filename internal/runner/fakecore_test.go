@@ -97,6 +97,7 @@ type fcFinish struct {
 	Usage       *runproto.Usage
 	Error       string
 	BranchAhead *int
+	Interrupted string
 }
 
 func newFakeCore(t testing.TB) *fakeCore {
@@ -463,7 +464,7 @@ func (fc *fakeCore) finish(w http.ResponseWriter, r *http.Request) {
 	}
 	var answer runproto.Run
 	fc.update(func() {
-		pf := fcFinish{ExitStatus: *f.ExitStatus, Usage: f.Usage, Error: f.Error, BranchAhead: f.BranchAhead}
+		pf := fcFinish{ExitStatus: *f.ExitStatus, Usage: f.Usage, Error: f.Error, BranchAhead: f.BranchAhead, Interrupted: f.Interrupted}
 		run.Finishes = append(run.Finishes, pf)
 		if run.Status == "running" {
 			switch {
@@ -471,6 +472,8 @@ func (fc *fakeCore) finish(w http.ResponseWriter, r *http.Request) {
 				run.Status = runproto.StatusCancelled
 			case *f.ExitStatus == 0 && run.Outcome != "":
 				run.Status = runproto.StatusSucceeded
+			case f.Interrupted != "":
+				run.Status = runproto.StatusInterrupted
 			default:
 				run.Status = runproto.StatusFailed
 			}

@@ -300,7 +300,7 @@ func TestRefusedTokenStopsTheRunner(t *testing.T) {
 }
 
 // The drain on the clock: the session runs on for [runner] drain, then is
-// stopped and finished as failed; Run returns.
+// stopped and finished as interrupted (runner_drain); Run returns.
 func TestDrainOnTheClock(t *testing.T) {
 	t.Parallel()
 	w := newLoopWorld(t)
@@ -319,7 +319,8 @@ func TestDrainOnTheClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := w.core.snapshot(run)
-	if len(got.Finishes) != 1 || !strings.Contains(got.Finishes[0].Error, "drain time (1m0s) ran out") {
+	if len(got.Finishes) != 1 || !strings.Contains(got.Finishes[0].Error, "drain time (1m0s) ran out") ||
+		got.Finishes[0].Interrupted != runproto.ReasonRunnerDrain {
 		t.Errorf("finishes %+v", got.Finishes)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -145,12 +146,12 @@ func (w *coreWorld) await(key, what string, cond func(coreFlow) bool) coreFlow {
 }
 
 type coreRun struct {
-	ID, Stage, Status, Outcome, Report, Error string
-	Iteration                                 int
-	BlockingQuestion                          bool `json:"blocking_question"`
-	ExitStatus                                *int `json:"exit_status"`
-	Usage                                     runproto.Usage
-	CancelRequested                           bool `json:"cancel_requested"`
+	ID, Stage, Status, Outcome, Report, Error, Reason string
+	Iteration                                         int
+	BlockingQuestion                                  bool `json:"blocking_question"`
+	ExitStatus                                        *int `json:"exit_status"`
+	Usage                                             runproto.Usage
+	CancelRequested                                   bool `json:"cancel_requested"`
 }
 
 // runs lists key's runs, oldest first.
@@ -184,7 +185,7 @@ func (w *coreWorld) final(key string, n int) coreRun {
 		if len(rs) >= n {
 			r = rs[n-1]
 		}
-		return len(rs) >= n && (r.Status == "succeeded" || r.Status == "failed" || r.Status == "cancelled")
+		return len(rs) >= n && (r.Status == "succeeded" || r.Status == "failed" || r.Status == "cancelled" || r.Status == "interrupted")
 	})
 	return r
 }
@@ -502,7 +503,7 @@ func TestRealCoreWatchdog(t *testing.T) {
 	noSessionLeft(t, r.ID)
 }
 
-// The kill switch mid-session: Core cancels the running run and the flow
+// The kill switch mid-session: Core interrupts the running run and the flow
 // waits for the pause to end; the runner stops the session, keeping its
 // work in the stage's checkpoint. Released, the flow runs the stage again
 // in a new session, which starts from the checkpoint, is told so, and
@@ -516,7 +517,7 @@ func TestRealCoreKillSwitch(t *testing.T) {
 	first := w.midWork(key, 1)
 	w.e.Admin(200, "POST", "/api/v1/platform/pause", nil)
 	first = w.final(key, 1)
-	if first.Status != "cancelled" {
+	if first.Status != "interrupted" || first.Reason != "kill_switch" {
 		t.Fatalf("the first run: %+v", first)
 	}
 	w.await(key, "the pause", func(f coreFlow) bool { return f.Waiting == "pause" })
@@ -546,12 +547,15 @@ func TestRealCoreKillSwitch(t *testing.T) {
 }
 
 // The runner process is SIGKILLed mid-session, after a checkpoint: its
-// session dies with it (bwrap), Core fails the silent run after [runs]
-// grace and, by the pipeline, asks how to go on. Answered, with a new
-// runner up, the stage runs again from the checkpoint.
+// session dies with it (bwrap). Started again, the runner registers under
+// the same identity naming no session, and Core ends the run interrupted
+// (runner_restart) at once, without waiting for [runs] grace: the stage
+// runs again from the checkpoint, in the same iteration, without a
+// question, and the ticket ends done.
 func TestRealCoreRunnerKilled(t *testing.T) {
 	t.Parallel()
-	w := newCoreWorld(t, nil)
+	// A grace longer than the test: only the registration can end the run.
+	w := newCoreWorld(t, nil, func(c *config.Config) { c.Runs.Grace.Duration = time.Hour })
 	w.oneStage("default", runproto.ClaudeCode)
 	o := w.options()
 	o.Config.Checkpoint.Duration = 500 * time.Millisecond
@@ -568,29 +572,23 @@ func TestRealCoreRunnerKilled(t *testing.T) {
 	_ = child.Wait()
 	noSessionLeft(t, first.ID)
 
-	first = w.final(key, 1)
-	if first.Status != "failed" || !strings.Contains(first.Error, "runner silent for") {
-		t.Fatalf("the silent run: %+v", first)
-	}
-	w.await(key, "a question", func(f coreFlow) bool { return f.Waiting == "answer" })
-	var runners struct {
-		Runners []struct {
-			Alive    bool
-			Sessions []string
-		}
-	}
-	w.e.Admin(200, "GET", "/api/v1/runners", nil).JSON(t, &runners)
-	if len(runners.Runners) != 1 || runners.Runners[0].Alive {
-		t.Errorf("Core's runners after the kill: %+v", runners.Runners)
-	}
-
+	// The next session plays another scenario (a person edited the ticket
+	// meanwhile): it writes hello.txt and reports done.
 	w.patchItem(key, map[string]any{"description": "Add GET /health.\n" + fakemodel.Marker("report-done")})
 	w.start(o)
-	w.answer(w.openQuestion(key), "Carry on.")
+	first = w.final(key, 1)
+	if first.Status != "interrupted" || first.Reason != "runner_restart" {
+		t.Fatalf("the run of the killed runner: %+v", first)
+	}
 	second := w.final(key, 2)
 	f := w.await(key, "done", ended)
-	if f.Status != "done" || second.Status != "succeeded" {
+	if f.Status != "done" || second.Status != "succeeded" || second.Iteration != 1 || second.Stage != "implement" {
 		t.Fatalf("flow %+v, second run %+v", f, second)
+	}
+	var qs struct{ Questions []question }
+	w.e.Admin(200, "GET", "/api/v1/items/"+key+"/questions", nil).JSON(t, &qs)
+	if len(qs.Questions) != 0 {
+		t.Errorf("questions %+v: an interruption asks none", qs.Questions)
 	}
 	if !strings.Contains(w.prompts(), "You are continuing from a checkpoint") {
 		t.Error("the second session's prompt does not say it continues from a checkpoint")
@@ -598,6 +596,52 @@ func TestRealCoreRunnerKilled(t *testing.T) {
 	head := w.remote.ref("refs/heads/ballet/" + key)
 	if files := w.remote.files(head); !slices.Equal(files, []string{"README", "hello.txt", "work.txt"}) {
 		t.Errorf("the branch holds %q: want the checkpoint's work and the new", files)
+	}
+}
+
+// The runner process gets SIGTERM mid-session (as `ballet up` stops it):
+// it drains, and once [runner] drain runs out stops the session, keeps its
+// work in the checkpoint and finishes the run interrupted (runner_drain).
+// Started again, the stage runs again from the checkpoint in iteration 1,
+// without a question, and the ticket ends done.
+func TestRealCoreRunnerDrained(t *testing.T) {
+	t.Parallel()
+	w := newCoreWorld(t, nil, func(c *config.Config) { c.Runs.Grace.Duration = time.Hour })
+	w.oneStage("default", runproto.ClaudeCode)
+	o := w.options()
+	o.Config.Checkpoint.Duration = 500 * time.Millisecond
+	o.Config.Drain.Duration = time.Second
+	child := w.startChild(o)
+	key := w.ticket("task", fakemodel.Marker("slow-work", "steps=3", "sleep=600"))
+	first := w.midWork(key, 1)
+	// The next session plays another scenario (a person edited the ticket
+	// meanwhile; the drained run's stage runs again at once, with the
+	// ticket as it is then): it writes hello.txt and reports done.
+	w.patchItem(key, map[string]any{"description": "Add GET /health.\n" + fakemodel.Marker("report-done")})
+	if err := child.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Wait(); err != nil {
+		t.Errorf("the drained runner exited with %v", err)
+	}
+	noSessionLeft(t, first.ID)
+	first = w.final(key, 1)
+	if first.Status != "interrupted" || first.Reason != "runner_drain" || !strings.Contains(first.Error, "drain time (1s) ran out") {
+		t.Fatalf("the drained run: %+v", first)
+	}
+	w.start(o)
+	second := w.final(key, 2)
+	f := w.await(key, "done", ended)
+	if f.Status != "done" || second.Status != "succeeded" || second.Iteration != 1 {
+		t.Fatalf("flow %+v, second run %+v", f, second)
+	}
+	var qs struct{ Questions []question }
+	w.e.Admin(200, "GET", "/api/v1/items/"+key+"/questions", nil).JSON(t, &qs)
+	if len(qs.Questions) != 0 {
+		t.Errorf("questions %+v: an interruption asks none", qs.Questions)
+	}
+	if !strings.Contains(w.prompts(), "You are continuing from a checkpoint") {
+		t.Error("the second session's prompt does not say it continues from a checkpoint")
 	}
 }
 

@@ -220,12 +220,13 @@ func (r *Runner) Problem() string {
 }
 
 // StopNow ends a drain at once: running sessions are stopped and finished
-// as failed (a second SIGTERM).
+// as interrupted (runner_drain; a second SIGTERM).
 func (r *Runner) StopNow() { r.stopOnce.Do(func() { close(r.stopNow) }) }
 
 // Run runs the runner until ctx ends, then drains: no new leases, running
-// sessions get [runner] drain to finish, then are stopped and finished as
-// failed. It returns an error when the runner cannot start (a problem
+// sessions get [runner] drain to finish, then are stopped (their work kept
+// in the stage's checkpoint) and finished as interrupted (runner_drain):
+// their stages run again, without spending an iteration. It returns an error when the runner cannot start (a problem
 // without Options.KeepGoing, a registration Core refuses) or Core refuses
 // its token.
 func (r *Runner) Run(ctx context.Context) error {
@@ -311,7 +312,10 @@ func (r *Runner) check(ctx context.Context) {
 	r.mu.Unlock()
 }
 
-// register registers with Core, retrying while Core is unreachable.
+// register registers with Core, retrying while Core is unreachable. It
+// tells Core the sessions it runs (none, when it starts): Core ends the
+// runs it holds as running here that are not among them as interrupted
+// (runner_restart) at once.
 func (r *Runner) register(ctx context.Context) error {
 	name := r.cfg.Name
 	if name == "" {
@@ -327,8 +331,11 @@ func (r *Runner) register(ctx context.Context) error {
 	r.mu.Lock()
 	capacity := r.cfg.Sessions
 	reg := runproto.RunnerRegister{Name: name, Labels: r.cfg.Labels, Capacity: &capacity,
-		Adapters: slices.Clone(r.versions), Version: version, Problem: r.problem}
+		Adapters: slices.Clone(r.versions), Version: version, Problem: r.problem, Sessions: slices.Sorted(maps.Keys(r.sessions))}
 	r.mu.Unlock()
+	if reg.Sessions == nil {
+		reg.Sessions = []string{}
+	}
 	if reg.Adapters == nil {
 		reg.Adapters = []runproto.Adapter{}
 	}
@@ -540,13 +547,14 @@ func (r *Runner) drain(life context.Context) {
 		}
 		if stopped {
 			reason := fmt.Sprintf("the runner was stopped and its drain time (%s) ran out", r.cfg.Drain.Duration)
+			interruption := runproto.ReasonRunnerDrain
 			r.mu.Lock()
 			if r.fatal != nil {
-				reason = "the runner stopped: " + r.fatal.Error()
+				reason, interruption = "the runner stopped: "+r.fatal.Error(), ""
 			}
 			r.mu.Unlock()
 			for _, s := range left {
-				s.stop(reason)
+				s.interrupt(interruption, reason)
 			}
 		}
 	}

@@ -40,7 +40,11 @@ type session struct {
 	stopOnce sync.Once
 	stopped  chan struct{} // closed by stop
 	reason   string        // why it was stopped (set before stopped is closed)
-	done     chan struct{} // closed when the session has finished
+	// interruption, set with reason, is the infrastructure's reason when
+	// the stop is an interruption (runner_drain): the run then ends
+	// interrupted, and its stage runs again.
+	interruption string
+	done         chan struct{} // closed when the session has finished
 
 	// The usage the CLI's output has told so far, and what Core was last
 	// told of it: the heartbeats send the running total whenever it grew,
@@ -64,9 +68,14 @@ func newSession(r *Runner, l runproto.Lease) *session {
 }
 
 // stop stops the session at once (the first reason counts).
-func (s *session) stop(reason string) {
+func (s *session) stop(reason string) { s.interrupt("", reason) }
+
+// interrupt stops the session at once because of the runner's
+// infrastructure (interruption, one of runproto.RunnerReasons; "": a plain
+// stop); the first stop counts.
+func (s *session) interrupt(interruption, reason string) {
 	s.stopOnce.Do(func() {
-		s.reason = reason
+		s.reason, s.interruption = reason, interruption
 		close(s.stopped)
 	})
 }
@@ -89,6 +98,9 @@ type ending struct {
 	ws    *workspace.Workspace
 	ahead *int   // commits of the branch ahead of the default branch after the session (nil: not known)
 	model string // the model that served the session ("": not known)
+	// interrupted: the session ended because of the runner's
+	// infrastructure (one of runproto.RunnerReasons), not of the agent.
+	interrupted string
 }
 
 func (e *ending) fail(format string, args ...any) {
@@ -167,6 +179,7 @@ func (s *session) work(life context.Context, up *uploader) *ending {
 	ws, err := r.ws.Prepare(ctx, spec)
 	if err != nil {
 		if s.isStopped() {
+			e.interrupted = s.interruption
 			e.fail("%s", s.reason)
 		} else {
 			e.fail("preparing the workspace: %v", err)
@@ -211,10 +224,12 @@ func (s *session) work(life context.Context, up *uploader) *ending {
 	wrapped, err := r.sandbox.Wrap(sandbox.Session{Command: sandbox.Command{Path: exe, Args: cmd.Args, Env: cmd.Env},
 		Workspace: ws.Dir, Home: ws.Home, ReadOnly: installRoot(exe)})
 	if err != nil {
+		e.interrupted = runproto.ReasonSandboxStart
 		e.fail("the sandbox: %v", err)
 		return e
 	}
 	if s.isStopped() {
+		e.interrupted = s.interruption
 		e.fail("%s", s.reason)
 		return e
 	}
@@ -265,6 +280,8 @@ func (s *session) work(life context.Context, up *uploader) *ending {
 	})
 	psMu.Unlock()
 	if err != nil {
+		// The process (in its sandbox) did not start: no agent ran.
+		e.interrupted = runproto.ReasonSandboxStart
 		e.fail("starting the agent CLI: %v", err)
 		return e
 	}
@@ -332,6 +349,7 @@ func (s *session) ended(ctx context.Context, e *ending, res proc.Result, out age
 	case proc.Deadline:
 		e.fail("stopped: past the stage's timeout")
 	case proc.Cancelled:
+		e.interrupted = s.interruption
 		e.fail("%s", or(s.reason, "stopped"))
 	}
 	if out.Error != "" {
@@ -393,7 +411,8 @@ func endedWithOutcome(r runproto.Run) bool {
 // unreachable; ok is false when Core never took it.
 func (s *session) finish(life context.Context, e *ending) (runproto.Run, bool) {
 	r, l := s.r, s.lease
-	f := runproto.FinishIn{ExitStatus: &e.exit, Usage: e.usage, Error: errorText(e.err), BranchAhead: e.ahead, Model: e.model}
+	f := runproto.FinishIn{ExitStatus: &e.exit, Usage: e.usage, Error: errorText(e.err), BranchAhead: e.ahead, Model: e.model,
+		Interrupted: e.interrupted}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(life))
 	defer cancel()
 	deadline := r.clock.Now().Add(r.timing.FinishFor)

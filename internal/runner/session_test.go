@@ -419,7 +419,7 @@ func TestRunnerKilledMidWork(t *testing.T) {
 
 // SIGTERM drains: no new leases; a session that ends within [runner]
 // drain finishes as usual, one that does not is stopped and finished as
-// failed, saying why; then the runner exits cleanly.
+// interrupted (runner_drain), saying why; then the runner exits cleanly.
 func TestDrain(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -430,7 +430,7 @@ func TestDrain(t *testing.T) {
 		errWant string
 	}{
 		{"finishes in time", fakemodel.Marker("slow-work", "steps=1", "sleep=2"), time.Minute, runproto.StatusSucceeded, ""},
-		{"runs out", fakemodel.Marker("slow-work", "steps=3", "sleep=600"), time.Second, runproto.StatusFailed,
+		{"runs out", fakemodel.Marker("slow-work", "steps=3", "sleep=600"), time.Second, runproto.StatusInterrupted,
 			"the runner was stopped and its drain time (1s) ran out"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -450,6 +450,9 @@ func TestDrain(t *testing.T) {
 			if len(got.Finishes) != 1 || got.Status != c.status || (c.errWant == "") != (got.Finishes[0].Error == "") ||
 				!strings.Contains(got.Finishes[0].Error, c.errWant) {
 				t.Fatalf("run %s, finishes %+v; want %s with error %q", got.Status, got.Finishes, c.status, c.errWant)
+			}
+			if want := map[bool]string{true: runproto.ReasonRunnerDrain}[c.status == runproto.StatusInterrupted]; got.Finishes[0].Interrupted != want {
+				t.Errorf("the finish says interrupted %q, want %q", got.Finishes[0].Interrupted, want)
 			}
 			if n := w.core.snapshot(next); n.Runner != "" {
 				t.Error("the draining runner leased another run")

@@ -20,7 +20,29 @@ const (
 	StatusSucceeded = "succeeded"
 	StatusFailed    = "failed"
 	StatusCancelled = "cancelled"
+	// StatusInterrupted: the session ended because of infrastructure, not
+	// of the agent (Reason says what): its stage runs again without
+	// spending an iteration.
+	StatusInterrupted = "interrupted"
 )
+
+// The reasons of an interrupted run. A runner names the ones it sees
+// (FinishIn.Interrupted: ReasonRunnerDrain, ReasonSandboxStart); Core
+// decides the others.
+const (
+	ReasonCoreRestart   = "core_restart"   // Core restarted and the session could not go on
+	ReasonRunnerRestart = "runner_restart" // the runner restarted: its sessions died with it
+	ReasonRunnerLost    = "runner_lost"    // the runner went silent past its grace
+	ReasonRunnerDrain   = "runner_drain"   // the runner was stopped (SIGTERM) and drained its sessions
+	ReasonKillSwitch    = "kill_switch"    // a platform admin pulled the kill switch
+	ReasonSandboxStart  = "sandbox_start"  // the session's sandbox (or its CLI's process) could not start
+)
+
+// Reasons lists every reason an interrupted run may carry.
+var Reasons = []string{ReasonCoreRestart, ReasonRunnerRestart, ReasonRunnerLost, ReasonRunnerDrain, ReasonKillSwitch, ReasonSandboxStart}
+
+// RunnerReasons are the reasons a runner may name in its finish.
+var RunnerReasons = []string{ReasonRunnerDrain, ReasonSandboxStart, ReasonCoreRestart}
 
 // The protocol's limits: Core refuses what is beyond them, the runner keeps
 // within them.
@@ -60,6 +82,12 @@ type RunnerRegister struct {
 	Adapters []Adapter `json:"adapters,omitzero"`
 	Version  string    `json:"version,omitempty"` // the runner's software version (≤ MaxVersion characters)
 	Problem  string    `json:"problem,omitempty"` // why it cannot run sessions now (≤ MaxProblem characters)
+	// Sessions are the runs whose sessions run now (≤ MaxCapacity). When
+	// sent (a runner that starts sends an empty list), every run Core holds
+	// as running on this runner and not listed ends interrupted
+	// (runner_restart) at once: its session died with the runner. Left out
+	// (nil): Core waits for the grace period, as with an older runner.
+	Sessions []string `json:"sessions,omitzero"`
 }
 
 // RunnerHeartbeatIn is the optional body of POST
@@ -105,4 +133,9 @@ type FinishIn struct {
 	// named it (≤ MaxModel bytes; absent: not known, as when the session
 	// never reached the model).
 	Model string `json:"model,omitempty"`
+	// Interrupted, when set, says that the session ended because of the
+	// runner's infrastructure, not of the agent (one of RunnerReasons): a
+	// run without a successful report then ends interrupted with this
+	// reason, and its stage runs again without spending an iteration.
+	Interrupted string `json:"interrupted,omitempty"`
 }

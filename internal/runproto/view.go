@@ -32,6 +32,7 @@ type Run struct {
 	Outcome          string `json:"outcome"`
 	BlockingQuestion bool   `json:"blocking_question"`
 	Error            string `json:"error"`
+	Reason           string `json:"reason"` // why an interrupted run was interrupted ("" otherwise)
 }
 
 // Runner is the part of a registered runner the runner reads.

@@ -17,6 +17,7 @@ import (
 	"github.com/ballet/ballet/internal/openapi"
 	"github.com/ballet/ballet/internal/pipeline"
 	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/runproto"
 	"github.com/ballet/ballet/internal/tenancy"
 	"github.com/ballet/ballet/internal/tracker"
 	"github.com/ballet/ballet/internal/webhook"
@@ -78,8 +79,10 @@ var (
 	tokenKinds  = []string{auth.KindAPI, auth.KindRunner, auth.KindRun}
 	actorKinds  = openapi.ActorKinds
 	stageKinds  = []string{pipeline.KindAgent, pipeline.KindHuman, pipeline.KindPlatform}
-	runStatuses = []string{run.StatusQueued, run.StatusRunning, run.StatusSucceeded, run.StatusFailed, run.StatusCancelled}
-	errorCodes  = door.Codes() // every code writeErr answers
+	runStatuses = []string{run.StatusQueued, run.StatusRunning, run.StatusSucceeded, run.StatusFailed, run.StatusCancelled,
+		run.StatusInterrupted}
+	runReasons = append([]string{""}, runproto.Reasons...)
+	errorCodes = door.Codes() // every code writeErr answers
 
 	webhookFormats  = []string{webhook.FormatStandard, webhook.FormatSlack}
 	webhookStatuses = []string{webhook.StatusPending, webhook.StatusSucceeded, webhook.StatusFailed, webhook.StatusSkipped}
@@ -108,8 +111,10 @@ var enums = map[reflect.Type]map[string][]string{
 	reflect.TypeFor[auth.TokenRevoked]():          {"kind": tokenKinds},
 	reflect.TypeFor[auth.TokenCreated]():          {"kind": tokenKinds, "role": append([]string{auth.RolePlatformAdmin}, roles...)},
 	reflect.TypeFor[StageView]():                  {"kind": stageKinds},
-	reflect.TypeFor[run.Run]():                    {"status": runStatuses, "outcome": append([]string{""}, pipeline.Outcomes()...)},
-	reflect.TypeFor[run.RunFinished]():            {"status": runStatuses, "outcome": append([]string{""}, pipeline.Outcomes()...)},
+	reflect.TypeFor[run.Run]():                    {"status": runStatuses, "outcome": append([]string{""}, pipeline.Outcomes()...), "reason": runReasons},
+	reflect.TypeFor[run.RunFinished]():            {"status": runStatuses, "outcome": append([]string{""}, pipeline.Outcomes()...), "reason": runproto.Reasons},
+	reflect.TypeFor[run.RunCancelRequested]():     {"interruption": runproto.Reasons},
+	reflect.TypeFor[runproto.FinishIn]():          {"interrupted": runproto.RunnerReasons},
 	reflect.TypeFor[run.RunCancelled]():           {"status": runStatuses},
 	reflect.TypeFor[run.RunUsageRecorded]():       {"status": runStatuses},
 	reflect.TypeFor[ReportIn]():                   {"outcome": pipeline.Outcomes()},

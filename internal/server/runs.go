@@ -196,7 +196,7 @@ func (h *Runs) register(r *Request) (any, error) {
 		return nil, err
 	}
 	return h.S.RegisterRunner(r.Context(), c, run.RunnerInput{Name: in.Name, Labels: in.Labels, Capacity: in.Capacity,
-		Adapters: in.Adapters, Version: in.Version, Problem: in.Problem})
+		Adapters: in.Adapters, Version: in.Version, Problem: in.Problem, Sessions: in.Sessions})
 }
 
 func (h *Runs) lease(r *Request) (any, error) {

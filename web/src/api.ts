@@ -234,6 +234,8 @@ export interface Run {
   model: string;
   stage_model: string;
   status: string;
+  // reason: why an interrupted run was interrupted (runner_restart, …); "" otherwise.
+  reason: string;
   outcome: string;
   report: string;
   error: string;

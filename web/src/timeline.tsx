@@ -68,7 +68,7 @@ export function describe(e: BalletEvent): string {
     case "run.question_asked":
       return `run asked: ${clip(p.text)}`;
     case "run.finished":
-      return `run ${p.status}${p.outcome ? ` (${p.outcome})` : ""}${p.usage ? `, ${usd(p.usage.cost_usd)}` : ""}${p.error ? `: ${clip(p.error)}` : ""}`;
+      return `run ${p.status}${p.reason ? ` (${String(p.reason).replaceAll("_", " ")})` : ""}${p.outcome ? ` (${p.outcome})` : ""}${p.usage ? `, ${usd(p.usage.cost_usd)}` : ""}${p.error ? `: ${clip(p.error)}` : ""}`;
     case "run.cancelled":
       return `run cancelled: ${clip(p.reason)}`;
     case "run.cancel_requested":

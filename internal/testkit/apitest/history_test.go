@@ -179,6 +179,11 @@ func writeEveryEventType(t *testing.T, w *flowWorld) {
 	w.Admin(200, "POST", "/api/v1/items/"+done+"/flow/start", nil)
 	w.await(done, "approval", func(f flowView) bool { return f.Waiting == "approval" })
 	w.Admin(200, "POST", "/api/v1/items/"+done+"/flow/approve", nil)
+	// Its first session is interrupted by its runner's drain (run.finished
+	// with a reason): the stage runs again in the same iteration.
+	drained := w.leaseStage(done, "fix", 1)
+	w.Must(200, w.runner.Token, "POST", "/api/v1/runs/"+drained.ID+"/finish", map[string]any{"exit_status": 143,
+		"error": "the runner was stopped and its drain time (1m0s) ran out", "interrupted": "runner_drain"})
 	r := w.leaseStage(done, "fix", 1)
 	w.Must(200, w.runner.Token, "POST", "/api/v1/runs/"+r.ID+"/usage", map[string]any{"input_tokens": 10, "output_tokens": 2, "cost_usd": 0.01})
 	w.runner.Ask(r, "Which database?", true)

@@ -29,6 +29,7 @@ type dbFlow struct {
 
 type dbRun struct {
 	ID, FlowID, ItemID, Stage, Status, Error string
+	Reason                                   string // an interrupted run's reason
 	Iteration, Step                          int
 	Version                                  int64
 	StartedAt, HeartbeatAt, FinishedAt       int64 // unix ms, 0 when not set
@@ -106,10 +107,10 @@ FROM flows ORDER BY started_at, id`, func(r *store.Rows, i int) error {
 		sn.flows = append(sn.flows, f)
 		return err
 	})
-	q(`SELECT id, flow_id, item_id, stage, status, COALESCE(error, ''), iteration, step, version, COALESCE(started_at, 0),
+	q(`SELECT id, flow_id, item_id, stage, status, COALESCE(error, ''), COALESCE(reason, ''), iteration, step, version, COALESCE(started_at, 0),
 COALESCE(heartbeat_at, 0), COALESCE(finished_at, 0) FROM runs ORDER BY created_at, id`, func(r *store.Rows, i int) error {
 		var x dbRun
-		err := r.Scan(i, &x.ID, &x.FlowID, &x.ItemID, &x.Stage, &x.Status, &x.Error, &x.Iteration, &x.Step, &x.Version, &x.StartedAt,
+		err := r.Scan(i, &x.ID, &x.FlowID, &x.ItemID, &x.Stage, &x.Status, &x.Error, &x.Reason, &x.Iteration, &x.Step, &x.Version, &x.StartedAt,
 			&x.HeartbeatAt, &x.FinishedAt)
 		sn.runs = append(sn.runs, x)
 		return err

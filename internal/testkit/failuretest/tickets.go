@@ -225,7 +225,10 @@ func sortedKeys[V any](m map[string]V) []string {
 //     cost by a kill: its run was in flight at a runner kill (the runner's
 //     own log says which), or it failed as silent ("runner silent for …")
 //     while Core, the runner or the rqlite leader was down (an outage
-//     overlapping the run's silence, from its last heartbeat to its end).
+//     overlapping the run's silence, from its last heartbeat to its end), or
+//   - its flow was flagged because a stage was interrupted more than [runs]
+//     max_interruptions times in a row, and a kill explains each of those
+//     interruptions (an interruption alone never escalates).
 //
 // Anything else — a stage that failed for no reason the harness caused, a
 // flow flagged stuck, a human stage that was not approved — is unexplained.
@@ -244,6 +247,9 @@ func (s *suite) explain(it dbItem, f dbFlow, events []dbEvent, runsByStep map[st
 	if last.Type == evFlowStuck {
 		if j, ok := s.killedJobs[f.ID]; ok && strings.Contains(p.Reason, "lease expired") {
 			return fmt.Sprintf("Core killed during each of the %d attempts of %s", j.Attempt, j.Kind), ""
+		}
+		if strings.Contains(p.Reason, "times in a row") {
+			return s.interruptedInARow(it, f, runsByStep)
 		}
 		return "", "the flow was flagged stuck: " + p.Reason
 	}
@@ -340,6 +346,31 @@ func scripted(key string, number int64, stage string, iteration int) string {
 	return "done"
 }
 
+// interruptedInARow explains a flow flagged for its interruptions in a
+// row: each interrupted run of the flow's current stage and iteration must
+// have a kill that explains it (runCause).
+func (s *suite) interruptedInARow(it dbItem, f dbFlow, runsByStep map[string]dbRun) (why, unexplained string) {
+	var causes, left []string
+	for _, r := range runsByStep {
+		if r.FlowID != f.ID || r.Status != "interrupted" || r.Stage != f.Stage || r.Iteration != f.Iteration {
+			continue
+		}
+		if c := s.runCause(r, projectOf(it.Key) == Agents); c != "" {
+			causes = append(causes, c)
+		} else {
+			left = append(left, fmt.Sprintf("run %s interrupted (%s: %s) and no kill explains it", r.ID, r.Reason, r.Error))
+		}
+	}
+	switch {
+	case len(left) > 0:
+		return "", "the flow was flagged for its interruptions: " + strings.Join(left, "; ")
+	case len(causes) == 0:
+		return "", "the flow was flagged for interruptions, but no run of its stage was interrupted"
+	}
+	sort.Strings(causes)
+	return "interrupted in a row: " + strings.Join(slices.Compact(causes), "+"), ""
+}
+
 // runCause says which kill cost a run ("" when none did): it was in flight
 // at a runner kill, or it failed as silent while something was down; a run
 // of an agent ticket also when the harness killed its agent CLI, or when
@@ -372,7 +403,17 @@ func (s *suite) runCause(r dbRun, agents bool) string {
 			}
 		}
 	}
-	if r.Status != "failed" || !strings.HasPrefix(r.Error, "runner silent for") {
+	if r.Status == "interrupted" && r.Reason != "runner_lost" && r.StartedAt != 0 && r.FinishedAt != 0 {
+		// A restart or a drain of a runner (or Core) the harness caused.
+		for _, o := range s.outages {
+			if o.overlaps(time.UnixMilli(r.StartedAt), time.UnixMilli(r.FinishedAt)) {
+				return "interrupted (" + r.Reason + ") while " + o.What + " was down"
+			}
+		}
+		return ""
+	}
+	silent := (r.Status == "failed" && strings.HasPrefix(r.Error, "runner silent for")) || (r.Status == "interrupted" && r.Reason == "runner_lost")
+	if !silent {
 		return ""
 	}
 	from := r.HeartbeatAt

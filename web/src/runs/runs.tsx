@@ -77,9 +77,8 @@ export function Runs({ item, runs }: { item: string; runs: Run[] }) {
                   </td>
                   <td>{r.adapter}</td>
                   <td data-testid="run-model">{r.model || <span class="muted">adapter default</span>}</td>
-                  <td>
-                    {r.status}
-                    {r.outcome ? ` (${r.outcome})` : ""}
+                  <td data-testid="run-status" data-status={r.status}>
+                    {runStatus(r)}
                   </td>
                   <td>
                     {tokens(r.usage.input_tokens)} / {tokens(r.usage.output_tokens)}
@@ -318,4 +317,12 @@ function RunLog({ run }: { run: Run }) {
       {state.truncated && <p class="muted">The log reached its limit: what followed was dropped.</p>}
     </section>
   );
+}
+
+// runStatus is how a run's status reads: an interrupted run (a restart, a
+// lost runner, a drain, the kill switch) is no failure of the agent, and
+// says what interrupted it; its stage runs again by itself.
+export function runStatus(r: Pick<Run, "status" | "outcome" | "reason">): string {
+  if (r.status === "interrupted") return `interrupted${r.reason ? ` (${r.reason.replaceAll("_", " ")})` : ""}: runs again`;
+  return r.status + (r.outcome ? ` (${r.outcome})` : "");
 }
