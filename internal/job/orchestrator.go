@@ -400,8 +400,12 @@ func (o *Orchestrator) finish(ctx context.Context, j *Job, herr error) error {
 	case errors.As(herr, &snooze):
 		result = "snooze"
 		// Woken while it ran (Wake moved run_at past the claimed one): due
-		// now, not after the snooze.
-		st = store.Stmt(`UPDATE jobs SET status = 'pending', run_at = CASE WHEN run_at > ? THEN ? ELSE ? END, attempt = attempt - 1,
+		// now, not after the snooze. A snooze is the handler's success:
+		// attempt counts failures in a row, so it starts again from zero
+		// (a merge check that waits for weeks meets a forge's outage now
+		// and then: each must not cost more backoff than the first, and
+		// they must not add up to max_attempts).
+		st = store.Stmt(`UPDATE jobs SET status = 'pending', run_at = CASE WHEN run_at > ? THEN ? ELSE ? END, attempt = 0,
 lease_until = NULL, updated_at = ? WHERE id = ? AND status = 'running' AND attempt = ?`,
 			j.RunAt.UnixMilli(), ms, now.Add(snooze.d).UnixMilli(), ms, j.ID, j.Attempt)
 		herr = nil // not a failure

@@ -571,6 +571,46 @@ func TestWakeWhileRunningIsNotLost(t *testing.T) {
 	})
 }
 
+// A snooze is a success: the failures before it are forgotten, so a job
+// that polls for long (a merge check) is not slowed down, or killed, by
+// failures that each recovered.
+func TestSnoozeForgetsTheFailuresBeforeIt(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		w := setup(t, s, job.Config{BackoffCap: time.Hour})
+		var calls atomic.Int32
+		w.o.Handle("poll", func(context.Context, *job.Job) error {
+			switch calls.Add(1) {
+			case 1, 2, 4:
+				return errors.New("forge down")
+			case 3:
+				return job.Snooze(30 * time.Second)
+			}
+			return nil
+		})
+		w.run(t, w.o)
+		w.settle(t)
+		w.enqueue(t, job.Spec{Kind: "poll", MaxAttempts: 3})
+		due := func(what string, n int32, attempt int, in time.Duration) {
+			t.Helper()
+			hang.WaitFor(t, what, func() bool {
+				r := w.jobs(t, "poll")[0]
+				return calls.Load() == n && r.status == job.StatusPending && r.attempt == attempt && r.runAt.After(w.fc.Now())
+			})
+			if got := w.jobs(t, "poll")[0].runAt.Sub(w.fc.Now()); got != in {
+				t.Fatalf("%s: due in %v, want %v", what, got, in)
+			}
+			w.advance(in)
+		}
+		due("the first failure", 1, 1, 2*time.Second)
+		due("the second failure", 2, 2, 4*time.Second)
+		due("the snooze", 3, 0, 30*time.Second)
+		// Without the reset this third failure in the job's life would be
+		// its last (max_attempts 3): it is the first since the snooze.
+		due("the failure after the snooze", 4, 1, 2*time.Second)
+		hang.WaitFor(t, "done", func() bool { return w.jobs(t, "poll")[0].status == job.StatusDone })
+	})
+}
+
 func TestSnoozeRunsLaterWithoutUsingAnAttempt(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		w := setup(t, s, job.Config{})
