@@ -96,7 +96,7 @@ func TestRegistrationAndHeartbeats(t *testing.T) {
 	rn := w.core.registered()[0]
 	capacity := 2
 	want := runproto.RunnerRegister{Name: rn.Reg.Name, Labels: map[string]string{"zone": "test"}, Capacity: &capacity,
-		Adapters: []runproto.Adapter{{Name: "claude-code", Version: "9.9.9"}}, Version: "test"}
+		Adapters: []runproto.Adapter{{Name: "claude-code", Version: "9.9.9"}}, Version: "test", Sessions: []string{}}
 	if !equalJSON(rn.Reg, want) || rn.Reg.Name == "" {
 		t.Errorf("registration %+v, want %+v", rn.Reg, want)
 	}
