@@ -71,7 +71,7 @@ func TestResponsesAreChecked(t *testing.T) {
 		{"Go field names", 200, strings.Replace(project, `"repository":null`, `"repository":{"Forge":"git","URL":"/r","DefaultBranch":"main","CredentialsRef":""}`, 1), false},
 		{"error", 404, `{"error":{"code":"not_found","message":"project \"ACME\" not found"}}`, true},
 		{"error with field details", 400, `{"error":{"code":"invalid","message":"x","details":[{"field":"limit","message":"bad"}]}}`, true},
-		{"error with an unknown code", 404, `{"error":{"code":"gone","message":"x"}}`, false},
+		{"error with an unknown code", 404, `{"error":{"code":"teapot","message":"x"}}`, false},
 		{"error without a message", 404, `{"error":{"code":"not_found"}}`, false},
 		{"undocumented status", 418, `{"error":{"code":"invalid","message":"x"}}`, false},
 	}
