@@ -167,7 +167,11 @@ func (w *mergeWorld) await(what string, cond func() bool, polls bool) {
 		switch {
 		case now == "" || now != stuck:
 			stuck, since = now, time.Now()
-		case time.Since(since) > time.Second && now == "running":
+		case time.Since(since) > 3*time.Second && now == "running":
+			// A check waiting on the clock (the forge's mergeability) is
+			// let on; one merely slow on a loaded machine (Gitea taking
+			// seconds to answer) must not move the clock towards the
+			// poll's schedule: 300 ms per 3 s of wall time.
 			w.fk.Advance(300 * time.Millisecond)
 			since = time.Now()
 		case time.Since(since) > time.Second && polls:
