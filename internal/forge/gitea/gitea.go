@@ -76,6 +76,12 @@ const (
 // DefaultTimeout bounds one API call when Options.HTTPClient is nil.
 const DefaultTimeout = 30 * time.Second
 
+// DefaultMergeTimeout is Options.MergeTimeout's default. Gitea answers a
+// merge only after it has merged, run the repository's hooks and pushed the
+// base: a busy Gitea takes longer than DefaultTimeout, and a merge given up
+// on by Ballet goes on in Gitea.
+const DefaultMergeTimeout = 3 * time.Minute
+
 // Options configure a Forge; every field may be left zero.
 type Options struct {
 	HTTPClient *http.Client  // nil: a client with DefaultTimeout; redirects are never followed
@@ -93,6 +99,9 @@ type Options struct {
 	// GitCache is the directory of the bare mirrors a ticket's changes are
 	// read from (changes.go); "": Compare fails.
 	GitCache string
+	// MergeTimeout bounds the merge request, whatever the HTTP client's own
+	// timeout. 0: DefaultMergeTimeout.
+	MergeTimeout time.Duration
 }
 
 // DefaultConflictAfter is Options.ConflictAfter's default: Gitea's check
@@ -103,6 +112,7 @@ const DefaultConflictAfter = 2 * time.Minute
 // Forge is the Gitea forge. Its methods are safe for concurrent use.
 type Forge struct {
 	hc      *http.Client
+	mergeHC *http.Client // hc with the merge's timeout
 	secrets forge.Secrets
 	clock   clock.Clock
 	tries   int
@@ -129,6 +139,12 @@ func New(o Options) *Forge {
 	if o.HTTPClient == nil {
 		f.hc.Timeout = DefaultTimeout
 	}
+	mc := *f.hc
+	mc.Timeout = o.MergeTimeout
+	if mc.Timeout <= 0 {
+		mc.Timeout = DefaultMergeTimeout
+	}
+	f.mergeHC = &mc
 	if f.clock == nil {
 		f.clock = clock.Real{}
 	}

@@ -33,7 +33,7 @@ func (f *Forge) Merge(ctx context.Context, repo forge.Repo, pr forge.PullRequest
 	// The merge is not cut short by the caller's deadline: Gitea pushes the
 	// merge commit to the base and then records the pull request merged,
 	// and a request cancelled between the two leaves the commit on the base
-	// and the pull request open. The HTTP client's timeout still bounds it.
+	// and the pull request open. Options.MergeTimeout still bounds it.
 	status, msg, err := f.merge(context.WithoutCancel(ctx), t, pr, "merge", pr.HeadSHA)
 	if err != nil {
 		return fmt.Errorf("gitea: %s in %s: %w", call, t.full, redact(err, t.token))
@@ -87,7 +87,7 @@ func (f *Forge) merge(ctx context.Context, t target, pr forge.PullRequest, do, c
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "token "+t.token)
-	resp, err := f.hc.Do(req)
+	resp, err := f.mergeHC.Do(req)
 	if err != nil {
 		return 0, "", err
 	}

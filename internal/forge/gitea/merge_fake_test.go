@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	sdk "code.gitea.io/sdk/gitea"
 	"github.com/ballet/ballet/internal/clock"
@@ -14,6 +15,32 @@ import (
 )
 
 var fakePR = forge.PullRequest{Number: 7, Branch: "feature", Base: "main", HeadSHA: headSHA}
+
+// TestAMergeHasItsOwnTimeout: Gitea answers a merge once it has merged and
+// run its hooks, which outlasts an ordinary call's timeout on a busy
+// server; the merge waits MergeTimeout (3 min by default) instead, and
+// gives up after it.
+func TestAMergeHasItsOwnTimeout(t *testing.T) {
+	t.Parallel()
+	if f := New(Options{}); f.mergeHC.Timeout != 3*time.Minute || f.hc.Timeout != 30*time.Second {
+		t.Errorf("defaults: merge timeout %s, call timeout %s; want 3m and 30s", f.mergeHC.Timeout, f.hc.Timeout)
+	}
+	g := newFake(t)
+	g.handle("POST /repos/acme/app/pulls/7/merge", func(*http.Request, string) answer {
+		time.Sleep(300 * time.Millisecond)
+		return answer{status: 200, body: ""}
+	})
+	f := func(merge time.Duration) *Forge {
+		return New(Options{Secrets: g.forge(nil).secrets, HTTPClient: &http.Client{Timeout: 50 * time.Millisecond},
+			Clock: clock.NewFake(fakeNow), MergeableTries: 1, MergeTimeout: merge})
+	}
+	if err := f(30*time.Second).Merge(context.Background(), g.repo(), fakePR); err != nil {
+		t.Errorf("a merge answered after 300 ms with a 50 ms call timeout and a 30 s merge timeout: %v", err)
+	}
+	if err := f(50*time.Millisecond).Merge(context.Background(), g.repo(), fakePR); err == nil || !strings.Contains(err.Error(), "merge pull request #7") {
+		t.Errorf("a merge answered after 300 ms with a 50 ms merge timeout: %v, want a timeout naming the call", err)
+	}
+}
 
 // TestMergeSendsTheDecidedHead: a merge asks Gitea for a merge commit of
 // exactly the head Ballet decided on, as JSON, with the repository's token.
