@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ballet/ballet/internal/apperr"
 	"github.com/ballet/ballet/internal/auth"
@@ -56,6 +57,9 @@ type FinishInput struct {
 	// Interrupted: the runner's word that the session ended because of
 	// its infrastructure (one of runproto.RunnerReasons; "": it did not).
 	Interrupted string
+	// RetryAt: with Interrupted provider_limit, when the provider said the
+	// limit resets (nil: it did not say).
+	RetryAt *time.Time
 }
 
 // MaxBranchAhead bounds a reported branch_ahead.
@@ -74,6 +78,7 @@ func (in FinishInput) validate() error {
 	validateText(&v, "model", in.Model, runproto.MaxModel, false)
 	v.Check(in.Interrupted == "" || slices.Contains(runproto.RunnerReasons, in.Interrupted), "interrupted",
 		"must be one of %s", strings.Join(runproto.RunnerReasons, ", "))
+	v.Check(in.RetryAt == nil || in.Interrupted == runproto.ReasonProviderLimit, "retry_at", "is only for interrupted %s", runproto.ReasonProviderLimit)
 	if in.BranchAhead != nil {
 		v.Check(*in.BranchAhead >= 0 && *in.BranchAhead <= MaxBranchAhead, "branch_ahead", "must be a whole number from 0 to %d", MaxBranchAhead)
 	}

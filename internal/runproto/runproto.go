@@ -9,6 +9,8 @@
 // The type names are the schema names of Core's OpenAPI document.
 package runproto
 
+import "time"
+
 // The adapters (a stage's adapter): the agent CLIs a runner can run.
 const (
 	ClaudeCode = "claude-code"
@@ -36,13 +38,14 @@ const (
 	ReasonRunnerDrain   = "runner_drain"   // the runner was stopped (SIGTERM) and drained its sessions
 	ReasonKillSwitch    = "kill_switch"    // a platform admin pulled the kill switch
 	ReasonSandboxStart  = "sandbox_start"  // the session's sandbox (or its CLI's process) could not start
+	ReasonProviderLimit = "provider_limit" // the model's provider refused: rate limit, overload or quota (FinishIn.RetryAt says until when, when it said)
 )
 
 // Reasons lists every reason an interrupted run may carry.
-var Reasons = []string{ReasonCoreRestart, ReasonRunnerRestart, ReasonRunnerLost, ReasonRunnerDrain, ReasonKillSwitch, ReasonSandboxStart}
+var Reasons = []string{ReasonCoreRestart, ReasonRunnerRestart, ReasonRunnerLost, ReasonRunnerDrain, ReasonKillSwitch, ReasonSandboxStart, ReasonProviderLimit}
 
 // RunnerReasons are the reasons a runner may name in its finish.
-var RunnerReasons = []string{ReasonRunnerDrain, ReasonSandboxStart, ReasonCoreRestart}
+var RunnerReasons = []string{ReasonRunnerDrain, ReasonSandboxStart, ReasonCoreRestart, ReasonProviderLimit}
 
 // The protocol's limits: Core refuses what is beyond them, the runner keeps
 // within them.
@@ -138,4 +141,8 @@ type FinishIn struct {
 	// run without a successful report then ends interrupted with this
 	// reason, and its stage runs again without spending an iteration.
 	Interrupted string `json:"interrupted,omitempty"`
+	// RetryAt, only with Interrupted provider_limit, is when the provider
+	// said the limit resets (its retry-after or reset time); absent: it did
+	// not say, and Core waits [runs] provider_wait.
+	RetryAt *time.Time `json:"retry_at,omitempty"`
 }
