@@ -357,10 +357,11 @@ WHERE n.subject = digests.subject AND n.period_at > digests.period_at) ORDER BY 
 }
 
 // ballet_db_size_bytes is the database's size on every engine: more
-// than its empty schema, and growing with what is written.
+// than its empty schema, and growing with what is written;
+// ballet_db_free_bytes is the part deletes freed, which the size keeps.
 func TestDatabaseSize(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
-		empty, err := retention.Size(t.Context(), s)
+		empty, _, err := retention.Size(t.Context(), s)
 		if err != nil || empty < 4096 {
 			t.Fatalf("size of the empty schema: %d, %v", empty, err)
 		}
@@ -370,15 +371,26 @@ func TestDatabaseSize(t *testing.T) {
 			w.job(fmt.Sprintf("j-size-%d", i), "pending", time.Time{})
 		}
 		w.write()
-		grown, err := retention.Size(t.Context(), s)
-		if err != nil || grown <= empty {
-			t.Fatalf("size after 400 jobs: %d (was %d), %v", grown, empty, err)
+		grown, free, err := retention.Size(t.Context(), s)
+		if err != nil || grown <= empty || free >= grown {
+			t.Fatalf("size after 400 jobs: %d (was %d), %d free, %v", grown, empty, free, err)
+		}
+		if _, err := s.Exec(t.Context(), store.Stmt(`DELETE FROM jobs WHERE id LIKE 'j-size-%'`)); err != nil {
+			t.Fatal(err)
+		}
+		after, freed, err := retention.Size(t.Context(), s)
+		if err != nil || after != grown || freed <= free {
+			t.Fatalf("after deleting the 400 jobs: size %d (was %d), free %d (was %d), %v; want the same size, more free", after, grown, freed, free, err)
 		}
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(retention.NewSizeCollector(s))
 		families, err := reg.Gather()
-		if err != nil || len(families) != 1 || families[0].GetMetric()[0].GetGauge().GetValue() != float64(grown) {
-			t.Fatalf("ballet_db_size_bytes: %v, %v; want %d", families, err, grown)
+		got := map[string]float64{}
+		for _, f := range families {
+			got[f.GetName()] = f.GetMetric()[0].GetGauge().GetValue()
+		}
+		if err != nil || got["ballet_db_size_bytes"] != float64(after) || got["ballet_db_free_bytes"] != float64(freed) {
+			t.Fatalf("metrics %v, %v; want size %d and free %d", got, err, after, freed)
 		}
 	})
 }
