@@ -35,6 +35,7 @@ var tableOwners = map[string]string{
 	"skill_versions":        "internal/skill",
 	"pipeline_versions":     "internal/pipeline/versions",
 	"flows":                 "internal/flow",
+	"provider_limits":       "internal/flow",
 	"runs":                  "internal/run",
 	"runners":               "internal/run",
 	"run_logs":              "internal/run",
