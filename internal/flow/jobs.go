@@ -27,6 +27,9 @@ const (
 	JobClosePR     = "flow.close_pr"     // close the pull request of a cancelled ticket's flow
 	// JobProviderWait: the provider limit a flow waits for has passed.
 	JobProviderWait = "flow.provider_wait"
+	// JobProviderHold: a provider limit was met: the flows whose runs of
+	// that credential are still queued wait for the provider instead.
+	JobProviderHold = "flow.provider_hold"
 )
 
 // stepKey is the dedupe key of a job of one step of a flow:
@@ -158,6 +161,18 @@ func (ProviderWaitArgs) Kind() string { return JobProviderWait }
 // DedupeKey implements job.Deduped: flow:<flow>:provider_wait:<step>.
 func (a ProviderWaitArgs) DedupeKey() string { return stepKey(a.FlowID, "provider_wait", a.Step) }
 
+// ProviderHoldArgs make the flows whose queued runs use a credential that
+// met a provider limit wait for the provider.
+type ProviderHoldArgs struct {
+	Credential string `json:"credential"`
+}
+
+// Kind implements job.Args.
+func (ProviderHoldArgs) Kind() string { return JobProviderHold }
+
+// DedupeKey implements job.Deduped: flow-provider-hold:<credential>.
+func (a ProviderHoldArgs) DedupeKey() string { return "flow-provider-hold:" + a.Credential }
+
 // Register installs the flow engine's job handlers.
 func (s *Service) Register(r job.Registry) {
 	job.Register(r, s.handleEnter)
@@ -170,6 +185,7 @@ func (s *Service) Register(r job.Registry) {
 	job.Register(r, s.handleKill)
 	job.Register(r, s.handleClosePR)
 	job.Register(r, s.handleProviderWait)
+	job.Register(r, s.handleProviderHold)
 }
 
 // OnRunFinished is the run package's finish hook (run.FinishHook): a run

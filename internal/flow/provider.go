@@ -2,6 +2,7 @@ package flow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -150,7 +151,49 @@ func (s *Service) providerLimited(ctx context.Context, f Flow, r run.Run, now ti
 		r.Adapter, next.Streak, said, f.Stage, next.Until.Format(time.RFC3339))
 	t := s.waitForProvider(f, next.Until, reason, now)
 	t.Guarded = append(t.Guarded, limitWrite(l, next))
+	t.Jobs = append(t.Jobs, job.New(ProviderHoldArgs{Credential: next.Credential}))
 	return t, nil
+}
+
+// handleProviderHold makes every flow whose run of a limited credential is
+// still queued wait for the provider too: its run is cancelled before any
+// runner leases it (a lease skips such runs meanwhile), and the stage
+// runs again when the limit has passed. Each flow is its own batch.
+func (s *Service) handleProviderHold(ctx context.Context, _ *job.Job, p ProviderHoldArgs) error {
+	rows, err := s.Store.Query(ctx, `SELECT f.id FROM flows f JOIN runs r ON r.id = f.run_id
+WHERE f.status = 'running' AND f.waiting = 'run' AND r.status = 'queued' AND r.adapter = ? ORDER BY f.started_at, f.id`, p.Credential)
+	if err != nil {
+		return fmt.Errorf("find the flows queued on %s: %w", p.Credential, err)
+	}
+	ids := make([]string, rows.Len())
+	for i := range ids {
+		if err := rows.Scan(i, &ids[i]); err != nil {
+			return fmt.Errorf("find the flows queued on %s: %w", p.Credential, err)
+		}
+	}
+	var errs []error
+	for _, id := range ids {
+		current := func(f Flow) bool { return Accepts(f.State(), InRunFinished) && f.RunID != "" }
+		err := s.onFlow(ctx, id, current, func(ctx context.Context, f Flow, it tracker.Item, now time.Time) (*transition.Transition, error) {
+			r, err := s.Runs.Get(ctx, f.RunID)
+			if err != nil || r.Status != run.StatusQueued || Credential(r.Adapter) != p.Credential {
+				return nil, err // leased meanwhile: its session meets the limit, or not
+			}
+			l, limited, err := s.knownLimit(ctx, r.Adapter, now)
+			if err != nil || !limited {
+				return nil, err
+			}
+			t := s.waitForProvider(f, l.Until, fmt.Sprintf("the provider of %s is limited until %s (met by run %s): the queued session of stage %s waits for it",
+				r.Adapter, l.Until.Format(time.RFC3339), l.RunID, f.Stage), now)
+			cancel, _ := s.Runs.Cancel(r, "the provider of "+r.Adapter+" is limited: the stage runs again once the limit has passed", now)
+			t.Add(cancel, transition.Transition{Statements: []store.Statement{job.Retire(TimeoutArgs{FlowID: f.ID, Step: f.Step}, now)}})
+			return t, nil
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("hold flow %s: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // knownLimit reports the limit an agent stage of adapter would start into

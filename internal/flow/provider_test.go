@@ -59,6 +59,9 @@ func (w *world) providerJob(key string) pendingJob {
 	return found[0]
 }
 
+// The provider tests run all of Core on the fake clock: a lease skips the
+// runs of a limited credential until the limit's time on Core's clock.
+
 // TestProviderLimitIsWaitedOut: a run interrupted by a provider limit with
 // a reset time makes its flow wait for the provider until then (event, view,
 // job at that time); the run keeps retry_at; a second ticket on the same
@@ -67,9 +70,10 @@ func (w *world) providerJob(key string) pendingJob {
 // iteration 1, with no question.
 func TestProviderLimitIsWaitedOut(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
-		w := newWorld(t, s, map[string]map[string]any{"task": loopPipeline, "bug": otherPipeline})
-		key := w.ticket("task")
+		w := newWorldOn(t, s, map[string]map[string]any{"task": loopPipeline, "bug": otherPipeline}, true)
+		key, queued := w.ticket("task"), w.ticket("task")
 		w.mustStep(flow.JobEnter, key)
+		w.mustStep(flow.JobEnter, queued) // its run waits for a runner
 		r := w.lease(key, "build", 1)
 		reset := w.clk.Now().Add(5 * time.Minute).Truncate(time.Millisecond)
 		w.limited(r, &reset)
@@ -104,6 +108,23 @@ func TestProviderLimitIsWaitedOut(t *testing.T) {
 			t.Fatalf("the provider wait runs at %s, want %s", j.RunAt, reset)
 		}
 
+		// The queued run of the same credential is not leased into the
+		// limit; the hold makes its flow wait for the provider too.
+		if l, ok := w.runner.Lease(0); ok {
+			t.Fatalf("leased %s %s into the limit", l.Item, l.Stage)
+		}
+		held := w.flow(queued).RunID
+		seq = w.seq()
+		w.mustStep(flow.JobProviderHold, "")
+		w.wantFlow(queued, "build it=1 step=1 waiting/provider")
+		wantTypes(t, w.since(seq), "flow.waiting", "run.cancelled")
+		if got := w.run(held).Status; got != run.StatusCancelled {
+			t.Fatalf("the held run is %s, want cancelled", got)
+		}
+		if v := w.flowView(queued); v["until"] != reset.Format(time.RFC3339Nano) {
+			t.Fatalf("the held ticket waits until %v, want %s", v["until"], reset.Format(time.RFC3339Nano))
+		}
+
 		// A second ticket on claude-code waits too, without a run; one on
 		// opencode is not held.
 		second, other := w.ticket("task"), w.ticket("bug")
@@ -136,15 +157,17 @@ func TestProviderLimitIsWaitedOut(t *testing.T) {
 		w.wantFlow(key, "build it=1 step=2 running/run")
 		again := w.lease(key, "build", 1)
 
-		w.mustStep(flow.JobProviderWait, second)
-		w.mustStep(flow.JobEnter, second)
-		w.wantFlow(second, "build it=1 step=2 running/run")
-		w.lease(second, "build", 1)
+		for _, k := range []string{queued, second} {
+			w.mustStep(flow.JobProviderWait, k)
+			w.mustStep(flow.JobEnter, k)
+			w.wantFlow(k, "build it=1 step=2 running/run")
+			w.lease(k, "build", 1)
+		}
 
 		w.runner.Complete(again, "done", "built")
 		w.mustStep(flow.JobRunFinished, key)
 		w.wantFlow(key, "review it=1 step=3 running/")
-		for _, k := range []string{key, second} {
+		for _, k := range []string{key, queued, second} {
 			if qs := w.openQuestions(k); len(qs) != 0 {
 				t.Fatalf("%s asked %v", k, qs)
 			}
@@ -158,7 +181,7 @@ func TestProviderLimitIsWaitedOut(t *testing.T) {
 // nothing); a run that succeeds ends the streak.
 func TestProviderWaitDoubles(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
-		w := newWorld(t, s, map[string]map[string]any{"task": loopPipeline})
+		w := newWorldOn(t, s, map[string]map[string]any{"task": loopPipeline}, true)
 		key := w.ticket("task")
 		w.mustStep(flow.JobEnter, key)
 		for i, want := range []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute} {
