@@ -315,6 +315,11 @@ type Runs struct {
 	// sandbox that did not start) and run again by itself before the flow
 	// asks a blocking question (3).
 	MaxInterruptions int `toml:"max_interruptions"`
+	// ProviderWait: how long a stage whose session met a provider limit
+	// (rate limit, overload, quota) waits when the provider gave no reset
+	// time (60s), doubled per limit in a row on the credential, at most
+	// 30m.
+	ProviderWait Duration `toml:"provider_wait"`
 }
 
 // Retention bounds the data Core keeps: what is older than its key is
@@ -434,7 +439,7 @@ func Default() Config {
 		Leader:     Leader{TTL: Duration{15 * time.Second}, Renew: Duration{5 * time.Second}},
 		Scheduler:  Scheduler{Interval: Duration{10 * time.Second}},
 		Runs: Runs{Grace: Duration{2 * time.Minute}, UnclaimedAfter: Duration{2 * time.Minute}, LogLimit: DefaultLogLimit,
-			MaxInterruptions: DefaultMaxInterruptions},
+			MaxInterruptions: DefaultMaxInterruptions, ProviderWait: Duration{time.Minute}},
 		Budgets: Budgets{Timezone: "UTC"},
 		Events: Events{TailInterval: Duration{200 * time.Millisecond}, AuthRecheck: Duration{time.Minute},
 			PingInterval: Duration{30 * time.Second}, PingTimeout: Duration{10 * time.Second}},

@@ -98,6 +98,8 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"[retention]\nrun_logs = \"30 days\"\n", "retention.run_logs: \"30 days\" is not a duration"},
 		{"[retention]\nkeep = \"1h\"\n", "unknown key retention.keep"},
 		{"[runs]\nmax_interruptions = 0\n", "runs.max_interruptions: 0 is outside 1 … 100"},
+		{"[runs]\nprovider_wait = \"0s\"\n", "runs.provider_wait: must be a positive duration"},
+		{"[runs]\nprovider_wait = \"31m\"\n", "runs.provider_wait: 31m0s is longer than 30m (the longest wait)"},
 		{"[runs]\ngrace = \"3h\"\nrunner_retention = \"2h\"\n", "runs.runner_retention: 2h0m0s must be longer than runs.grace (3h0m0s)"},
 		{"[leader]\nttl = \"5s\"\nrenew = \"10s\"\n", "leader.renew: 10s must be shorter than leader.ttl"},
 		{"[log]\nlevel = \"loud\"\n", `log.level: "loud"`},

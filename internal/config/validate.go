@@ -170,7 +170,10 @@ func (s Scheduler) validate(p *problems) {
 }
 
 func (r Runs) validate(p *problems) {
-	p.positive(map[string]Duration{"grace": r.Grace, "unclaimed_after": r.UnclaimedAfter})
+	p.positive(map[string]Duration{"grace": r.Grace, "unclaimed_after": r.UnclaimedAfter, "provider_wait": r.ProviderWait})
+	if r.ProviderWait.Duration > 30*time.Minute {
+		p.bad("provider_wait", "%s is longer than 30m (the longest wait)", r.ProviderWait)
+	}
 	if r.LogLimit < 1024 || r.LogLimit > 1<<30 {
 		p.bad("log_limit", "%d is outside 1024 … 1073741824 (bytes)", r.LogLimit)
 	}

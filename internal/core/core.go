@@ -246,7 +246,7 @@ func New(o Options) (*Core, error) {
 		Tenancy: c.Tenancy, Tracker: c.Tracker, Pipelines: c.Pipelines, Runs: c.Runs, Forges: forges.Forge,
 		Budget: &budget.Service{Store: st, Clock: clk, Location: loc}, UnclaimedAfter: cfg.Runs.UnclaimedAfter.Duration,
 		RunnerGrace: cfg.Runs.Grace.Duration, Knowledge: c.Knowledge, KnowledgeWait: cfg.Knowledge.Wait.Duration,
-		MaxInterruptions: cfg.Runs.MaxInterruptions}
+		MaxInterruptions: cfg.Runs.MaxInterruptions, ProviderWait: cfg.Runs.ProviderWait.Duration}
 	if gitforge.TestBuild {
 		log.Warn("test build (ballet_testforge): Ballet merges on plain-git projects whose merge policy is auto; never run it in production")
 	}

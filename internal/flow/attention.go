@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/run"
+	"github.com/ballet/ballet/internal/store"
 )
 
 // Attention values: what a flow needs from a person that its status and
@@ -125,6 +126,9 @@ type Summary struct {
 	// CostUSD is what the ticket's runs cost so far, over all its flows,
 	// in US dollars (for people: a sum of micro-USD, shown rounded).
 	CostUSD float64 `json:"cost_usd"`
+	// Until: waiting for the provider, when its limit is expected to have
+	// passed (omitted otherwise).
+	Until *time.Time `json:"until,omitempty"`
 }
 
 // Summaries returns, in one read, the summary of each item's latest flow
@@ -142,7 +146,7 @@ func (s *Service) Summaries(ctx context.Context, itemIDs []string) (map[string]S
 	}
 	rows, err := s.Store.Query(ctx, `SELECT item_id, stage, status, COALESCE(waiting, ''), CASE WHEN `+noRunnerSQL+` THEN 1 ELSE 0 END,
 CASE WHEN `+StuckSQL+` THEN 1 ELSE 0 END,
-(SELECT COALESCE(SUM(r.cost_micros), 0) FROM runs r WHERE r.item_id = flows.item_id) FROM flows WHERE item_id IN (?`+strings.Repeat(", ?", len(itemIDs)-1)+`) ORDER BY started_at, id`, args...)
+(SELECT COALESCE(SUM(r.cost_micros), 0) FROM runs r WHERE r.item_id = flows.item_id), COALESCE(wait_until, 0) FROM flows WHERE item_id IN (?`+strings.Repeat(", ?", len(itemIDs)-1)+`) ORDER BY started_at, id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read flow summaries: %w", err)
 	}
@@ -150,8 +154,8 @@ CASE WHEN `+StuckSQL+` THEN 1 ELSE 0 END,
 		var item string
 		var sm Summary
 		var noRunner, stuck bool
-		var cost int64
-		if err := rows.Scan(i, &item, &sm.Stage, &sm.Status, &sm.Waiting, &noRunner, &stuck, &cost); err != nil {
+		var cost, until int64
+		if err := rows.Scan(i, &item, &sm.Stage, &sm.Status, &sm.Waiting, &noRunner, &stuck, &cost, &until); err != nil {
 			return nil, err
 		}
 		switch {
@@ -161,6 +165,9 @@ CASE WHEN `+StuckSQL+` THEN 1 ELSE 0 END,
 			sm.Attention = AttentionStuck
 		}
 		sm.CostUSD = float64(cost) / 1e6
+		if sm.Waiting == WaitProvider {
+			sm.Until = store.OptionalTime(until)
+		}
 		out[item] = sm // a later flow replaces an earlier one
 	}
 	return out, nil

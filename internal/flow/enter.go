@@ -48,6 +48,14 @@ func (s *Service) handleEnter(ctx context.Context, _ *job.Job, p EnterArgs) erro
 			case budget.DaySpent:
 				return s.wait(f, WaitBudget, v.Reason, now), nil
 			}
+			// Nor into a provider limit its credential is known to be under.
+			adapter := stage.AdapterOrDefault()
+			if l, limited, err := s.knownLimit(ctx, adapter, now); err != nil {
+				return nil, err
+			} else if limited {
+				return s.waitForProvider(f, l.Until, fmt.Sprintf("the provider of %s is limited until %s (met by run %s): stage %s does not start into it",
+					adapter, l.Until.Format(time.RFC3339), l.RunID, f.Stage), now), nil
+			}
 		}
 		next := f
 		st := Entry(stage.Kind)

@@ -59,6 +59,10 @@ type Flow struct {
 	// the project's admins, having waited longer than [notify]
 	// escalate_after (nil: it waits for no approval, or was not escalated).
 	EscalatedAt *time.Time
+	// WaitUntil: while the flow waits for the provider (WaitProvider),
+	// when it expects the provider's limit to have passed and runs its
+	// stage again (nil otherwise).
+	WaitUntil *time.Time
 
 	runQueuedAt   int64 // unix ms: when its run was queued, while no runner has leased it (else 0)
 	capableSeenAt int64 // unix ms: when a runner that could lease its queued run was last seen (0: none)
@@ -99,6 +103,11 @@ type Service struct {
 	// retries, from when it was entered, before its flow asks
 	// (DefaultKnowledgeWait when ≤ 0).
 	KnowledgeWait time.Duration
+	// ProviderWait: how long a stage whose run met a provider limit waits
+	// when the provider did not say when it resets, doubled per limit in a
+	// row on the credential up to MaxProviderWait ([runs] provider_wait;
+	// DefaultProviderWait when ≤ 0).
+	ProviderWait time.Duration
 	// MaxInterruptions: how many times in a row a stage's run may end
 	// interrupted and the stage run again by itself before the flow asks
 	// ([runs] max_interruptions; DefaultMaxInterruptions when ≤ 0).
@@ -115,7 +124,7 @@ var System = event.Actor{Kind: event.ActorSystem, Sub: "flow"}
 // changes.
 const flowColumns = `id, organization_id, project_id, item_id, pipeline, pipeline_version, definition, stage, iteration, max_iterations, step,
 status, COALESCE(waiting, ''), COALESCE(run_id, ''), COALESCE(outcome, ''), COALESCE(report, ''), COALESCE(outcome_stage, ''), COALESCE(pull_request, ''), started_at, updated_at, COALESCE(finished_at, 0), version, branch_ahead,
-COALESCE(escalated_step, -1), COALESCE(escalated_at, 0), COALESCE(runner_missing_run, '')`
+COALESCE(escalated_step, -1), COALESCE(escalated_at, 0), COALESCE(runner_missing_run, ''), COALESCE(wait_until, 0)`
 
 // attendedColumns are flowColumns and what attention is derived from (the
 // queued run's age, the capable runners' last heartbeat, the reconciler's
@@ -144,11 +153,11 @@ func (s *Service) scanAttended(rows *store.Rows, i int) (Flow, error) {
 // scanInto scans flowColumns into f, then extra.
 func scanInto(rows *store.Rows, i int, f *Flow, extra ...any) error {
 	var def, pr string
-	var started, updated, finished, escalatedStep, escalated int64
+	var started, updated, finished, escalatedStep, escalated, waitUntil int64
 	var ahead sql.NullInt64
 	dest := append([]any{&f.ID, &f.OrganizationID, &f.ProjectID, &f.ItemID, &f.Pipeline, &f.PipelineVersion, &def, &f.Stage, &f.Iteration,
 		&f.MaxIterations, &f.Step, &f.Status, &f.Waiting, &f.RunID, &f.Outcome, &f.Report, &f.OutcomeStage, &pr, &started, &updated, &finished, &f.Version, &ahead,
-		&escalatedStep, &escalated, &f.runnerMissingRun},
+		&escalatedStep, &escalated, &f.runnerMissingRun, &waitUntil},
 		extra...)
 	if err := rows.Scan(i, dest...); err != nil {
 		return fmt.Errorf("scan flow: %w", err)
@@ -170,6 +179,9 @@ func scanInto(rows *store.Rows, i int, f *Flow, extra ...any) error {
 	if finished != 0 {
 		t := time.UnixMilli(finished).UTC()
 		f.FinishedAt = &t
+	}
+	if f.State() == (State{StatusWaiting, WaitProvider}) {
+		f.WaitUntil = store.OptionalTime(waitUntil)
 	}
 	if f.State() == (State{StatusWaiting, WaitApproval}) && escalatedStep == int64(f.Step) && escalated != 0 {
 		t := time.UnixMilli(escalated).UTC()
@@ -272,7 +284,10 @@ func (s *Service) now() time.Time { return s.Clock.Now().Truncate(time.Milliseco
 
 // update returns the guarded statement writing next over f (as read).
 func update(f, next Flow, now time.Time) store.Statement {
-	var finished, pr, ahead any
+	var finished, pr, ahead, until any
+	if next.State() == (State{StatusWaiting, WaitProvider}) && next.WaitUntil != nil {
+		until = next.WaitUntil.UnixMilli()
+	}
 	if next.BranchAhead != nil {
 		ahead = *next.BranchAhead
 	}
@@ -284,9 +299,9 @@ func update(f, next Flow, now time.Time) store.Statement {
 		pr = string(b)
 	}
 	return store.Stmt(`UPDATE flows SET stage = ?, iteration = ?, step = ?, status = ?, waiting = ?, run_id = ?, outcome = ?, report = ?,
-outcome_stage = ?, pull_request = ?, branch_ahead = ?, updated_at = ?, finished_at = ?, version = version + 1 WHERE id = ? AND version = ?`,
+outcome_stage = ?, pull_request = ?, branch_ahead = ?, wait_until = ?, updated_at = ?, finished_at = ?, version = version + 1 WHERE id = ? AND version = ?`,
 		next.Stage, next.Iteration, next.Step, next.Status, nullable(next.Waiting), nullable(next.RunID), nullable(next.Outcome),
-		nullable(next.Report), nullable(next.OutcomeStage), pr, ahead, now.UnixMilli(), finished, f.ID, f.Version)
+		nullable(next.Report), nullable(next.OutcomeStage), pr, ahead, until, now.UnixMilli(), finished, f.ID, f.Version)
 }
 
 // Unchanged is the SQL condition that flow f is still at the version read

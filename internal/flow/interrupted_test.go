@@ -15,6 +15,7 @@ func TestInterruptionStreak(t *testing.T) {
 		return run.Run{Status: run.StatusInterrupted, Stage: stage, Iteration: it}
 	}
 	failed := run.Run{Status: run.StatusFailed, Stage: "implement", Iteration: 1}
+	limit := run.Run{Status: run.StatusInterrupted, Reason: run.ReasonProviderLimit, Stage: "implement", Iteration: 1}
 	for _, c := range []struct {
 		name   string
 		latest []run.Run
@@ -27,6 +28,8 @@ func TestInterruptionStreak(t *testing.T) {
 		{"up to another stage", []run.Run{in("implement", 1), in("review", 1), in("implement", 1)}, 1},
 		{"up to another iteration", []run.Run{in("implement", 2), in("implement", 1)}, 1},
 		{"newest not interrupted", []run.Run{failed, in("implement", 1)}, 0},
+		{"provider limits neither count nor break it", []run.Run{limit, in("implement", 1), limit, limit, in("implement", 1), failed}, 2},
+		{"only provider limits", []run.Run{limit, limit, limit, limit, limit}, 0},
 	} {
 		if got := flow.InterruptionStreak(c.latest, "implement", iterationOf(c.latest)); got != c.want {
 			t.Errorf("%s: streak %d, want %d", c.name, got, c.want)

@@ -25,6 +25,11 @@ const (
 	JobRelease     = "flow.release"      // a pause ended or budget came back: release waiting flows
 	JobKill        = "flow.kill"         // the kill switch: cancel every running stage
 	JobClosePR     = "flow.close_pr"     // close the pull request of a cancelled ticket's flow
+	// JobProviderWait: the provider limit a flow waits for has passed.
+	JobProviderWait = "flow.provider_wait"
+	// JobProviderHold: a provider limit was met: the flows whose runs of
+	// that credential are still queued wait for the provider instead.
+	JobProviderHold = "flow.provider_hold"
 )
 
 // stepKey is the dedupe key of a job of one step of a flow:
@@ -143,6 +148,31 @@ func (ClosePRArgs) Kind() string { return JobClosePR }
 // DedupeKey implements job.Deduped: flow:<flow>:close_pr.
 func (a ClosePRArgs) DedupeKey() string { return "flow:" + a.FlowID + ":close_pr" }
 
+// ProviderWaitArgs run the stage of a flow waiting for the provider again
+// once the limit has passed (queued to run then).
+type ProviderWaitArgs struct {
+	FlowID string `json:"flow_id"`
+	Step   int    `json:"step"`
+}
+
+// Kind implements job.Args.
+func (ProviderWaitArgs) Kind() string { return JobProviderWait }
+
+// DedupeKey implements job.Deduped: flow:<flow>:provider_wait:<step>.
+func (a ProviderWaitArgs) DedupeKey() string { return stepKey(a.FlowID, "provider_wait", a.Step) }
+
+// ProviderHoldArgs make the flows whose queued runs use a credential that
+// met a provider limit wait for the provider.
+type ProviderHoldArgs struct {
+	Credential string `json:"credential"`
+}
+
+// Kind implements job.Args.
+func (ProviderHoldArgs) Kind() string { return JobProviderHold }
+
+// DedupeKey implements job.Deduped: flow-provider-hold:<credential>.
+func (a ProviderHoldArgs) DedupeKey() string { return "flow-provider-hold:" + a.Credential }
+
 // Register installs the flow engine's job handlers.
 func (s *Service) Register(r job.Registry) {
 	job.Register(r, s.handleEnter)
@@ -154,6 +184,8 @@ func (s *Service) Register(r job.Registry) {
 	job.Register(r, s.handleRelease)
 	job.Register(r, s.handleKill)
 	job.Register(r, s.handleClosePR)
+	job.Register(r, s.handleProviderWait)
+	job.Register(r, s.handleProviderHold)
 }
 
 // OnRunFinished is the run package's finish hook (run.FinishHook): a run
@@ -172,7 +204,9 @@ type Awaited struct {
 // ExpectedStep returns the step job flow f (as read) waits for: entering
 // its stage (running, waiting for nothing), handling its run's finish
 // (waiting for its run), checking its pull request (checks, review, a human
-// merge), or resuming after the answers (waiting for an answer). The job is
+// merge), resuming after the answers (waiting for an answer), or running
+// its stage again after a provider limit (waiting for the provider: the job
+// snoozes until the flow's WaitUntil when it runs early). The job is
 // due only once the run is final, or once no blocking question of the
 // ticket is open: that is for the caller to read. ok=false: f waits for a
 // person's approval, a pause or budget, or it has ended.
@@ -188,6 +222,8 @@ func ExpectedStep(f Flow) (Awaited, bool) {
 			What: "checking the pull request of stage " + f.Stage}, true
 	case st == State{Status: StatusWaiting, Waiting: WaitAnswer}:
 		return Awaited{Args: ResumeArgs{ItemID: f.ItemID}, What: "resuming stage " + f.Stage + " after the answers"}, true
+	case st == State{Status: StatusWaiting, Waiting: WaitProvider}:
+		return Awaited{Args: ProviderWaitArgs{FlowID: f.ID, Step: f.Step}, What: "running stage " + f.Stage + " again after the provider's limit"}, true
 	}
 	return Awaited{}, false
 }

@@ -67,12 +67,13 @@ func TestJobsReadWhatOlderCoresQueued(t *testing.T) {
 func TestExpectedStep(t *testing.T) {
 	updated := time.Date(2026, 2, 3, 4, 5, 6, 0, time.UTC)
 	want := map[flow.State]job.Deduped{
-		{Status: flow.StatusRunning, Waiting: flow.WaitNone}:   flow.EnterArgs{FlowID: "f1", Step: 2},
-		{Status: flow.StatusRunning, Waiting: flow.WaitRun}:    flow.RunFinishedArgs{FlowID: "f1", RunID: "r1", Step: 2},
-		{Status: flow.StatusRunning, Waiting: flow.WaitChecks}: flow.MergeArgs{FlowID: "f1", Step: 2, EnteredAt: updated.UnixMilli()},
-		{Status: flow.StatusWaiting, Waiting: flow.WaitReview}: flow.MergeArgs{FlowID: "f1", Step: 2, EnteredAt: updated.UnixMilli()},
-		{Status: flow.StatusWaiting, Waiting: flow.WaitMerge}:  flow.MergeArgs{FlowID: "f1", Step: 2, EnteredAt: updated.UnixMilli()},
-		{Status: flow.StatusWaiting, Waiting: flow.WaitAnswer}: flow.ResumeArgs{ItemID: "i1"},
+		{Status: flow.StatusRunning, Waiting: flow.WaitNone}:     flow.EnterArgs{FlowID: "f1", Step: 2},
+		{Status: flow.StatusRunning, Waiting: flow.WaitRun}:      flow.RunFinishedArgs{FlowID: "f1", RunID: "r1", Step: 2},
+		{Status: flow.StatusRunning, Waiting: flow.WaitChecks}:   flow.MergeArgs{FlowID: "f1", Step: 2, EnteredAt: updated.UnixMilli()},
+		{Status: flow.StatusWaiting, Waiting: flow.WaitReview}:   flow.MergeArgs{FlowID: "f1", Step: 2, EnteredAt: updated.UnixMilli()},
+		{Status: flow.StatusWaiting, Waiting: flow.WaitMerge}:    flow.MergeArgs{FlowID: "f1", Step: 2, EnteredAt: updated.UnixMilli()},
+		{Status: flow.StatusWaiting, Waiting: flow.WaitAnswer}:   flow.ResumeArgs{ItemID: "i1"},
+		{Status: flow.StatusWaiting, Waiting: flow.WaitProvider}: flow.ProviderWaitArgs{FlowID: "f1", Step: 2},
 	}
 	for _, st := range flow.States {
 		f := flow.Flow{ID: "f1", ItemID: "i1", Stage: "implement", Step: 2, RunID: "r1", Status: st.Status, Waiting: st.Waiting, UpdatedAt: updated}

@@ -35,6 +35,7 @@ const (
 	WaitMerge    = "merge"
 	WaitBudget   = "budget"
 	WaitPause    = "pause"
+	WaitProvider = "provider" // a provider limit (rate limit, overload, quota) on the stage's credential
 )
 
 // Inputs drive the machine.
@@ -47,10 +48,11 @@ const (
 	InMergeState  = "merge_state"  // a check of the pull request
 	InStop        = "stop"         // the ticket was paused or cancelled
 	InRelease     = "release"      // the pause ended or budget came back
+	InLimitPassed = "limit_passed" // the provider limit the flow waited for has passed
 )
 
 // Inputs lists every input, for table tests.
-var Inputs = []string{InEnter, InRunFinished, InApprove, InReject, InAnswered, InMergeState, InStop, InRelease}
+var Inputs = []string{InEnter, InRunFinished, InApprove, InReject, InAnswered, InMergeState, InStop, InRelease, InLimitPassed}
 
 // State is the part of a flow the machine decides on.
 type State struct {
@@ -62,7 +64,7 @@ type State struct {
 var States = []State{
 	{StatusRunning, WaitNone}, {StatusRunning, WaitRun}, {StatusRunning, WaitChecks},
 	{StatusWaiting, WaitApproval}, {StatusWaiting, WaitAnswer}, {StatusWaiting, WaitReview}, {StatusWaiting, WaitMerge},
-	{StatusWaiting, WaitBudget}, {StatusWaiting, WaitPause},
+	{StatusWaiting, WaitBudget}, {StatusWaiting, WaitPause}, {StatusWaiting, WaitProvider},
 	{StatusDone, WaitNone}, {StatusFailed, WaitNone}, {StatusStopped, WaitNone},
 }
 
@@ -88,6 +90,8 @@ func Accepts(s State, input string) bool {
 		return s == State{StatusRunning, WaitChecks} || s == State{StatusWaiting, WaitReview} || s == State{StatusWaiting, WaitMerge}
 	case InRelease:
 		return s == State{StatusWaiting, WaitBudget} || s == State{StatusWaiting, WaitPause}
+	case InLimitPassed:
+		return s == State{StatusWaiting, WaitProvider}
 	}
 	return false
 }

@@ -17,6 +17,7 @@ func TestAcceptsEveryPair(t *testing.T) {
 		"waiting/answer:answered":    true,
 		"running/checks:merge_state": true, "waiting/review:merge_state": true, "waiting/merge:merge_state": true,
 		"waiting/budget:release": true, "waiting/pause:release": true,
+		"waiting/provider:limit_passed": true,
 	}
 	for _, s := range States {
 		if Active(s.Status) {
@@ -33,7 +34,7 @@ func TestAcceptsEveryPair(t *testing.T) {
 			n++
 		}
 	}
-	if n != len(States)*len(Inputs) || n != 96 {
+	if n != len(States)*len(Inputs) || n != 117 {
 		t.Fatalf("%d pairs", n)
 	}
 	if Accepts(State{"running", "run"}, "bogus") {

@@ -91,6 +91,9 @@ type FlowWaiting struct {
 	Outcome     string             `json:"outcome,omitempty"`      // the last stage outcome, when waiting for an answer after one
 	Question    string             `json:"question,omitempty"`     // the blocking question asked, when one was
 	PullRequest *forge.PullRequest `json:"pull_request,omitempty"` // a merge stage's pull request
+	// Until: waiting for the provider, when its limit is expected to have
+	// passed and the stage runs again by itself.
+	Until *time.Time `json:"until,omitempty"`
 }
 
 // FlowResumed is the payload of flow.resumed.

@@ -31,12 +31,26 @@ func (s *Service) handleRunFinished(ctx context.Context, _ *job.Job, p RunFinish
 	})
 }
 
-// runFinished decides what a finished run means for its flow.
+// runFinished decides what a finished run means for its flow; a run that
+// succeeded also ends the limits in a row of its provider credential.
 func (s *Service) runFinished(ctx context.Context, f Flow, it tracker.Item, runID string, now time.Time) (*transition.Transition, error) {
 	r, err := s.Runs.Get(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
+	t, err := s.runEnded(ctx, f, it, r, now)
+	if t == nil || err != nil || r.Status != run.StatusSucceeded {
+		return t, err
+	}
+	l, err := ReadLimit(ctx, s.Store, Credential(r.Adapter))
+	if err != nil {
+		return nil, err
+	}
+	return t.Add(transition.Transition{Statements: streakReset(l)}), nil
+}
+
+// runEnded decides what finished run r means for its flow.
+func (s *Service) runEnded(ctx context.Context, f Flow, it tracker.Item, r run.Run, now time.Time) (*transition.Transition, error) {
 	if r.BlockingQuestion {
 		open, err := s.Tracker.OpenBlockingQuestions(ctx, it.ID)
 		if err != nil {
@@ -46,6 +60,9 @@ func (s *Service) runFinished(ctx context.Context, f Flow, it tracker.Item, runI
 			return s.waitForAnswer(f, it, now, "the session asked a blocking question", nil)
 		}
 		return s.resume(f, it, now, "the session's blocking question was answered while it ran")
+	}
+	if r.Status == run.StatusInterrupted && r.Reason == run.ReasonProviderLimit {
+		return s.providerLimited(ctx, f, r, now)
 	}
 	if r.Status == run.StatusInterrupted {
 		return s.interrupted(ctx, f, it, r, now)
@@ -108,14 +125,18 @@ func (s *Service) interrupted(ctx context.Context, f Flow, it tracker.Item, r ru
 
 // InterruptionStreak counts how many of a flow's latest runs (newest
 // first), from the newest, ended interrupted in stage at iteration: the
-// interruptions in a row of that stage.
+// interruptions in a row of that stage. Provider limits are no
+// interruption of Ballet's: they are waited out, never counted, and do not
+// break a streak either.
 func InterruptionStreak(latest []run.Run, stage string, iteration int) int {
 	n := 0
 	for _, r := range latest {
 		if r.Status != run.StatusInterrupted || r.Stage != stage || r.Iteration != iteration {
 			break
 		}
-		n++
+		if r.Reason != run.ReasonProviderLimit {
+			n++
+		}
 	}
 	return n
 }

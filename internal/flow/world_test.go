@@ -40,9 +40,21 @@ type world struct {
 // are given by ticket type (nil: none saved).
 func newWorld(t *testing.T, s store.Store, pipelines map[string]map[string]any) *world {
 	t.Helper()
-	e := apitest.New(t, s)
-	w := &world{Env: e, t: t, s: s, clk: clock.NewFake(time.Now().UTC().Truncate(time.Millisecond)), handlers: registry{},
-		forge: &scriptForge{}}
+	return newWorldOn(t, s, pipelines, false)
+}
+
+// newWorldOn is newWorld with, when whole is set, all of Core on the fake
+// clock (the runs' leases too), not only the flow engine.
+func newWorldOn(t *testing.T, s store.Store, pipelines map[string]map[string]any, whole bool) *world {
+	t.Helper()
+	clk := clock.NewFake(time.Now().UTC().Truncate(time.Millisecond))
+	var e *apitest.Env
+	if whole {
+		e = apitest.NewOn(t, s, clk)
+	} else {
+		e = apitest.New(t, s)
+	}
+	w := &world{Env: e, t: t, s: s, clk: clk, handlers: registry{}, forge: &scriptForge{}}
 	e.Core.Flows.Clock = w.clk
 	e.UseForge(w.forge)
 	e.Core.Flows.Register(w.handlers)

@@ -35,6 +35,7 @@ var tableOwners = map[string]string{
 	"skill_versions":        "internal/skill",
 	"pipeline_versions":     "internal/pipeline/versions",
 	"flows":                 "internal/flow",
+	"provider_limits":       "internal/flow",
 	"runs":                  "internal/run",
 	"runners":               "internal/run",
 	"run_logs":              "internal/run",
@@ -77,7 +78,7 @@ var readModels = map[string][]string{
 	"internal/flow":                {"events", "runs", "runners"},                                                                                     // attention: a queued run's age, live runners with its adapter, a flag's event
 	"internal/needsme":             {"flows", "items", "mail_deliveries", "organizations", "projects", "questions", "webhook_deliveries", "webhooks"}, // what waits for a person, across projects, and failing delivery channels
 	"internal/reconcile":           {"flows", "items", "platform", "projects", "questions", "runs"},                                                   // the reconciler's scans
-	"internal/run":                 {"items"},                                                                                                         // a run's ticket key
+	"internal/run":                 {"items", "provider_limits"},                                                                                      // a run's ticket key; a lease skips adapters under a provider limit
 	"internal/schedule":            {"blockers", "flows", "items", "platform", "projects"},                                                            // the runnable query
 	"internal/knowledge/service":   {"schema_migrations"},                                                                                             // the Knowledge service's readiness probe
 	"internal/digest":              {"notification_settings"},                                                                                         // who gets a digest, when, at which confirmed address

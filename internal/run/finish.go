@@ -156,6 +156,11 @@ func (s *Service) Finish(ctx context.Context, actor event.Actor, runID string, i
 			return nil, apperr.New(apperr.Conflict, "run %s is %s: only a running run finishes", r.ID, r.Status)
 		}
 		end := finalStatus(r, *in.ExitStatus, in.Error, in.Interrupted)
+		r.RetryAt = nil
+		if end.reason == runproto.ReasonProviderLimit && in.RetryAt != nil {
+			t := in.RetryAt.UTC().Truncate(time.Millisecond)
+			r.RetryAt = &t
+		}
 		r.BranchAhead = in.BranchAhead
 		if in.Model != "" {
 			r.UsedModel = in.Model
@@ -219,7 +224,8 @@ cost_micros = ?, updated_at = ?, version = version + 1 WHERE id = ? AND version 
 
 // finishTransition moves running r to a final status with its event and
 // the finish hook's jobs (and, with revoke, the revocation of its run
-// token); out receives the run as it will be. With silent set (the
+// token); out receives the run as it will be. r.RetryAt is stored as
+// it is (set only for an interruption by a provider limit). With silent set (the
 // sweep), the write is also guarded by the heartbeat read, so that a
 // heartbeat landing meanwhile makes it a lost race (heartbeats do not bump
 // the version).
@@ -234,10 +240,10 @@ func (s *Service) finishTransition(ctx context.Context, r Run, actor event.Actor
 		exitArg = *exit
 	}
 	update := store.Stmt(`UPDATE runs SET status = ?, exit_status = ?, error = ?, input_tokens = ?, output_tokens = ?,
-cache_read_tokens = ?, cache_write_tokens = ?, cost_micros = ?, branch_ahead = ?, used_model = ?, reason = ?, finished_at = ?, updated_at = ?,
+cache_read_tokens = ?, cache_write_tokens = ?, cost_micros = ?, branch_ahead = ?, used_model = ?, reason = ?, retry_at = ?, finished_at = ?, updated_at = ?,
 version = version + 1 WHERE id = ? AND version = ? AND status = 'running'`,
 		status, exitArg, nullable(errText), usage.InputTokens, usage.OutputTokens, usage.CacheReadTokens, usage.CacheWriteTokens,
-		toMicros(usage.CostUSD), nullableInt(r.BranchAhead), nullable(r.UsedModel), nullable(end.reason), at, at, r.ID, r.Version)
+		toMicros(usage.CostUSD), nullableInt(r.BranchAhead), nullable(r.UsedModel), nullable(end.reason), optionalMillis(r.RetryAt), at, at, r.ID, r.Version)
 	if silent && r.HeartbeatAt != nil {
 		update.SQL += ` AND heartbeat_at = ?`
 		update.Args = append(update.Args, r.HeartbeatAt.UnixMilli())
@@ -248,7 +254,7 @@ version = version + 1 WHERE id = ? AND version = ? AND status = 'running'`,
 	out.Model = r.model()
 	t := &transition.Transition{
 		Events: []event.Event{newEvent(r, actor, RunFinished{Status: status, Outcome: r.Outcome,
-			ExitStatus: exit, Error: errText, Usage: usage, Model: r.UsedModel, BlockingQuestion: r.BlockingQuestion, Reason: end.reason})},
+			ExitStatus: exit, Error: errText, Usage: usage, Model: r.UsedModel, BlockingQuestion: r.BlockingQuestion, Reason: end.reason, RetryAt: r.RetryAt})},
 		Guarded: []store.Statement{update},
 		Jobs:    s.finished(*out),
 	}
@@ -263,4 +269,12 @@ version = version + 1 WHERE id = ? AND version = ? AND status = 'running'`,
 		}
 	}
 	return t, nil
+}
+
+// optionalMillis is t as stored (unix milliseconds), NULL when nil.
+func optionalMillis(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UnixMilli()
 }

@@ -112,7 +112,13 @@ func (s *Service) leaseOnce(ctx context.Context, c RunnerCaller, rn Runner, adap
 	for i, a := range adapters {
 		args[i] = a
 	}
-	queue := `r.status = 'queued' AND r.adapter IN (?` + strings.Repeat(", ?", len(adapters)-1) + `) ORDER BY r.created_at, r.id LIMIT 1`
+	// A run of an adapter under a known provider limit is not leased: its
+	// session would start into the limit (the flow engine records limits
+	// per credential, which Core knows as the adapter: flow.Credential, and
+	// makes such a run's flow wait for the provider).
+	args = append(args, s.now().UnixMilli())
+	queue := `r.status = 'queued' AND r.adapter IN (?` + strings.Repeat(", ?", len(adapters)-1) + `)
+AND NOT EXISTS (SELECT 1 FROM provider_limits l WHERE l.credential = r.adapter AND l.until > ?) ORDER BY r.created_at, r.id LIMIT 1`
 	for range maxUnrunnable {
 		var out Leased
 		failed := false

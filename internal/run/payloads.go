@@ -74,6 +74,9 @@ type RunFinished struct {
 	// Reason: why an interrupted run was interrupted (one of
 	// runproto.Reasons; absent for other statuses).
 	Reason string `json:"reason,omitempty"`
+	// RetryAt: with reason provider_limit, when the provider said its
+	// limit resets (absent: it did not say).
+	RetryAt *time.Time `json:"retry_at,omitempty"`
 }
 
 // RunCancelled is the payload of run.cancelled: a queued run was cancelled.

@@ -57,6 +57,7 @@ const (
 	ReasonRunnerDrain   = runproto.ReasonRunnerDrain
 	ReasonKillSwitch    = runproto.ReasonKillSwitch
 	ReasonSandboxStart  = runproto.ReasonSandboxStart
+	ReasonProviderLimit = runproto.ReasonProviderLimit
 )
 
 // Outcomes a session reports.
@@ -112,8 +113,12 @@ type Run struct {
 	// runproto.Reasons; "" for any other status). While a running run's
 	// cancellation is requested, it is the interruption that asked it
 	// (kill_switch), "" for a plain cancellation.
-	Reason string         `json:"reason"`
-	Usage  runproto.Usage `json:"usage"`
+	Reason string `json:"reason"`
+	// RetryAt: when the provider said its limit resets, for a run
+	// interrupted with provider_limit (omitted: it did not say, or another
+	// status or reason).
+	RetryAt *time.Time     `json:"retry_at,omitempty"`
+	Usage   runproto.Usage `json:"usage"`
 	// BranchAhead is how many commits the ticket's branch had ahead of the
 	// default branch once the session's work was pushed, as its runner
 	// reported (nil: not reported).
@@ -262,7 +267,7 @@ func nullable(s string) any {
 
 const runColumns = `r.id, r.organization_id, r.project_id, r.item_id, i.key, r.flow_id, r.stage, r.iteration, r.step, r.adapter, r.model,
 r.instructions, r.skills, r.artifacts, r.status, COALESCE(r.runner_id, ''), COALESCE(r.token_id, ''), COALESCE(r.outcome, ''),
-COALESCE(r.report, ''), r.blocking_question, r.exit_status, COALESCE(r.error, ''), COALESCE(r.reason, ''), r.input_tokens, r.output_tokens,
+COALESCE(r.report, ''), r.blocking_question, r.exit_status, COALESCE(r.error, ''), COALESCE(r.reason, ''), COALESCE(r.retry_at, 0), r.input_tokens, r.output_tokens,
 r.cache_read_tokens, r.cache_write_tokens, r.cost_micros, r.branch_ahead, COALESCE(r.used_model, ''),
 r.cancel_requested, r.created_at, COALESCE(r.started_at, 0), COALESCE(r.heartbeat_at, 0), COALESCE(r.finished_at, 0),
 r.updated_at, r.version`
@@ -273,10 +278,10 @@ func scanRun(rows *store.Rows, i int) (Run, error) {
 	var r Run
 	var skills string
 	var exit, ahead sql.NullInt64
-	var cost, created, started, heartbeat, finished, updated int64
+	var cost, retryAt, created, started, heartbeat, finished, updated int64
 	if err := rows.Scan(i, &r.ID, &r.OrganizationID, &r.ProjectID, &r.ItemID, &r.Item, &r.FlowID, &r.Stage, &r.Iteration, &r.Step,
 		&r.Adapter, &r.StageModel, &r.Instructions, &skills, &r.Artifacts, &r.Status, &r.RunnerID, &r.TokenID, &r.Outcome, &r.Report,
-		&r.BlockingQuestion, &exit, &r.Error, &r.Reason, &r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CacheReadTokens,
+		&r.BlockingQuestion, &exit, &r.Error, &r.Reason, &retryAt, &r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CacheReadTokens,
 		&r.Usage.CacheWriteTokens, &cost, &ahead, &r.UsedModel, &r.CancelRequested,
 		&created, &started, &heartbeat, &finished, &updated, &r.Version); err != nil {
 		return r, fmt.Errorf("scan run: %w", err)
@@ -299,6 +304,7 @@ func scanRun(rows *store.Rows, i int) (Run, error) {
 	r.Model = r.model()
 	r.CreatedAt, r.UpdatedAt = store.Time(created), store.Time(updated)
 	r.StartedAt, r.HeartbeatAt, r.FinishedAt = store.OptionalTime(started), store.OptionalTime(heartbeat), store.OptionalTime(finished)
+	r.RetryAt = store.OptionalTime(retryAt)
 	return r, nil
 }
 

@@ -261,6 +261,22 @@ func TestOldestFirst(t *testing.T) {
 	})
 }
 
+// TestProviderWaitFreesItsSlot: a flow waiting for the provider (a rate
+// limit on its stage's credential) holds no slot: other work starts.
+func TestProviderWaitFreesItsSlot(t *testing.T) {
+	t.Parallel()
+	storetest.Each(t, func(t *testing.T, s store.Store) {
+		w := newWorld(t, s, schedule.Config{})
+		w.patchProject("ACME", map[string]any{"concurrency_limit": 1})
+		a1, a2 := w.ready("ACME"), w.ready("ACME")
+		w.expect(a1)
+		w.expect()
+		w.setFlow(a1, "waiting", "provider")
+		w.expect(a2)
+		w.expect()
+	})
+}
+
 func TestLimits(t *testing.T) {
 	t.Parallel()
 	storetest.Each(t, func(t *testing.T, s store.Store) {

@@ -52,6 +52,10 @@ type FlowView struct {
 	// project's admins then, having waited longer than the project's
 	// escalate_after (omitted: no approval waits, or not escalated).
 	EscalatedAt *time.Time `json:"escalated_at,omitempty"`
+	// Until: waiting for the provider (a rate limit, an overload or a spent
+	// quota on the stage's credential), when the limit is expected to have
+	// passed and the stage runs again by itself (omitted otherwise).
+	Until *time.Time `json:"until,omitempty"`
 }
 
 // StageView is one stage of the pinned pipeline.
@@ -89,7 +93,7 @@ func View(it tracker.Item, f flow.Flow) FlowView {
 	v := FlowView{Ticket: it.Key, Pipeline: f.Pipeline, PipelineVersion: f.PipelineVersion, Stages: []StageView{}, Stage: f.Stage,
 		Iteration: f.Iteration, MaxIterations: f.MaxIterations, Status: f.Status, Waiting: f.Waiting, Run: f.RunID,
 		Outcome: f.Outcome, Report: f.Report, Attention: f.Attention, BranchAhead: f.BranchAhead, StartedAt: f.StartedAt, UpdatedAt: f.UpdatedAt, Version: f.Version}
-	v.EscalatedAt = f.EscalatedAt
+	v.EscalatedAt, v.Until = f.EscalatedAt, f.WaitUntil
 	v.NothingToApprove = f.Status == flow.StatusWaiting && f.Waiting == flow.WaitApproval && f.BranchAhead != nil && *f.BranchAhead == 0
 	for _, s := range f.Definition.Stages {
 		v.Stages = append(v.Stages, StageView{ID: s.ID, Name: s.Name, Kind: s.Kind})

@@ -106,7 +106,7 @@ func (h *Unattended) itemBudget(r *Request) (any, error) {
 }
 
 var flowStatuses = []string{flow.StatusRunning, flow.StatusWaiting, flow.StatusDone, flow.StatusFailed, flow.StatusStopped}
-var flowWaits = []string{flow.WaitRun, flow.WaitApproval, flow.WaitAnswer, flow.WaitChecks, flow.WaitReview, flow.WaitMerge, flow.WaitBudget, flow.WaitPause}
+var flowWaits = []string{flow.WaitRun, flow.WaitApproval, flow.WaitAnswer, flow.WaitChecks, flow.WaitReview, flow.WaitMerge, flow.WaitBudget, flow.WaitPause, flow.WaitProvider}
 
 func (h *Unattended) flows(r *Request) (any, error) {
 	p, err := r.Project()

@@ -140,6 +140,7 @@ export interface ItemFlow {
   waiting: string;
   attention: string;
   cost_usd?: number; // what the ticket's runs cost so far
+  until?: string; // waiting for the provider: when its limit is expected to have passed
 }
 
 export interface Item {
@@ -196,6 +197,9 @@ export interface Flow {
   // escalated_at: the approval it waits for was escalated to the project's
   // admins then (absent: not escalated).
   escalated_at?: string;
+  // until: waiting for the provider (a rate limit, an overload, a quota),
+  // when the limit is expected to have passed and the stage runs again.
+  until?: string;
 }
 
 export interface Question {

@@ -12,6 +12,21 @@ export function needsYou(flow: ItemFlow | null | undefined): string {
   return { approval: "approve", answer: "answer", review: "review", merge: "merge" }[flow.waiting] ?? "";
 }
 
+// hhmm is a time of day as the UI shows a wait's end: "14:05", local.
+const hhmm = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit" });
+
+// waits says what a flow waits for, as its status line shows it: "waits for
+// budget", or, while a provider limit holds it, "waiting for the provider
+// until 14:05" (at, a time formatter: local hours and minutes by default);
+// "" when it waits for nothing.
+export function waits(flow: { waiting?: string; until?: string }, at: (d: Date) => string = (d) => hhmm.format(d)): string {
+  if (!flow.waiting) return "";
+  if (flow.waiting === "provider") {
+    return flow.until ? `waiting for the provider until ${at(new Date(flow.until))}` : "waiting for the provider";
+  }
+  return `waits for ${flow.waiting}`;
+}
+
 // cost is a cost so far for a card: cents, or "< $0.01".
 export function cost(usd: number): string {
   if (usd > 0 && usd < 0.01) return "< $0.01";

@@ -2,6 +2,7 @@
 import type { ComponentChildren } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { ItemFlow } from "./api";
+import { waits } from "./cards";
 
 // Alert shows an error with the API's message (role="alert" for the tests and screen readers).
 export function Alert({ error }: { error: string }) {
@@ -70,7 +71,7 @@ export function FlowLine({ flow }: { flow: ItemFlow | null | undefined }) {
       <span>stage {flow.stage}</span>
       {" · "}
       <span>{flow.status}</span>
-      {flow.waiting && <span> · waits for {flow.waiting}</span>}
+      {flow.waiting && <span> · {waits(flow)}</span>}
       {flow.attention && (
         <>
           {" "}

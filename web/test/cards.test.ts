@@ -1,7 +1,7 @@
 // What a board card marks (src/cards.ts).
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { cost, needsYou } from "../src/cards";
+import { cost, needsYou, waits } from "../src/cards";
 
 const flow = (status: string, waiting: string, attention = "") => ({ stage: "s", status, waiting, attention });
 
@@ -26,4 +26,14 @@ test("costs so far read as dollars and cents", () => {
   assert.equal(cost(0.004), "< $0.01");
   assert.equal(cost(0.02001), "$0.02");
   assert.equal(cost(12.5), "$12.50");
+});
+
+test("a flow's wait reads as what it waits for; a provider limit with its end", () => {
+  const utc = (d: Date) => d.toISOString().slice(11, 16);
+  assert.equal(waits({ waiting: "" }), "");
+  assert.equal(waits({ waiting: "budget" }), "waits for budget");
+  assert.equal(waits({ waiting: "pause" }), "waits for pause");
+  assert.equal(waits({ waiting: "provider", until: "2026-12-07T14:05:30Z" }, utc), "waiting for the provider until 14:05");
+  assert.equal(waits({ waiting: "provider" }), "waiting for the provider");
+  assert.equal(needsYou({ stage: "s", status: "waiting", waiting: "provider", attention: "" }), "");
 });

@@ -184,6 +184,12 @@ func writeEveryEventType(t *testing.T, w *flowWorld) {
 	drained := w.leaseStage(done, "fix", 1)
 	w.Must(200, w.runner.Token, "POST", "/api/v1/runs/"+drained.ID+"/finish", map[string]any{"exit_status": 143,
 		"error": "the runner was stopped and its drain time (1m0s) ran out", "interrupted": "runner_drain"})
+	// Its second is refused by the provider (run.finished with retry_at):
+	// the flow waits for the provider (flow.waiting with until), then runs
+	// the stage again.
+	limited := w.leaseStage(done, "fix", 1)
+	w.Must(200, w.runner.Token, "POST", "/api/v1/runs/"+limited.ID+"/finish", map[string]any{"exit_status": 1,
+		"error": "429 rate_limit_error", "interrupted": "provider_limit", "retry_at": time.Now().UTC().Add(50 * time.Millisecond).Format(time.RFC3339Nano)})
 	r := w.leaseStage(done, "fix", 1)
 	w.Must(200, w.runner.Token, "POST", "/api/v1/runs/"+r.ID+"/usage", map[string]any{"input_tokens": 10, "output_tokens": 2, "cost_usd": 0.01})
 	w.runner.Ask(r, "Which database?", true)

@@ -24,6 +24,7 @@ import { message, useAction, useDebounced, useLoad, type Loaded } from "../load"
 import { subscribe } from "../realtime";
 import { prefetchTranscript, Report, Runs } from "../runs/runs";
 import { Timeline } from "../timeline";
+import { waits } from "../cards";
 import { Ago, Alert, Badge, Disclosure, epicStates, permissionsOrNone, stateNames, ticketMoves, useConfirm } from "../ui";
 
 interface Details {
@@ -413,7 +414,7 @@ function FlowSection({ d, canWrite, onChange, changes, changesRead, View, viewEr
       <p data-testid="flow-status">
         Pipeline {f.pipeline} v{f.pipeline_version} · stage <strong>{f.stage}</strong> · iteration {f.iteration} of {f.max_iterations} ·{" "}
         {f.status}
-        {f.waiting && <> · waits for {f.waiting}</>}
+        {f.waiting && <> · {waits(f)}</>}
         {f.attention && (
           <>
             {" "}
