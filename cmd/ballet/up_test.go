@@ -53,9 +53,18 @@ func startUp(t *testing.T, more string) *upProc {
 	if err := os.WriteFile(filepath.Join(dir, "knowledge.toml"), []byte(fmt.Sprintf("[http]\naddr = %q\n", kaddr)), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return startUpIn(t, dir, addr, kaddr, nil)
+}
+
+// startUpIn runs `ballet up` in dir, on its ballet.toml and
+// knowledge.toml (Core on addr, Knowledge on kaddr), with env added to
+// the test's environment.
+func startUpIn(t *testing.T, dir, addr, kaddr string, env []string) *upProc {
+	t.Helper()
 	u := &upProc{t: t, addr: addr, kaddr: kaddr, dir: dir, changed: make(chan struct{}), exited: make(chan struct{})}
 	u.cmd = exec.Command(binary, "up", "--config", "ballet.toml", "--knowledge-config", "knowledge.toml")
 	u.cmd.Dir = dir
+	u.cmd.Env = append(os.Environ(), env...)
 	stderr, err := u.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
