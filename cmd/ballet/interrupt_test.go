@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -40,7 +41,11 @@ stages:
 //     session goes on undisturbed — its one run succeeds;
 //   - runner: kill -9 of the runner alone: ballet up starts it again, the
 //     same runner, and Core ends the run it held at once
-//     (runner_restart), not after [runs] grace.
+//     (runner_restart), not after [runs] grace;
+//   - up: kill -9 of ballet up (its children get SIGTERM: the runner
+//     drains while Core stops), then up started again: the old runner's
+//     run ends interrupted (runner_restart or runner_drain, whichever
+//     reaches the new Core first) and the old runner is gone in the end.
 //
 // The interrupted stage runs again from its checkpoint, in the same
 // iteration.
@@ -54,6 +59,7 @@ func TestUpRestartedMidStage(t *testing.T) {
 		{"drain", []string{"runner_drain"}},
 		{"core", nil},
 		{"runner", []string{"runner_restart"}},
+		{"up", nil}, // checked below: runner_drain or runner_restart
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -134,6 +140,17 @@ command = %q
 					t.Fatal(err)
 				}
 				u.line(`^ballet up: Core is back`)
+			case "up": // kill -9 of ballet up: its children get SIGTERM
+				orphan := u.nthPid(`^ballet up: runner started \(pid (\d+)\)`, 1)
+				if err := u.cmd.Process.Kill(); err != nil {
+					t.Fatal(err)
+				}
+				_ = u.wait()
+				u = startUpIn(t, dir, addr, kaddr, env)
+				u.line(`^ballet up: Ballet is up`)
+				// The old runner drained alone; it ends once its finish is
+				// answered by the new Core.
+				defer a.await("the old runner (pid "+strconv.Itoa(orphan)+") gone", func() bool { return !alive(orphan) })
 			case "runner":
 				pid := u.nthPid(`^ballet up: runner started \(pid (\d+)\)`, 1)
 				if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
@@ -182,6 +199,9 @@ command = %q
 				case !last:
 					reasons = append(reasons, r.Reason)
 				}
+			}
+			if c.name == "up" && len(reasons) == 1 && (reasons[0] == "runner_drain" || reasons[0] == "runner_restart") {
+				c.reasons = reasons
 			}
 			if strings.Join(reasons, ",") != strings.Join(c.reasons, ",") {
 				t.Errorf("interrupted runs' reasons %v, want %v (runs %+v)", reasons, c.reasons, runs.Runs)
