@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -55,8 +56,15 @@ SIGINT or SIGTERM stops both: the runner first (it drains its sessions for
 [runner] drain; a second signal stops them at once; either way they end
 interrupted and run again at the next start), then Core. The runner's
 token is kept in up-runner-token next to the bootstrap token: started
-again, the runner is the same runner. When Core
-exits, the runner is stopped too. 'ballet serve' and 'ballet runner' remain
+again, the runner is the same runner.
+
+Core or the runner killed by a signal ballet up did not send (kill -9, the
+OOM killer, a crash) is started again at once, at most 5 times in 10
+minutes: while Core restarts the runner's sessions go on, retrying their
+calls until Core answers; a runner started again is the same runner, and
+Core ends at once the runs its predecessor held (interrupted, run again).
+When Core exits by itself, or dies once more than that, the runner is
+stopped too and ballet up exits. 'ballet serve' and 'ballet runner' remain
 for real deployments.
 
 Exit status: 0 after a stop, 1 when a port clashes, a child cannot start
@@ -212,6 +220,7 @@ func upCmd(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "ballet up: Ballet is up: %s/api/v1 (bootstrap token in %s). Ctrl-C stops it.\n", base, tokenFile)
 
 	runnerDone := run.done
+	coreRestarts, runnerRestarts := &restarts{}, &restarts{}
 	for {
 		select {
 		case <-knowDone:
@@ -219,15 +228,41 @@ func upCmd(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "ballet up: the Knowledge service stopped (%s); Core keeps running\n", know.state())
 		case <-runnerDone:
 			runnerDone = nil
-			fmt.Fprintf(stderr, "ballet up: the runner stopped (%s); Core keeps running\n", run.state())
-		case <-core.done:
-			fmt.Fprintf(stderr, "ballet up: Core stopped (%s); stopping the runner and the Knowledge service\n", core.state())
-			run.stop()
-			stopKnowledge()
-			if core.exitCode() != 0 {
-				return 1
+			if !run.crashed() || !runnerRestarts.allow(time.Now()) {
+				fmt.Fprintf(stderr, "ballet up: the runner stopped (%s); Core keeps running\n", run.state())
+				continue
 			}
-			return 0
+			// A runner killed is started again at once: with the same token
+			// it is the same runner, and Core ends the runs it held
+			// (interrupted, runner_restart) instead of waiting for the grace.
+			fmt.Fprintf(stderr, "ballet up: the runner stopped (%s); starting it again\n", run.state())
+			if run, err = startChild(self, append(append([]string{"runner"}, configArgs...), "--server", base, "--keep-going"), env, out.prefix("runner | ")); err != nil {
+				return fail("starting the runner again: %v", err)
+			}
+			fmt.Fprintf(stderr, "ballet up: runner started (pid %d)\n", run.cmd.Process.Pid)
+			runnerDone = run.done
+		case <-core.done:
+			if !core.crashed() || !coreRestarts.allow(time.Now()) {
+				fmt.Fprintf(stderr, "ballet up: Core stopped (%s); stopping the runner and the Knowledge service\n", core.state())
+				run.stop()
+				stopKnowledge()
+				return core.exitCode()
+			}
+			// A Core that died (killed, crashed) is started again at once;
+			// the runner and its sessions go on meanwhile, retrying their
+			// calls until Core answers again.
+			fmt.Fprintf(stderr, "ballet up: Core stopped (%s); starting it again (the runner's sessions go on)\n", core.state())
+			if core, err = startChild(self, append([]string{"serve"}, configArgs...), childEnv, out.prefix("core | ")); err != nil {
+				return fail("starting Core again: %v", err)
+			}
+			fmt.Fprintf(stderr, "ballet up: Core started (pid %d) on %s\n", core.cmd.Process.Pid, base)
+			ctx, cancel := context.WithTimeout(context.Background(), upReady)
+			err = waitHealthy(ctx, "Core", core, sig, func() (bool, error) { return answers(base + "/readyz"), nil })
+			cancel()
+			if err != nil {
+				return fail("%v", err)
+			}
+			fmt.Fprintf(stderr, "ballet up: Core is back: %s/api/v1\n", base)
 		case <-sig:
 			fmt.Fprintln(stderr, "ballet up: stopping the runner, then the Knowledge service and Core (a second signal stops the runner's sessions at once)")
 			go func() {
@@ -242,12 +277,41 @@ func upCmd(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// restarts bounds how often ballet up starts a dead child again: at most
+// upRestarts times in upRestartWindow (a child that dies at every start
+// stops ballet up instead of looping).
+type restarts struct{ at []time.Time }
+
+const (
+	upRestarts      = 5
+	upRestartWindow = 10 * time.Minute
+)
+
+// allow records a restart at now when fewer than upRestarts happened in
+// the window before it.
+func (r *restarts) allow(now time.Time) bool {
+	kept := r.at[:0]
+	for _, t := range r.at {
+		if now.Sub(t) < upRestartWindow {
+			kept = append(kept, t)
+		}
+	}
+	r.at = kept
+	if len(r.at) >= upRestarts {
+		return false
+	}
+	r.at = append(r.at, now)
+	return true
+}
+
 // child is a process ballet up started.
 type child struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed once it exited and its output is read
 	err  error
 	out  sync.WaitGroup
+	// stopping: ballet up sent it SIGTERM to stop it.
+	stopping atomic.Bool
 
 	mu   sync.Mutex
 	last string // its last line of output: why it stopped, when it says
@@ -301,9 +365,18 @@ func (c *child) signal(s syscall.Signal) { _ = procgroup.Signal(c.cmd.Process.Pi
 // stop sends SIGTERM and waits for the exit; it returns 0 when the child
 // stopped cleanly, else 1.
 func (c *child) stop() int {
+	c.stopping.Store(true)
 	c.signal(syscall.SIGTERM)
 	<-c.done
 	return c.exitCode()
+}
+
+// crashed reports whether the child died by a signal it did not get from
+// ballet up (kill -9, the OOM killer, a crash): ballet up starts it again.
+// A child that exited by itself, with any status, is not started again.
+func (c *child) crashed() bool {
+	ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && !c.stopping.Load()
 }
 
 func (c *child) exitCode() int {

@@ -53,9 +53,18 @@ func startUp(t *testing.T, more string) *upProc {
 	if err := os.WriteFile(filepath.Join(dir, "knowledge.toml"), []byte(fmt.Sprintf("[http]\naddr = %q\n", kaddr)), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return startUpIn(t, dir, addr, kaddr, nil)
+}
+
+// startUpIn runs `ballet up` in dir, on its ballet.toml and
+// knowledge.toml (Core on addr, Knowledge on kaddr), with env added to
+// the test's environment.
+func startUpIn(t *testing.T, dir, addr, kaddr string, env []string) *upProc {
+	t.Helper()
 	u := &upProc{t: t, addr: addr, kaddr: kaddr, dir: dir, changed: make(chan struct{}), exited: make(chan struct{})}
 	u.cmd = exec.Command(binary, "up", "--config", "ballet.toml", "--knowledge-config", "knowledge.toml")
 	u.cmd.Dir = dir
+	u.cmd.Env = append(os.Environ(), env...)
 	stderr, err := u.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -113,6 +122,36 @@ func (u *upProc) line(re string) []string {
 			u.t.Fatalf("ballet up exited (%v) without printing %q", u.err, re)
 		case <-deadline:
 			u.t.Fatalf("ballet up did not print %q", re)
+		}
+	}
+}
+
+// nthPid waits for the n-th line (from 1) matching re and returns the
+// pid it names (re's first submatch).
+func (u *upProc) nthPid(re string, n int) int {
+	u.t.Helper()
+	rx := regexp.MustCompile(re)
+	deadline := time.After(upGuard)
+	for {
+		u.mu.Lock()
+		seen := 0
+		for _, l := range u.lines {
+			if m := rx.FindStringSubmatch(l); m != nil {
+				if seen++; seen == n {
+					u.mu.Unlock()
+					pid, _ := strconv.Atoi(m[1])
+					return pid
+				}
+			}
+		}
+		ch := u.changed
+		u.mu.Unlock()
+		select {
+		case <-ch:
+		case <-u.exited:
+			u.t.Fatalf("ballet up exited (%v) before its line %d matching %q", u.err, n, re)
+		case <-deadline:
+			u.t.Fatalf("ballet up did not print line %d matching %q", n, re)
 		}
 	}
 }
@@ -224,22 +263,50 @@ func TestUpStartsCoreAndRunner(t *testing.T) {
 	}
 }
 
-// When Core exits, ballet up stops the runner and exits with Core's
-// failure.
-func TestUpStopsWhenCoreExits(t *testing.T) {
+// Core killed (kill -9) is started again at once, on the same address,
+// while the runner goes on; the runner killed is started again too. Core
+// exiting by itself (SIGTERM sent to it, not to ballet up) stops ballet
+// up, the runner and the Knowledge service with it.
+func TestUpRestartsAKilledChild(t *testing.T) {
 	t.Parallel()
 	u := startUp(t, "")
 	core, _ := strconv.Atoi(u.line(`^ballet up: Core started \(pid (\d+)\)`)[1])
+	run, _ := strconv.Atoi(u.line(`^ballet up: runner started \(pid (\d+)\)`)[1])
 	u.line(`^ballet up: Ballet is up`)
+	killed := time.Now()
 	if err := syscall.Kill(core, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	u.line(`^ballet up: Core stopped \(signal: killed\)`)
-	if err := u.wait(); err == nil {
-		t.Error("ballet up exited 0 after Core was killed")
+	u.line(`^ballet up: Core stopped \(signal: killed\); starting it again`)
+	noticed := time.Since(killed)
+	u.line(`^ballet up: Core is back`)
+	back := time.Since(killed)
+	core2 := u.nthPid(`^ballet up: Core started \(pid (\d+)\)`, 2)
+	if core2 == core || !alive(core2) || !alive(run) {
+		t.Fatalf("after kill -9 of Core (%d): Core %d alive %v, the runner %d alive %v", core, core2, alive(core2), run, alive(run))
+	}
+	if st := getJSON(t, "http://"+u.addr+"/readyz", "", nil); st != 200 {
+		t.Fatalf("/readyz of the new Core: %d", st)
+	}
+	t.Logf("Core killed: noticed after %s, serving again after %s", noticed.Round(time.Millisecond), back.Round(time.Millisecond))
+	if err := syscall.Kill(run, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	u.line(`^ballet up: the runner stopped \(signal: killed\); starting it again`)
+	run2 := u.nthPid(`^ballet up: runner started \(pid (\d+)\)`, 2)
+	if run2 == run || !alive(run2) {
+		t.Fatalf("the runner was not started again (pid %d, alive %v)", run2, alive(run2))
+	}
+	// Core stopped by someone else than ballet up: up stops.
+	if err := syscall.Kill(core2, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	u.line(`^ballet up: Core stopped \(exit status 0\); stopping the runner and the Knowledge service`)
+	if err := u.wait(); err != nil {
+		t.Errorf("ballet up after Core stopped cleanly: %v", err)
 	}
 	for _, name := range []string{"runner", "Knowledge service"} {
-		if m := regexp.MustCompile(name + ` started \(pid (\d+)\)`).FindStringSubmatch(u.output()); m != nil {
+		for _, m := range regexp.MustCompile(name+` started \(pid (\d+)\)`).FindAllStringSubmatch(u.output(), -1) {
 			if pid, _ := strconv.Atoi(m[1]); alive(pid) {
 				t.Errorf("the %s (pid %d) outlived ballet up", name, pid)
 			}

@@ -252,6 +252,7 @@ func (s *Service) Heartbeat(ctx context.Context, r Run) (runproto.HeartbeatReply
 }
 
 // requireRunning is 409 for a run that is not running (queued, or final).
+// The runner reads ", not running" in the message: its run heartbeats stop.
 func requireRunning(r Run) error {
 	if r.Status != StatusRunning {
 		return apperr.New(apperr.Conflict, "run %s is %s, not running", r.ID, r.Status)

@@ -51,7 +51,6 @@ const (
 
 // Why a run was interrupted (Run.Reason): the runner protocol's reasons.
 const (
-	ReasonCoreRestart   = runproto.ReasonCoreRestart
 	ReasonRunnerRestart = runproto.ReasonRunnerRestart
 	ReasonRunnerLost    = runproto.ReasonRunnerLost
 	ReasonRunnerDrain   = runproto.ReasonRunnerDrain

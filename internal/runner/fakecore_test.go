@@ -50,7 +50,18 @@ type fakeCore struct {
 	// each, before it takes one.
 	finishRefuse []int
 	samples      int
+	// down, while set, plays a Core that is down for the runner's routes
+	// (/runners, /runs): its status for each call (503: Core restarting
+	// behind a proxy), or unreachable (the connection dropped unanswered).
+	down int
+	// loseAnswers, per route kind ("heartbeat", "log", "usage",
+	// "finish"), applies that many next calls and then answers 503: the
+	// answer lost, as when Core dies right after it wrote.
+	loseAnswers map[string]int
 }
+
+// unreachable is fakeCore.down for a Core nobody answers.
+const unreachable = -1
 
 type fcRequest struct {
 	Method, Path string
@@ -102,7 +113,7 @@ type fcFinish struct {
 
 func newFakeCore(t testing.TB) *fakeCore {
 	fc := &fakeCore{t: t, runnerToken: "ballet_runner_" + uuid.NewString(), logLimit: 8 << 20,
-		changed: make(chan struct{}), runs: map[string]*fcRun{}, byToken: map[string]*fcRun{}}
+		changed: make(chan struct{}), runs: map[string]*fcRun{}, byToken: map[string]*fcRun{}, loseAnswers: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/v1/runners", fc.register)
 	mux.HandleFunc("POST /api/v1/runners/{runner}/heartbeat", fc.heartbeat)
@@ -124,7 +135,27 @@ func (fc *fakeCore) record(h http.Handler) http.Handler {
 		b, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(strings.NewReader(string(b)))
 		sw := &statusWriter{ResponseWriter: w, status: 200}
-		h.ServeHTTP(sw, r)
+		fc.mu.Lock()
+		down, kind := fc.down, routeKind(r.URL.Path)
+		lose := kind != "" && fc.loseAnswers[kind] > 0
+		if lose {
+			fc.loseAnswers[kind]--
+		}
+		fc.mu.Unlock()
+		switch {
+		case down == unreachable && kind != "":
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				conn.Close()
+			}
+			sw.status = 0
+		case down != 0 && kind != "":
+			writeError(sw, down, "Core is restarting")
+		case lose:
+			h.ServeHTTP(httptest.NewRecorder(), r) // applied, its answer lost
+			writeError(sw, http.StatusServiceUnavailable, "the answer was lost")
+		default:
+			h.ServeHTTP(sw, r)
+		}
 		if len(b) > 64<<10 {
 			b = b[:64<<10]
 		}
@@ -133,6 +164,22 @@ func (fc *fakeCore) record(h http.Handler) http.Handler {
 		})
 	})
 }
+
+// routeKind names the runner's routes an outage affects ("" for the
+// others: MCP, which the session calls, not the runner).
+func routeKind(path string) string {
+	switch {
+	case strings.HasPrefix(path, "/api/v1/runners"):
+		return "runner"
+	case strings.HasPrefix(path, "/api/v1/runs/"):
+		return path[strings.LastIndex(path, "/")+1:]
+	}
+	return ""
+}
+
+// setDown starts (status ≠ 0) or ends (0) an outage of the runner's
+// routes.
+func (fc *fakeCore) setDown(status int) { fc.update(func() { fc.down = status }) }
 
 type statusWriter struct {
 	http.ResponseWriter
@@ -378,7 +425,12 @@ func (fc *fakeCore) runHeartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var cancelled bool
-	fc.update(func() { run.Heartbeats++; cancelled = run.Cancel })
+	var status string
+	fc.update(func() { run.Heartbeats++; cancelled, status = run.Cancel, run.Status })
+	if status != "running" { // as Core's run.requireRunning says it
+		writeError(w, http.StatusConflict, fmt.Sprintf("run %s is %s, not running", run.ID, status))
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]bool{"cancelled": cancelled})
 }
 

@@ -44,8 +44,11 @@ type uploader struct {
 	dropped  int64  // bytes not accepted
 	closed   bool   // no more writes; run ends once buf is sent
 	stopped  bool   // Core refused: nothing more is sent
-	wake     chan struct{}
-	done     chan struct{}
+	// unreachable: the last try failed as a Core that is down does (a
+	// transport error, 503…): flush then waits longer.
+	unreachable bool
+	wake        chan struct{}
+	done        chan struct{}
 }
 
 func newUploader(post logPoster, clk clock.Clock, log *slog.Logger, limit int64, retry retryPolicy) *uploader {
@@ -122,6 +125,7 @@ func (u *uploader) run(ctx context.Context) {
 		case err == nil:
 			attempt = 0
 			u.mu.Lock()
+			u.unreachable = false
 			u.buf = u.buf[n:]
 			u.offset += int64(n)
 			if ans.Truncated { // Core keeps nothing more
@@ -136,6 +140,9 @@ func (u *uploader) run(ctx context.Context) {
 				return
 			}
 		case protocol.Retryable(err):
+			u.mu.Lock()
+			u.unreachable = true
+			u.mu.Unlock()
 			if !sleep(ctx, u.clock, u.retry.delay(attempt)) {
 				return
 			}
@@ -183,16 +190,32 @@ func (u *uploader) stop(why string, err error) {
 }
 
 // flush closes the uploader and waits until the log is sent, at most
-// wait on the clock.
-func (u *uploader) flush(ctx context.Context, wait time.Duration) {
+// wait on the clock — or, while Core is unreachable, up to outage: the
+// log's end must reach Core before the run's finish (a finished run's log
+// takes nothing more), and a Core restarting is soon back.
+func (u *uploader) flush(ctx context.Context, wait, outage time.Duration) {
 	u.close()
-	t := u.clock.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-u.done:
-	case <-t.C():
-		u.log.Warn("session log: Core did not take the whole log in time; the rest is dropped", "waited", wait)
-	case <-ctx.Done():
+	start := u.clock.Now()
+	for next := wait; ; {
+		t := u.clock.NewTimer(next)
+		select {
+		case <-u.done:
+			t.Stop()
+			return
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		u.mu.Lock()
+		down := u.unreachable
+		u.mu.Unlock()
+		waited := u.clock.Now().Sub(start)
+		if !down || waited >= outage {
+			u.log.Warn("session log: Core did not take the whole log in time; the rest is dropped", "waited", waited)
+			return
+		}
+		next = min(wait, outage-waited)
 	}
 }
 

@@ -94,7 +94,7 @@ func TestUploaderSendsEverythingInChunks(t *testing.T) {
 		want.Write(line)
 		_, _ = u.Write(line)
 	}
-	u.flush(context.Background(), time.Hour)
+	u.flush(context.Background(), time.Hour, time.Hour)
 	got, _, sizes := c.snapshot()
 	if !bytes.Equal(got, want.Bytes()) {
 		t.Errorf("Core got %d bytes, want %d", len(got), want.Len())
@@ -129,7 +129,7 @@ func TestUploaderRetriesThenGivesUpOnRefusal(t *testing.T) {
 	clk.BlockUntil(1)
 	clk.Advance(2 * time.Second)
 	<-c.posted
-	u.flush(context.Background(), time.Hour)
+	u.flush(context.Background(), time.Hour, time.Hour)
 	if got, posts, _ := c.snapshot(); string(got) != "hello\n" || len(posts) != 3 {
 		t.Errorf("Core has %q after %d posts", got, len(posts))
 	}
@@ -157,7 +157,7 @@ func TestUploaderStopsAtTheLimit(t *testing.T) {
 		t.Errorf("buffered %d, dropped %d; want 11 and 14", len(u.buf), u.dropped)
 	}
 	runUploader(t, u)
-	u.flush(context.Background(), time.Hour)
+	u.flush(context.Background(), time.Hour, time.Hour)
 	if got, posts, _ := c.snapshot(); len(got) != 10 || len(posts) != 1 {
 		t.Errorf("Core holds %d bytes after %d posts", len(got), len(posts))
 	}
@@ -182,7 +182,7 @@ func TestUploaderNeverBlocksTheSession(t *testing.T) {
 	}
 	u.mu.Unlock()
 	flushed := make(chan struct{})
-	go func() { u.flush(context.Background(), 30*time.Second); close(flushed) }()
+	go func() { u.flush(context.Background(), 30*time.Second, 30*time.Second); close(flushed) }()
 	clk.BlockUntil(1)
 	clk.Advance(30 * time.Second)
 	<-flushed
@@ -199,7 +199,7 @@ func TestUploaderBridgesAGap(t *testing.T) {
 	c.answers = []error{&protocol.Error{Status: http.StatusConflict, Message: "the log holds 5 bytes; a chunk must start there"}}
 	runUploader(t, u)
 	_, _ = u.Write([]byte("next\n"))
-	u.flush(context.Background(), time.Hour)
+	u.flush(context.Background(), time.Hour, time.Hour)
 	got, posts, _ := c.snapshot()
 	if want := "01234\n[ballet runner: 5 bytes of this log were lost on the way to Core]\nnext\n"; string(got) != want || posts[1] != 5 {
 		t.Errorf("Core holds %q (posts at %v), want %q", got, posts, want)

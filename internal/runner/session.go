@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -125,7 +126,7 @@ func (s *session) run(life context.Context) {
 	go up.run(upCtx)
 
 	e := s.work(life, up)
-	up.flush(life, r.timing.LogFlush)
+	up.flush(life, r.timing.LogFlush, r.timing.FinishFor)
 	stopUpload()
 
 	run, ok := s.finish(life, e)
@@ -454,10 +455,26 @@ func (s *session) heartbeats(ctx context.Context) {
 		case err == nil, ctx.Err() != nil:
 		case st == http.StatusUnauthorized || st == http.StatusForbidden || st == http.StatusNotFound:
 			s.stop(fmt.Sprintf("the run is no longer this runner's (Core answered %d to its heartbeat)", st))
+		case runEnded(err):
+			// Core ended the run: its finish was taken (the session is
+			// being cleaned up), or Core gave it up. Nothing more to keep
+			// alive: the loop ends, a session still working is stopped.
+			s.log.Info("Core says the run has ended; its heartbeats stop", "err", err)
+			s.stop("the run has ended in Core: " + err.Error())
+			return
 		default:
 			s.log.Warn("run heartbeat failed", "err", err)
 		}
 	}
+}
+
+// runEnded reports whether err is Core's 409 for a run that is no longer
+// running (succeeded, failed, cancelled or interrupted): run.requireRunning
+// says "is <status>, not running". A 409 for a concurrent change (the run
+// still running) says "retry" and is not one.
+func runEnded(err error) bool {
+	var pe *protocol.Error
+	return errors.As(err, &pe) && pe.Status == http.StatusConflict && strings.Contains(pe.Message, ", not running")
 }
 
 // told records the usage the CLI's output has told so far.

@@ -29,10 +29,12 @@ const (
 )
 
 // The reasons of an interrupted run. A runner names the ones it sees
-// (FinishIn.Interrupted: ReasonRunnerDrain, ReasonSandboxStart); Core
-// decides the others.
+// (FinishIn.Interrupted: ReasonRunnerDrain, ReasonSandboxStart,
+// ReasonProviderLimit); Core decides the others. A Core restart is none:
+// it does not end a session (its runner retries its calls until Core is
+// back), and a runner that never reached Core again leaves its run to
+// ReasonRunnerLost.
 const (
-	ReasonCoreRestart   = "core_restart"   // Core restarted and the session could not go on
 	ReasonRunnerRestart = "runner_restart" // the runner restarted: its sessions died with it
 	ReasonRunnerLost    = "runner_lost"    // the runner went silent past its grace
 	ReasonRunnerDrain   = "runner_drain"   // the runner was stopped (SIGTERM) and drained its sessions
@@ -42,10 +44,10 @@ const (
 )
 
 // Reasons lists every reason an interrupted run may carry.
-var Reasons = []string{ReasonCoreRestart, ReasonRunnerRestart, ReasonRunnerLost, ReasonRunnerDrain, ReasonKillSwitch, ReasonSandboxStart, ReasonProviderLimit}
+var Reasons = []string{ReasonRunnerRestart, ReasonRunnerLost, ReasonRunnerDrain, ReasonKillSwitch, ReasonSandboxStart, ReasonProviderLimit}
 
 // RunnerReasons are the reasons a runner may name in its finish.
-var RunnerReasons = []string{ReasonRunnerDrain, ReasonSandboxStart, ReasonCoreRestart, ReasonProviderLimit}
+var RunnerReasons = []string{ReasonRunnerDrain, ReasonSandboxStart, ReasonProviderLimit}
 
 // The protocol's limits: Core refuses what is beyond them, the runner keeps
 // within them.

@@ -1,0 +1,257 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ballet/ballet/internal/fakemodel"
+	"github.com/ballet/ballet/internal/testkit/agenttest"
+	"github.com/ballet/ballet/internal/testkit/apitest"
+)
+
+// interruptPipeline is one agent stage: done ends the flow, anything
+// else asks a question.
+const interruptPipeline = `max_iterations: 3
+stages:
+  - id: implement
+    kind: agent
+    name: Implement
+    next: {done: $done, failed: $question, blocked: $question}
+`
+
+// TestUpRestartedMidStage: a ticket whose `ballet up` is disturbed while
+// its agent stage runs (the real claude-code, against the fake model's
+// slow-work scenario) still ends done in iteration 1, with no question:
+//   - drain: SIGTERM to ballet up, which drains its runner (the session
+//     ends interrupted, runner_drain), then up started again;
+//   - core: kill -9 of Core alone: ballet up starts it again and the
+//     session goes on undisturbed — its one run succeeds;
+//   - runner: kill -9 of the runner alone: ballet up starts it again, the
+//     same runner, and Core ends the run it held at once
+//     (runner_restart), not after [runs] grace;
+//   - up: kill -9 of ballet up (its children get SIGTERM: the runner
+//     drains while Core stops), then up started again: the old runner's
+//     run ends interrupted (runner_restart or runner_drain, whichever
+//     reaches the new Core first) and the old runner is gone in the end.
+//
+// The interrupted stage runs again from its checkpoint, in the same
+// iteration.
+func TestUpRestartedMidStage(t *testing.T) {
+	t.Parallel()
+	claude := agenttest.Claude(t)
+	for _, c := range []struct {
+		name    string
+		reasons []string // the interrupted runs' reasons, in order
+	}{
+		{"drain", []string{"runner_drain"}},
+		{"core", nil},
+		{"runner", []string{"runner_restart"}},
+		{"up", nil}, // checked below: runner_drain or runner_restart
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			fm := fakemodel.New()
+			srv := httptest.NewServer(fm)
+			t.Cleanup(func() { fm.Close(); srv.Close() })
+			// Outside /tmp: the sandbox gives sessions a private /tmp.
+			dir, err := os.MkdirTemp("/var/tmp", "ballet-interrupt-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			addr, kaddr := freeAddr(t), freeAddr(t)
+			cfg := fmt.Sprintf(`[http]
+addr = %q
+[knowledge]
+url = %q
+[jobs]
+poll = "50ms"
+[runner]
+drain = "1s"
+heartbeat = "500ms"
+pass_env = ["CLAUDE_CODE_MAX_RETRIES"]
+[runs]
+grace = "20s"
+[adapters.claude-code]
+command = %q
+model = "claude-sonnet-4-5"
+[adapters.opencode]
+command = %q
+`, addr, "http://"+kaddr, claude, filepath.Join(dir, "no-opencode"))
+			if err := os.WriteFile(filepath.Join(dir, "ballet.toml"), []byte(cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "knowledge.toml"), []byte(fmt.Sprintf("[http]\naddr = %q\n", kaddr)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			env := []string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=sk-test-fake-model", "CLAUDE_CODE_MAX_RETRIES=1"}
+			u := startUpIn(t, dir, addr, kaddr, env)
+			u.line(`^ballet up: Ballet is up`)
+			boot, err := os.ReadFile(filepath.Join(dir, "data", "bootstrap-token"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := &testAPI{t: t, base: "http://" + addr, token: strings.TrimSpace(string(boot))}
+			repo := apitest.NewGitRepo(t)
+			a.must(201, "POST", "/api/v1/orgs", map[string]any{"slug": "acme", "name": "Acme"}, nil)
+			a.must(201, "POST", "/api/v1/orgs/acme/projects", map[string]any{"key": "ACME", "name": "Acme",
+				"repository": map[string]any{"forge": "git", "url": repo.Bare}}, nil)
+			a.must(200, "PUT", "/api/v1/projects/ACME/pipelines/default", map[string]any{"version": 0, "yaml": interruptPipeline}, nil)
+			a.must(201, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "Work slowly", "state": "ready",
+				"description": "Do the work. " + fakemodel.Marker("slow-work", "steps=6", "sleep=2")}, nil)
+
+			// Mid-stage: the model has served the session two steps.
+			a.await("the session in its second step", func() bool {
+				for _, s := range fm.Sessions() {
+					if s.Scenario == "slow-work" && s.Turns >= 2 {
+						return true
+					}
+				}
+				return false
+			})
+			disturbed := time.Now()
+			switch c.name {
+			case "drain":
+				if err := u.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+				if err := u.wait(); err != nil {
+					t.Fatalf("ballet up after SIGTERM: %v", err)
+				}
+				u = startUpIn(t, dir, addr, kaddr, env)
+				u.line(`^ballet up: Ballet is up`)
+			case "core":
+				pid := u.nthPid(`^ballet up: Core started \(pid (\d+)\)`, 1)
+				if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+				u.line(`^ballet up: Core is back`)
+			case "up": // kill -9 of ballet up: its children get SIGTERM
+				orphan := u.nthPid(`^ballet up: runner started \(pid (\d+)\)`, 1)
+				if err := u.cmd.Process.Kill(); err != nil {
+					t.Fatal(err)
+				}
+				_ = u.wait()
+				u = startUpIn(t, dir, addr, kaddr, env)
+				u.line(`^ballet up: Ballet is up`)
+				// The old runner drained alone; it ends once its finish is
+				// answered by the new Core.
+				defer a.await("the old runner (pid "+strconv.Itoa(orphan)+") gone", func() bool { return !alive(orphan) })
+			case "runner":
+				pid := u.nthPid(`^ballet up: runner started \(pid (\d+)\)`, 1)
+				if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+				u.line(`^ballet up: the runner stopped \(signal: killed\); starting it again`)
+			}
+			var f struct {
+				Status    string
+				Iteration int
+				Waiting   string
+			}
+			a.await("the flow done", func() bool {
+				a.must(200, "GET", "/api/v1/items/ACME-1/flow", nil, &f)
+				if f.Status == "failed" || f.Waiting == "answer" {
+					t.Fatalf("the flow ended %+v", f)
+				}
+				return f.Status == "done"
+			})
+			done := time.Since(disturbed)
+			if f.Iteration != 1 {
+				t.Errorf("the flow ended in iteration %d, want 1", f.Iteration)
+			}
+			var qs struct{ Questions []json.RawMessage }
+			a.must(200, "GET", "/api/v1/items/ACME-1/questions", nil, &qs)
+			if len(qs.Questions) != 0 {
+				t.Errorf("questions on the ticket: %s", qs.Questions)
+			}
+			var runs struct {
+				Runs []struct {
+					ID, Stage, Status, Reason string
+					Iteration                 int
+				}
+			}
+			a.must(200, "GET", "/api/v1/items/ACME-1/runs", nil, &runs)
+			var reasons []string
+			for i, r := range runs.Runs {
+				last := i == len(runs.Runs)-1
+				switch {
+				case r.Iteration != 1 || r.Stage != "implement":
+					t.Errorf("run %d: stage %s iteration %d", i, r.Stage, r.Iteration)
+				case last && r.Status != "succeeded":
+					t.Errorf("the last run is %s, want succeeded", r.Status)
+				case !last && r.Status != "interrupted":
+					t.Errorf("run %d is %s (%s), want interrupted", i, r.Status, r.Reason)
+				case !last:
+					reasons = append(reasons, r.Reason)
+				}
+			}
+			if c.name == "up" && len(reasons) == 1 && (reasons[0] == "runner_drain" || reasons[0] == "runner_restart") {
+				c.reasons = reasons
+			}
+			if strings.Join(reasons, ",") != strings.Join(c.reasons, ",") {
+				t.Errorf("interrupted runs' reasons %v, want %v (runs %+v)", reasons, c.reasons, runs.Runs)
+			}
+			t.Logf("%s: %d runs (interrupted: %v), done %s after the disturbance, %s in all",
+				c.name, len(runs.Runs), reasons, done.Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
+		})
+	}
+}
+
+// testAPI calls Core's API as the platform admin.
+type testAPI struct {
+	t           *testing.T
+	base, token string
+}
+
+func (a *testAPI) must(want int, method, path string, body, out any) {
+	a.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, a.base+path, rd)
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		a.t.Fatalf("%s %s: %d %s (want %d)", method, path, resp.StatusCode, b, want)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			a.t.Fatalf("%s %s: %v: %s", method, path, err, b)
+		}
+	}
+}
+
+// await polls cond until it holds, failing after upGuard (a hang, not a
+// speed limit).
+func (a *testAPI) await(what string, cond func() bool) {
+	a.t.Helper()
+	for deadline := time.Now().Add(upGuard); !cond(); {
+		if time.Now().After(deadline) {
+			a.t.Fatalf("waited %s for %s", upGuard, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
