@@ -164,7 +164,7 @@ func Permanent(err error) error {
 }
 
 // snoozeError asks for the job to run again later, without counting as a
-// failed attempt (a poll that found nothing new yet).
+// failure (a poll that found nothing new yet).
 type snoozeError struct{ d time.Duration }
 
 func (s *snoozeError) Error() string { return fmt.Sprintf("snoozed for %s", s.d) }

@@ -212,12 +212,11 @@ func (o *Orchestrator) Abandon() {
 // that Run claims them again at once — along the path of an expired lease:
 // the interrupted claim counts as an expiry (not as a failure), and a job
 // at its ExpiryLimit becomes dead — instead of when the lease would have
-// run out. Call it before Run,
-// and only when no handler can be running for any claim: in the one process
-// that has a SQLite database open, at start (the claims are a previous
-// process's); in a new leader on rqlite, whose predecessors abandoned their
-// handlers before their lease ended, and whose own earlier terms' handlers
-// have all returned. It returns how many claims it ended.
+// run out. Call it before Run, and only when no handler can be running for
+// any claim: in the one process that has a SQLite database open, at start
+// (the claims are a previous process's); in a new leader on rqlite, whose
+// predecessors abandoned their handlers before their lease ended, and
+// whose own earlier terms' handlers have all returned. It returns how many claims it ended.
 func (o *Orchestrator) TakeBack(ctx context.Context) (int, error) {
 	now := o.clock.Now().UnixMilli()
 	rows, err := o.store.Query(ctx, `SELECT COALESCE(claimed_by, ''), COUNT(*) FROM jobs WHERE status = 'running' AND lease_until > ? GROUP BY claimed_by`, now)
@@ -272,9 +271,11 @@ type candidate struct {
 }
 
 // expired reports whether the candidate is a claim whose lease ran out
-// (its holder vanished), and dead whether that lost claim is one too many
-// in a row (ExpiryLimit).
+// (its holder vanished).
 func (c *candidate) expired() bool { return c.status == StatusRunning }
+
+// dead reports whether the candidate is a lost claim one too many in a row
+// (ExpiryLimit): it is not claimed again.
 func (c *candidate) dead() bool {
 	return c.expired() && c.expiries+1 >= ExpiryLimit(c.job.MaxAttempts)
 }
