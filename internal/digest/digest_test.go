@@ -592,7 +592,7 @@ func TestSend(t *testing.T) {
 		}
 		run := func(sub string, attempt int) error {
 			payload, _ := json.Marshal(digest.SendArgs{Digest: ids[sub]})
-			return reg["digest.send"](t.Context(), &job.Job{Kind: "digest.send", Payload: payload, Attempt: attempt, MaxAttempts: 3})
+			return reg["digest.send"](t.Context(), &job.Job{Kind: "digest.send", Payload: payload, Attempt: attempt, Failures: attempt - 1, MaxAttempts: 3})
 		}
 		if err := run("ann", 1); err != nil {
 			t.Fatal(err)

@@ -116,7 +116,7 @@ func (s *Sender) send(ctx context.Context, j *job.Job, a SendArgs) error {
 		}
 	}
 	if err := s.Mailer.Send(ctx, m); err != nil {
-		if j.MaxAttempts > 0 && j.Attempt >= j.MaxAttempts {
+		if j.LastTry() {
 			if rerr := s.record(ctx, r, StatusFailed, err.Error()); rerr != nil {
 				return errors.Join(err, rerr)
 			}

@@ -24,6 +24,31 @@ const (
 // DefaultMaxAttempts is used when a Spec leaves MaxAttempts at zero.
 const DefaultMaxAttempts = 20
 
+// When a job is dead. A job's attempt counts its claims and is their
+// fencing token; what ends a job are two other counts:
+//
+//   - failures, the handler's errors in a row (a success or a snooze starts
+//     again from zero): at MaxAttempts the job is dead. An error wrapped by
+//     Permanent, a panic or a missing handler makes it dead at once.
+//   - expiries, its claims in a row whose lease ran out without a result
+//     (the holder vanished: a Core restart, a lost leader; any recorded
+//     result starts again from zero): at ExpiryLimit(MaxAttempts) the job
+//     is dead instead of being claimed again. This is the poison pill's
+//     bound: a job whose handler takes its holder down each time must end,
+//     but restarts are no fault of the job, so it is higher than
+//     MaxAttempts.
+//
+// The backoff after a failure follows failures alone (Backoff), so claims
+// lost to restarts cost no delay.
+
+// ExpiriesPerAttempt is how many lost claims in a row a job may have per
+// attempt it may fail: ExpiryLimit is MaxAttempts times this.
+const ExpiriesPerAttempt = 2
+
+// ExpiryLimit returns how many claims in a row may run out without a
+// result before a job of maxAttempts is dead (the poison-pill bound).
+func ExpiryLimit(maxAttempts int) int { return ExpiriesPerAttempt * max(maxAttempts, 1) }
+
 // Spec describes a job to enqueue: the row it becomes. Jobs of the
 // domain are built from their Args with New (outside this package no code
 // but tests writes a Spec by hand: the lint test checks).
@@ -103,11 +128,17 @@ type Job struct {
 	ID          string
 	Kind        string
 	Payload     json.RawMessage
-	Attempt     int // 1 on the first run
-	MaxAttempts int
+	Attempt     int // the claim's number: 1 on the first run, +1 on every claim (also one after a lost lease)
+	Failures    int // the handler's errors in a row before this run (0 after a success or a snooze)
+	MaxAttempts int // failures in a row that make the job dead
 	DedupeKey   string
 	RunAt       time.Time
 }
+
+// LastTry reports whether a failure of this run makes the job dead: it
+// has failed MaxAttempts-1 times in a row. A handler that records its own
+// outcome (a mail's delivery) marks it final then.
+func (j *Job) LastTry() bool { return j.MaxAttempts > 0 && j.Failures+1 >= j.MaxAttempts }
 
 // Decode unmarshals the payload into v.
 func (j *Job) Decode(v any) error {
@@ -133,13 +164,14 @@ func Permanent(err error) error {
 }
 
 // snoozeError asks for the job to run again later, without counting as a
-// failed attempt (a poll that found nothing new yet).
+// failure (a poll that found nothing new yet).
 type snoozeError struct{ d time.Duration }
 
 func (s *snoozeError) Error() string { return fmt.Sprintf("snoozed for %s", s.d) }
 
 // Snooze returns the error a handler returns to run again after d, without
-// using up an attempt. Polling (a pull request's checks) is built on it.
+// counting as a failure (it resets the failures in a row, as a success
+// does). Polling (a pull request's checks) is built on it.
 func Snooze(d time.Duration) error { return &snoozeError{d: d} }
 
 // IsSnooze reports whether err asks for a later run (Snooze).
@@ -163,16 +195,17 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p)
 }
 
-// Backoff is the retry policy: the delay after the given failed attempt
-// (1-based) is 2^attempt seconds, at most limit.
-func Backoff(attempt int, limit time.Duration) time.Duration {
-	if attempt < 1 {
-		attempt = 1
+// Backoff is the retry policy: the delay after the given failure in a
+// row (1-based: a job's failures, counting the one just returned) is
+// 2^failures seconds, at most limit.
+func Backoff(failures int, limit time.Duration) time.Duration {
+	if failures < 1 {
+		failures = 1
 	}
-	if attempt > 30 {
+	if failures > 30 {
 		return limit
 	}
-	d := time.Duration(1<<attempt) * time.Second
+	d := time.Duration(1<<failures) * time.Second
 	if d > limit {
 		return limit
 	}

@@ -16,7 +16,9 @@ import (
 
 // Handler runs one job. It must be idempotent: after a crash the same job
 // runs again. Returning nil marks the job done; an error retries it after a
-// backoff; an error wrapped by Permanent marks it dead at once.
+// backoff (2^failures in a row s), until MaxAttempts failures in a row; an
+// error wrapped by Permanent marks it dead at once (see ExpiryLimit for
+// the whole rule).
 type Handler func(ctx context.Context, j *Job) error
 
 // Config holds the orchestrator's knobs ([jobs] in the configuration).
@@ -208,13 +210,13 @@ func (o *Orchestrator) Abandon() {
 
 // TakeBack ends, as of now, the lease of every claim of a running job, so
 // that Run claims them again at once — along the path of an expired lease:
-// the interrupted attempt counts, and a job on its last attempt becomes
-// dead — instead of when the lease would have run out. Call it before Run,
-// and only when no handler can be running for any claim: in the one process
-// that has a SQLite database open, at start (the claims are a previous
-// process's); in a new leader on rqlite, whose predecessors abandoned their
-// handlers before their lease ended, and whose own earlier terms' handlers
-// have all returned. It returns how many claims it ended.
+// the interrupted claim counts as an expiry (not as a failure), and a job
+// at its ExpiryLimit becomes dead — instead of when the lease would have
+// run out. Call it before Run, and only when no handler can be running for
+// any claim: in the one process that has a SQLite database open, at start
+// (the claims are a previous process's); in a new leader on rqlite, whose
+// predecessors abandoned their handlers before their lease ended, and
+// whose own earlier terms' handlers have all returned. It returns how many claims it ended.
 func (o *Orchestrator) TakeBack(ctx context.Context) (int, error) {
 	now := o.clock.Now().UnixMilli()
 	rows, err := o.store.Query(ctx, `SELECT COALESCE(claimed_by, ''), COUNT(*) FROM jobs WHERE status = 'running' AND lease_until > ? GROUP BY claimed_by`, now)
@@ -262,9 +264,20 @@ func (o *Orchestrator) shutdown(cancelHandlers context.CancelCauseFunc) {
 
 // candidate is a job that looked claimable when read.
 type candidate struct {
-	job     Job
-	status  string
-	attempt int
+	job      Job
+	status   string
+	attempt  int
+	expiries int
+}
+
+// expired reports whether the candidate is a claim whose lease ran out
+// (its holder vanished).
+func (c *candidate) expired() bool { return c.status == StatusRunning }
+
+// dead reports whether the candidate is a lost claim one too many in a row
+// (ExpiryLimit): it is not claimed again.
+func (c *candidate) dead() bool {
+	return c.expired() && c.expiries+1 >= ExpiryLimit(c.job.MaxAttempts)
 }
 
 // claim claims up to n due jobs and starts their handlers. It returns how
@@ -275,10 +288,10 @@ func (o *Orchestrator) claim(ctx, handlerCtx context.Context, n int) (int, error
 	// Two LIMITed branches, each walking its index in order, instead of one
 	// OR that SQLite answers by sorting every due job (bench/README.md).
 	rows, err := o.store.Query(ctx, `SELECT * FROM (
-    SELECT id, kind, payload, status, attempt, max_attempts, COALESCE(dedupe_key, ''), run_at FROM jobs
+    SELECT id, kind, payload, status, attempt, failures, expiries, max_attempts, COALESCE(dedupe_key, ''), run_at FROM jobs
     WHERE status = 'pending' AND run_at <= ? ORDER BY run_at, id LIMIT ?)
 UNION ALL SELECT * FROM (
-    SELECT id, kind, payload, status, attempt, max_attempts, COALESCE(dedupe_key, ''), run_at FROM jobs
+    SELECT id, kind, payload, status, attempt, failures, expiries, max_attempts, COALESCE(dedupe_key, ''), run_at FROM jobs
     WHERE status = 'running' AND lease_until <= ? ORDER BY run_at, id LIMIT ?)
 ORDER BY run_at, id LIMIT ?`, ms, n, ms, n, n)
 	if err != nil {
@@ -294,22 +307,26 @@ ORDER BY run_at, id LIMIT ?`, ms, n, ms, n, n)
 		c := &cands[i]
 		var payload string
 		var runAt int64
-		if err := rows.Scan(i, &c.job.ID, &c.job.Kind, &payload, &c.status, &c.attempt, &c.job.MaxAttempts, &c.job.DedupeKey, &runAt); err != nil {
+		if err := rows.Scan(i, &c.job.ID, &c.job.Kind, &payload, &c.status, &c.attempt, &c.job.Failures, &c.expiries, &c.job.MaxAttempts, &c.job.DedupeKey, &runAt); err != nil {
 			return 0, err
 		}
 		c.job.Payload = []byte(payload)
 		c.job.RunAt = time.UnixMilli(runAt).UTC()
 		c.job.Attempt = c.attempt + 1
 		switch {
-		case c.status == StatusRunning && c.attempt >= c.job.MaxAttempts:
-			// Its last attempt's holder vanished: no attempts are left.
-			batch[i] = store.Stmt(`UPDATE jobs SET status = 'dead', last_error = ?, lease_until = NULL, finished_at = ?, updated_at = ?
+		case c.dead():
+			// Its holder vanished once too often in a row (the poison
+			// pill's bound): it is not claimed again.
+			batch[i] = store.Stmt(`UPDATE jobs SET status = 'dead', expiries = ?, last_error = ?, lease_until = NULL, finished_at = ?, updated_at = ?
 WHERE id = ? AND status = 'running' AND attempt = ? AND lease_until <= ?`,
-				fmt.Sprintf("lease expired during attempt %d of %d", c.attempt, c.job.MaxAttempts), ms, ms, c.job.ID, c.attempt, ms)
-		case c.status == StatusRunning:
-			batch[i] = store.Stmt(`UPDATE jobs SET attempt = attempt + 1, lease_until = ?, claimed_by = ?, updated_at = ?
+				c.expiries+1, fmt.Sprintf("lease expired %d times in a row (the limit for %d attempts), the last during attempt %d",
+					c.expiries+1, c.job.MaxAttempts, c.attempt), ms, ms, c.job.ID, c.attempt, ms)
+		case c.expired():
+			// A lost claim: counted as an expiry, not as a failure, so it
+			// adds nothing to the backoff.
+			batch[i] = store.Stmt(`UPDATE jobs SET attempt = attempt + 1, expiries = ?, lease_until = ?, claimed_by = ?, updated_at = ?
 WHERE id = ? AND status = 'running' AND attempt = ? AND lease_until <= ?`,
-				leaseUntil, o.owner, ms, c.job.ID, c.attempt, ms)
+				c.expiries+1, leaseUntil, o.owner, ms, c.job.ID, c.attempt, ms)
 		default:
 			batch[i] = store.Stmt(`UPDATE jobs SET status = 'running', attempt = attempt + 1, lease_until = ?, claimed_by = ?, updated_at = ?
 WHERE id = ? AND status = 'pending' AND attempt = ?`,
@@ -327,9 +344,10 @@ WHERE id = ? AND status = 'pending' AND attempt = ?`,
 		if res[i].RowsAffected != 1 {
 			continue // another orchestrator got it first
 		}
-		if c.status == StatusRunning && c.attempt >= c.job.MaxAttempts {
+		if c.dead() {
 			o.metrics.count(c.job.Kind, "dead")
-			o.log.Warn("job dead: lease expired on its last attempt", "job", c.job.ID, "kind", c.job.Kind, "attempt", c.attempt)
+			o.log.Warn("job dead: its lease expired too often in a row", "job", c.job.ID, "kind", c.job.Kind, "attempt", c.attempt,
+				"expiries", c.expiries+1)
 			continue
 		}
 		claimed++
@@ -401,27 +419,29 @@ func (o *Orchestrator) finish(ctx context.Context, j *Job, herr error) error {
 		result = "snooze"
 		// Woken while it ran (Wake moved run_at past the claimed one): due
 		// now, not after the snooze. A snooze is the handler's success:
-		// attempt counts failures in a row, so it starts again from zero
-		// (a merge check that waits for weeks meets a forge's outage now
-		// and then: each must not cost more backoff than the first, and
-		// they must not add up to max_attempts).
-		st = store.Stmt(`UPDATE jobs SET status = 'pending', run_at = CASE WHEN run_at > ? THEN ? ELSE ? END, attempt = 0,
+		// the failures in a row start again from zero (a merge check that
+		// waits for weeks meets a forge's outage now and then: each must
+		// not cost more backoff than the first, and they must not add up
+		// to max_attempts). The attempt, the claims' fencing token, goes on.
+		st = store.Stmt(`UPDATE jobs SET status = 'pending', run_at = CASE WHEN run_at > ? THEN ? ELSE ? END, failures = 0, expiries = 0,
 lease_until = NULL, updated_at = ? WHERE id = ? AND status = 'running' AND attempt = ?`,
 			j.RunAt.UnixMilli(), ms, now.Add(snooze.d).UnixMilli(), ms, j.ID, j.Attempt)
 		herr = nil // not a failure
 	case herr == nil:
 		result = "done"
-		st = store.Stmt(`UPDATE jobs SET status = 'done', lease_until = NULL, finished_at = ?, updated_at = ?
+		st = store.Stmt(`UPDATE jobs SET status = 'done', failures = 0, expiries = 0, lease_until = NULL, finished_at = ?, updated_at = ?
 WHERE id = ? AND status = 'running' AND attempt = ?`, ms, ms, j.ID, j.Attempt)
-	case IsPermanent(herr) || j.Attempt >= j.MaxAttempts:
+	case IsPermanent(herr) || j.LastTry():
 		result = "dead"
-		st = store.Stmt(`UPDATE jobs SET status = 'dead', last_error = ?, lease_until = NULL, finished_at = ?, updated_at = ?
-WHERE id = ? AND status = 'running' AND attempt = ?`, truncate(herr.Error()), ms, ms, j.ID, j.Attempt)
+		st = store.Stmt(`UPDATE jobs SET status = 'dead', failures = ?, expiries = 0, last_error = ?, lease_until = NULL, finished_at = ?, updated_at = ?
+WHERE id = ? AND status = 'running' AND attempt = ?`, j.Failures+1, truncate(herr.Error()), ms, ms, j.ID, j.Attempt)
 	default:
+		// The failures read with the claim are the row's: no one else
+		// writes them while the claim holds (the attempt guards it).
 		result = "retry"
-		runAt := now.Add(Backoff(j.Attempt, o.cfg.BackoffCap)).UnixMilli()
-		st = store.Stmt(`UPDATE jobs SET status = 'pending', run_at = ?, last_error = ?, lease_until = NULL, updated_at = ?
-WHERE id = ? AND status = 'running' AND attempt = ?`, runAt, truncate(herr.Error()), ms, j.ID, j.Attempt)
+		runAt := now.Add(Backoff(j.Failures+1, o.cfg.BackoffCap)).UnixMilli()
+		st = store.Stmt(`UPDATE jobs SET status = 'pending', run_at = ?, failures = ?, expiries = 0, last_error = ?, lease_until = NULL, updated_at = ?
+WHERE id = ? AND status = 'running' AND attempt = ?`, runAt, j.Failures+1, truncate(herr.Error()), ms, j.ID, j.Attempt)
 	}
 	res, err := o.store.Exec(ctx, st)
 	if err != nil {
@@ -436,7 +456,7 @@ WHERE id = ? AND status = 'running' AND attempt = ?`, runAt, truncate(herr.Error
 	}
 	o.metrics.count(j.Kind, result)
 	if herr != nil {
-		o.log.Warn("job failed", "job", j.ID, "kind", j.Kind, "attempt", j.Attempt, "result", result, "err", herr)
+		o.log.Warn("job failed", "job", j.ID, "kind", j.Kind, "attempt", j.Attempt, "failures", j.Failures+1, "result", result, "err", herr)
 	}
 	return nil
 }

@@ -81,22 +81,23 @@ func (w *world) enqueue(t *testing.T, specs ...job.Spec) {
 }
 
 type row struct {
-	status    string
-	attempt   int
-	runAt     time.Time
-	lastError string
+	status             string
+	attempt            int
+	failures, expiries int
+	runAt              time.Time
+	lastError          string
 }
 
 func (w *world) jobs(t *testing.T, kind string) []row {
 	t.Helper()
-	rows, err := w.s.Query(context.Background(), `SELECT status, attempt, run_at, COALESCE(last_error, '') FROM jobs WHERE kind = ? ORDER BY id`, kind)
+	rows, err := w.s.Query(context.Background(), `SELECT status, attempt, failures, expiries, run_at, COALESCE(last_error, '') FROM jobs WHERE kind = ? ORDER BY id`, kind)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := make([]row, rows.Len())
 	for i := range out {
 		var at int64
-		if err := rows.Scan(i, &out[i].status, &out[i].attempt, &at, &out[i].lastError); err != nil {
+		if err := rows.Scan(i, &out[i].status, &out[i].attempt, &out[i].failures, &out[i].expiries, &at, &out[i].lastError); err != nil {
 			t.Fatal(err)
 		}
 		out[i].runAt = time.UnixMilli(at).UTC()
@@ -151,6 +152,9 @@ func TestBackoffScheduleThenDead(t *testing.T) {
 				return r[0].status == job.StatusPending && r[0].attempt == attempt
 			})
 			r := w.jobs(t, "fail")[0]
+			if r.failures != attempt || r.expiries != 0 {
+				t.Fatalf("after attempt %d: %d failures, %d expiries; want %d and 0", attempt, r.failures, r.expiries, attempt)
+			}
 			if got := r.runAt.Sub(w.fc.Now()); got != d {
 				t.Fatalf("after attempt %d the job is due in %v, want %v", attempt, got, d)
 			}
@@ -175,8 +179,8 @@ func TestBackoffScheduleThenDead(t *testing.T) {
 			w.advance(10 * time.Millisecond)
 		}
 		hang.WaitFor(t, "dead", func() bool { return w.jobs(t, "fail")[0].status == job.StatusDead })
-		if r := w.jobs(t, "fail")[0]; r.attempt != 5 || r.lastError != "boom 5" {
-			t.Fatalf("dead job: attempt %d, last error %q", r.attempt, r.lastError)
+		if r := w.jobs(t, "fail")[0]; r.attempt != 5 || r.failures != 5 || r.lastError != "boom 5" {
+			t.Fatalf("dead job: attempt %d, %d failures, last error %q; want 5, 5 (max_attempts) and boom 5", r.attempt, r.failures, r.lastError)
 		}
 		if job.Backoff(1, 10*time.Minute) != 2*time.Second || job.Backoff(9, 10*time.Minute) != 512*time.Second || job.Backoff(10, 10*time.Minute) != 10*time.Minute {
 			t.Fatal("backoff policy is not 2, 4, 8 … s capped at 10 min")
@@ -590,11 +594,14 @@ func TestSnoozeForgetsTheFailuresBeforeIt(t *testing.T) {
 		w.run(t, w.o)
 		w.settle(t)
 		w.enqueue(t, job.Spec{Kind: "poll", MaxAttempts: 3})
-		due := func(what string, n int32, attempt int, in time.Duration) {
+		// The attempt, the claims' fencing token, goes on; the failures
+		// in a row start again.
+		due := func(what string, n int32, failures int, in time.Duration) {
 			t.Helper()
 			hang.WaitFor(t, what, func() bool {
 				r := w.jobs(t, "poll")[0]
-				return calls.Load() == n && r.status == job.StatusPending && r.attempt == attempt && r.runAt.After(w.fc.Now())
+				return calls.Load() == n && r.status == job.StatusPending && r.attempt == int(n) && r.failures == failures &&
+					r.runAt.After(w.fc.Now())
 			})
 			if got := w.jobs(t, "poll")[0].runAt.Sub(w.fc.Now()); got != in {
 				t.Fatalf("%s: due in %v, want %v", what, got, in)
@@ -608,10 +615,13 @@ func TestSnoozeForgetsTheFailuresBeforeIt(t *testing.T) {
 		// its last (max_attempts 3): it is the first since the snooze.
 		due("the failure after the snooze", 4, 1, 2*time.Second)
 		hang.WaitFor(t, "done", func() bool { return w.jobs(t, "poll")[0].status == job.StatusDone })
+		if r := w.jobs(t, "poll")[0]; r.attempt != 5 || r.failures != 0 {
+			t.Fatalf("done: attempt %d, %d failures; want 5 and 0 (a success resets them)", r.attempt, r.failures)
+		}
 	})
 }
 
-func TestSnoozeRunsLaterWithoutUsingAnAttempt(t *testing.T) {
+func TestSnoozeRunsLaterWithoutCountingAFailure(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		w := setup(t, s, job.Config{})
 		var calls atomic.Int32
@@ -629,7 +639,7 @@ func TestSnoozeRunsLaterWithoutUsingAnAttempt(t *testing.T) {
 				r := w.jobs(t, "poll")[0]
 				// runAt after now: this snooze's row, not a stale read of
 				// the previous one (rqlite's reads may lag the claim).
-				return calls.Load() == int32(i) && r.status == job.StatusPending && r.attempt == 0 && r.runAt.After(w.fc.Now())
+				return calls.Load() == int32(i) && r.status == job.StatusPending && r.attempt == i && r.failures == 0 && r.runAt.After(w.fc.Now())
 			})
 			if r := w.jobs(t, "poll")[0]; r.runAt.Sub(w.fc.Now()) != 30*time.Second {
 				t.Fatalf("snoozed until %v", r.runAt.Sub(w.fc.Now()))
@@ -637,8 +647,8 @@ func TestSnoozeRunsLaterWithoutUsingAnAttempt(t *testing.T) {
 			w.advance(30 * time.Second)
 		}
 		hang.WaitFor(t, "done", func() bool { return w.jobs(t, "poll")[0].status == job.StatusDone })
-		if r := w.jobs(t, "poll")[0]; r.attempt != 1 {
-			t.Fatalf("a job with max_attempts 1 finished after attempt %d", r.attempt)
+		if r := w.jobs(t, "poll")[0]; r.attempt != 4 || r.failures != 0 {
+			t.Fatalf("a job with max_attempts 1 finished as attempt %d with %d failures, want 4 and 0", r.attempt, r.failures)
 		}
 	})
 }

@@ -19,6 +19,7 @@ type Record struct {
 	Kind      string
 	Status    string
 	LastError string
+	Failures  int // the handler's errors in a row (a dead job's: those that killed it)
 	Payload   json.RawMessage
 	CreatedAt time.Time
 }
@@ -55,7 +56,7 @@ func Free(ctx context.Context, q Querier, keys ...string) ([]string, error) {
 
 // lastSQL reads the job of a dedupe key that counts: a pending or running
 // one if there is one, else the newest (index jobs_key).
-const lastSQL = `SELECT kind, status, COALESCE(last_error, ''), payload, created_at FROM jobs WHERE dedupe_key = ?
+const lastSQL = `SELECT kind, status, COALESCE(last_error, ''), failures, payload, created_at FROM jobs WHERE dedupe_key = ?
 ORDER BY status IN ('pending', 'running') DESC, created_at DESC, id DESC LIMIT 1`
 
 // Last returns the job of a dedupe key that counts: the pending or running
@@ -72,7 +73,7 @@ func Last(ctx context.Context, q Querier, key string) (Record, bool, error) {
 	var r Record
 	var payload string
 	var created int64
-	if err := rows.Scan(0, &r.Kind, &r.Status, &r.LastError, &payload, &created); err != nil {
+	if err := rows.Scan(0, &r.Kind, &r.Status, &r.LastError, &r.Failures, &payload, &created); err != nil {
 		return Record{}, false, fmt.Errorf("read the job %s: %w", key, err)
 	}
 	r.Payload, r.CreatedAt = json.RawMessage(payload), store.Time(created)

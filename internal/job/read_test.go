@@ -63,8 +63,11 @@ func TestReads(t *testing.T) {
 
 		insert("old", "last", job.StatusDead, now, map[string]any{"n": 1})
 		insert("new", "last", job.StatusDone, now.Add(time.Second), map[string]any{"n": 2})
+		if _, err := s.Exec(ctx, store.Stmt(`UPDATE jobs SET failures = 3 WHERE id = 'new'`)); err != nil {
+			t.Fatal(err)
+		}
 		r, ok, err := job.Last(ctx, s, "last")
-		if err != nil || !ok || r.Status != job.StatusDone || r.LastError != "boom new" || !r.CreatedAt.Equal(now.Add(time.Second)) || r.Kind != "k" {
+		if err != nil || !ok || r.Status != job.StatusDone || r.LastError != "boom new" || r.Failures != 3 || !r.CreatedAt.Equal(now.Add(time.Second)) || r.Kind != "k" {
 			t.Fatalf("last of a key without a pending job: %+v %v %v", r, ok, err)
 		}
 		var p struct{ N int }

@@ -15,13 +15,14 @@ import (
 )
 
 // claim marks the jobs of a kind as claimed by owner, attempt attempt, with
-// a lease of the default 5 minutes from now on the fake clock (as a process
-// that was killed while their handlers ran left them).
-func (w *world) claim(t *testing.T, kind, owner string, attempt int) {
+// expiries lost claims in a row before it and a lease of the default 5
+// minutes from now on the fake clock (as a process that was killed while
+// their handlers ran left them).
+func (w *world) claim(t *testing.T, kind, owner string, attempt, expiries int) {
 	t.Helper()
 	now := w.fc.Now()
-	if _, err := w.s.Exec(context.Background(), store.Stmt(`UPDATE jobs SET status = 'running', attempt = ?, claimed_by = ?, lease_until = ?
-WHERE kind = ?`, attempt, owner, now.Add(5*time.Minute).UnixMilli(), kind)); err != nil {
+	if _, err := w.s.Exec(context.Background(), store.Stmt(`UPDATE jobs SET status = 'running', attempt = ?, expiries = ?, claimed_by = ?, lease_until = ?
+WHERE kind = ?`, attempt, expiries, owner, now.Add(5*time.Minute).UnixMilli(), kind)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -29,17 +30,17 @@ WHERE kind = ?`, attempt, owner, now.Add(5*time.Minute).UnixMilli(), kind)); err
 // TestTakeBackRunsOrphanedClaimsAtOnce: claims left by an instance that is
 // gone are taken back at start and run again at once — long before their
 // lease could have run out (the fake clock does not move) — with the
-// attempt accounting of an expired lease: the interrupted attempt counts,
-// and a job on its last attempt is dead.
+// accounting of an expired lease: the interrupted claim counts as an
+// expiry, and a job at its expiry limit is dead.
 func TestTakeBackRunsOrphanedClaimsAtOnce(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
 		w := setup(t, s, job.Config{})
 		var attempts atomic.Int32
 		w.o.Handle("orphan", func(_ context.Context, j *job.Job) error { attempts.Store(int32(j.Attempt)); return nil })
-		w.o.Handle("last", func(context.Context, *job.Job) error { t.Error("a job on its last attempt ran again"); return nil })
+		w.o.Handle("last", func(context.Context, *job.Job) error { t.Error("a job at its expiry limit ran again"); return nil })
 		w.enqueue(t, job.Spec{Kind: "orphan"}, job.Spec{Kind: "last", MaxAttempts: 3}, job.Spec{Kind: "later", RunAt: w.fc.Now().Add(time.Hour)})
-		w.claim(t, "orphan", "gone-1", 1)
-		w.claim(t, "last", "gone-1", 3)
+		w.claim(t, "orphan", "gone-1", 1, 0)
+		w.claim(t, "last", "gone-1", 9, job.ExpiryLimit(3)-1)
 
 		n, err := w.o.TakeBack(context.Background())
 		if err != nil || n != 2 {
@@ -50,9 +51,13 @@ func TestTakeBackRunsOrphanedClaimsAtOnce(t *testing.T) {
 		if a := attempts.Load(); a != 2 {
 			t.Fatalf("the orphaned job ran as attempt %d, want 2", a)
 		}
-		hang.WaitFor(t, "the job on its last attempt is dead", func() bool { return w.jobs(t, "last")[0].status == job.StatusDead })
-		if r := w.jobs(t, "last")[0]; r.attempt != 3 || r.lastError != "lease expired during attempt 3 of 3" {
-			t.Fatalf("job on its last attempt: %+v", r)
+		if r := w.jobs(t, "orphan")[0]; r.failures != 0 || r.expiries != 0 {
+			t.Fatalf("the orphaned job, done: %+v; want no failures, no expiries", r)
+		}
+		hang.WaitFor(t, "the job at its expiry limit is dead", func() bool { return w.jobs(t, "last")[0].status == job.StatusDead })
+		if r := w.jobs(t, "last")[0]; r.attempt != 9 || r.expiries != 6 || r.failures != 0 ||
+			r.lastError != "lease expired 6 times in a row (the limit for 3 attempts), the last during attempt 9" {
+			t.Fatalf("job at its expiry limit: %+v", r)
 		}
 		if r := w.jobs(t, "later")[0]; r.status != job.StatusPending || r.attempt != 0 {
 			t.Fatalf("a pending job was touched: %+v", r)

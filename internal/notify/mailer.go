@@ -212,7 +212,7 @@ func (m *Mailer) handleMail(ctx context.Context, j *job.Job, a MailArgs) error {
 		return m.record(ctx, n, d, DeliverySent, j.Attempt, "", 0, now(),
 			NotificationMailed{Recipient: n.recipient, Cause: n.Cause, Item: n.Item, MessageID: d.messageID, Attempt: j.Attempt})
 	}
-	final := !mail.Temporary(serr) || j.Attempt >= j.MaxAttempts
+	final := !mail.Temporary(serr) || j.LastTry()
 	status := DeliveryRetrying
 	if final {
 		status = DeliveryFailed

@@ -191,7 +191,7 @@ func TestFlagsDeadSteps(t *testing.T) {
 		w.waitingForAnswer(resume)
 		enter := w.ticket("task")
 		w.answer(resume)
-		w.exec(`UPDATE jobs SET status = 'dead', attempt = 20, last_error = 'boom' WHERE status = 'pending' AND kind IN ('flow.enter', 'flow.resume')`)
+		w.exec(`UPDATE jobs SET status = 'dead', attempt = 23, failures = 20, last_error = 'boom' WHERE status = 'pending' AND kind IN ('flow.enter', 'flow.resume')`)
 
 		evs := w.repair(reconcile.Report{Dead: 2})
 		w.wantEvents(evs, map[string]int{"flow.stuck": 2, "question.asked": 2, "ticket.state_changed": 1})
@@ -214,7 +214,7 @@ func TestFlagsDeadSteps(t *testing.T) {
 		found := false
 		for _, e := range stuck.Events {
 			if e.Type == "flow.stuck" {
-				found = strings.Contains(e.Payload.Reason, "entering stage implement failed for good: boom")
+				found = strings.HasSuffix(e.Payload.Reason, "entering stage implement failed for good: boom (20 failures in a row)")
 			}
 		}
 		if !found {

@@ -368,6 +368,9 @@ func (r *Reconciler) repairStep(ctx context.Context, rep *Report, flowID string)
 				}
 				reason += ": " + e
 			}
+			if last.Failures > 1 {
+				reason += fmt.Sprintf(" (%d failures in a row)", last.Failures)
+			}
 			return r.flag(f, it, now, reason)
 		}
 		if m, ok := st.Args.(flow.MergeArgs); ok && found {

@@ -233,7 +233,7 @@ func (s *Service) Transcript(ctx context.Context, r Run) (TranscriptPage, error)
 		return TranscriptPage{}, err
 	}
 	if r.Final() {
-		if p, ok := s.transcripts.get(r.ID); ok {
+		if p, ok := s.transcripts.Get(r.ID); ok {
 			return p, nil
 		}
 	}
@@ -268,7 +268,7 @@ func (s *Service) Transcript(ctx context.Context, r Run) (TranscriptPage, error)
 	}
 	page := TranscriptPage{Transcript: p.Transcript(), LogTruncated: end.truncated, Finished: r.Final()}
 	if page.Finished {
-		s.transcripts.put(r.ID, page)
+		s.transcripts.Put(r.ID, page)
 	}
 	return page, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/ballet/ballet/internal/clock"
 	"github.com/ballet/ballet/internal/event"
 	"github.com/ballet/ballet/internal/job"
+	"github.com/ballet/ballet/internal/lru"
 	"github.com/ballet/ballet/internal/runproto"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/tracker"
@@ -76,7 +77,7 @@ type Service struct {
 	wake    chan struct{} // closed and replaced by Notify
 	waiting int           // leases between polls, found nothing, waiting
 
-	transcripts *transcriptCache // finished runs' transcripts, parsed once
+	transcripts *lru.Cache[string, TranscriptPage] // finished runs' transcripts by run id, parsed once
 }
 
 // NewService returns a Service.
@@ -98,7 +99,7 @@ func NewService(st store.Store, a *transition.Applier, c clock.Clock, t *tracker
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Service{store: st, applier: a, clock: c, tracker: t, cfg: cfg, log: log, wake: make(chan struct{}), started: c.Now(),
-		transcripts: newTranscriptCache(transcriptCacheBytes)}
+		transcripts: lru.New[string](transcriptCacheBytes, transcriptSize)}
 }
 
 // finished returns the jobs of the finish hook for r.

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ballet/ballet/internal/lru"
 	"github.com/ballet/ballet/internal/transcript"
 )
 
@@ -14,27 +15,27 @@ func TestTranscriptCacheEvicts(t *testing.T) {
 		return TranscriptPage{Transcript: transcript.Transcript{Entries: []transcript.TranscriptEntry{{Kind: "text", Text: text}}}, Finished: true}
 	}
 	one := page(strings.Repeat("a", 1000))
-	c := newTranscriptCache(3 * transcriptSize(one))
+	c := lru.New[string](3*transcriptSize(one), transcriptSize)
 	for _, id := range []string{"r1", "r2", "r3"} {
-		c.put(id, one)
+		c.Put(id, one)
 	}
-	if _, ok := c.get("r1"); !ok { // r1 is now the most recently read
+	if _, ok := c.Get("r1"); !ok { // r1 is now the most recently read
 		t.Fatal("r1 is not kept")
 	}
-	c.put("r4", one)
-	if _, ok := c.get("r2"); ok {
+	c.Put("r4", one)
+	if _, ok := c.Get("r2"); ok {
 		t.Fatal("r2, the least recently read, is still kept past the bound")
 	}
 	for _, id := range []string{"r1", "r3", "r4"} {
-		if got, ok := c.get(id); !ok || got.Entries[0].Text != one.Entries[0].Text {
+		if got, ok := c.Get(id); !ok || got.Entries[0].Text != one.Entries[0].Text {
 			t.Fatalf("%s: %+v, %v", id, got, ok)
 		}
 	}
-	c.put("big", page(strings.Repeat("b", 4*transcriptSize(one))))
-	if _, ok := c.get("big"); ok {
+	c.Put("big", page(strings.Repeat("b", 4*transcriptSize(one))))
+	if _, ok := c.Get("big"); ok {
 		t.Fatal("a transcript larger than the cache is kept")
 	}
-	if _, ok := c.get("r4"); !ok {
+	if _, ok := c.Get("r4"); !ok {
 		t.Fatal("a transcript too large to keep evicted the others")
 	}
 }

@@ -437,7 +437,7 @@ func TestAgentChecks(t *testing.T) {
 
 // A dead job explains an escalation only when Core went down during it at
 // least once per attempt and its last lease expired.
-func TestKilledEachAttempt(t *testing.T) {
+func TestKilledEachClaim(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	downs := func(n int) []outage {
 		var out []outage
@@ -446,21 +446,21 @@ func TestKilledEachAttempt(t *testing.T) {
 		}
 		return append(out, outage{What: "runner", From: t0.Add(time.Second)})
 	}
-	job := dbJob{Status: "dead", LastError: "lease expired during attempt 3 of 3", Attempt: 3,
-		CreatedAt: t0.UnixMilli(), FinishedAt: t0.Add(time.Minute).UnixMilli()}
+	job := dbJob{Status: "dead", LastError: "lease expired 3 times in a row (the limit for 1 attempts), the last during attempt 5", Attempt: 5,
+		Expiries: 3, CreatedAt: t0.UnixMilli(), FinishedAt: t0.Add(time.Minute).UnixMilli()}
 	for _, c := range []struct {
 		name string
 		j    dbJob
 		outs []outage
 		want bool
 	}{
-		{"a kill per attempt", job, downs(3), true},
-		{"fewer kills than attempts", job, downs(2), false},
+		{"a kill per lost claim", job, downs(3), true},
+		{"fewer kills than lost claims", job, downs(2), false},
 		{"another error", func() dbJob { j := job; j.LastError = "gitea: 500"; return j }(), downs(5), false},
 		{"kills after it died", func() dbJob { j := job; j.FinishedAt = t0.Add(1500 * time.Millisecond).UnixMilli(); return j }(), downs(3), false},
 	} {
 		s := &suite{outages: c.outs}
-		if got := s.killedEachAttempt(c.j); got != c.want {
+		if got := s.killedEachClaim(c.j); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}

@@ -43,7 +43,7 @@ type dbItem struct {
 
 type dbJob struct {
 	ID, Kind, Status, Payload, Dedupe, LastError string
-	RunAt, Attempt                               int64
+	RunAt, Attempt, Expiries                     int64 // Expiries: its claims in a row whose lease ran out
 	CreatedAt, FinishedAt                        int64 // Unix ms; FinishedAt 0 while not finished
 }
 
@@ -127,10 +127,10 @@ COALESCE(heartbeat_at, 0), COALESCE(finished_at, 0) FROM runs ORDER BY created_a
 		sn.blockers = append(sn.blockers, e)
 		return err
 	})
-	q(`SELECT id, kind, status, payload, COALESCE(dedupe_key, ''), COALESCE(last_error, ''), run_at, attempt, created_at,
+	q(`SELECT id, kind, status, payload, COALESCE(dedupe_key, ''), COALESCE(last_error, ''), run_at, attempt, expiries, created_at,
 COALESCE(finished_at, 0) FROM jobs WHERE status IN ('pending', 'running', 'dead') ORDER BY created_at, id`, func(r *store.Rows, i int) error {
 		var j dbJob
-		err := r.Scan(i, &j.ID, &j.Kind, &j.Status, &j.Payload, &j.Dedupe, &j.LastError, &j.RunAt, &j.Attempt, &j.CreatedAt, &j.FinishedAt)
+		err := r.Scan(i, &j.ID, &j.Kind, &j.Status, &j.Payload, &j.Dedupe, &j.LastError, &j.RunAt, &j.Attempt, &j.Expiries, &j.CreatedAt, &j.FinishedAt)
 		sn.jobs = append(sn.jobs, j)
 		return err
 	})
@@ -206,7 +206,7 @@ func (s *suite) collect() (snapshot, merges) {
 	}
 	s.killedJobs = map[string]dbJob{}
 	for _, j := range sn.jobs {
-		if s.killedEachAttempt(j) {
+		if s.killedEachClaim(j) {
 			s.killedJobs[flowOfJob(j)] = j
 		}
 	}

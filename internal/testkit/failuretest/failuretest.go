@@ -138,8 +138,8 @@ func (o *Options) defaults() {
 // suite is one run of the suite: the world it built, what the harness
 // did and saw while driving, and the summary.
 type suite struct {
-	// killedJobs: dead jobs that lost every attempt to a Core kill, by the
-	// flow their payload names (killedEachAttempt).
+	// killedJobs: dead jobs whose claims were lost to Core kills too often in a row, by the
+	// flow their payload names (killedEachClaim).
 	killedJobs map[string]dbJob
 	t          *testing.T
 	o          Options

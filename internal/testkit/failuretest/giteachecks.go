@@ -65,7 +65,7 @@ func (s *suite) giteaTickets(sn snapshot) []giteaTicket {
 		t := giteaTicket{Key: it.Key, Done: ok && f.Status == "done" && it.State == "done"}
 		if ok && f.Status == "waiting" && f.Waiting == "answer" {
 			for _, j := range sn.jobs {
-				if j.Kind == jobFlowMerge && flowOfJob(j) == f.ID && s.killedEachAttempt(j) {
+				if j.Kind == jobFlowMerge && flowOfJob(j) == f.ID && s.killedEachClaim(j) {
 					t.MergeGaveUp = true
 				}
 			}
@@ -148,8 +148,8 @@ type giteaTicket struct {
 	Done     bool
 	Recorded *recordedPR // flows.pull_request, nil when none
 	// MergeGaveUp: its flow waits for a person's answer because its merge
-	// check's job lost each of its attempts to a Core kill
-	// (killedEachAttempt). A merge call cut by one of those kills may have
+	// check's job died of claims lost to Core kills, too many in a row
+	// (killedEachClaim). A merge call cut by one of those kills may have
 	// landed on Gitea (Gitea pushes the base before it marks the pull
 	// request merged, so a cut call can leave the branch in main and the
 	// pull request open); the answer runs the stage again, whose check

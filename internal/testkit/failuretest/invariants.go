@@ -253,7 +253,7 @@ func (st *endState) blockersOf(it dbItem) []string {
 }
 
 // checkJobs: nothing pending or running without a reason, nothing dead
-// but a job that lost each of its attempts to a Core kill.
+// but a job whose claims, too many in a row, were each lost to a Core kill.
 func checkJobs(s *suite, st *endState, r *report) {
 	for _, j := range st.sn.jobs {
 		var p struct {
@@ -262,10 +262,11 @@ func checkJobs(s *suite, st *endState, r *report) {
 		_ = json.Unmarshal([]byte(j.Payload), &p)
 		f := st.flowByID[p.FlowID]
 		switch {
-		case j.Status == "dead" && s.killedEachAttempt(j):
-			// Core was killed during each of its attempts: the orchestrator
-			// gave up, and the reconciler flagged the flow (see explain).
-			s.logf("job %s %s is dead: Core was killed during each of its %d attempts (%s)", j.ID, j.Kind, j.Attempt, j.LastError)
+		case j.Status == "dead" && s.killedEachClaim(j):
+			// Core was killed during each of its last claims: the
+			// orchestrator gave up, and the reconciler flagged the flow (see
+			// explain).
+			s.logf("job %s %s is dead: Core was killed during each of its last %d claims (%s)", j.ID, j.Kind, j.Expiries, j.LastError)
 		case j.Status == "dead":
 			r.bad("job %s %s is dead after %d attempts: %s (payload %s, flow status %s/%s)", j.ID, j.Kind, j.Attempt, j.LastError, j.Payload,
 				f.Status, f.Waiting)

@@ -246,7 +246,7 @@ func (s *suite) explain(it dbItem, f dbFlow, events []dbEvent, runsByStep map[st
 	}
 	if last.Type == evFlowStuck {
 		if j, ok := s.killedJobs[f.ID]; ok && strings.Contains(p.Reason, "lease expired") {
-			return fmt.Sprintf("Core killed during each of the %d attempts of %s", j.Attempt, j.Kind), ""
+			return fmt.Sprintf("Core killed during each of the last %d claims of %s", j.Expiries, j.Kind), ""
 		}
 		if strings.Contains(p.Reason, "times in a row") {
 			return s.interruptedInARow(it, f, runsByStep)
@@ -264,13 +264,13 @@ func (s *suite) explain(it dbItem, f dbFlow, events []dbEvent, runsByStep map[st
 	return strings.Join(slices.Compact(causes), "+"), ""
 }
 
-// killedEachAttempt reports whether dead job j lost every attempt to a
-// Core kill: its last attempt's lease expired (its holder died), and Core
-// went down at least as many times as it had attempts while it lived. The
-// orchestrator then rightly gives up (a job that crashes its holder every
-// time must not run for ever) and the reconciler flags the flow: that is
-// an escalation the kills cost, not a product bug.
-func (s *suite) killedEachAttempt(j dbJob) bool {
+// killedEachClaim reports whether dead job j died of claims lost to Core
+// kills: its leases ran out job.ExpiryLimit times in a row (its holder
+// died each time), and Core went down at least that many times while it
+// lived. The orchestrator then rightly gives up (a job that crashes its
+// holder every time must not run for ever) and the reconciler flags the
+// flow: that is an escalation the kills cost, not a product bug.
+func (s *suite) killedEachClaim(j dbJob) bool {
 	if j.Status != "dead" || !strings.HasPrefix(j.LastError, "lease expired") || j.FinishedAt == 0 {
 		return false
 	}
@@ -281,7 +281,7 @@ func (s *suite) killedEachAttempt(j dbJob) bool {
 			downs++
 		}
 	}
-	return int64(downs) >= j.Attempt
+	return j.Expiries > 0 && int64(downs) >= j.Expiries
 }
 
 // flowOfJob is the flow a job's payload names ("" for none).
