@@ -159,7 +159,8 @@ func TestNoReport(t *testing.T) {
 	}
 }
 
-// A model API error fails the session with the CLI's own message.
+// A model API error (not a provider's limit) fails the session with the
+// CLI's own message.
 func TestAPIError(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -167,13 +168,13 @@ func TestAPIError(t *testing.T) {
 		want []string
 	}{
 		{runproto.ClaudeCode, []string{"claude-code: API Error", "terminal_reason api_error"}},
-		{runproto.OpenCode, []string{"opencode: APIError", "fake model: scripted overloaded_error"}},
+		{runproto.OpenCode, []string{"opencode: APIError", "fake model: scripted api_error"}},
 	} {
 		t.Run(c.cli, func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t)
 			w.start(w.options(c.cli))
-			ss := w.session(fakemodel.Marker("api-error", "status=529", "type=overloaded_error"))
+			ss := w.session(fakemodel.Marker("api-error", "status=500", "type=api_error"))
 			ss.Stage.Adapter = c.cli
 			got := w.core.finished(w.core.enqueue(ss))
 			f := got.Finishes[0]
