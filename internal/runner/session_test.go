@@ -190,6 +190,64 @@ func TestAPIError(t *testing.T) {
 	}
 }
 
+// A provider's limit is not the agent's failure: the real CLI, refused by
+// the fake model's rate-limit scenario past its (capped) retries, ends the
+// session interrupted provider_limit, with retry_at when the provider said
+// when: retry-after taken from the end of the session, or the Anthropic
+// reset header as given (claude-code prints neither: the runner's meter
+// kept the refusal's headers); none when it did not say.
+func TestProviderLimit(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now().UTC().Truncate(time.Second)
+	for _, c := range []struct {
+		name, cli string
+		params    []string
+		exact     *time.Time    // retry_at is this
+		after     time.Duration // else, when > 0, retry_at is this long after the session's end (to the second)
+		want      string        // the finish's error holds it
+	}{
+		{"claude-code retry-after", runproto.ClaudeCode, []string{"retry_after=1"}, nil, time.Second, "API Error: Request rejected (429)"},
+		{"claude-code reset", runproto.ClaudeCode, []string{"reset=3600"}, ptr(t0.Add(time.Hour)), 0, "API Error: Request rejected (429)"},
+		{"claude-code overloaded", runproto.ClaudeCode, []string{"kind=overloaded"}, nil, 0, "API Error: 529 Overloaded"},
+		{"opencode retry-after", runproto.OpenCode, []string{"retry_after=1"}, nil, time.Second, "opencode: APIError: Rate limit reached"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			w.fm.Now = func() time.Time { return t0 }
+			w.start(w.options(c.cli))
+			ss := w.session(fakemodel.Marker("rate-limit", c.params...))
+			ss.Stage.Adapter = c.cli
+			before := time.Now()
+			got := w.core.finished(w.core.enqueue(ss))
+			end := time.Now()
+			f := got.Finishes[0]
+			if got.Status != runproto.StatusInterrupted || f.Interrupted != runproto.ReasonProviderLimit || !strings.Contains(f.Error, c.want) {
+				t.Fatalf("run %s, finish %+v", got.Status, f)
+			}
+			switch {
+			case c.exact != nil:
+				if f.RetryAt == nil || !f.RetryAt.Equal(*c.exact) {
+					t.Errorf("retry_at %v, want %v", f.RetryAt, c.exact)
+				}
+			case c.after > 0:
+				if f.RetryAt == nil || f.RetryAt.Before(before.Add(c.after).Truncate(time.Second)) || f.RetryAt.After(end.Add(c.after+time.Second)) {
+					t.Errorf("retry_at %v, want %v after the session's end (between %v and %v)", f.RetryAt, c.after, before, end)
+				}
+			default:
+				if f.RetryAt != nil {
+					t.Errorf("retry_at %v, want none", f.RetryAt)
+				}
+			}
+			if s := w.servedFirst(); s.Errors < 2 || s.Turns != 0 {
+				t.Errorf("the model served %+v: want only refusals, the CLI's try and a retry", s)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
 // When the CLI cannot reach Core's MCP endpoint it would work without
 // Ballet's tools, to no end: claude-code says so in its first line, and
 // the runner stops the session at once, failing it with the reason.
