@@ -84,6 +84,10 @@ func rateLimit(c *Conversation) (Turn, error) {
 	if err != nil {
 		return Turn{}, err
 	}
+	from, err := intParam(c, "from", 0)
+	if err != nil {
+		return Turn{}, err
+	}
 	then := c.Param("then", DefaultScenario)
 	next, ok := Scenarios()[then]
 	if !ok || then == "rate-limit" {
@@ -94,7 +98,7 @@ func rateLimit(c *Conversation) (Turn, error) {
 	if err != nil {
 		return Turn{}, err
 	}
-	if c.limits == nil || !c.limits.refuse(limitKey(c.Params), c.now, requests, span) {
+	if c.Step() < from || c.limits == nil || !c.limits.refuse(limitKey(c.Params), c.now, requests, span) {
 		return next.Next(c)
 	}
 	f.Headers = limitHeaders(c.api, c.now, retryAfter, reset)

@@ -343,6 +343,14 @@ func (s *session) ended(ctx context.Context, e *ending, res proc.Result, out age
 	e.usage = &u
 	e.model = cutModel(out.Model)
 	clean := false // the CLI ended by itself without error
+	// The provider refused the session after its report went through (its
+	// closing words): the agent's work is done and stands; the limit is
+	// no failure of it, and the session is not limited either.
+	afterReport := out.Report != nil && out.Limit != nil && (res.Reason == proc.Exited || res.Reason == proc.FinalGrace)
+	if afterReport {
+		s.log.Warn("the model's provider refused the session after its report: the report stands", "err", out.Error)
+		e.exit, out.Error = 0, ""
+	}
 	switch res.Reason {
 	case proc.Exited:
 		clean = e.exit == 0

@@ -248,6 +248,27 @@ func TestProviderLimit(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+// An agent that succeeded is never limited: the provider refusing the
+// session's closing turn, after its report went through, leaves the run
+// succeeded (exit 0, no interruption) with its work pushed.
+func TestProviderLimitAfterReport(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.start(w.options())
+	ss := w.session(fakemodel.Marker("rate-limit", "from=2", "retry_after=1"))
+	got := w.core.over(w.core.enqueue(ss))
+	f := got.Finishes[0]
+	if got.Status != runproto.StatusSucceeded || got.Outcome != "done" || f.ExitStatus != 0 || f.Interrupted != "" || f.RetryAt != nil || f.Error != "" {
+		t.Fatalf("run %s, outcome %q, finish %+v", got.Status, got.Outcome, f)
+	}
+	if s := w.servedFirst(); s.Errors == 0 {
+		t.Fatalf("the model refused nothing: %+v", s)
+	}
+	if head := w.remote.ref("refs/heads/ballet/ACME-1"); head == "" || w.remote.show(head, "hello.txt") != "hello from the fake model\n" {
+		t.Errorf("the branch %q lacks the agent's work", head)
+	}
+}
+
 // When the CLI cannot reach Core's MCP endpoint it would work without
 // Ballet's tools, to no end: claude-code says so in its first line, and
 // the runner stops the session at once, failing it with the reason.

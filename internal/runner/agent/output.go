@@ -272,11 +272,6 @@ func (o *claudeOutput) Line(b []byte, truncated bool) Event {
 	return Event{}
 }
 
-// Served is ignored: claude-code tells its usage with its stream events
-// and result line, and goes through a meter only for the model API's
-// refusals (their reset times).
-func (o *claudeOutput) Served(runproto.Usage) {}
-
 // turn records what a line told of the usage of model answer id: each
 // figure is the answer's running total, so the largest counts.
 func (o *claudeOutput) turn(id string, u *claudeUsage) {
