@@ -107,6 +107,16 @@ func TestRateLimit(t *testing.T) {
 		}
 	}
 
+	// from=1: the session's first step is played, its second refused.
+	m = fakemodel.Marker("rate-limit", "from=1")
+	if resp, body := anthropicReq("f", m); resp.StatusCode != 200 || !strings.Contains(string(body), "hello.txt") {
+		t.Errorf("from=1, first step: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := post(t, url+"/v1/messages", "f", map[string]any{"model": "claude-sonnet-4-5", "stream": true, "tools": claudeTools(false),
+		"messages": []any{userText(m), map[string]any{"role": "assistant", "content": "I will write the file."}, userText("go on")}}); resp.StatusCode != 429 {
+		t.Errorf("from=1, second step: %d", resp.StatusCode)
+	}
+
 	// Bad parameters are told, not played.
 	for _, bad := range []string{"kind=soon", "for=forever", "then=rate-limit", "then=nope", "requests=-1"} {
 		resp, body := anthropicReq("bad", fakemodel.Marker("rate-limit", bad))
