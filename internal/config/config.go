@@ -333,6 +333,10 @@ type Retention struct {
 	// Notifications: a read notification is deleted this long after it
 	// was read (2160h); unread ones are kept.
 	Notifications Duration `toml:"notifications"`
+	// Deliveries: a webhook delivery that ended (succeeded, failed or
+	// skipped) and a digest are deleted this long after (720h); each
+	// person's latest digest stays.
+	Deliveries Duration `toml:"deliveries"`
 	// Runners: a runner not seen for longer, running nothing, is removed
 	// (event runner.removed) (24h; longer than [runs] grace); one that
 	// comes back registers again.
@@ -451,7 +455,7 @@ func Default() Config {
 		Digest: Digest{Enabled: true, Every: Duration{24 * time.Hour}},
 		Retention: Retention{RunLogs: Duration{30 * 24 * time.Hour}, Jobs: Duration{7 * 24 * time.Hour},
 			Sessions: Duration{24 * time.Hour}, Notifications: Duration{90 * 24 * time.Hour},
-			Runners: Duration{24 * time.Hour}, Interval: Duration{time.Hour}},
+			Deliveries: Duration{30 * 24 * time.Hour}, Runners: Duration{24 * time.Hour}, Interval: Duration{time.Hour}},
 	}
 }
 

@@ -188,7 +188,7 @@ func (r Runs) validate(p *problems) {
 // removed only once it is surely gone (longer than [runs] grace).
 func (r Retention) validate(p *problems) {
 	p.positive(map[string]Duration{"run_logs": r.RunLogs, "jobs": r.Jobs, "sessions": r.Sessions,
-		"notifications": r.Notifications, "runners": r.Runners, "interval": r.Interval})
+		"notifications": r.Notifications, "deliveries": r.Deliveries, "runners": r.Runners, "interval": r.Interval})
 }
 
 func (b Budgets) validate(p *problems) {

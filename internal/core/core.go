@@ -264,7 +264,7 @@ func New(o Options) (*Core, error) {
 	})
 	c.Retention = retention.New(st, clk, log.With("component", "retention"), c.Runs, retention.Config{
 		RunLogs: cfg.Retention.RunLogs.Duration, Jobs: cfg.Retention.Jobs.Duration, Sessions: cfg.Retention.Sessions.Duration,
-		Notifications: cfg.Retention.Notifications.Duration, Runners: cfg.RunnerRetention(), Interval: cfg.Retention.Interval.Duration,
+		Notifications: cfg.Retention.Notifications.Duration, Deliveries: cfg.Retention.Deliveries.Duration, Runners: cfg.RunnerRetention(), Interval: cfg.Retention.Interval.Duration,
 		Metrics: retention.NewMetrics(reg), WakeJobs: c.Jobs.Notify,
 	})
 	c.Retention.Register(c.Jobs)

@@ -2,12 +2,12 @@
 // docs/operations.md#retention). The leader queues one durable job,
 // retention.sweep, at start and every [retention] interval; the job
 // deletes what is older than its kind's retention — run logs, finished
-// jobs, expired or ended browser sessions, read notifications, runners gone
-// for good — online, in small batches. Each batch is one atomic write of
+// jobs, expired or ended browser sessions, read notifications, ended
+// webhook deliveries and digests, runners gone for good — online, in small batches. Each batch is one atomic write of
 // ids read just before (ADR-0016), whose statements re-check why each row
 // may go, so a row that changed meanwhile stays; writers never wait for
 // more than one batch. Each kind's owner builds its deletes (run, job,
-// auth, notify); this package only decides when. Events are history and
+// auth, notify, webhook, digest); this package only decides when. Events are history and
 // are never deleted.
 package retention
 
@@ -19,25 +19,29 @@ import (
 
 	"github.com/ballet/ballet/internal/auth"
 	"github.com/ballet/ballet/internal/clock"
+	"github.com/ballet/ballet/internal/digest"
 	"github.com/ballet/ballet/internal/job"
 	"github.com/ballet/ballet/internal/notify"
 	"github.com/ballet/ballet/internal/run"
 	"github.com/ballet/ballet/internal/store"
 	"github.com/ballet/ballet/internal/transition"
+	"github.com/ballet/ballet/internal/webhook"
 )
 
 // Kinds of data retention deletes, the values of the kind label of
 // ballet_retention_deleted_total.
 const (
-	KindRunLogs       = "run_logs"      // log chunks of runs that ended before [retention] run_logs
-	KindJobs          = "jobs"          // jobs done or dead before [retention] jobs
-	KindSessions      = "sessions"      // browser sessions expired or ended before [retention] sessions
-	KindNotifications = "notifications" // notifications read before [retention] notifications
-	KindRunners       = "runners"       // runners not seen for [retention] runners (event runner.removed)
+	KindRunLogs       = "run_logs"           // log chunks of runs that ended before [retention] run_logs
+	KindJobs          = "jobs"               // jobs done or dead before [retention] jobs
+	KindSessions      = "sessions"           // browser sessions expired or ended before [retention] sessions
+	KindNotifications = "notifications"      // notifications read before [retention] notifications
+	KindWebhooks      = "webhook_deliveries" // webhook deliveries that ended before [retention] deliveries
+	KindDigests       = "digests"            // digests written before [retention] deliveries (each person's latest stays)
+	KindRunners       = "runners"            // runners not seen for [retention] runners (event runner.removed)
 )
 
 // Kinds lists every kind, in the order a sweep deletes them.
-var Kinds = []string{KindRunLogs, KindJobs, KindSessions, KindNotifications, KindRunners}
+var Kinds = []string{KindRunLogs, KindJobs, KindSessions, KindNotifications, KindWebhooks, KindDigests, KindRunners}
 
 // Defaults.
 const (
@@ -66,10 +70,10 @@ func (SweepArgs) DedupeKey() string { return "retention.sweep" }
 // Config is [retention]: how long each kind is kept (0: kept for good)
 // and how often the sweep runs.
 type Config struct {
-	RunLogs, Jobs, Sessions, Notifications, Runners time.Duration
-	Interval                                        time.Duration // DefaultInterval when ≤ 0
-	Batch                                           int           // DefaultBatch when ≤ 0
-	MaxBatches                                      int           // DefaultMaxBatches when ≤ 0
+	RunLogs, Jobs, Sessions, Notifications, Deliveries, Runners time.Duration
+	Interval                                                    time.Duration // DefaultInterval when ≤ 0
+	Batch                                                       int           // DefaultBatch when ≤ 0
+	MaxBatches                                                  int           // DefaultMaxBatches when ≤ 0
 	// Metrics counts the rows deleted; nil counts nothing.
 	Metrics *Metrics
 	// WakeJobs is called after the sweep's job was queued (the
@@ -170,6 +174,8 @@ func (r *Retention) Sweep(ctx context.Context) (rep Report, more bool, err error
 		{KindJobs, r.cfg.Jobs, r.rows(job.DeleteFinished)},
 		{KindSessions, r.cfg.Sessions, r.rows(auth.DeleteOldSessions)},
 		{KindNotifications, r.cfg.Notifications, r.rows(notify.DeleteReadNotifications)},
+		{KindWebhooks, r.cfg.Deliveries, r.rows(webhook.DeleteOldDeliveries)},
+		{KindDigests, r.cfg.Deliveries, r.rows(digest.DeleteOldDigests)},
 	}
 	for _, k := range kinds {
 		if k.keep <= 0 {
@@ -206,7 +212,8 @@ func (r *Retention) Sweep(ctx context.Context) (rep Report, more bool, err error
 	}
 	if total := rep.total(); total > 0 {
 		r.log.Info("retention: deleted old data", "run_log_chunks", rep[KindRunLogs], "jobs", rep[KindJobs], "sessions", rep[KindSessions],
-			"notifications", rep[KindNotifications], "runners", rep[KindRunners], "more", more)
+			"notifications", rep[KindNotifications], "webhook_deliveries", rep[KindWebhooks], "digests", rep[KindDigests],
+			"runners", rep[KindRunners], "more", more)
 	}
 	return rep, more, nil
 }

@@ -19,12 +19,13 @@ import (
 )
 
 const (
-	day       = 24 * time.Hour
-	logsKept  = 30 * day
-	jobsKept  = 7 * day
-	sessKept  = day
-	notesKept = 90 * day
-	runnerTTL = day
+	day            = 24 * time.Hour
+	logsKept       = 30 * day
+	jobsKept       = 7 * day
+	sessKept       = day
+	notesKept      = 90 * day
+	deliveriesKept = 30 * day
+	runnerTTL      = day
 )
 
 var now = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -102,6 +103,18 @@ VALUES (?, 'alice', 'question.opened', 'P-1', ?, ?, 0, 0, 1)`, id, "m-"+id, mail
 	}
 }
 
+func (w *world) delivery(id, status string, ended time.Time) {
+	w.n++
+	w.add(`INSERT INTO webhook_deliveries (id, webhook_id, organization_id, project_id, cause, item_key, event_id, event_seq, payload, status,
+attempts, started_at, created_at, updated_at, version) VALUES (?, 'W', 'O', 'P', 'question.opened', 'P-1', ?, ?, '{}', ?, 1, 0, 0, ?, 1)`,
+		id, "e-"+id, w.n, status, ms(ended))
+}
+
+func (w *world) digest(id, subject, status string, written time.Time) {
+	w.add(`INSERT INTO digests (id, subject, period_key, period_at, since_at, from_seq, to_seq, status, needs, finished, failures, created_at, version)
+VALUES (?, ?, ?, ?, 0, 0, 0, ?, 0, 0, 0, ?, 1)`, id, subject, written.UTC().Format(time.RFC3339Nano), ms(written), status, ms(written))
+}
+
 func (w *world) runner(id string, seen time.Time) {
 	w.add(`INSERT INTO runners (id, name, token_id, labels, created_at, last_seen_at, version) VALUES (?, ?, 't', '{}', 0, ?, 1)`, id, id, ms(seen))
 }
@@ -159,6 +172,17 @@ VALUES ('F', 'O', 'P', 'I', 'default', 0, '{}', 'build', 1, 3, 1, 'running', NUL
 	w.notification("n-read-old-mailing", at(now.Add(-notesKept-time.Second)), "retrying")
 	w.notification("n-read-new", at(now.Add(-notesKept+time.Second)), "")
 	w.notification("n-unread", nil, "pending")
+	w.delivery("d-sent-old", "succeeded", now.Add(-deliveriesKept-time.Second))
+	w.delivery("d-failed-old", "failed", now.Add(-deliveriesKept-time.Hour))
+	w.delivery("d-skipped-old", "skipped", now.Add(-deliveriesKept-time.Second))
+	w.delivery("d-retrying-old", "pending", now.Add(-deliveriesKept-time.Hour)) // still to be sent
+	w.delivery("d-sent-new", "succeeded", now.Add(-deliveriesKept+time.Second))
+	w.digest("g-alice-old", "alice", "sent", now.Add(-deliveriesKept-48*time.Hour))
+	w.digest("g-alice-old-empty", "alice", "empty", now.Add(-deliveriesKept-24*time.Hour))
+	w.digest("g-alice-new", "alice", "sent", now.Add(-deliveriesKept+time.Hour))
+	w.digest("g-bob-latest", "bob", "sent", now.Add(-deliveriesKept-24*time.Hour)) // old, but bob's latest
+	w.digest("g-carol-pending", "carol", "pending", now.Add(-deliveriesKept-48*time.Hour))
+	w.digest("g-carol-latest", "carol", "failed", now.Add(-deliveriesKept-24*time.Hour))
 	w.runner("gone", now.Add(-runnerTTL-time.Second))
 	w.runner("busy", now.Add(-runnerTTL-time.Second)) // holds the running run
 	w.runner("seen", now.Add(-runnerTTL+time.Second))
@@ -178,14 +202,14 @@ func TestRetentionDeletesWhatIsOldAndNothingElse(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		metrics := retention.NewMetrics(reg)
 		r := retention.New(s, w.clk, nil, w.runs, retention.Config{RunLogs: logsKept, Jobs: jobsKept, Sessions: sessKept,
-			Notifications: notesKept, Runners: runnerTTL, Batch: 2, Metrics: metrics})
+			Notifications: notesKept, Deliveries: deliveriesKept, Runners: runnerTTL, Batch: 2, Metrics: metrics})
 		events := storetest.Count(t, s, `SELECT COUNT(*) FROM events`)
 		rep, more, err := r.Sweep(t.Context())
 		if err != nil || more {
 			t.Fatalf("sweep: %v (more %v)", err, more)
 		}
 		want := retention.Report{retention.KindRunLogs: 7, retention.KindJobs: 2, retention.KindSessions: 2,
-			retention.KindNotifications: 2, retention.KindRunners: 1}
+			retention.KindNotifications: 2, retention.KindWebhooks: 3, retention.KindDigests: 2, retention.KindRunners: 1}
 		if fmt.Sprint(rep) != fmt.Sprint(want) {
 			t.Fatalf("deleted %v, want %v", rep, want)
 		}
@@ -202,6 +226,8 @@ func TestRetentionDeletesWhatIsOldAndNothingElse(t *testing.T) {
 			{"sessions kept", `SELECT id FROM sessions ORDER BY id`, "s-expired-new s-live"},
 			{"notifications kept", `SELECT id FROM notifications ORDER BY id`, "n-read-new n-read-old-mailing n-unread"},
 			{"mail kept", `SELECT notification_id FROM mail_deliveries ORDER BY notification_id`, "n-read-old-mailing n-unread"},
+			{"webhook deliveries kept", `SELECT id FROM webhook_deliveries ORDER BY id`, "d-retrying-old d-sent-new"},
+			{"digests kept", `SELECT id FROM digests ORDER BY id`, "g-alice-new g-bob-latest g-carol-latest g-carol-pending"},
 			{"runners kept", `SELECT id FROM runners ORDER BY id`, "busy seen"},
 		}
 		for _, c := range checks {
@@ -322,16 +348,20 @@ ORDER BY finished_at LIMIT ?`, []any{c, 50}},
 		{"ended sessions", `SELECT id FROM sessions WHERE ended_at < ? ORDER BY ended_at LIMIT ?`, []any{c, 500}},
 		{"read notifications", `SELECT id FROM notifications WHERE read_at < ? AND NOT EXISTS (SELECT 1 FROM mail_deliveries d
 WHERE d.notification_id = notifications.id AND d.status IN ('pending', 'retrying')) ORDER BY read_at LIMIT ?`, []any{c, 500}},
+		{"ended webhook deliveries", `SELECT id FROM webhook_deliveries WHERE status != 'pending' AND updated_at < ? ORDER BY updated_at LIMIT ?`, []any{c, 500}},
+		{"old digests", `SELECT id FROM digests WHERE status != 'pending' AND created_at < ? AND EXISTS (SELECT 1 FROM digests n
+WHERE n.subject = digests.subject AND n.period_at > digests.period_at) ORDER BY created_at LIMIT ?`, []any{c, 500}},
 	} {
 		storetest.NoTableScan(t, s, q.name, q.sql, q.args...)
 	}
 }
 
 // ballet_db_size_bytes is the database's size on every engine: more
-// than its empty schema, and growing with what is written.
+// than its empty schema, and growing with what is written;
+// ballet_db_free_bytes is the part deletes freed, which the size keeps.
 func TestDatabaseSize(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s store.Store) {
-		empty, err := retention.Size(t.Context(), s)
+		empty, _, err := retention.Size(t.Context(), s)
 		if err != nil || empty < 4096 {
 			t.Fatalf("size of the empty schema: %d, %v", empty, err)
 		}
@@ -341,15 +371,26 @@ func TestDatabaseSize(t *testing.T) {
 			w.job(fmt.Sprintf("j-size-%d", i), "pending", time.Time{})
 		}
 		w.write()
-		grown, err := retention.Size(t.Context(), s)
-		if err != nil || grown <= empty {
-			t.Fatalf("size after 400 jobs: %d (was %d), %v", grown, empty, err)
+		grown, free, err := retention.Size(t.Context(), s)
+		if err != nil || grown <= empty || free >= grown {
+			t.Fatalf("size after 400 jobs: %d (was %d), %d free, %v", grown, empty, free, err)
+		}
+		if _, err := s.Exec(t.Context(), store.Stmt(`DELETE FROM jobs WHERE id LIKE 'j-size-%'`)); err != nil {
+			t.Fatal(err)
+		}
+		after, freed, err := retention.Size(t.Context(), s)
+		if err != nil || after != grown || freed <= free {
+			t.Fatalf("after deleting the 400 jobs: size %d (was %d), free %d (was %d), %v; want the same size, more free", after, grown, freed, free, err)
 		}
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(retention.NewSizeCollector(s))
 		families, err := reg.Gather()
-		if err != nil || len(families) != 1 || families[0].GetMetric()[0].GetGauge().GetValue() != float64(grown) {
-			t.Fatalf("ballet_db_size_bytes: %v, %v; want %d", families, err, grown)
+		got := map[string]float64{}
+		for _, f := range families {
+			got[f.GetName()] = f.GetMetric()[0].GetGauge().GetValue()
+		}
+		if err != nil || got["ballet_db_size_bytes"] != float64(after) || got["ballet_db_free_bytes"] != float64(freed) {
+			t.Fatalf("metrics %v, %v; want size %d and free %d", got, err, after, freed)
 		}
 	})
 }

@@ -280,7 +280,7 @@ func (s *session) work(life context.Context, up *uploader) *ending {
 		ID: l.Run.ID, Path: wrapped.Path, Args: wrapped.Args, Env: wrapped.Env, Dir: wrapped.Dir,
 		OnLine: onLine, Idle: r.cfg.Watchdog.Duration, Timeout: timeout,
 		FinalGrace: r.timing.FinalGrace, KillGrace: r.timing.KillGrace, TermInside: wrapped.Wrapper,
-		Clock: r.clock, StateDir: r.stateDir,
+		Handshake: wrapped.Wrapper, Clock: r.clock, StateDir: r.stateDir,
 	})
 	psMu.Unlock()
 	if err != nil {

@@ -78,7 +78,35 @@ type Spec struct {
 	// StateDir, when set, holds a record of the session while it runs, for
 	// Sweep after a runner that died.
 	StateDir string
+
+	// Handshake is set for a wrapper (bwrap) whose command is
+	// HandshakeScript: the wrapper gets two extra files, the script says it
+	// is running (every --die-with-parent of the wrapper armed) and waits
+	// for the runner's go before it runs the session's command. Start
+	// returns once it said go, or once the wrapper ended before it was
+	// armed. A runner that dies before the go takes the command down with
+	// it even where the wrapper's own death signal is not armed yet: the
+	// script reads the end of the runner's pipe and exits.
+	Handshake bool
 }
+
+// HandshakeScript is the first command of a wrapper with Spec.Handshake, a
+// POSIX shell script run as `sh -c HandshakeScript NAME COMMAND ARGS…`:
+// it writes one byte on file 4 (armed), reads the line "go" from file 3,
+// and then runs COMMAND ARGS… in its place, without either file. When file
+// 3 ends first (the runner is gone), it exits with HandshakeGone.
+const HandshakeScript = `printf a >&4 && IFS= read -r go <&3 && [ "$go" = go ] && exec "$@" 3<&- 4>&-
+echo "ballet: the runner went away before the session started" >&2
+exit 125`
+
+// HandshakeGone is the exit status of a HandshakeScript whose runner went
+// away before its go.
+const HandshakeGone = 125
+
+// handshakeWait bounds, in real time, the wait for a wrapper to say it is
+// armed: bwrap takes milliseconds; a wrapper still silent after it gets no
+// go, and its script exits when it reaches the handshake.
+const handshakeWait = 30 * time.Second
 
 // Reason says why a session ended.
 type Reason string

@@ -80,6 +80,17 @@ func Start(ctx context.Context, spec Spec) (*Session, error) {
 			SysProcAttr: &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL},
 		},
 	}
+	var hs *handshake
+	if spec.Handshake {
+		if hs, err = newHandshake(); err != nil {
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			return nil, err
+		}
+		s.cmd.ExtraFiles = []*os.File{hs.goR, hs.armedW} // files 3 and 4
+	}
 	s.lastOutput.Store(spec.Clock.Now().UnixNano())
 	// The record exists before the process does: a runner that dies right
 	// after the start leaves a record for Sweep.
@@ -89,15 +100,18 @@ func Start(ctx context.Context, spec Spec) (*Session, error) {
 			outW.Close()
 			errR.Close()
 			errW.Close()
+			hs.close()
 			return nil, err
 		}
 	}
 	err = s.cmd.Start()
 	outW.Close()
 	errW.Close()
+	hs.started()
 	if err != nil {
 		outR.Close()
 		errR.Close()
+		hs.close()
 		s.removeRecord()
 		return nil, fmt.Errorf("proc: starting %s: %w", spec.Path, err)
 	}
@@ -108,7 +122,91 @@ func Start(ctx context.Context, spec Spec) (*Session, error) {
 		_, _ = writeRecord(spec.StateDir, record{ID: spec.ID, PID: pid, PGID: pid})
 	}
 	go s.run(ctx, outR, errR)
+	hs.complete()
 	return s, nil
+}
+
+// StartHandshaken starts cmd, a wrapper whose command is HandshakeScript,
+// outside a Session: it gives cmd the handshake's files, starts it, and
+// returns once it said go (or the wrapper ended before it was armed). cmd's
+// ExtraFiles must be empty. For tools and tests; sessions use
+// Spec.Handshake.
+func StartHandshaken(cmd *exec.Cmd) error {
+	if len(cmd.ExtraFiles) > 0 {
+		return errors.New("proc: a handshaken command has no extra files of its own")
+	}
+	hs, err := newHandshake()
+	if err != nil {
+		return err
+	}
+	cmd.ExtraFiles = []*os.File{hs.goR, hs.armedW}
+	err = cmd.Start()
+	hs.started()
+	if err != nil {
+		hs.close()
+		return err
+	}
+	hs.complete()
+	return nil
+}
+
+// handshake is the runner's side of Spec.Handshake: the wrapper's script
+// writes on armedW once it runs and reads goR.
+type handshake struct {
+	goR, goW       *os.File
+	armedR, armedW *os.File
+}
+
+func newHandshake() (*handshake, error) {
+	goR, goW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("proc: handshake: %w", err)
+	}
+	armedR, armedW, err := os.Pipe()
+	if err != nil {
+		goR.Close()
+		goW.Close()
+		return nil, fmt.Errorf("proc: handshake: %w", err)
+	}
+	return &handshake{goR: goR, goW: goW, armedR: armedR, armedW: armedW}, nil
+}
+
+// started closes the wrapper's ends in the runner once the wrapper has
+// them (or failed to start): the script alone holds them then, so the
+// runner reads the end of armed when the wrapper dies before its script
+// ran, and the script the end of go when the runner dies.
+func (h *handshake) started() {
+	if h == nil {
+		return
+	}
+	h.goR.Close()
+	h.armedW.Close()
+}
+
+// complete waits for the script to say it is armed and says go; when the
+// wrapper ended first, or stays silent past handshakeWait, it says nothing
+// and the script exits when it reaches the handshake.
+func (h *handshake) complete() {
+	if h == nil {
+		return
+	}
+	defer h.close()
+	_ = h.armedR.SetReadDeadline(time.Now().Add(handshakeWait))
+	var b [1]byte
+	if n, _ := h.armedR.Read(b[:]); n == 1 {
+		_, _ = h.goW.Write([]byte("go\n"))
+	}
+}
+
+// close closes the runner's ends.
+func (h *handshake) close() {
+	if h == nil {
+		return
+	}
+	h.goW.Close()
+	h.armedR.Close()
+	h.goR.Close()
+	h.armedW.Close()
 }
 
 // PID is the process ID of the command, which is also its process group.

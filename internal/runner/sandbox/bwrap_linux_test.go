@@ -72,11 +72,13 @@ func helper(mode string) {
 		<-c
 		fmt.Println("got TERM")
 		os.Exit(3)
+	case "racer":
+		racer()
 	case "parent": // starts the sandboxed command of its arguments (as the hang helper), relays its output, hangs
 		cmd := exec.Command(os.Args[1], os.Args[2:]...)
 		cmd.Env = append(os.Environ(), helperEnv+"=hang") // the last one counts
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		if err := cmd.Start(); err != nil {
+		if err := proc.StartHandshaken(cmd); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
@@ -235,9 +237,13 @@ func run(t *testing.T, sb Sandbox, w world, mode string, env ...string) string {
 	defer cancel()
 	c := exec.CommandContext(ctx, cmd.Path, cmd.Args...)
 	c.Env, c.Dir = cmd.Env, cmd.Dir
-	var stderr bytes.Buffer
-	c.Stderr = &stderr
-	out, err := c.Output()
+	var stdout, stderr bytes.Buffer
+	c.Stdout, c.Stderr = &stdout, &stderr
+	err = proc.StartHandshaken(c)
+	if err == nil {
+		err = c.Wait()
+	}
+	out := stdout.Bytes()
 	if err != nil {
 		t.Fatalf("%v: %s", err, stderr.String())
 	}
@@ -493,7 +499,7 @@ func TestSandboxedSession(t *testing.T) {
 		t.Fatal("bwrap is not marked a wrapper")
 	}
 	s, err := proc.Start(context.Background(), proc.Spec{ID: id, Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir,
-		TermInside: cmd.Wrapper, OnLine: func(b []byte, _ bool) { lines <- string(b) }})
+		TermInside: cmd.Wrapper, Handshake: cmd.Wrapper, OnLine: func(b []byte, _ bool) { lines <- string(b) }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/ballet/ballet/internal/procgroup"
+	"github.com/ballet/ballet/internal/runner/proc"
 )
 
 // Modes of the sandbox ([runner] sandbox).
@@ -78,7 +79,9 @@ type Command struct {
 	Dir  string
 	// Wrapper is set when Path is bwrap: a stop's SIGTERM must reach the
 	// session inside, not bwrap (proc.Spec.TermInside), which would die of
-	// it and kill the session at once.
+	// it and kill the session at once. Its command is then
+	// proc.HandshakeScript, which runs the session's command once the runner
+	// said go (proc.Spec.Handshake).
 	Wrapper bool
 }
 
@@ -118,7 +121,11 @@ func (s Sandbox) Wrap(sess Session) (Command, error) {
 	if err != nil {
 		return Command{}, err
 	}
-	args = append(append(args, "--", sess.Path), sess.Args...)
+	// bwrap arms --die-with-parent in the sandbox a moment after it
+	// created it: a runner that died within that moment would leave the
+	// session running. The handshake's script holds the session's command
+	// back until the runner, alive once everything was armed, says go.
+	args = append(append(args, "--", "/bin/sh", "-c", proc.HandshakeScript, "ballet-session", sess.Path), sess.Args...)
 	return Command{Path: bwrap, Args: args, Env: sess.Env, Dir: "/", Wrapper: true}, nil
 }
 

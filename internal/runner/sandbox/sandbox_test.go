@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ballet/ballet/internal/runner/proc"
 )
 
 // mkdirs creates folders under root and returns their real paths by name.
@@ -85,7 +87,8 @@ func TestWrapOrder(t *testing.T) {
 	if !(tmp < hideWork && hideWork < ws && hideWork < home && tmp < cli && cli < secrets && ws < remount && home < remount) {
 		t.Errorf("mount order wrong: %q", a)
 	}
-	if i := at("--"); !slices.Equal(a[i+1:], []string{"claude", "-p", "hi"}) {
+	// The handshake's script runs first, then the session's command.
+	if i := at("--"); !slices.Equal(a[i+1:], []string{"/bin/sh", "-c", proc.HandshakeScript, "ballet-session", "claude", "-p", "hi"}) {
 		t.Errorf("command after --: %q", a[i+1:])
 	}
 	if index(a, "--tmpfs", d["work"]+"/private") >= 0 && index(a, "--tmpfs", d["work"]+"/private") < hideWork {

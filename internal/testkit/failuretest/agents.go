@@ -356,12 +356,12 @@ func (a *agentRunner) candidate(stage string, killed map[string]int) *agentSessi
 }
 
 // sandboxStart is how long after a session's start the harness does not
-// kill its runner: bubblewrap arms --die-with-parent in its sandbox's first
-// process a moment after creating it (bubblewrap 0.8), and a runner
-// SIGKILLed in between leaves that process to the runner's start-up sweep
-// (seen once at load 20: a session started 197 ms before the kill). The
-// window is documented in docs/runners.md; the failure suite kills runners
-// mid-work, not mid-start.
+// kill its runner: a runner SIGKILLed while bubblewrap still sets its
+// sandbox up can leave bubblewrap's idle init process (never the agent: the
+// start handshake holds the agent back until the runner's go) to the
+// runner's start-up sweep, which the suite's orphan check would count (seen
+// once at load 20: a session started 197 ms before the kill). Documented in
+// docs/runners.md; the failure suite kills runners mid-work, not mid-start.
 const sandboxStart = 2 * time.Second
 
 // sandboxStarting reports whether a session of the running runner is

@@ -443,7 +443,11 @@ func freePort() (string, error) {
 	return port, err
 }
 
-var httpClient = &http.Client{Timeout: 30 * time.Second}
+// httpClient bounds a test's API call to the shared Gitea generously: a
+// Gitea serving several test packages on a loaded CI machine took 3–4 s
+// per write and over 30 s for a merge on a protected branch; a slow answer
+// is not what these tests test.
+var httpClient = &http.Client{Timeout: 3 * time.Minute}
 
 // do sends one API request; auth is "token X", "basic user:password" or "".
 func (s *Server) do(ctx context.Context, method, path, auth string, body any) (int, []byte, error) {

@@ -202,6 +202,16 @@ func TestDarkScheme(t *testing.T) {
 		"/items/ACME-2", "/notifications", "/me/tokens", "/platform"} {
 		p.Open(path)
 	}
+	// The YAML editor colours its tokens with the scheme's syntax colours
+	// (a key GitHub's dark green), not CodeMirror's light ones.
+	p.Open("/projects/ACME/pipelines")
+	p.Click("#tab-yaml")
+	keyColour := `(() => { const s = [...document.querySelectorAll('.cm-content .cm-line span')].find(s => s.textContent === 'stages'); return s ? getComputedStyle(s).color : ''; })()`
+	p.WaitJS(keyColour+` !== ''`, "the YAML editor's key stages")
+	if c := Eval[string](p, keyColour); c != "rgb(126, 231, 135)" {
+		t.Errorf("a YAML key in the dark scheme is %s, want rgb(126, 231, 135) (--hl-name)", c)
+	}
+	p.Check("pipeline-yaml-dark")
 	p.ColorScheme("light")
 	p.Open("/projects/ACME")
 	if bg := Eval[string](p, `getComputedStyle(document.documentElement).backgroundColor`); bg != "rgb(255, 255, 255)" {

@@ -3,10 +3,11 @@
 // CodeMirror is a chunk of its own that only the pipelines page loads.
 import { defaultKeymap, history, historyKeymap } from "@codemirror/commands";
 import { yaml } from "@codemirror/lang-yaml";
-import { bracketMatching, defaultHighlightStyle, syntaxHighlighting } from "@codemirror/language";
+import { bracketMatching, HighlightStyle, syntaxHighlighting } from "@codemirror/language";
 import { type Diagnostic, lintGutter, setDiagnostics } from "@codemirror/lint";
 import { Annotation, Compartment, EditorState } from "@codemirror/state";
 import { drawSelection, EditorView, highlightActiveLine, keymap, lineNumbers } from "@codemirror/view";
+import { tags as t } from "@lezer/highlight";
 import { charColumn, type Problem } from "./model";
 
 export interface YamlEditor {
@@ -46,6 +47,19 @@ const tokens = EditorView.theme({
   ".cm-panels": { backgroundColor: "var(--panel)", color: "var(--fg)" },
   ".cm-lintRange-error": { textDecorationColor: "var(--danger)" },
 });
+// syntax colours YAML's tokens with the visual system's syntax tokens
+// (style.css --hl-*, the diff's too), so that they follow the scheme:
+// CodeMirror's default highlight style is for a light background.
+const syntax = HighlightStyle.define([
+  { tag: [t.propertyName, t.definition(t.propertyName)], color: "var(--hl-name)" },
+  { tag: [t.string, t.special(t.string), t.content], color: "var(--hl-string)" },
+  { tag: [t.number, t.bool, t.null, t.atom, t.keyword], color: "var(--hl-attr)" },
+  { tag: [t.comment, t.lineComment, t.blockComment], color: "var(--hl-comment)", fontStyle: "italic" },
+  { tag: [t.meta, t.processingInstruction, t.documentMeta], color: "var(--hl-keyword)" },
+  { tag: [t.labelName, t.typeName, t.special(t.variableName)], color: "var(--hl-builtin)" },
+  { tag: [t.punctuation, t.separator, t.squareBracket, t.brace], color: "var(--muted)" },
+  { tag: t.invalid, color: "var(--danger)" },
+]);
 const access = new Compartment();
 
 export function createEditor(parent: HTMLElement, text: string, readOnly: boolean, onEdit: (text: string) => void): YamlEditor {
@@ -59,7 +73,7 @@ export function createEditor(parent: HTMLElement, text: string, readOnly: boolea
         drawSelection(),
         highlightActiveLine(),
         bracketMatching(),
-        syntaxHighlighting(defaultHighlightStyle, { fallback: true }),
+        syntaxHighlighting(syntax),
         keymap.of([...defaultKeymap, ...historyKeymap]),
         yaml(),
         lintGutter(),

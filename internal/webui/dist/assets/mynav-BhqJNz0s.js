@@ -1,1 +1,0 @@
-import{m as e}from"./index-BMWWAIrE.js";function t({current:t}){return e(`nav`,{"aria-label":`Your settings`,class:`subnav`,children:[e(`a`,{href:`/me/notifications`,"aria-current":t===`notifications`?`page`:void 0,children:`Notification settings`}),e(`a`,{href:`/me/tokens`,"aria-current":t===`tokens`?`page`:void 0,children:`API tokens`})]})}export{t};
