@@ -343,11 +343,7 @@ func (s *session) ended(ctx context.Context, e *ending, res proc.Result, out age
 	e.usage = &u
 	e.model = cutModel(out.Model)
 	clean := false // the CLI ended by itself without error
-	// The provider refused the session after its report went through (its
-	// closing words): the agent's work is done and stands; the limit is
-	// no failure of it, and the session is not limited either.
-	afterReport := out.Report != nil && out.Limit != nil && (res.Reason == proc.Exited || res.Reason == proc.FinalGrace)
-	if afterReport {
+	if refusedAfterReport(res, out) {
 		s.log.Warn("the model's provider refused the session after its report: the report stands", "err", out.Error)
 		e.exit, out.Error = 0, ""
 	}
@@ -430,7 +426,7 @@ func (s *session) ended(ctx context.Context, e *ending, res proc.Result, out age
 // left as it is; the reset time comes from the meter's refusal when the
 // CLI printed none.
 func (s *session) limited(e *ending, res proc.Result, out agent.Result, refusal *meter.Refusal) {
-	if e.interrupted != "" || len(e.err) == 0 {
+	if e.interrupted != "" || len(e.err) == 0 || refusedAfterReport(res, out) {
 		return
 	}
 	lim := out.Limit
@@ -448,6 +444,14 @@ func (s *session) limited(e *ending, res proc.Result, out agent.Result, refusal 
 	e.retryAt = lim.RetryAt(now)
 	s.log.Warn("the model's provider refused the session", "kind", lim.Kind, "status", lim.Status, "retry_at", e.retryAt,
 		"err", errorText(e.err))
+}
+
+// refusedAfterReport: the provider refused the session after its report
+// went through (its closing words) and the CLI ended by itself. The
+// agent's work is done and stands: the refusal is no failure of it, and
+// the session is not limited either.
+func refusedAfterReport(res proc.Result, out agent.Result) bool {
+	return out.Report != nil && out.Limit != nil && (res.Reason == proc.Exited || res.Reason == proc.FinalGrace)
 }
 
 // meterLimit is the limit a refusal's status tells of.
