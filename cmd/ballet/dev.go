@@ -28,7 +28,11 @@ agent CLIs run whole sessions without an API key and offline. It prints the
 URL to point them at and runs until interrupted (SIGINT, SIGTERM), logging
 each turn it plays to stderr. A marker in a session's prompt (a ticket's
 description), [[ballet-scenario:NAME key=value ...]], picks what the model
-does; without one it plays --scenario.
+does; without one it plays --scenario. The rate-limit scenario refuses as a
+provider's limit does (429, 529, quota; with or without retry-after and the
+APIs' reset headers) for requests= answers or for= a while, then serves: a
+ticket whose description carries [[ballet-scenario:rate-limit retry_after=30
+requests=3]] shows Ballet waiting out the limit and going on.
 
 Exit status: 0 when interrupted, 1 when the address cannot be bound, 2 for
 a usage error.

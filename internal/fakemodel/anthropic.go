@@ -165,6 +165,10 @@ func (anthropic) fail(w http.ResponseWriter, status int, typ, msg string) {
 	writeJSON(w, status, errorBody(typ, msg))
 }
 
+func (anthropic) failure(w http.ResponseWriter, f Failure) {
+	writeJSON(w, f.Status, errorBody(f.Type, f.Message))
+}
+
 func (anthropic) write(w http.ResponseWriter, c *Conversation, t Turn, u Usage, hang <-chan struct{}) {
 	stop := "end_turn"
 	if len(t.Calls) > 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // Conversation is one model request, whichever API it came through: what
@@ -27,6 +28,9 @@ type Conversation struct {
 	text       string          // every text of the request, for finding announced names
 	promptSize int             // bytes the prompt's token count starts from (see Usage)
 	stream     bool            // the client asked for a streamed answer
+	api        string          // the dialect's name: "anthropic" or "openai"
+	limits     *limits         // the server's provider limits (the rate-limit scenario)
+	now        time.Time       // when the request came
 }
 
 // Tool is a tool a request offers.

@@ -30,6 +30,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // maxBody bounds a request body: a session's whole history, which the
@@ -107,7 +108,12 @@ type Server struct {
 	// NNNN-<api>.json: what a CLI sends, for writing an adapter.
 	Dump string
 
+	// Now, if set, is the clock the rate-limit scenario's durations and
+	// reset times are taken from (time.Now when nil).
+	Now func() time.Time
+
 	scenarios map[string]Scenario
+	limits    limits
 	dumped    atomic.Int64
 	done      chan struct{}
 	closeOnce sync.Once
@@ -206,6 +212,9 @@ type dialect interface {
 	write(w http.ResponseWriter, c *Conversation, t Turn, u Usage, hang <-chan struct{})
 	// fail answers with an error (before any streaming).
 	fail(w http.ResponseWriter, status int, typ, msg string)
+	// failure answers with a scripted failure, in the API's own error
+	// format.
+	failure(w http.ResponseWriter, f Failure)
 }
 
 // ServeHTTP answers POST /v1/messages (Anthropic), POST
@@ -268,6 +277,9 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, d dialect, c 
 		}
 	}
 	c.Params = params
+	c.api = d.name()
+	c.limits = &s.limits
+	c.now = s.now()
 	c.nameResults()
 	c.findDeferred()
 
@@ -339,7 +351,10 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, d dialect, c 
 		if t.Fail.RetryAfterMs > 0 {
 			w.Header().Set("Retry-After-Ms", strconv.Itoa(t.Fail.RetryAfterMs))
 		}
-		d.fail(w, t.Fail.Status, t.Fail.Type, t.Fail.Message)
+		for k, v := range t.Fail.Headers {
+			w.Header().Set(k, v)
+		}
+		d.failure(w, *t.Fail)
 		return
 	}
 	hang := make(chan struct{})
@@ -358,6 +373,13 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, d dialect, c 
 		}
 	}
 	d.write(w, c, t, u, hang)
+}
+
+func (s *Server) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
 }
 
 // loadDeferred turns a turn that calls a deferred tool into a tool search

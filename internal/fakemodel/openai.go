@@ -122,6 +122,16 @@ func (openAI) fail(w http.ResponseWriter, status int, typ, msg string) {
 	writeJSON(w, status, errorBody(typ, msg))
 }
 
+// failure answers in OpenAI's error format: {"error": {message, type,
+// param, code}}.
+func (openAI) failure(w http.ResponseWriter, f Failure) {
+	var code any
+	if f.Code != "" {
+		code = f.Code
+	}
+	writeJSON(w, f.Status, map[string]any{"error": map[string]any{"message": f.Message, "type": f.Type, "param": nil, "code": code}})
+}
+
 func (openAI) write(w http.ResponseWriter, c *Conversation, t Turn, u Usage, hang <-chan struct{}) {
 	id := fmt.Sprintf("chatcmpl-fake-%d", messageSeq.Add(1))
 	finish := "stop"

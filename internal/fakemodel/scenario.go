@@ -33,6 +33,12 @@ type Failure struct {
 	// (Anthropic: event error; OpenAI: a chunk with an error), with
 	// status 200.
 	InStream bool
+	// Code is the OpenAI error's code (rate_limit_exceeded,
+	// insufficient_quota …); the Anthropic API has none.
+	Code string
+	// Headers are more response headers: retry-after, the rate limits'
+	// reset times.
+	Headers map[string]string
 }
 
 // Hang says where a turn hangs.
@@ -148,6 +154,8 @@ func Scenarios() map[string]Scenario {
 			Next: script(writeFile, say("All done, no report."))},
 		{Name: "api-error", Doc: "answers every request with an API error (status=500, type=api_error, retry_after_ms=10, in=stream for an error event)",
 			Next: apiError},
+		{Name: "rate-limit", Doc: "refuses as the provider's limit would (kind=rate: 429, kind=overloaded: 529, kind=quota: out of credit), with retry-after: retry_after= seconds and the rate limits' reset headers reset= seconds from now when given; from the session's step from= (0) on, while requests= answers or for= (a duration) since the first refusal have not passed (neither: always); otherwise plays then= (default report-done); one limit per marker, shared by every session that carries it",
+			Next: rateLimit},
 		{Name: "hang", Doc: "never answers (at=mid for after the stream's first text)",
 			Next: hang},
 		{Name: "huge-line", Doc: "reports done, then answers with a text of size= bytes (default 20000000) on one line",

@@ -109,6 +109,7 @@ type fcFinish struct {
 	Error       string
 	BranchAhead *int
 	Interrupted string
+	RetryAt     *time.Time
 }
 
 func newFakeCore(t testing.TB) *fakeCore {
@@ -516,7 +517,7 @@ func (fc *fakeCore) finish(w http.ResponseWriter, r *http.Request) {
 	}
 	var answer runproto.Run
 	fc.update(func() {
-		pf := fcFinish{ExitStatus: *f.ExitStatus, Usage: f.Usage, Error: f.Error, BranchAhead: f.BranchAhead, Interrupted: f.Interrupted}
+		pf := fcFinish{ExitStatus: *f.ExitStatus, Usage: f.Usage, Error: f.Error, BranchAhead: f.BranchAhead, Interrupted: f.Interrupted, RetryAt: f.RetryAt}
 		run.Finishes = append(run.Finishes, pf)
 		if run.Status == "running" {
 			switch {

@@ -413,11 +413,12 @@ func TestRealCore(t *testing.T) {
 		}
 	})
 
-	// A model API error fails the run with the CLI's own message.
+	// A model API error (not a provider's limit) fails the run with the
+	// CLI's own message.
 	t.Run("api error", func(t *testing.T) {
 		t.Parallel()
 		w := w.in(t)
-		key := w.ticket("task", fakemodel.Marker("api-error", "status=529", "type=overloaded_error", "tag=api-error"))
+		key := w.ticket("task", fakemodel.Marker("api-error", "status=500", "type=api_error", "tag=api-error"))
 		r := w.final(key, 1)
 		if r.Status != "failed" || r.ExitStatus == nil || *r.ExitStatus != 1 || !strings.Contains(r.Error, "claude-code: API Error") {
 			t.Fatalf("run %+v", r)

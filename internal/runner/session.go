@@ -100,8 +100,12 @@ type ending struct {
 	ahead *int   // commits of the branch ahead of the default branch after the session (nil: not known)
 	model string // the model that served the session ("": not known)
 	// interrupted: the session ended because of the runner's
-	// infrastructure (one of runproto.RunnerReasons), not of the agent.
+	// infrastructure or the model's provider (one of
+	// runproto.RunnerReasons), not of the agent.
 	interrupted string
+	// retryAt: with interrupted provider_limit, when the provider said
+	// the limit is over (nil: it did not say).
+	retryAt *time.Time
 }
 
 func (e *ending) fail(format string, args ...any) {
@@ -315,7 +319,14 @@ func (s *session) work(life context.Context, up *uploader) *ending {
 	outMu.Lock()
 	final := out.Result()
 	outMu.Unlock()
+	var refusal *meter.Refusal
+	if m != nil {
+		if rf, ok := m.LastRefusal(); ok {
+			refusal = &rf
+		}
+	}
 	s.ended(life, e, res, final)
+	s.limited(e, res, final, refusal)
 	return e
 }
 
@@ -333,6 +344,10 @@ func (s *session) ended(ctx context.Context, e *ending, res proc.Result, out age
 	e.usage = &u
 	e.model = cutModel(out.Model)
 	clean := false // the CLI ended by itself without error
+	if refusedAfterReport(res, out) {
+		s.log.Warn("the model's provider refused the session after its report: the report stands", "err", out.Error)
+		e.exit, out.Error = 0, ""
+	}
 	switch res.Reason {
 	case proc.Exited:
 		clean = e.exit == 0
@@ -401,6 +416,54 @@ func (s *session) ended(ctx context.Context, e *ending, res proc.Result, out age
 	}
 }
 
+// limited turns a session the model's provider refused into an
+// interruption (provider_limit) with the time the provider said the limit
+// is over: the CLI's own account of the refusal (its final error, with the
+// reset time when it printed one), else the last answer of the model API
+// the meter saw, when it refused for a limit and the session was stopped
+// while the CLI still waited (by the watchdog or the stage's timeout: a
+// CLI retrying a limit prints nothing). A session that succeeded, or that
+// ended for another reason of the runner's (a drain, the kill switch), is
+// left as it is; the reset time comes from the meter's refusal when the
+// CLI printed none.
+func (s *session) limited(e *ending, res proc.Result, out agent.Result, refusal *meter.Refusal) {
+	if e.interrupted != "" || len(e.err) == 0 || refusedAfterReport(res, out) {
+		return
+	}
+	lim := out.Limit
+	if lim == nil && refusal != nil && out.Report == nil && (res.Reason == proc.Watchdog || res.Reason == proc.Deadline) {
+		lim = meterLimit(refusal.Status)
+	}
+	if lim == nil {
+		return
+	}
+	now := s.r.clock.Now()
+	if lim.After == 0 && lim.At.IsZero() && refusal != nil {
+		lim.Reset(agent.HeaderMap(refusal.Header), now)
+	}
+	e.interrupted = runproto.ReasonProviderLimit
+	e.retryAt = lim.RetryAt(now)
+	s.log.Warn("the model's provider refused the session", "kind", lim.Kind, "status", lim.Status, "retry_at", e.retryAt,
+		"err", errorText(e.err))
+}
+
+// refusedAfterReport: the provider refused the session after its report
+// went through (its closing words) and the CLI ended by itself. The
+// agent's work is done and stands: the refusal is no failure of it, and
+// the session is not limited either.
+func refusedAfterReport(res proc.Result, out agent.Result) bool {
+	return out.Report != nil && out.Limit != nil && (res.Reason == proc.Exited || res.Reason == proc.FinalGrace)
+}
+
+// meterLimit is the limit a refusal's status tells of.
+func meterLimit(status int) *agent.Limit {
+	kind := agent.LimitRate
+	if status != http.StatusTooManyRequests {
+		kind = agent.LimitOverloaded
+	}
+	return &agent.Limit{Kind: kind, Status: status}
+}
+
 // endedWithOutcome reports whether a finished run ended its stage with an
 // outcome (the session reported and succeeded, with no blocking question
 // pending): the stage's checkpoint is then of no more use.
@@ -413,7 +476,7 @@ func endedWithOutcome(r runproto.Run) bool {
 func (s *session) finish(life context.Context, e *ending) (runproto.Run, bool) {
 	r, l := s.r, s.lease
 	f := runproto.FinishIn{ExitStatus: &e.exit, Usage: e.usage, Error: errorText(e.err), BranchAhead: e.ahead, Model: e.model,
-		Interrupted: e.interrupted}
+		Interrupted: e.interrupted, RetryAt: e.retryAt}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(life))
 	defer cancel()
 	deadline := r.clock.Now().Add(r.timing.FinishFor)

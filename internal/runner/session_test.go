@@ -159,7 +159,8 @@ func TestNoReport(t *testing.T) {
 	}
 }
 
-// A model API error fails the session with the CLI's own message.
+// A model API error (not a provider's limit) fails the session with the
+// CLI's own message.
 func TestAPIError(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -167,13 +168,13 @@ func TestAPIError(t *testing.T) {
 		want []string
 	}{
 		{runproto.ClaudeCode, []string{"claude-code: API Error", "terminal_reason api_error"}},
-		{runproto.OpenCode, []string{"opencode: APIError", "fake model: scripted overloaded_error"}},
+		{runproto.OpenCode, []string{"opencode: APIError", "fake model: scripted api_error"}},
 	} {
 		t.Run(c.cli, func(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t)
 			w.start(w.options(c.cli))
-			ss := w.session(fakemodel.Marker("api-error", "status=529", "type=overloaded_error"))
+			ss := w.session(fakemodel.Marker("api-error", "status=500", "type=api_error"))
 			ss.Stage.Adapter = c.cli
 			got := w.core.finished(w.core.enqueue(ss))
 			f := got.Finishes[0]
@@ -186,6 +187,85 @@ func TestAPIError(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A provider's limit is not the agent's failure: the real CLI, refused by
+// the fake model's rate-limit scenario past its (capped) retries, ends the
+// session interrupted provider_limit, with retry_at when the provider said
+// when: retry-after taken from the end of the session, or the Anthropic
+// reset header as given (claude-code prints neither: the runner's meter
+// kept the refusal's headers); none when it did not say.
+func TestProviderLimit(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now().UTC().Truncate(time.Second)
+	for _, c := range []struct {
+		name, cli string
+		params    []string
+		exact     *time.Time    // retry_at is this
+		after     time.Duration // else, when > 0, retry_at is this long after the session's end (to the second)
+		want      string        // the finish's error holds it
+	}{
+		{"claude-code retry-after", runproto.ClaudeCode, []string{"retry_after=1"}, nil, time.Second, "API Error: Request rejected (429)"},
+		{"claude-code reset", runproto.ClaudeCode, []string{"reset=3600"}, ptr(t0.Add(time.Hour)), 0, "API Error: Request rejected (429)"},
+		{"claude-code overloaded", runproto.ClaudeCode, []string{"kind=overloaded"}, nil, 0, "API Error: 529 Overloaded"},
+		{"opencode retry-after", runproto.OpenCode, []string{"retry_after=1"}, nil, time.Second, "opencode: APIError: Rate limit reached"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			w.fm.Now = func() time.Time { return t0 }
+			w.start(w.options(c.cli))
+			ss := w.session(fakemodel.Marker("rate-limit", c.params...))
+			ss.Stage.Adapter = c.cli
+			before := time.Now()
+			got := w.core.finished(w.core.enqueue(ss))
+			end := time.Now()
+			f := got.Finishes[0]
+			if got.Status != runproto.StatusInterrupted || f.Interrupted != runproto.ReasonProviderLimit || !strings.Contains(f.Error, c.want) {
+				t.Fatalf("run %s, finish %+v", got.Status, f)
+			}
+			switch {
+			case c.exact != nil:
+				if f.RetryAt == nil || !f.RetryAt.Equal(*c.exact) {
+					t.Errorf("retry_at %v, want %v", f.RetryAt, c.exact)
+				}
+			case c.after > 0:
+				if f.RetryAt == nil || f.RetryAt.Before(before.Add(c.after).Truncate(time.Second)) || f.RetryAt.After(end.Add(c.after+time.Second)) {
+					t.Errorf("retry_at %v, want %v after the session's end (between %v and %v)", f.RetryAt, c.after, before, end)
+				}
+			default:
+				if f.RetryAt != nil {
+					t.Errorf("retry_at %v, want none", f.RetryAt)
+				}
+			}
+			if s := w.servedFirst(); s.Errors < 2 || s.Turns != 0 {
+				t.Errorf("the model served %+v: want only refusals, the CLI's try and a retry", s)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// An agent that succeeded is never limited: the provider refusing the
+// session's closing turn, after its report went through, leaves the run
+// succeeded (exit 0, no interruption) with its work pushed.
+func TestProviderLimitAfterReport(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.start(w.options())
+	ss := w.session(fakemodel.Marker("rate-limit", "from=2", "retry_after=1"))
+	got := w.core.over(w.core.enqueue(ss))
+	f := got.Finishes[0]
+	if got.Status != runproto.StatusSucceeded || got.Outcome != "done" || f.ExitStatus != 0 || f.Interrupted != "" || f.RetryAt != nil || f.Error != "" {
+		t.Fatalf("run %s, outcome %q, finish %+v", got.Status, got.Outcome, f)
+	}
+	if s := w.servedFirst(); s.Errors == 0 {
+		t.Fatalf("the model refused nothing: %+v", s)
+	}
+	if head := w.remote.ref("refs/heads/ballet/ACME-1"); head == "" || w.remote.show(head, "hello.txt") != "hello from the fake model\n" {
+		t.Errorf("the branch %q lacks the agent's work", head)
 	}
 }
 

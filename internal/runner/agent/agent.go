@@ -58,8 +58,16 @@ type Spec struct {
 }
 
 // anthropicAPI is the Anthropic API's URL, opencode's default for its
-// anthropic provider.
-const anthropicAPI = "https://api.anthropic.com/v1"
+// anthropic provider; anthropicBase is claude-code's (its paths start
+// with /v1).
+const (
+	anthropicAPI  = "https://api.anthropic.com/v1"
+	anthropicBase = "https://api.anthropic.com"
+)
+
+// claudeMaxRetries is the CLAUDE_CODE_MAX_RETRIES a session gets unless
+// pass_env passes the runner's own.
+const claudeMaxRetries = "2"
 
 // Checkpoint describes restored work, for the prompt.
 type Checkpoint struct {
@@ -129,6 +137,21 @@ func (c Claude) Prepare(s Spec) (Command, error) {
 	env.set("CLAUDE_CONFIG_DIR", config)
 	for _, k := range []string{"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_AUTOUPDATER", "DISABLE_TELEMETRY", "DISABLE_ERROR_REPORTING"} {
 		env.set(k, "1")
+	}
+	// claude-code retries a refused request itself, 10 times over minutes
+	// by default: a provider's limit would hold the session that long
+	// before Ballet heard of it. A few quick retries ride out a moment's
+	// refusal; a lasting limit reaches the runner at once ([runner]
+	// pass_env may name the variable to choose otherwise).
+	env.setDefault("CLAUDE_CODE_MAX_RETRIES", claudeMaxRetries)
+	if s.Meter != nil {
+		// Through the session's meter, which keeps the headers of the
+		// model API's refusals: claude-code prints no reset time.
+		u, err := s.Meter(or(envURL(s.Environ, "ANTHROPIC_BASE_URL", ""), anthropicBase))
+		if err != nil {
+			return Command{}, fmt.Errorf("agent: the model API's meter: %w", err)
+		}
+		env.set("ANTHROPIC_BASE_URL", u)
 	}
 	id := uuid.NewString()
 	// --include-partial-messages: the model's stream events, the only
@@ -395,6 +418,13 @@ func (e *envList) set(k, v string) {
 		e.keys = append(e.keys, k)
 	}
 	e.vals[k] = v
+}
+
+// setDefault sets k unless it is set already.
+func (e *envList) setDefault(k, v string) {
+	if _, ok := e.vals[k]; !ok {
+		e.set(k, v)
+	}
 }
 
 func (e *envList) list() []string {

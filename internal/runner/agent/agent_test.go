@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ballet/ballet/internal/runproto"
 )
@@ -18,7 +19,7 @@ import (
 
 // read feeds a sample to out line by line (with a reader that takes lines
 // of any length) and returns the events.
-func read(t *testing.T, out Output, sample string) []Event {
+func read(t testing.TB, out Output, sample string) []Event {
 	t.Helper()
 	f, err := os.Open(filepath.Join("testdata", sample))
 	if err != nil {
@@ -53,7 +54,9 @@ func TestClaudeOutput(t *testing.T) {
 			Usage: runproto.Usage{InputTokens: 5288, OutputTokens: 22, CacheWriteTokens: 7029, CacheReadTokens: 7029, CostUSD: 0.044661450000000005}}, 0, ""},
 		{"claude-answered.ndjson", Result{Final: true, Report: &Report{"done", "Done as answered: teal"},
 			Usage: runproto.Usage{InputTokens: 5318, OutputTokens: 16, CacheWriteTokens: 7029, CacheReadTokens: 7029, CostUSD: 0.044661450000000005}}, 0, ""},
-		{"claude-api-error.ndjson", Result{Final: true,
+		// An overload (529) is the provider's limit, not the agent's
+		// failure.
+		{"claude-api-error.ndjson", Result{Final: true, Limit: &Limit{Kind: LimitOverloaded, Status: 529},
 			Error: "claude-code: API Error: 529 fake model: scripted overloaded_error"}, 0, ""},
 		// Stopped mid-work, no result line: the answers' input and cache
 		// tokens, no output; priced at claude-sonnet-4-5's list prices
@@ -120,7 +123,8 @@ func TestOpenCodeOutput(t *testing.T) {
 		{"opencode-ask.ndjson", Result{Usage: runproto.Usage{InputTokens: 3199, OutputTokens: 22, CacheReadTokens: 2356, CostUSD: 0.010633799999999999}}},
 		{"opencode-answered.ndjson", Result{Report: &Report{"done", "Done as answered: teal"},
 			Usage: runproto.Usage{InputTokens: 3229, OutputTokens: 16, CacheReadTokens: 2356, CostUSD: 0.010633799999999999}}},
-		{"opencode-api-error.ndjson", Result{Error: "opencode: APIError: fake model: scripted overloaded_error"}},
+		{"opencode-api-error.ndjson", Result{Error: "opencode: APIError: fake model: scripted overloaded_error",
+			Limit: &Limit{Kind: LimitOverloaded, Status: 529, After: 10 * time.Millisecond}}},
 		{"opencode-cancelled.ndjson", Result{}},
 		// Killed in its third step: the two steps that finished, at the
 		// cost opencode told.
@@ -217,6 +221,38 @@ func envMap(env []string) map[string]string {
 	return m
 }
 
+// claude-code's retries of a refused request are capped unless pass_env
+// passes the runner's own CLAUDE_CODE_MAX_RETRIES; with a meter, the CLI
+// reaches the model API (ANTHROPIC_BASE_URL, else Anthropic's) through it.
+func TestClaudeRetriesAndMeter(t *testing.T) {
+	s := spec(t)
+	s.Environ = append(s.Environ, "CLAUDE_CODE_MAX_RETRIES=7")
+	s.PassEnv = append(s.PassEnv, "CLAUDE_CODE_MAX_RETRIES")
+	var upstreams []string
+	s.Meter = func(upstream string) (string, error) {
+		upstreams = append(upstreams, upstream)
+		return "http://127.0.0.1:1234", nil
+	}
+	cmd, err := Claude{}.Prepare(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := envMap(cmd.Env)
+	if env["CLAUDE_CODE_MAX_RETRIES"] != "7" || env["ANTHROPIC_BASE_URL"] != "http://127.0.0.1:1234" || !slices.Equal(upstreams, []string{"http://model:9"}) {
+		t.Errorf("max retries %q, base URL %q, meter's upstreams %q", env["CLAUDE_CODE_MAX_RETRIES"], env["ANTHROPIC_BASE_URL"], upstreams)
+	}
+	s = spec(t)
+	s.Environ = []string{"PATH=/bin", "ANTHROPIC_API_KEY=k"}
+	upstreams = nil
+	s.Meter = func(upstream string) (string, error) {
+		upstreams = append(upstreams, upstream)
+		return "http://127.0.0.1:1", nil
+	}
+	if _, err := (Claude{}).Prepare(s); err != nil || !slices.Equal(upstreams, []string{"https://api.anthropic.com"}) {
+		t.Errorf("err %v, meter's upstreams %q", err, upstreams)
+	}
+}
+
 // The claude-code command and environment are docs/agents.md's: the
 // per-run home and config folder, the model credentials and pass_env, no
 // other variable of the runner (CLAUDECODE* even when pass_env names it);
@@ -233,7 +269,7 @@ func TestClaudePrepare(t *testing.T) {
 		"PATH": "/usr/bin:/bin", "HOME": s.Home, "TMPDIR": filepath.Join(s.Home, "tmp"), "LANG": "C.UTF-8",
 		"ANTHROPIC_API_KEY": "sk-1", "ANTHROPIC_BASE_URL": "http://model:9/", "HTTPS_PROXY": "http://proxy:3128",
 		"CLAUDE_CONFIG_DIR": filepath.Join(s.Home, ".claude"), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-		"DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1",
+		"DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1", "CLAUDE_CODE_MAX_RETRIES": "2",
 	}
 	if !reflect.DeepEqual(env, want) {
 		t.Errorf("environment\n%v\nwant\n%v", env, want)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/ballet/ballet/internal/runproto"
 )
@@ -79,6 +80,10 @@ type Result struct {
 	// named in its answers (claude-code), else the one the CLI was told
 	// or said it uses ("" when none is known).
 	Model string
+	// Limit, when set, says that the session's error (Error) is the model
+	// provider's refusal: a rate limit, an overload or an exhausted quota,
+	// with the reset time when the CLI printed one.
+	Limit *Limit
 }
 
 // Report is a submit_report call.
@@ -113,6 +118,9 @@ type claudeOutput struct {
 	// served is the model the model API named in its answers (not
 	// claude-code's own "<synthetic>" messages).
 	servedBy string
+	// apiError is the error kind of the last API error claude-code told
+	// on an assistant line ("rate_limit", "billing_error" …).
+	apiError string
 }
 
 type claudeLine struct {
@@ -136,6 +144,13 @@ type claudeLine struct {
 	TotalCostUSD      float64           `json:"total_cost_usd"`
 	Usage             claudeUsage       `json:"usage"`
 	PermissionDenials []json.RawMessage `json:"permission_denials"`
+	// An API error: on the assistant line claude-code makes of it (with
+	// is_api_error_message and error, such as "rate_limit") and on the
+	// result line.
+	IsAPIErrorMessage bool   `json:"is_api_error_message"`
+	ErrorKind         string `json:"error"`
+	APIErrorStatus    int    `json:"api_error_status"`
+	APIErrorType      string `json:"api_error_type"`
 	// A stream_event line (--include-partial-messages): one event of the
 	// model's answer api_message_id, as the Messages API streamed it.
 	APIMessageID string `json:"api_message_id"`
@@ -210,6 +225,9 @@ func (o *claudeOutput) Line(b []byte, truncated bool) Event {
 		}
 		return Event{Quiet: true}
 	case "assistant":
+		if l.IsAPIErrorMessage {
+			o.apiError = l.ErrorKind
+		}
 		o.turn(l.Message.ID, l.Message.Usage)
 		if m := l.Message.Model; m != "" && m != "<synthetic>" {
 			o.servedBy = m
@@ -245,6 +263,9 @@ func (o *claudeOutput) Line(b []byte, truncated bool) Event {
 				msg += " (terminal_reason " + l.TerminalReason + ")"
 			}
 			o.res.Error = cut("claude-code: "+msg, maxError)
+			if l.TerminalReason == "api_error" || l.APIErrorStatus != 0 {
+				o.res.Limit = claudeLimit(o.apiError, l.APIErrorStatus, l.APIErrorType)
+			}
 		}
 		return Event{Final: true}
 	}
@@ -328,10 +349,15 @@ type opencodeLine struct {
 			Input  json.RawMessage `json:"input"`
 		} `json:"state"`
 	} `json:"part"`
-	Error *struct {
+	Timestamp int64 `json:"timestamp"` // Unix milliseconds
+	Error     *struct {
 		Name string `json:"name"`
 		Data struct {
 			Message string `json:"message"`
+			// An APIError's HTTP status, the provider's headers and body.
+			StatusCode      int               `json:"statusCode"`
+			ResponseHeaders map[string]string `json:"responseHeaders"`
+			ResponseBody    string            `json:"responseBody"`
 		} `json:"data"`
 	} `json:"error"`
 }
@@ -371,6 +397,13 @@ func (o *opencodeOutput) Line(b []byte, truncated bool) Event {
 		}
 		o.errors = append(o.errors, msg)
 		o.res.Error = cut("opencode: "+strings.Join(o.errors, "; "), maxError)
+		o.res.Limit = nil
+		if e := l.Error; e != nil && e.Name == "APIError" {
+			if lim := opencodeLimit(e.Data.StatusCode, e.Data.Message, e.Data.ResponseBody); lim != nil {
+				lim.Reset(e.Data.ResponseHeaders, time.UnixMilli(l.Timestamp))
+				o.res.Limit = lim
+			}
+		}
 	}
 	return Event{}
 }

@@ -18,7 +18,7 @@ import (
 var sonnet = Prices{Input: 3, Output: 15, CacheRead: 0.3, CacheWrite: 3.75}
 
 // sampleLines reads a recorded sample's lines.
-func sampleLines(t *testing.T, sample string) [][]byte {
+func sampleLines(t testing.TB, sample string) [][]byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", sample))
 	if err != nil {

@@ -11,6 +11,11 @@
 // its first command told none, although the model had served its answer.
 // What the meter counted is what the model served, whatever the CLI told
 // before it was stopped.
+//
+// It also keeps the headers of the model API's last refusal (429, 503,
+// 529): the provider's retry-after and rate-limit reset times, which a CLI
+// does not always print (claude-code's output has none), for the runner to
+// say until when a provider's limit holds.
 package meter
 
 import (
@@ -48,6 +53,23 @@ type Meter struct {
 
 	mu      sync.Mutex
 	answers []runproto.Usage // each answer's usage so far, in order of arrival
+	refusal *Refusal         // the last answer that refused for a limit
+}
+
+// Refusal is an answer of the model API that refused for a limit: its
+// status and headers, and when it came.
+type Refusal struct {
+	Status int
+	Header http.Header
+	// Seq counts the answers before it (a refusal followed by an answer
+	// that served is over).
+	Seq int
+}
+
+// limitStatus tells the statuses of a provider's limits: rate limit (or
+// quota), unavailable, overloaded.
+func limitStatus(code int) bool {
+	return code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable || code == 529
 }
 
 // Start starts a meter in front of the model API at upstream (an http(s)
@@ -74,6 +96,10 @@ func Start(upstream string, log *slog.Logger) (*Meter, error) {
 		ModifyResponse: func(resp *http.Response) error {
 			if resp.StatusCode/100 == 2 {
 				resp.Body = m.reader(resp.Body, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"))
+			} else if limitStatus(resp.StatusCode) {
+				m.mu.Lock()
+				m.refusal = &Refusal{Status: resp.StatusCode, Header: resp.Header.Clone(), Seq: len(m.answers)}
+				m.mu.Unlock()
 			}
 			return nil
 		},
@@ -105,6 +131,19 @@ func (m *Meter) Usage() runproto.Usage {
 		s.CacheWriteTokens += u.CacheWriteTokens
 	}
 	return s
+}
+
+// LastRefusal is the model API's last refusal for a limit, when no answer
+// served since (ok false otherwise).
+func (m *Meter) LastRefusal() (Refusal, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.refusal == nil || m.refusal.Seq != len(m.answers) {
+		return Refusal{}, false
+	}
+	r := *m.refusal
+	r.Header = r.Header.Clone()
+	return r, true
 }
 
 // Close stops the meter and the requests under way.

@@ -160,3 +160,54 @@ func TestMeterRefusesABadURL(t *testing.T) {
 		}
 	}
 }
+
+// The meter keeps the headers of the model API's last refusal for a limit
+// (429, 503, 529), passed through unchanged; a refusal that an answer
+// followed is over; other errors are no refusal.
+func TestLastRefusal(t *testing.T) {
+	refuse := func(status int, retryAfter string) func(w http.ResponseWriter) {
+		return func(w http.ResponseWriter) {
+			w.Header().Set("Retry-After", retryAfter)
+			w.Header().Set("Anthropic-Ratelimit-Requests-Reset", "2026-12-07T03:05:00Z")
+			http.Error(w, `{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`, status)
+		}
+	}
+	srv, _ := upstream(t, map[string]func(w http.ResponseWriter){
+		"/v1/429": refuse(http.StatusTooManyRequests, "30"),
+		"/v1/529": refuse(529, "5"),
+		"/v1/500": refuse(http.StatusInternalServerError, "1"),
+		"/v1/ok":  sse(`{"type":"message_start","message":{"usage":{"input_tokens":3}}}`),
+		"/v1/400": refuse(http.StatusBadRequest, "7"),
+	})
+	m, err := Start(srv.URL+"/v1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, ok := m.LastRefusal(); ok {
+		t.Error("a refusal before any request")
+	}
+	if body := get(t, m.URL()+"/429", "{}"); !strings.Contains(body, "slow down") {
+		t.Errorf("the refusal's body did not pass: %q", body)
+	}
+	r, ok := m.LastRefusal()
+	if !ok || r.Status != 429 || r.Header.Get("Retry-After") != "30" || r.Header.Get("Anthropic-Ratelimit-Requests-Reset") != "2026-12-07T03:05:00Z" {
+		t.Errorf("after a 429: %+v %v", r, ok)
+	}
+	get(t, m.URL()+"/500", "{}") // no limit: the 429 stays the last refusal
+	if r, ok := m.LastRefusal(); !ok || r.Status != 429 {
+		t.Errorf("after a 500: %+v %v", r, ok)
+	}
+	get(t, m.URL()+"/529", "{}")
+	if r, ok := m.LastRefusal(); !ok || r.Status != 529 || r.Header.Get("Retry-After") != "5" {
+		t.Errorf("after a 529: %+v %v", r, ok)
+	}
+	get(t, m.URL()+"/ok", "{}")
+	if r, ok := m.LastRefusal(); ok {
+		t.Errorf("an answer served after the refusal, yet %+v", r)
+	}
+	get(t, m.URL()+"/400", "{}")
+	if r, ok := m.LastRefusal(); ok {
+		t.Errorf("a 400 is no refusal for a limit: %+v", r)
+	}
+}
