@@ -220,6 +220,20 @@ type testAPI struct {
 
 func (a *testAPI) must(want int, method, path string, body, out any) {
 	a.t.Helper()
+	status, b := a.call(method, path, body)
+	if status != want {
+		a.t.Fatalf("%s %s: %d %s (want %d)", method, path, status, b, want)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			a.t.Fatalf("%s %s: %v: %s", method, path, err, b)
+		}
+	}
+}
+
+// call sends one request and returns the answer's status and body.
+func (a *testAPI) call(method, path string, body any) (int, []byte) {
+	a.t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
@@ -234,14 +248,7 @@ func (a *testAPI) must(want int, method, path string, body, out any) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		a.t.Fatalf("%s %s: %d %s (want %d)", method, path, resp.StatusCode, b, want)
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			a.t.Fatalf("%s %s: %v: %s", method, path, err, b)
-		}
-	}
+	return resp.StatusCode, b
 }
 
 // await polls cond until it holds, failing after upGuard (a hang, not a
@@ -253,5 +260,133 @@ func (a *testAPI) await(what string, cond func() bool) {
 			a.t.Fatalf("waited %s for %s", upGuard, what)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestUpWaitsOutAProviderLimit: the fake model refuses the real
+// claude-code for 20 s with 429 and retry-after: the ticket's run ends
+// interrupted (provider_limit) with the provider's retry time, the flow
+// waits for the provider, a second ticket on the same credential waits too
+// instead of starting into the limit, and both end done in iteration 1 with
+// no question once the limit has passed.
+func TestUpWaitsOutAProviderLimit(t *testing.T) {
+	t.Parallel()
+	claude := agenttest.Claude(t)
+	fm := fakemodel.New()
+	srv := httptest.NewServer(fm)
+	t.Cleanup(func() { fm.Close(); srv.Close() })
+	dir, err := os.MkdirTemp("/var/tmp", "ballet-limit-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	addr, kaddr := freeAddr(t), freeAddr(t)
+	cfg := fmt.Sprintf(`[http]
+addr = %q
+[knowledge]
+url = %q
+[jobs]
+poll = "50ms"
+[runner]
+heartbeat = "500ms"
+pass_env = ["CLAUDE_CODE_MAX_RETRIES"]
+[adapters.claude-code]
+command = %q
+model = "claude-sonnet-4-5"
+[adapters.opencode]
+command = %q
+`, addr, "http://"+kaddr, claude, filepath.Join(dir, "no-opencode"))
+	if err := os.WriteFile(filepath.Join(dir, "ballet.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "knowledge.toml"), []byte(fmt.Sprintf("[http]\naddr = %q\n", kaddr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=sk-test-fake-model", "CLAUDE_CODE_MAX_RETRIES=0"}
+	u := startUpIn(t, dir, addr, kaddr, env)
+	u.line(`^ballet up: Ballet is up`)
+	boot, err := os.ReadFile(filepath.Join(dir, "data", "bootstrap-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &testAPI{t: t, base: "http://" + addr, token: strings.TrimSpace(string(boot))}
+	repo := apitest.NewGitRepo(t)
+	a.must(201, "POST", "/api/v1/orgs", map[string]any{"slug": "acme", "name": "Acme"}, nil)
+	a.must(201, "POST", "/api/v1/orgs/acme/projects", map[string]any{"key": "ACME", "name": "Acme",
+		"repository": map[string]any{"forge": "git", "url": repo.Bare}}, nil)
+	a.must(200, "PUT", "/api/v1/projects/ACME/pipelines/default", map[string]any{"version": 0, "yaml": interruptPipeline}, nil)
+	limit := fakemodel.Marker("rate-limit", "kind=rate", "retry_after=20", "for=20s")
+	a.must(201, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "Limited", "state": "ready",
+		"description": "Do the work. " + limit}, nil)
+
+	type flow struct {
+		Status, Waiting, Until string
+		Iteration              int
+	}
+	// get reads a ticket's flow; false before it started (404).
+	get := func(key string, f *flow) bool {
+		status, b := a.call("GET", "/api/v1/items/"+key+"/flow", nil)
+		if status == 404 {
+			return false
+		}
+		if status != 200 || json.Unmarshal(b, f) != nil {
+			t.Fatalf("GET %s's flow: %d %s", key, status, b)
+		}
+		return true
+	}
+	var f flow
+	a.await("the first ticket waiting for the provider", func() bool {
+		if !get("ACME-1", &f) {
+			return false
+		}
+		if f.Status == "failed" || f.Waiting == "answer" {
+			t.Fatalf("the flow ended %+v", f)
+		}
+		return f.Waiting == "provider"
+	})
+	if f.Until == "" {
+		t.Errorf("the flow waits for the provider with no time: %+v", f)
+	}
+	// A second ticket on the same credential does not start into the limit.
+	a.must(201, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "Second", "state": "ready",
+		"description": "Do the work. " + limit}, nil)
+	var g flow
+	a.await("the second ticket waiting for the provider", func() bool {
+		return get("ACME-2", &g) && g.Waiting == "provider"
+	})
+	var runs2 struct{ Runs []json.RawMessage }
+	a.must(200, "GET", "/api/v1/items/ACME-2/runs", nil, &runs2)
+	if len(runs2.Runs) != 0 {
+		t.Errorf("the second ticket started %d runs into the limit", len(runs2.Runs))
+	}
+	for _, key := range []string{"ACME-1", "ACME-2"} {
+		a.await(key+" done", func() bool {
+			if !get(key, &f) {
+				return false
+			}
+			if f.Status == "failed" || f.Waiting == "answer" {
+				t.Fatalf("%s ended %+v", key, f)
+			}
+			return f.Status == "done"
+		})
+		if f.Iteration != 1 {
+			t.Errorf("%s ended in iteration %d, want 1", key, f.Iteration)
+		}
+		var qs struct{ Questions []json.RawMessage }
+		a.must(200, "GET", "/api/v1/items/"+key+"/questions", nil, &qs)
+		if len(qs.Questions) != 0 {
+			t.Errorf("questions on %s: %s", key, qs.Questions)
+		}
+	}
+	var runs struct {
+		Runs []struct {
+			Status, Reason string
+			RetryAt        string `json:"retry_at"`
+		}
+	}
+	a.must(200, "GET", "/api/v1/items/ACME-1/runs", nil, &runs)
+	if n := len(runs.Runs); n < 2 || runs.Runs[0].Status != "interrupted" || runs.Runs[0].Reason != "provider_limit" || runs.Runs[0].RetryAt == "" ||
+		runs.Runs[n-1].Status != "succeeded" {
+		t.Errorf("the first ticket's runs: %+v; want provider_limit with a retry time, then succeeded", runs.Runs)
 	}
 }
