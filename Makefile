@@ -115,7 +115,7 @@ FUZZ_TARGETS := internal/keys:FuzzParseItem internal/config:FuzzParse \
 	internal/pipeline:FuzzParse internal/pipeline:FuzzValidate internal/pipeline:FuzzDecodeJSON \
 	internal/door:FuzzDecode internal/server:FuzzParseOffset internal/realtime:FuzzDecodeMessage internal/budget:FuzzParseDollars \
 	internal/forge:FuzzParseHook internal/knowledge/service:FuzzDecodeBodies internal/webhook:FuzzCheckURL \
-	internal/transcript:FuzzParse
+	internal/transcript:FuzzParse internal/runner/agent:FuzzLimitReset internal/runner/agent:FuzzLimitLines
 # A count of inputs, not a duration: Go 1.26's fuzz coordinator can report
 # "context deadline exceeded" when a duration ends while a worker is mid-input
 # on a loaded machine (golang/go#75804, fixed in Go 1.27) — a failure with no

@@ -439,7 +439,7 @@ func (s *session) limited(e *ending, res proc.Result, out agent.Result, refusal 
 	}
 	now := s.r.clock.Now()
 	if lim.After == 0 && lim.At.IsZero() && refusal != nil {
-		lim.Reset(agent.HeaderMap(refusal.Header), now)
+		lim.Reset(headerMap(refusal.Header), now)
 	}
 	e.interrupted = runproto.ReasonProviderLimit
 	e.retryAt = lim.RetryAt(now)
@@ -684,4 +684,15 @@ func or0(n *int) *int {
 		return new(int)
 	}
 	return n
+}
+
+// headerMap is h with one value per name, as Limit.Reset reads headers.
+func headerMap(h http.Header) map[string]string {
+	m := make(map[string]string, len(h))
+	for k, v := range h {
+		if len(v) > 0 {
+			m[k] = v[0]
+		}
+	}
+	return m
 }

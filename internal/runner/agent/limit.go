@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -90,7 +89,7 @@ func (l *Limit) Reset(h map[string]string, now time.Time) {
 			l.After = time.Duration(s * float64(time.Second))
 			return
 		}
-		if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		if t, ok := httpDate(v); ok && t.After(now) {
 			l.After = t.Sub(now)
 			return
 		}
@@ -142,16 +141,23 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// HeaderMap is h with one value per name, as a map for Limit.Reset.
-func HeaderMap(h http.Header) map[string]string {
-	m := make(map[string]string, len(h))
-	for k, v := range h {
-		if len(v) > 0 {
-			m[k] = v[0]
+// httpDate parses an HTTP date (retry-after's other form) in the three
+// formats HTTP allows: IMF-fixdate, RFC 850 and asctime.
+func httpDate(v string) (time.Time, bool) {
+	for _, layout := range []string{"Mon, 02 Jan 2006 15:04:05 GMT", "Monday, 02-Jan-06 15:04:05 GMT", "Mon Jan _2 15:04:05 2006"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t, true
 		}
 	}
-	return m
+	return time.Time{}, false
 }
+
+// HTTP statuses the providers refuse with (this package speaks no HTTP:
+// the runner's meter does).
+const (
+	statusTooManyRequests    = 429
+	statusServiceUnavailable = 503
+)
 
 // claudeLimit classifies claude-code's account of an API error: the
 // assistant line's error ("rate_limit", "billing_error" …), the
@@ -161,7 +167,7 @@ func claudeLimit(errKind string, status int, typ string) *Limit {
 	switch {
 	case errKind == "billing_error":
 		return &Limit{Kind: LimitQuota, Status: status}
-	case status == http.StatusTooManyRequests || typ == "rate_limit_error" || errKind == "rate_limit":
+	case status == statusTooManyRequests || typ == "rate_limit_error" || errKind == "rate_limit":
 		return &Limit{Kind: LimitRate, Status: status}
 	case status == 529 || typ == "overloaded_error":
 		return &Limit{Kind: LimitOverloaded, Status: status}
@@ -179,10 +185,10 @@ func opencodeLimit(status int, message, body string) *Limit {
 	switch {
 	case quota:
 		return &Limit{Kind: LimitQuota, Status: status}
-	case status == http.StatusTooManyRequests || strings.Contains(text, "rate_limit_error"):
+	case status == statusTooManyRequests || strings.Contains(text, "rate_limit_error"):
 		return &Limit{Kind: LimitRate, Status: status}
 	case status == 529 || strings.Contains(text, "overloaded_error") ||
-		(status == http.StatusServiceUnavailable && strings.Contains(text, "overloaded")):
+		(status == statusServiceUnavailable && strings.Contains(text, "overloaded")):
 		return &Limit{Kind: LimitOverloaded, Status: status}
 	}
 	return nil

@@ -159,8 +159,13 @@ func withToken(cloneURL, user, token string) (string, error) {
 
 // forgeFaultWait is how long an armed point of the Gitea client may take
 // to fire: the merge stage checks every 5 s or more, at once on the
-// repository's webhook (a review, a CI status).
-const forgeFaultWait = 20 * time.Second
+// repository's webhook (a review, a CI status), and an "after" point fires
+// only once Gitea answered — which on a loaded CI machine took over 30 s
+// for a merge (Gitea's own log: every write 3–4 s). At 20 s the points
+// after creating and after merging were given up before Gitea answered,
+// four turns each, and a run on rqlite ended with neither fired
+// (enough-happened-on-gitea).
+const forgeFaultWait = 60 * time.Second
 
 // isForgePoint reports whether an armed fault spec is one of the Gitea
 // client's points.
