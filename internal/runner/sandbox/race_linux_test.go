@@ -63,27 +63,34 @@ func TestNoAgentOutlivesARunnerDyingAtItsStart(t *testing.T) {
 		if err := r.Run(); err == nil {
 			t.Fatal("the racer did not die")
 		}
-		// Every process of the session is gone within moments, except an
-		// idle bwrap init at most.
-		var left []int
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			left = marked(proc.Marker(id))
-			if len(left) <= 1 || time.Now().After(deadline) {
+		// Within moments every process of the session is gone but an idle
+		// bwrap init at most: the handshake's script exits once the
+		// runner's end of its pipe is closed; the agent, if it had its go,
+		// dies with its parents.
+		var running []string
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			running = running[:0]
+			for _, pid := range marked(proc.Marker(id)) {
+				cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+				name, _, _ := bytes.Cut(cl, []byte{0})
+				switch {
+				case len(cl) == 0: // gone, or a zombie: not running
+				case filepath.Base(string(name)) == "bwrap":
+					idle++
+				default:
+					running = append(running, fmt.Sprintf("%d %s", pid, name))
+				}
+			}
+			if len(running) == 0 || time.Now().After(deadline) {
 				break
 			}
 		}
-		for _, pid := range left {
-			cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-			name, _, _ := bytes.Cut(cl, []byte{0})
-			switch {
-			case len(cl) == 0: // gone, or a zombie: not running
-			case filepath.Base(string(name)) != "bwrap":
-				agents++
-				t.Errorf("a runner killed %d µs after a session's start left %q running", after, name)
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			default:
-				idle++
-			}
+		for _, r := range running {
+			agents++
+			t.Errorf("a runner killed %d µs after a session's start left %s running", after, r)
+			var pid int
+			fmt.Sscan(r, &pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
 	swept, err := proc.Sweep(state)
@@ -94,9 +101,13 @@ func TestNoAgentOutlivesARunnerDyingAtItsStart(t *testing.T) {
 	for _, s := range swept {
 		killed += len(s.Killed)
 	}
-	t.Logf("30 runners killed during a session's start: %d agents left running, %d bwrap processes still there a moment after (ending, or an idle init), %d processes swept", agents, idle, killed)
+	t.Logf("30 runners killed during a session's start: %d processes of a session left running, %d sightings of bwrap processes (ending, or an idle init), %d processes swept", agents, idle, killed)
 	for _, id := range ids {
-		if left := marked(proc.Marker(id)); len(left) > 0 {
+		left := marked(proc.Marker(id))
+		for deadline := time.Now().Add(5 * time.Second); len(left) > 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			left = marked(proc.Marker(id)) // killed: gone in a moment
+		}
+		if len(left) > 0 {
 			t.Errorf("the sweep left %v of %s", left, id)
 		}
 	}
