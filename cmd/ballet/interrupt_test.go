@@ -64,53 +64,13 @@ func TestUpRestartedMidStage(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			start := time.Now()
-			fm := fakemodel.New()
-			srv := httptest.NewServer(fm)
-			t.Cleanup(func() { fm.Close(); srv.Close() })
-			// Outside /tmp: the sandbox gives sessions a private /tmp.
-			dir, err := os.MkdirTemp("/var/tmp", "ballet-interrupt-")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.RemoveAll(dir) })
-			addr, kaddr := freeAddr(t), freeAddr(t)
-			cfg := fmt.Sprintf(`[http]
-addr = %q
-[knowledge]
-url = %q
-[jobs]
-poll = "50ms"
-[runner]
+			w, u := newAgentUp(t, claude, `[runner]
 drain = "1s"
 heartbeat = "500ms"
 pass_env = ["CLAUDE_CODE_MAX_RETRIES"]
 [runs]
-grace = "20s"
-[adapters.claude-code]
-command = %q
-model = "claude-sonnet-4-5"
-[adapters.opencode]
-command = %q
-`, addr, "http://"+kaddr, claude, filepath.Join(dir, "no-opencode"))
-			if err := os.WriteFile(filepath.Join(dir, "ballet.toml"), []byte(cfg), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, "knowledge.toml"), []byte(fmt.Sprintf("[http]\naddr = %q\n", kaddr)), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			env := []string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=sk-test-fake-model", "CLAUDE_CODE_MAX_RETRIES=1"}
-			u := startUpIn(t, dir, addr, kaddr, env)
-			u.line(`^ballet up: Ballet is up`)
-			boot, err := os.ReadFile(filepath.Join(dir, "data", "bootstrap-token"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			a := &testAPI{t: t, base: "http://" + addr, token: strings.TrimSpace(string(boot))}
-			repo := apitest.NewGitRepo(t)
-			a.must(201, "POST", "/api/v1/orgs", map[string]any{"slug": "acme", "name": "Acme"}, nil)
-			a.must(201, "POST", "/api/v1/orgs/acme/projects", map[string]any{"key": "ACME", "name": "Acme",
-				"repository": map[string]any{"forge": "git", "url": repo.Bare}}, nil)
-			a.must(200, "PUT", "/api/v1/projects/ACME/pipelines/default", map[string]any{"version": 0, "yaml": interruptPipeline}, nil)
+grace = "20s"`, "1")
+			fm, a := w.fm, w.a
 			a.must(201, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "Work slowly", "state": "ready",
 				"description": "Do the work. " + fakemodel.Marker("slow-work", "steps=6", "sleep=2")}, nil)
 
@@ -132,8 +92,7 @@ command = %q
 				if err := u.wait(); err != nil {
 					t.Fatalf("ballet up after SIGTERM: %v", err)
 				}
-				u = startUpIn(t, dir, addr, kaddr, env)
-				u.line(`^ballet up: Ballet is up`)
+				u = w.start(t)
 			case "core":
 				pid := u.nthPid(`^ballet up: Core started \(pid (\d+)\)`, 1)
 				if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
@@ -146,8 +105,7 @@ command = %q
 					t.Fatal(err)
 				}
 				_ = u.wait()
-				u = startUpIn(t, dir, addr, kaddr, env)
-				u.line(`^ballet up: Ballet is up`)
+				u = w.start(t)
 				// The old runner drained alone; it ends once its finish is
 				// answered by the new Core.
 				defer a.await("the old runner (pid "+strconv.Itoa(orphan)+") gone", func() bool { return !alive(orphan) })
@@ -272,49 +230,10 @@ func (a *testAPI) await(what string, cond func() bool) {
 func TestUpWaitsOutAProviderLimit(t *testing.T) {
 	t.Parallel()
 	claude := agenttest.Claude(t)
-	fm := fakemodel.New()
-	srv := httptest.NewServer(fm)
-	t.Cleanup(func() { fm.Close(); srv.Close() })
-	dir, err := os.MkdirTemp("/var/tmp", "ballet-limit-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	addr, kaddr := freeAddr(t), freeAddr(t)
-	cfg := fmt.Sprintf(`[http]
-addr = %q
-[knowledge]
-url = %q
-[jobs]
-poll = "50ms"
-[runner]
+	w, _ := newAgentUp(t, claude, `[runner]
 heartbeat = "500ms"
-pass_env = ["CLAUDE_CODE_MAX_RETRIES"]
-[adapters.claude-code]
-command = %q
-model = "claude-sonnet-4-5"
-[adapters.opencode]
-command = %q
-`, addr, "http://"+kaddr, claude, filepath.Join(dir, "no-opencode"))
-	if err := os.WriteFile(filepath.Join(dir, "ballet.toml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "knowledge.toml"), []byte(fmt.Sprintf("[http]\naddr = %q\n", kaddr)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=sk-test-fake-model", "CLAUDE_CODE_MAX_RETRIES=0"}
-	u := startUpIn(t, dir, addr, kaddr, env)
-	u.line(`^ballet up: Ballet is up`)
-	boot, err := os.ReadFile(filepath.Join(dir, "data", "bootstrap-token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &testAPI{t: t, base: "http://" + addr, token: strings.TrimSpace(string(boot))}
-	repo := apitest.NewGitRepo(t)
-	a.must(201, "POST", "/api/v1/orgs", map[string]any{"slug": "acme", "name": "Acme"}, nil)
-	a.must(201, "POST", "/api/v1/orgs/acme/projects", map[string]any{"key": "ACME", "name": "Acme",
-		"repository": map[string]any{"forge": "git", "url": repo.Bare}}, nil)
-	a.must(200, "PUT", "/api/v1/projects/ACME/pipelines/default", map[string]any{"version": 0, "yaml": interruptPipeline}, nil)
+pass_env = ["CLAUDE_CODE_MAX_RETRIES"]`, "0")
+	a := w.a
 	limit := fakemodel.Marker("rate-limit", "kind=rate", "retry_after=20", "for=20s")
 	a.must(201, "POST", "/api/v1/projects/ACME/items", map[string]any{"type": "task", "title": "Limited", "state": "ready",
 		"description": "Do the work. " + limit}, nil)
@@ -389,4 +308,70 @@ command = %q
 		runs.Runs[n-1].Status != "succeeded" {
 		t.Errorf("the first ticket's runs: %+v; want provider_limit with a retry time, then succeeded", runs.Runs)
 	}
+}
+
+// agentUp is a `ballet up` in a folder of its own (outside /tmp: the
+// sandbox gives sessions a private /tmp), running the real claude-code
+// against an in-process fake model, with project ACME on a git repository
+// and interruptPipeline published.
+type agentUp struct {
+	dir, addr, kaddr string
+	env              []string
+	fm               *fakemodel.Server
+	a                *testAPI
+}
+
+// newAgentUp starts it with runner (the config's [runner] and [runs] keys
+// beyond pass_env) and CLAUDE_CODE_MAX_RETRIES=retries.
+func newAgentUp(t *testing.T, claude, runner, retries string) (*agentUp, *upProc) {
+	t.Helper()
+	w := &agentUp{fm: fakemodel.New()}
+	srv := httptest.NewServer(w.fm)
+	t.Cleanup(func() { w.fm.Close(); srv.Close() })
+	dir, err := os.MkdirTemp("/var/tmp", "ballet-agent-up-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	w.dir, w.addr, w.kaddr = dir, freeAddr(t), freeAddr(t)
+	cfg := fmt.Sprintf(`[http]
+addr = %q
+[knowledge]
+url = %q
+[jobs]
+poll = "50ms"
+%s
+[adapters.claude-code]
+command = %q
+model = "claude-sonnet-4-5"
+[adapters.opencode]
+command = %q
+`, w.addr, "http://"+w.kaddr, runner, claude, filepath.Join(dir, "no-opencode"))
+	if err := os.WriteFile(filepath.Join(dir, "ballet.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "knowledge.toml"), []byte(fmt.Sprintf("[http]\naddr = %q\n", w.kaddr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.env = []string{"ANTHROPIC_BASE_URL=" + srv.URL, "ANTHROPIC_API_KEY=sk-test-fake-model", "CLAUDE_CODE_MAX_RETRIES=" + retries}
+	u := w.start(t)
+	boot, err := os.ReadFile(filepath.Join(dir, "data", "bootstrap-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.a = &testAPI{t: t, base: "http://" + w.addr, token: strings.TrimSpace(string(boot))}
+	repo := apitest.NewGitRepo(t)
+	w.a.must(201, "POST", "/api/v1/orgs", map[string]any{"slug": "acme", "name": "Acme"}, nil)
+	w.a.must(201, "POST", "/api/v1/orgs/acme/projects", map[string]any{"key": "ACME", "name": "Acme",
+		"repository": map[string]any{"forge": "git", "url": repo.Bare}}, nil)
+	w.a.must(200, "PUT", "/api/v1/projects/ACME/pipelines/default", map[string]any{"version": 0, "yaml": interruptPipeline}, nil)
+	return w, u
+}
+
+// start starts `ballet up` (again) and waits until it says Ballet is up.
+func (w *agentUp) start(t *testing.T) *upProc {
+	t.Helper()
+	u := startUpIn(t, w.dir, w.addr, w.kaddr, w.env)
+	u.line(`^ballet up: Ballet is up`)
+	return u
 }
